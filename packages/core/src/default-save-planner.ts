@@ -1,0 +1,106 @@
+import { byteSize, numel } from "./dtypes.js";
+import { CheckpointError } from "./errors.js";
+import type { Leaf } from "./flatten.js";
+import { type ValueEntry, encodeSpecialNumber } from "./metadata.js";
+import type { DataFilePlan, GlobalPlanContext, GlobalSavePlan, PlannedValue, SavePlan, SavePlanner, WriteItem } from "./save-planner.js";
+import { displayKey, pathId } from "./state-dict.js";
+
+export function valueEntry(leaf: Extract<Leaf, { kind: "value" }>): ValueEntry {
+  const special = typeof leaf.value === "number" ? encodeSpecialNumber(leaf.value) : undefined;
+  return special ? { kind: "value", key: leaf.path, special } : { kind: "value", key: leaf.path, value: leaf.value };
+}
+
+/**
+ * The default planner: every leaf is one item; an item several ranks hold (a replicated
+ * tensor: same key, same box) is written once, by the rank with the fewest bytes assigned so
+ * far, largest items first, so writing is balanced across ranks. Each rank's items are then
+ * spread over up to `filesPerRank` files of similar size.
+ */
+export class DefaultSavePlanner implements SavePlanner {
+  createLocalPlan(leaves: readonly Leaf[], rank: number): SavePlan {
+    const items: WriteItem[] = [];
+    const values: PlannedValue[] = [];
+    leaves.forEach((leaf, leafIndex) => {
+      if (leaf.kind === "value") {
+        values.push({ leafIndex, entry: valueEntry(leaf) });
+        return;
+      }
+      const dtype = leaf.kind === "tensor" ? leaf.dtype : "uint8";
+      const shape = leaf.kind === "tensor" ? leaf.shape : [leaf.data.byteLength];
+      items.push({
+        leafIndex,
+        key: leaf.path,
+        kind: leaf.kind,
+        dtype,
+        shape,
+        chunk: { offsets: shape.map(() => 0), sizes: shape },
+        byteLength: byteSize(dtype, shape),
+      });
+    });
+    return { rank, items, values };
+  }
+
+  createGlobalPlan(plans: readonly SavePlan[], context: GlobalPlanContext): GlobalSavePlan {
+    const holders = new Map<string, Map<number, WriteItem>>();
+    const firstSeen = new Map<string, WriteItem>();
+    for (const plan of plans) {
+      for (const item of plan.items) {
+        const key = pathId(item.key);
+        const seen = firstSeen.get(key);
+        if (seen && (seen.dtype !== item.dtype || seen.kind !== item.kind || pathId(seen.shape) !== pathId(item.shape))) {
+          throw new CheckpointError(
+            "invalid_argument",
+            `ranks disagree about ${displayKey(item.key)}: ${seen.kind} ${seen.dtype}${JSON.stringify(seen.shape)} on one rank, ${item.kind} ${item.dtype}${JSON.stringify(item.shape)} on rank ${plan.rank}`,
+            { context: { key: displayKey(item.key), rank: plan.rank } },
+          );
+        }
+        firstSeen.set(key, seen ?? item);
+        const id = `${key}@${pathId(item.chunk.offsets)}${pathId(item.chunk.sizes)}`;
+        const holder = holders.get(id) ?? new Map<number, WriteItem>();
+        holder.set(plan.rank, item);
+        holders.set(id, holder);
+      }
+    }
+    const assigned = plans.map(() => [] as WriteItem[]);
+    const load = plans.map(() => 0);
+    const size = (holder: Map<number, WriteItem>): number => holder.values().next().value!.byteLength;
+    const bySize = [...holders.values()].sort((a, b) => size(b) - size(a));
+    for (const holder of bySize) {
+      const ranks = [...holder.keys()];
+      const rank = ranks.reduce((best, r) => (load[r]! < load[best]! ? r : best), ranks[0]!);
+      const item = holder.get(rank)!;
+      assigned[rank]!.push(item);
+      load[rank]! += item.byteLength;
+    }
+    const values = new Map<string, ValueEntry>();
+    for (const plan of plans) for (const { entry } of plan.values) if (!values.has(pathId(entry.key))) values.set(pathId(entry.key), entry);
+    return {
+      attempt: context.attempt,
+      files: assigned.map((items, rank) => spreadOverFiles(items, rank, context)),
+      values: [...values.values()],
+    };
+  }
+}
+
+/** Largest first onto the emptiest file; each file then keeps its items in the rank's leaf order. */
+function spreadOverFiles(items: readonly WriteItem[], rank: number, context: GlobalPlanContext): DataFilePlan[] {
+  const count = Math.max(1, Math.min(context.filesPerRank, items.length));
+  const files = Array.from({ length: count }, () => ({ bytes: 0, items: [] as WriteItem[] }));
+  for (const item of [...items].sort((a, b) => b.byteLength - a.byteLength)) {
+    const file = files.reduce((best, f) => (f.bytes < best.bytes ? f : best), files[0]!);
+    file.items.push(item);
+    file.bytes += item.byteLength;
+  }
+  return files
+    .filter((f) => f.items.length > 0)
+    .map((f, index) => ({
+      name: `data-r${rank}-${index}-${context.attempt}.safetensors`,
+      items: f.items.sort((a, b) => a.leafIndex - b.leafIndex),
+    }));
+}
+
+/** The name of an item in its data file's safetensors header: the dotted key, plus the chunk's offsets if it is a shard. */
+export function tensorName(item: WriteItem): string {
+  const whole = item.chunk.sizes.every((s, d) => s === item.shape[d]) && numel(item.chunk.sizes) === numel(item.shape);
+  return whole ? displayKey(item.key) : `${displayKey(item.key)}@${item.chunk.offsets.join(",")}`;
+}

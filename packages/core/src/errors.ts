@@ -1,0 +1,58 @@
+/**
+ * Every failure Cairn reports is a `CheckpointError`; callers branch on `code`, never on
+ * the message. Adapters translate SDK errors into it and keep the original as `cause`.
+ */
+export type CheckpointErrorCode =
+  | "not_found"
+  | "not_committed"
+  | "already_exists"
+  | "corrupt"
+  | "mismatch"
+  | "invalid_argument"
+  | "unsupported_version"
+  | "unsupported_protocol"
+  | "storage"
+  | "cancelled"
+  | "timeout";
+
+/** Where an error happened; every field is optional and only what is known is set. */
+export interface CheckpointErrorContext {
+  readonly path?: string;
+  readonly key?: string;
+  readonly step?: number;
+  readonly rank?: number;
+  readonly file?: string;
+  readonly protocol?: string;
+  /** For `storage` errors: whether retrying the same call may succeed. */
+  readonly transient?: boolean;
+}
+
+export class CheckpointError extends Error {
+  override readonly name = "CheckpointError";
+  readonly code: CheckpointErrorCode;
+  readonly context: CheckpointErrorContext;
+
+  constructor(code: CheckpointErrorCode, message: string, options: { context?: CheckpointErrorContext; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.context = options.context ?? {};
+  }
+
+  /** True for storage errors an adapter classified as transient (worth retrying). */
+  get transient(): boolean {
+    return this.context.transient === true;
+  }
+}
+
+export function isCheckpointError(error: unknown, code?: CheckpointErrorCode): error is CheckpointError {
+  return error instanceof CheckpointError && (code === undefined || error.code === code);
+}
+
+/** The error to throw when an `AbortSignal` fired: `cancelled`, carrying the signal's reason. */
+export function cancelledError(signal: AbortSignal, what: string): CheckpointError {
+  return new CheckpointError("cancelled", `${what} was cancelled; nothing was committed`, { cause: signal.reason });
+}
+
+export function throwIfAborted(signal: AbortSignal | undefined, what: string): void {
+  if (signal?.aborted) throw cancelledError(signal, what);
+}

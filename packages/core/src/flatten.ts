@@ -1,0 +1,234 @@
+import { type DType, type TypedArray, bytesOf, isDType, validateShape } from "./dtypes.js";
+import { CheckpointError } from "./errors.js";
+import {
+  type HostTensor,
+  type JsonPrimitive,
+  type KeyPath,
+  type StateDict,
+  type StateValue,
+  type Stateful,
+  type TensorLike,
+  checkHostData,
+  displayKey,
+  unsupportedDType,
+} from "./state-dict.js";
+
+/** A leaf of a state dict, classified. Containers and `Stateful`s never appear here. */
+export type Leaf =
+  | { readonly kind: "tensor"; readonly path: KeyPath; readonly dtype: DType; readonly shape: readonly number[]; readonly source: TensorSource }
+  | { readonly kind: "bytes"; readonly path: KeyPath; readonly data: Uint8Array }
+  | { readonly kind: "value"; readonly path: KeyPath; readonly value: JsonPrimitive | EmptyContainer };
+
+/** An empty object or array has no leaves, so it is kept as a value to round-trip. */
+export type EmptyContainer = Record<string, never> | readonly never[];
+
+export type TensorSource =
+  | { readonly kind: "host"; readonly tensor: HostTensor }
+  | { readonly kind: "tfjs"; readonly tensor: TensorLike };
+
+/** tfjs dtypes that have a format v1 equivalent. */
+const TFJS_DTYPES: Readonly<Record<string, DType>> = { float32: "float32", int32: "int32", bool: "bool" };
+
+type Classified =
+  | { readonly type: "leaf"; readonly leaf: Leaf }
+  | { readonly type: "stateful"; readonly object: Stateful }
+  | { readonly type: "container"; readonly entries: readonly [string | number, StateValue][]; readonly empty: EmptyContainer };
+
+function invalid(path: KeyPath, message: string): CheckpointError {
+  return new CheckpointError("invalid_argument", `state dict key ${displayKey(path)}: ${message}`, {
+    context: { key: displayKey(path) },
+  });
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null;
+}
+
+export function isTensorLike(value: unknown): value is TensorLike {
+  return isObject(value) && Array.isArray(value.shape) && typeof value.dtype === "string" && typeof value.data === "function";
+}
+
+function looksLikeHostTensor(value: Record<string, unknown>): boolean {
+  return "dtype" in value && "shape" in value && ArrayBuffer.isView(value.data);
+}
+
+export function isStateful(value: unknown): value is Stateful {
+  return isObject(value) && typeof value.stateDict === "function" && typeof value.loadStateDict === "function";
+}
+
+function isPlainObject(value: Record<string, unknown>): boolean {
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+export function tfjsDType(tensor: TensorLike, path: KeyPath): DType {
+  const dtype = TFJS_DTYPES[tensor.dtype];
+  if (dtype === undefined) {
+    throw invalid(path, `tfjs tensors of dtype ${JSON.stringify(tensor.dtype)} cannot be checkpointed; use float32, int32 or bool`);
+  }
+  return dtype;
+}
+
+function classify(value: unknown, path: KeyPath): Classified {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return { type: "leaf", leaf: { kind: "value", path, value } };
+    case "number":
+      return { type: "leaf", leaf: { kind: "value", path, value } };
+    case "undefined":
+      throw invalid(path, "undefined is not a state dict value; delete the key or use null");
+    case "function":
+      throw invalid(path, "a function is not a state dict value; remove it, or wrap the object in a Stateful");
+    case "symbol":
+      throw invalid(path, "a symbol is not a state dict value");
+    case "bigint":
+      throw invalid(path, "a bigint is not a state dict value; use an int64 host tensor or a string");
+  }
+  if (value === null) return { type: "leaf", leaf: { kind: "value", path, value: null } };
+  const object = value as Record<string, unknown>;
+  if (value instanceof Uint8Array) {
+    return { type: "leaf", leaf: { kind: "bytes", path, data: value } };
+  }
+  if (ArrayBuffer.isView(value)) {
+    throw invalid(path, `a bare ${value.constructor.name} has no shape or dtype; wrap it with hostTensor(dtype, shape, data)`);
+  }
+  if (isTensorLike(value)) {
+    if (value.isDisposed === true) throw invalid(path, "the tfjs tensor is already disposed; pass a live tensor");
+    const dtype = tfjsDType(value, path);
+    const shape = validateShape(value.shape, `state dict key ${displayKey(path)}`);
+    return { type: "leaf", leaf: { kind: "tensor", path, dtype, shape, source: { kind: "tfjs", tensor: value } } };
+  }
+  if (looksLikeHostTensor(object)) {
+    const where = `state dict key ${displayKey(path)}`;
+    if (!isDType(object.dtype)) throw unsupportedDType(object.dtype, where);
+    const shape = validateShape(object.shape, where);
+    checkHostData(object.dtype, shape, object.data, where);
+    const tensor = { dtype: object.dtype, shape, data: object.data } as HostTensor;
+    return { type: "leaf", leaf: { kind: "tensor", path, dtype: object.dtype, shape, source: { kind: "host", tensor } } };
+  }
+  if (isStateful(value)) return { type: "stateful", object: value };
+  if (Array.isArray(value)) {
+    const entries: [number, StateValue][] = [];
+    for (let i = 0; i < value.length; i++) {
+      if (!(i in value)) throw invalid([...path, i], "arrays must not have holes; use null");
+      entries.push([i, value[i] as StateValue]);
+    }
+    return { type: "container", entries, empty: [] };
+  }
+  if (isPlainObject(object)) {
+    if (Object.getOwnPropertySymbols(object).length > 0) throw invalid(path, "symbol keys cannot be checkpointed; use string keys");
+    return { type: "container", entries: Object.entries(object) as [string, StateValue][], empty: {} };
+  }
+  const name = (Object.getPrototypeOf(object) as { constructor?: { name?: string } } | null)?.constructor?.name ?? "object";
+  throw invalid(
+    path,
+    `a ${name} instance is not a state dict value; convert it to plain data, or give it stateDict() and loadStateDict() (Stateful)`,
+  );
+}
+
+/** A `Stateful` met while flattening a load target: after its leaves are filled, `loadStateDict(target)` is called. */
+export interface StatefulTarget {
+  readonly path: KeyPath;
+  readonly object: Stateful;
+  readonly target: StateDict;
+}
+
+/** A leaf of a load target, with a way to put a replacement value where it was found. */
+export interface TargetLeaf {
+  readonly leaf: Leaf;
+  readonly replace: (value: StateValue) => void;
+}
+
+export interface FlattenedTarget {
+  readonly leaves: readonly TargetLeaf[];
+  /** Statefuls in post-order (inner before outer), so each sees its children already loaded. */
+  readonly statefuls: readonly StatefulTarget[];
+}
+
+/**
+ * Walks a state dict depth-first, expanding `Stateful`s, and rejects anything that cannot be
+ * saved. Runs to completion before any byte is written, so bad input writes nothing.
+ */
+async function walk(
+  root: StateDict,
+  onLeaf: (leaf: Leaf, replace: (value: StateValue) => void) => void,
+  onStateful: (target: StatefulTarget) => void,
+): Promise<void> {
+  if (!isObject(root) || Array.isArray(root) || ArrayBuffer.isView(root) || isTensorLike(root)) {
+    throw new CheckpointError("invalid_argument", "a state dict must be a plain object of named values");
+  }
+  const ancestors = new Set<object>();
+  const visit = async (value: unknown, path: KeyPath, replace: (value: StateValue) => void): Promise<void> => {
+    const classified = classify(value, path);
+    if (classified.type === "leaf") {
+      onLeaf(classified.leaf, replace);
+      return;
+    }
+    const object = value as object;
+    if (ancestors.has(object)) throw invalid(path, "the state dict contains a cycle; a value must not contain itself");
+    ancestors.add(object);
+    if (classified.type === "stateful") {
+      const inner = await classified.object.stateDict();
+      if (!isObject(inner) || Array.isArray(inner) || !isPlainObject(inner as Record<string, unknown>)) {
+        throw invalid(path, "stateDict() must return a plain object");
+      }
+      ancestors.add(inner);
+      await visitContainer(inner, Object.entries(inner), path);
+      ancestors.delete(inner);
+      onStateful({ path, object: classified.object, target: inner });
+    } else if (classified.entries.length === 0) {
+      onLeaf({ kind: "value", path, value: classified.empty }, replace);
+    } else {
+      await visitContainer(object, classified.entries, path);
+    }
+    ancestors.delete(object);
+  };
+  const visitContainer = async (container: object, entries: readonly [string | number, unknown][], path: KeyPath): Promise<void> => {
+    for (const [key, child] of entries) {
+      await visit(child, [...path, key], (replacement) => {
+        (container as Record<string | number, StateValue>)[key] = replacement;
+      });
+    }
+  };
+  if (Object.keys(root).length === 0 && !isStateful(root)) return;
+  await visit(root, [], () => {
+    throw new CheckpointError("invalid_argument", "the state dict's root cannot be replaced");
+  });
+}
+
+/** The leaves to save, in a deterministic order (depth-first, keys in insertion order). */
+export async function flattenStateDict(stateDict: StateDict): Promise<Leaf[]> {
+  const leaves: Leaf[] = [];
+  await walk(stateDict, (leaf) => leaves.push(leaf), () => undefined);
+  return leaves;
+}
+
+/** The leaves a load fills, each with where to put a replacement, and the Statefuls to call back. */
+export async function flattenTarget(stateDict: StateDict): Promise<FlattenedTarget> {
+  const leaves: TargetLeaf[] = [];
+  const statefuls: StatefulTarget[] = [];
+  await walk(stateDict, (leaf, replace) => leaves.push({ leaf, replace }), (s) => statefuls.push(s));
+  return { leaves, statefuls };
+}
+
+/**
+ * The bytes of a tensor leaf, read through the tfjs `data()` path for tfjs tensors (the values
+ * may be on a device). Host tensors are returned as a view, without copying.
+ */
+export async function tensorBytes(leaf: Extract<Leaf, { kind: "tensor" }>): Promise<Uint8Array> {
+  const { source } = leaf;
+  if (source.kind === "host") return bytesOf(source.tensor.data);
+  if (source.tensor.isDisposed === true) throw invalid(leaf.path, "the tfjs tensor was disposed before it was saved");
+  let data: ArrayBufferView;
+  try {
+    data = await source.tensor.data();
+  } catch (cause) {
+    throw new CheckpointError("invalid_argument", `state dict key ${displayKey(leaf.path)}: reading the tfjs tensor failed: ${(cause as Error).message}`, {
+      cause,
+      context: { key: displayKey(leaf.path) },
+    });
+  }
+  checkHostData(leaf.dtype, leaf.shape, data, `state dict key ${displayKey(leaf.path)}`);
+  return bytesOf(data as TypedArray);
+}

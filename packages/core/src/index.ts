@@ -1,0 +1,71 @@
+export { CheckpointError, isCheckpointError, cancelledError, throwIfAborted, type CheckpointErrorCode, type CheckpointErrorContext } from "./errors.js";
+export {
+  type DType,
+  type DTypeArrays,
+  type TypedArray,
+  DTYPE_NAMES,
+  isDType,
+  itemSize,
+  byteSize,
+  numel,
+  numpyDType,
+  safetensorsDType,
+  bytesOf,
+} from "./dtypes.js";
+export {
+  type KeyPath,
+  type JsonPrimitive,
+  type HostTensor,
+  type TensorLike,
+  type VariableLike,
+  type Stateful,
+  type StateValue,
+  type StateDict,
+  hostTensor,
+  displayKey,
+  pathId,
+} from "./state-dict.js";
+export { type Leaf, type TensorSource, flattenStateDict, tensorBytes, isTensorLike, isStateful } from "./flatten.js";
+export { crc32c, blockChecksums } from "./crc32c.js";
+export { layoutSafetensors, parseSafetensorsHeader, type SafetensorsTensor, type SafetensorsLayout, type ParsedSafetensorsHeader } from "./safetensors.js";
+export {
+  type CheckpointMetadata,
+  type EntryMetadata,
+  type TensorEntry,
+  type BytesEntry,
+  type ValueEntry,
+  type ChunkMetadata,
+  type DataFileMetadata,
+  METADATA_FILE,
+  FORMAT_NAME,
+  FORMAT_MAJOR,
+  FORMAT_MINOR,
+  DEFAULT_BLOCK_SIZE,
+  parseMetadata,
+  valueOf,
+} from "./metadata.js";
+export { type Box, intersectBoxes } from "./box.js";
+export {
+  type StorageAdapter,
+  type ObjectInfo,
+  type ByteRange,
+  type WriteBody,
+  type WriteOptions,
+  type ReadOptions,
+  joinPath,
+  checkRelativePath,
+  collectBody,
+  notFound,
+  alreadyExists,
+} from "./storage/storage-adapter.js";
+export { type StorageFactory, type StorageOptions, registerStorage, registeredProtocols, openStorage, storageUrl, redactUrl } from "./storage/storage-registry.js";
+export { type RetryPolicy, type RetryOptions, DEFAULT_RETRY_POLICY, withRetry, isTransient, sleep } from "./retry.js";
+export { type ProcessGroup, SingleProcessGroup } from "./process-group.js";
+export { type CheckpointOptions, type OpenedCheckpoint, openCheckpoint } from "./checkpoint-location.js";
+export { type SavePlanner, type SavePlan, type WriteItem, type PlannedValue, type DataFilePlan, type GlobalSavePlan, type GlobalPlanContext } from "./save-planner.js";
+export { DefaultSavePlanner } from "./default-save-planner.js";
+export { type LoadPlanner, type LoadPlan, type LoadRequest, type ReadItem } from "./load-planner.js";
+export { DefaultLoadPlanner } from "./default-load-planner.js";
+export { type SaveOptions, type SaveResult, save } from "./save.js";
+export { type LoadOptions, type LoadResult, load, readMetadata } from "./load.js";
+export { type TfjsModule } from "./tfjs.js";

@@ -1,0 +1,187 @@
+import { type DType, byteSize, isDType } from "./dtypes.js";
+import { CheckpointError } from "./errors.js";
+import type { JsonPrimitive, KeyPath } from "./state-dict.js";
+
+/** The file that commits a checkpoint: written last, its presence means the checkpoint is complete. */
+export const METADATA_FILE = "metadata.json";
+export const FORMAT_NAME = "cairn-checkpoint";
+export const FORMAT_MAJOR = 1;
+export const FORMAT_MINOR = 0;
+export const DEFAULT_BLOCK_SIZE = 1 << 20;
+
+/** A piece of a tensor stored in one data file: its place in the global tensor and where its bytes are. */
+export interface ChunkMetadata {
+  /** Start of the chunk in each dimension of the global shape. */
+  readonly offsets: readonly number[];
+  /** Extent of the chunk in each dimension; the chunk's bytes are this box in row-major order. */
+  readonly sizes: readonly number[];
+  readonly file: string;
+  /** The chunk's name in the data file's safetensors header. */
+  readonly tensorName: string;
+  /** Absolute offset of the chunk's first byte in the data file. */
+  readonly byteOffset: number;
+  readonly byteLength: number;
+  /** CRC32C of each `checksum.blockSize` block of the chunk's bytes, from the chunk's first byte. */
+  readonly crc32c: readonly number[];
+}
+
+export interface TensorEntry {
+  readonly kind: "tensor";
+  readonly key: KeyPath;
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly chunks: readonly ChunkMetadata[];
+}
+
+/** An opaque `Uint8Array`, stored as a 1-D uint8 tensor and restored as a `Uint8Array`. */
+export interface BytesEntry {
+  readonly kind: "bytes";
+  readonly key: KeyPath;
+  readonly byteLength: number;
+  readonly chunks: readonly ChunkMetadata[];
+}
+
+/**
+ * A JSON value stored inline. An empty object or array is a value too. Numbers JSON cannot
+ * hold (NaN, ±Infinity, -0) are stored as `special` instead of `value`.
+ */
+export interface ValueEntry {
+  readonly kind: "value";
+  readonly key: KeyPath;
+  readonly value?: JsonPrimitive | Record<string, never> | readonly never[];
+  readonly special?: "NaN" | "Infinity" | "-Infinity" | "-0";
+}
+
+export type EntryMetadata = TensorEntry | BytesEntry | ValueEntry;
+
+export interface DataFileMetadata {
+  /** The rank that wrote the file. */
+  readonly rank: number;
+  readonly size: number;
+  /** The JSON header's length, as the file's first 8 bytes say. */
+  readonly headerLength: number;
+  /** CRC32C of the file's first `8 + headerLength` bytes. */
+  readonly headerCrc32c: number;
+}
+
+export interface CheckpointMetadata {
+  readonly format: typeof FORMAT_NAME;
+  /** "major.minor": readers refuse a newer major and accept a newer minor. */
+  readonly version: string;
+  readonly worldSize: number;
+  /** ISO 8601 time the checkpoint was committed. */
+  readonly createdAt: string;
+  readonly checksum: { readonly algorithm: "crc32c"; readonly blockSize: number };
+  readonly files: Readonly<Record<string, DataFileMetadata>>;
+  readonly entries: readonly EntryMetadata[];
+  /** What the caller passed as `metadata` (step, metrics, anything JSON). */
+  readonly user: Readonly<Record<string, unknown>>;
+}
+
+export function encodeSpecialNumber(value: number): ValueEntry["special"] {
+  if (Number.isNaN(value)) return "NaN";
+  if (value === Infinity) return "Infinity";
+  if (value === -Infinity) return "-Infinity";
+  if (Object.is(value, -0)) return "-0";
+  return undefined;
+}
+
+export function valueOf(entry: ValueEntry): ValueEntry["value"] {
+  switch (entry.special) {
+    case "NaN":
+      return NaN;
+    case "Infinity":
+      return Infinity;
+    case "-Infinity":
+      return -Infinity;
+    case "-0":
+      return -0;
+    default:
+      return entry.value ?? null;
+  }
+}
+
+function corrupt(where: string, problem: string): CheckpointError {
+  return new CheckpointError("corrupt", `${where}: ${problem}; the checkpoint cannot be read`, { context: { path: where } });
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+function isCounts(value: unknown): value is number[] {
+  return Array.isArray(value) && value.every(isCount);
+}
+
+/**
+ * Parses and checks `metadata.json`. A newer major version is `unsupported_version`; anything
+ * malformed is `corrupt`, so a reader never acts on half-understood metadata.
+ */
+export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetadata {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch (cause) {
+    throw new CheckpointError("corrupt", `${where}: not valid JSON; the checkpoint cannot be read`, { cause, context: { path: where } });
+  }
+  if (!isRecord(raw) || raw.format !== FORMAT_NAME) throw corrupt(where, `not a ${FORMAT_NAME} metadata file`);
+  const version = typeof raw.version === "string" ? /^(\d+)\.(\d+)$/.exec(raw.version) : null;
+  if (!version) throw corrupt(where, `version ${JSON.stringify(raw.version)} is not "major.minor"`);
+  if (Number(version[1]) > FORMAT_MAJOR) {
+    throw new CheckpointError(
+      "unsupported_version",
+      `${where}: format version ${raw.version as string} is newer than this Cairn reads (${FORMAT_MAJOR}.x); upgrade @cairn/core`,
+      { context: { path: where } },
+    );
+  }
+  const checksum = raw.checksum;
+  if (!isRecord(checksum) || checksum.algorithm !== "crc32c" || !isCount(checksum.blockSize) || checksum.blockSize === 0) {
+    throw corrupt(where, "checksum must be { algorithm: \"crc32c\", blockSize > 0 }");
+  }
+  if (!isCount(raw.worldSize) || raw.worldSize === 0) throw corrupt(where, "worldSize must be a positive integer");
+  if (!isRecord(raw.files)) throw corrupt(where, "files must be an object");
+  for (const [name, file] of Object.entries(raw.files)) {
+    if (!isRecord(file) || !isCount(file.size) || !isCount(file.headerLength) || !isCount(file.headerCrc32c) || !isCount(file.rank)) {
+      throw corrupt(where, `file ${JSON.stringify(name)} needs rank, size, headerLength and headerCrc32c`);
+    }
+  }
+  if (!Array.isArray(raw.entries)) throw corrupt(where, "entries must be an array");
+  const blocks = checksum.blockSize;
+  for (const entry of raw.entries as unknown[]) checkEntry(entry, raw.files, blocks, where);
+  if (raw.user !== undefined && !isRecord(raw.user)) throw corrupt(where, "user must be an object");
+  return { ...(raw as unknown as CheckpointMetadata), user: (raw.user as Record<string, unknown> | undefined) ?? {} };
+}
+
+function checkEntry(entry: unknown, files: Record<string, unknown>, blockSize: number, where: string): void {
+  if (!isRecord(entry) || !Array.isArray(entry.key) || !entry.key.every((k) => typeof k === "string" || isCount(k))) {
+    throw corrupt(where, `entry ${JSON.stringify(entry)?.slice(0, 200)} has no valid key path`);
+  }
+  const key = (entry.key as (string | number)[]).join(".");
+  if (entry.kind === "value") return;
+  if (entry.kind !== "tensor" && entry.kind !== "bytes") throw corrupt(where, `entry ${key} has unknown kind ${JSON.stringify(entry.kind)}`);
+  if (entry.kind === "tensor" && (!isDType(entry.dtype) || !isCounts(entry.shape))) throw corrupt(where, `tensor ${key} needs a known dtype and a shape`);
+  if (entry.kind === "bytes" && !isCount(entry.byteLength)) throw corrupt(where, `bytes ${key} needs a byteLength`);
+  if (!Array.isArray(entry.chunks)) throw corrupt(where, `entry ${key} needs chunks`);
+  const dtype: DType = entry.kind === "tensor" ? (entry.dtype as DType) : "uint8";
+  for (const chunk of entry.chunks as unknown[]) {
+    if (
+      !isRecord(chunk) ||
+      !isCounts(chunk.offsets) ||
+      !isCounts(chunk.sizes) ||
+      typeof chunk.file !== "string" ||
+      !Object.hasOwn(files, chunk.file) ||
+      !isCount(chunk.byteOffset) ||
+      !isCount(chunk.byteLength) ||
+      !isCounts(chunk.crc32c)
+    ) {
+      throw corrupt(where, `entry ${key} has a malformed chunk`);
+    }
+    if (chunk.byteLength !== byteSize(dtype, chunk.sizes) || chunk.crc32c.length !== Math.ceil(chunk.byteLength / blockSize)) {
+      throw corrupt(where, `entry ${key} has a chunk whose byte length or checksums do not match its sizes`);
+    }
+  }
+}

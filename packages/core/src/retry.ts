@@ -1,0 +1,72 @@
+import { cancelledError } from "./errors.js";
+import { CheckpointError, isCheckpointError } from "./errors.js";
+
+/** How transient storage failures are retried: exponential backoff with full jitter, bounded in count and time. */
+export interface RetryPolicy {
+  /** Attempts in all, the first included. */
+  readonly maxAttempts: number;
+  readonly baseDelayMs: number;
+  readonly maxDelayMs: number;
+  /** No new attempt starts after this long since the first. */
+  readonly maxElapsedMs: number;
+}
+
+export const DEFAULT_RETRY_POLICY: RetryPolicy = { maxAttempts: 6, baseDelayMs: 100, maxDelayMs: 5_000, maxElapsedMs: 120_000 };
+
+export interface RetryOptions {
+  readonly policy?: Partial<RetryPolicy>;
+  readonly signal?: AbortSignal;
+  /** Injected so tests control time. */
+  readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  readonly now?: () => number;
+  /** Injected so tests control jitter; returns a number in [0, 1). */
+  readonly random?: () => number;
+  readonly onRetry?: (error: CheckpointError, attempt: number, delayMs: number) => void;
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(cancelledError(signal, "the wait"));
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(cancelledError(signal!, "the wait"));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** Whether an error is worth retrying: a storage error its adapter marked transient. */
+export function isTransient(error: unknown): error is CheckpointError {
+  return isCheckpointError(error, "storage") && error.transient;
+}
+
+/**
+ * Runs `operation` until it succeeds, fails permanently, or the policy's bounds are reached;
+ * the last error is rethrown as it was. Only idempotent operations belong here.
+ */
+export async function withRetry<T>(operation: (attempt: number) => Promise<T>, options: RetryOptions = {}): Promise<T> {
+  const policy = { ...DEFAULT_RETRY_POLICY, ...options.policy };
+  const now = options.now ?? Date.now;
+  const random = options.random ?? Math.random;
+  const wait = options.sleep ?? sleep;
+  const started = now();
+  for (let attempt = 1; ; attempt++) {
+    if (options.signal?.aborted) throw cancelledError(options.signal, "the operation");
+    try {
+      return await operation(attempt);
+    } catch (error) {
+      if (!isTransient(error) || attempt >= policy.maxAttempts) throw error;
+      const delay = Math.floor(random() * Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1)));
+      if (now() - started + delay > policy.maxElapsedMs) throw error;
+      options.onRetry?.(error, attempt, delay);
+      await wait(delay, options.signal);
+    }
+  }
+}

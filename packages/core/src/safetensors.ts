@@ -1,0 +1,86 @@
+import { type DType, safetensorsDType } from "./dtypes.js";
+import { CheckpointError } from "./errors.js";
+
+/** One tensor of a safetensors file, in file order. */
+export interface SafetensorsTensor {
+  readonly name: string;
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly byteLength: number;
+}
+
+export interface SafetensorsLayout {
+  /** The 8-byte little-endian header length followed by the JSON header, padded to 8 bytes. */
+  readonly header: Uint8Array;
+  /** Where each tensor's bytes start in the file (absolute offsets), in the input's order. */
+  readonly offsets: readonly number[];
+  readonly fileSize: number;
+}
+
+/**
+ * Lays out a safetensors file: header first, then every tensor's raw little-endian bytes,
+ * back to back (the format forbids holes). The header is padded with spaces so the data
+ * section starts 8-byte aligned, as the reference implementation does.
+ */
+export function layoutSafetensors(tensors: readonly SafetensorsTensor[], metadata: Readonly<Record<string, string>>): SafetensorsLayout {
+  const header: Record<string, unknown> = { __metadata__: metadata };
+  let position = 0;
+  for (const t of tensors) {
+    if (Object.hasOwn(header, t.name)) throw new Error(`duplicate safetensors tensor name ${JSON.stringify(t.name)}`);
+    header[t.name] = { dtype: safetensorsDType(t.dtype), shape: t.shape, data_offsets: [position, position + t.byteLength] };
+    position += t.byteLength;
+  }
+  let json = new TextEncoder().encode(JSON.stringify(header));
+  const padded = Math.ceil(json.byteLength / 8) * 8;
+  if (padded !== json.byteLength) {
+    const withPadding = new Uint8Array(padded).fill(0x20);
+    withPadding.set(json);
+    json = withPadding;
+  }
+  const bytes = new Uint8Array(8 + json.byteLength);
+  new DataView(bytes.buffer).setBigUint64(0, BigInt(json.byteLength), true);
+  bytes.set(json, 8);
+  const dataStart = bytes.byteLength;
+  const offsets: number[] = [];
+  let at = dataStart;
+  for (const t of tensors) {
+    offsets.push(at);
+    at += t.byteLength;
+  }
+  return { header: bytes, offsets, fileSize: at };
+}
+
+export interface ParsedSafetensorsHeader {
+  readonly headerLength: number;
+  readonly metadata: Readonly<Record<string, string>>;
+  readonly tensors: ReadonlyMap<string, { dtype: string; shape: number[]; dataOffsets: [number, number] }>;
+}
+
+/** Parses the JSON header of a safetensors file from its first `8 + headerLength` bytes. */
+export function parseSafetensorsHeader(bytes: Uint8Array, file = "safetensors file"): ParsedSafetensorsHeader {
+  if (bytes.byteLength < 8) throw new CheckpointError("corrupt", `${file}: shorter than the 8-byte header length`, { context: { file } });
+  const length = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
+  if (bytes.byteLength < 8 + length) {
+    throw new CheckpointError("corrupt", `${file}: header says ${length} bytes but only ${bytes.byteLength - 8} follow`, { context: { file } });
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + length)));
+  } catch (cause) {
+    throw new CheckpointError("corrupt", `${file}: header is not valid JSON`, { cause, context: { file } });
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new CheckpointError("corrupt", `${file}: header is not a JSON object`, { context: { file } });
+  }
+  const tensors = new Map<string, { dtype: string; shape: number[]; dataOffsets: [number, number] }>();
+  let metadata: Record<string, string> = {};
+  for (const [name, value] of Object.entries(parsed as Record<string, unknown>)) {
+    if (name === "__metadata__") {
+      metadata = value as Record<string, string>;
+      continue;
+    }
+    const v = value as { dtype: string; shape: number[]; data_offsets: [number, number] };
+    tensors.set(name, { dtype: v.dtype, shape: v.shape, dataOffsets: v.data_offsets });
+  }
+  return { headerLength: length, metadata, tensors };
+}

@@ -1,0 +1,64 @@
+import type { Box } from "./box.js";
+import type { DType } from "./dtypes.js";
+import type { Leaf } from "./flatten.js";
+import type { ValueEntry } from "./metadata.js";
+import type { KeyPath } from "./state-dict.js";
+
+/** One chunk of one tensor (or one bytes blob) that a rank has and may be asked to write. */
+export interface WriteItem {
+  /** Index of the leaf in the rank's flattened state dict. */
+  readonly leafIndex: number;
+  readonly key: KeyPath;
+  readonly kind: "tensor" | "bytes";
+  readonly dtype: DType;
+  /** The tensor's global shape; for bytes, `[byteLength]`. */
+  readonly shape: readonly number[];
+  readonly chunk: Box;
+  readonly byteLength: number;
+}
+
+/** An inline value and where it stood in the rank's state dict. */
+export interface PlannedValue {
+  readonly leafIndex: number;
+  readonly entry: ValueEntry;
+}
+
+/** What one rank has to offer: made by `createLocalPlan` on every rank, gathered to the coordinator. */
+export interface SavePlan {
+  readonly rank: number;
+  readonly items: readonly WriteItem[];
+  readonly values: readonly PlannedValue[];
+}
+
+/** One data file a rank writes, with its items in file order. */
+export interface DataFilePlan {
+  readonly name: string;
+  readonly items: readonly WriteItem[];
+}
+
+/** The coordinator's decision, scattered to every rank: who writes which item into which file. */
+export interface GlobalSavePlan {
+  /** Unique per save attempt; part of every data file name, so a losing writer never overwrites the winner's data. */
+  readonly attempt: string;
+  /** `files[rank]`: the files that rank writes. */
+  readonly files: readonly (readonly DataFilePlan[])[];
+  /** Inline values, deduplicated across ranks. */
+  readonly values: readonly ValueEntry[];
+}
+
+export interface GlobalPlanContext {
+  readonly attempt: string;
+  /** Upper bound on data files per rank: the number written in parallel. */
+  readonly filesPerRank: number;
+}
+
+/**
+ * Decides which bytes go where, as DCP's `SavePlanner` does. Call order: every rank calls
+ * `createLocalPlan` on its flattened state dict; the coordinator (rank 0) gathers the plans,
+ * calls `createGlobalPlan` once and scatters the result. Plans are plain JSON values. Throws
+ * `invalid_argument` when ranks disagree about a key (different dtype or shape).
+ */
+export interface SavePlanner {
+  createLocalPlan(leaves: readonly Leaf[], rank: number): SavePlan;
+  createGlobalPlan(plans: readonly SavePlan[], context: GlobalPlanContext): GlobalSavePlan;
+}

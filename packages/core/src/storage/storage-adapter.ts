@@ -1,0 +1,104 @@
+import { CheckpointError } from "../errors.js";
+
+/** An object in storage; `path` is relative to the adapter's root. */
+export interface ObjectInfo {
+  readonly path: string;
+  readonly size: number;
+  readonly modified?: Date;
+}
+
+/** `length` bytes from `offset`. A range past the end is cut at the end; one starting at or past it reads nothing. */
+export interface ByteRange {
+  readonly offset: number;
+  readonly length: number;
+}
+
+/** Bytes to write: all at once, or streamed (consumed once; an adapter never buffers a stream whole). */
+export type WriteBody = Uint8Array | AsyncIterable<Uint8Array>;
+
+export interface WriteOptions {
+  /** Atomic create: fails with `already_exists` if the object exists, and never replaces it. */
+  readonly ifAbsent?: boolean;
+  /** The body's total size, when known; adapters may use it to pick a single or multipart upload. */
+  readonly size?: number;
+  readonly signal?: AbortSignal;
+}
+
+export interface ReadOptions {
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Moves bytes and nothing else: core builds paths, retries, the commit protocol and step
+ * listing on top of these primitives. Paths are relative to the adapter's root (the URL's
+ * prefix), `/`-separated, never starting with `/` and never containing `..`.
+ *
+ * Contract (checked by `storageContractSuite` in `@cairn/core/testing`):
+ * - `read` of a missing object rejects with `not_found`; ranges follow `ByteRange`.
+ * - `write` is all-or-nothing: a failed or aborted write leaves no object and no partial one
+ *   visible; with `ifAbsent` it is an atomic create that rejects with `already_exists`.
+ * - `stat` resolves `null` for a missing object; `list(prefix)` yields every object whose
+ *   path starts with `prefix` (a raw string prefix, recursive, in no promised order), paged lazily.
+ * - `delete` of a missing object succeeds.
+ * - Failures are `CheckpointError`s; storage failures carry `context.transient` so core's
+ *   retry policy can tell a blip from a permanent refusal. Messages start with `[protocol]`.
+ */
+export interface StorageAdapter {
+  /** "file", "memory", "s3", "gs": the URL scheme, without the colon. */
+  readonly protocol: string;
+  /** The root this adapter was opened at, for messages (never with credentials). */
+  readonly root: string;
+  read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array>;
+  write(path: string, body: WriteBody, options?: WriteOptions): Promise<void>;
+  stat(path: string): Promise<ObjectInfo | null>;
+  list(prefix: string): AsyncIterable<ObjectInfo>;
+  delete(path: string): Promise<void>;
+  /** Releases clients and handles. The adapter is unusable afterwards. */
+  close(): Promise<void>;
+}
+
+/** Joins relative storage path segments with `/`, dropping empty ones. */
+export function joinPath(...parts: string[]): string {
+  return parts
+    .flatMap((p) => p.split("/"))
+    .filter((p) => p.length > 0)
+    .join("/");
+}
+
+/** Rejects paths that are absolute or escape the root; adapters call it on every path they receive. */
+export function checkRelativePath(protocol: string, path: string): string {
+  if (path.startsWith("/") || path.split("/").some((part) => part === ".." || part === ".") || path.includes("\0")) {
+    throw new CheckpointError("invalid_argument", `[${protocol}] storage path ${JSON.stringify(path)} must be relative, without "." or ".." segments`, {
+      context: { path, protocol },
+    });
+  }
+  return path;
+}
+
+/** Gathers a write body into one buffer (for adapters whose API needs the whole body, like memfs). */
+export async function collectBody(body: WriteBody): Promise<Uint8Array> {
+  if (body instanceof Uint8Array) return body;
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for await (const part of body) {
+    parts.push(part);
+    total += part.byteLength;
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.byteLength;
+  }
+  return out;
+}
+
+export function notFound(protocol: string, path: string, root: string): CheckpointError {
+  return new CheckpointError("not_found", `[${protocol}] ${path} does not exist under ${root}`, { context: { path, protocol } });
+}
+
+export function alreadyExists(protocol: string, path: string, root: string): CheckpointError {
+  return new CheckpointError("already_exists", `[${protocol}] ${path} already exists under ${root} and was not replaced`, {
+    context: { path, protocol },
+  });
+}

@@ -1,0 +1,82 @@
+import { isAbsolute, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { CheckpointError } from "../errors.js";
+import { importOptional } from "../import-optional.js";
+import type { StorageAdapter } from "./storage-adapter.js";
+
+/** Makes an adapter rooted at `url` (its path is the adapter's root prefix). */
+export type StorageFactory = (url: URL, options: StorageOptions) => StorageAdapter | Promise<StorageAdapter>;
+
+/** Per-protocol options, passed through to the factory (`{ s3: {...} }`, `{ gs: {...} }`). */
+export type StorageOptions = Readonly<Record<string, unknown>>;
+
+const factories = new Map<string, StorageFactory>();
+
+/** The package that registers each well-known protocol when imported. */
+const KNOWN_PACKAGES: Readonly<Record<string, string>> = {
+  file: "@cairn/storage-local",
+  memory: "@cairn/storage-local",
+  s3: "@cairn/storage-s3",
+  gs: "@cairn/storage-gcs",
+};
+
+/**
+ * Registers the adapter factory for a URL protocol ("s3", without the colon). Adapter packages
+ * call this when imported, the way tfjs backends register themselves; a later registration
+ * replaces an earlier one, so a user can install their own.
+ */
+export function registerStorage(protocol: string, factory: StorageFactory): void {
+  factories.set(protocol.replace(/:$/, "").toLowerCase(), factory);
+}
+
+export function registeredProtocols(): string[] {
+  return [...factories.keys()].sort();
+}
+
+/** A URL for a URL string or a plain path; a plain path (relative or absolute) means `file://`. */
+export function storageUrl(urlOrPath: string): URL {
+  if (/^[a-zA-Z][a-zA-Z0-9+.-]*:\/\//.test(urlOrPath)) return new URL(urlOrPath);
+  if (urlOrPath.length === 0) throw new CheckpointError("invalid_argument", "a checkpoint location must not be empty; pass a path or a URL");
+  return pathToFileURL(isAbsolute(urlOrPath) ? urlOrPath : resolve(urlOrPath));
+}
+
+/** The URL without credentials, for messages. */
+export function redactUrl(url: URL): string {
+  const copy = new URL(url.href);
+  copy.username = "";
+  copy.password = "";
+  copy.search = "";
+  return copy.href;
+}
+
+/**
+ * Opens the adapter for a URL or path. A protocol nobody registered is imported lazily from its
+ * well-known package; if that cannot be resolved the error names the package to install.
+ */
+export async function openStorage(urlOrPath: string, options: StorageOptions = {}): Promise<StorageAdapter> {
+  const url = storageUrl(urlOrPath);
+  const protocol = url.protocol.replace(/:$/, "");
+  let factory = factories.get(protocol);
+  const known = KNOWN_PACKAGES[protocol];
+  if (!factory && known) {
+    const loaded = await importOptional(known);
+    factory = factories.get(protocol);
+    if (!factory) {
+      throw new CheckpointError(
+        "unsupported_protocol",
+        loaded
+          ? `${known} was imported but did not register ${protocol}://; check that its version matches @cairn/core`
+          : `no storage is registered for ${protocol}:// URLs (${redactUrl(url)}); install ${known} and import it once: import "${known}"`,
+        { context: { protocol } },
+      );
+    }
+  }
+  if (!factory) {
+    throw new CheckpointError(
+      "unsupported_protocol",
+      `no storage is registered for ${protocol}:// URLs (${redactUrl(url)}); known protocols: ${[...new Set([...Object.keys(KNOWN_PACKAGES), ...factories.keys()])].sort().join(", ")}. Register one with registerStorage("${protocol}", factory)`,
+      { context: { protocol } },
+    );
+  }
+  return factory(url, options);
+}

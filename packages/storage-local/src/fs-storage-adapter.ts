@@ -1,0 +1,241 @@
+import { randomBytes } from "node:crypto";
+import { posix } from "node:path";
+import {
+  type ByteRange,
+  type ObjectInfo,
+  type ReadOptions,
+  type StorageAdapter,
+  type WriteBody,
+  type WriteOptions,
+  CheckpointError,
+  alreadyExists,
+  cancelledError,
+  checkRelativePath,
+  notFound,
+} from "@cairn/core";
+
+/** The subset of `fs.promises` the adapter uses; node:fs and memfs both provide it. */
+export interface FsPromisesLike {
+  open(path: string, flags: string, mode?: number): Promise<FileHandleLike>;
+  mkdir(path: string, options: { recursive: true }): Promise<unknown>;
+  rename(from: string, to: string): Promise<void>;
+  link(existing: string, created: string): Promise<void>;
+  unlink(path: string): Promise<void>;
+  rmdir(path: string): Promise<void>;
+  stat(path: string): Promise<{ size: number; mtime: Date; isFile(): boolean; isDirectory(): boolean }>;
+  readdir(path: string, options: { withFileTypes: true }): Promise<{ name: string | Buffer; isDirectory(): boolean; isFile(): boolean }[]>;
+}
+
+export interface FileHandleLike {
+  read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
+  write(buffer: Uint8Array, offset: number, length: number, position?: number | null): Promise<{ bytesWritten: number }>;
+  sync(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface FsStorageAdapterOptions {
+  /** fsync the directory after a rename or link so the new name survives a power loss (node:fs only). */
+  readonly syncDirectories: boolean;
+}
+
+/** Temp files of in-progress writes; never listed, never mistaken for data. */
+const TEMP_PREFIX = ".cairn-tmp-";
+
+const TRANSIENT_CODES = new Set(["EAGAIN", "EBUSY", "EMFILE", "ENFILE", "EINTR", "EIO", "ETIMEDOUT"]);
+
+/**
+ * A `StorageAdapter` over a POSIX-like file system rooted at a directory. Writes are durable
+ * and all-or-nothing: a temp file in the target directory, written, fsynced and closed, then
+ * renamed into place (or, for `ifAbsent`, hard-linked, because link(2) fails on an existing
+ * name where rename(2) would silently replace it), then the directory is fsynced.
+ */
+export class FsStorageAdapter implements StorageAdapter {
+  readonly protocol: string;
+  readonly root: string;
+  readonly #fs: FsPromisesLike;
+  readonly #dir: string;
+  readonly #options: FsStorageAdapterOptions;
+  #closed = false;
+
+  constructor(protocol: string, root: string, fs: FsPromisesLike, dir: string, options: FsStorageAdapterOptions) {
+    this.protocol = protocol;
+    this.root = root;
+    this.#fs = fs;
+    this.#dir = posix.normalize(dir);
+    this.#options = options;
+  }
+
+  #abs(path: string): string {
+    if (this.#closed) throw new CheckpointError("invalid_argument", `[${this.protocol}] storage at ${this.root} is closed`);
+    return posix.join(this.#dir, checkRelativePath(this.protocol, path));
+  }
+
+  #error(error: unknown, op: string, path: string): CheckpointError {
+    if (error instanceof CheckpointError) return error;
+    const code = (error as NodeJS.ErrnoException).code ?? "";
+    if (code === "ENOENT") return notFound(this.protocol, path, this.root);
+    return new CheckpointError("storage", `[${this.protocol}] ${op} ${path} under ${this.root} failed: ${(error as Error).message}`, {
+      cause: error,
+      context: { path, protocol: this.protocol, transient: TRANSIENT_CODES.has(code) },
+    });
+  }
+
+  async read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array> {
+    const abs = this.#abs(path);
+    if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`);
+    let handle: FileHandleLike | undefined;
+    try {
+      const info = await this.#fs.stat(abs);
+      if (!info.isFile()) throw notFound(this.protocol, path, this.root);
+      const start = Math.min(range?.offset ?? 0, info.size);
+      const length = Math.max(0, Math.min(range ? range.length : info.size, info.size - start));
+      const out = new Uint8Array(length);
+      if (length === 0) return out;
+      handle = await this.#fs.open(abs, "r");
+      let filled = 0;
+      while (filled < length) {
+        const { bytesRead } = await handle.read(out, filled, length - filled, start + filled);
+        if (bytesRead === 0) return out.subarray(0, filled);
+        filled += bytesRead;
+      }
+      return out;
+    } catch (error) {
+      throw this.#error(error, "reading", path);
+    } finally {
+      await handle?.close();
+    }
+  }
+
+  async write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {
+    const abs = this.#abs(path);
+    const dir = posix.dirname(abs);
+    const temp = posix.join(dir, `${TEMP_PREFIX}${posix.basename(abs)}-${randomBytes(6).toString("hex")}`);
+    let handle: FileHandleLike | undefined;
+    let placed = false;
+    try {
+      if (options.signal?.aborted) throw cancelledError(options.signal, `writing ${path}`);
+      handle = await this.#createTemp(dir, temp);
+      let position = 0;
+      for await (const part of body instanceof Uint8Array ? [body] : body) {
+        if (options.signal?.aborted) throw cancelledError(options.signal, `writing ${path}`);
+        let done = 0;
+        while (done < part.byteLength) {
+          const { bytesWritten } = await handle.write(part, done, part.byteLength - done, position + done);
+          done += bytesWritten;
+        }
+        position += part.byteLength;
+      }
+      await handle.sync();
+      await handle.close();
+      handle = undefined;
+      if (options.ifAbsent) {
+        try {
+          await this.#fs.link(temp, abs);
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code === "EEXIST") throw alreadyExists(this.protocol, path, this.root);
+          throw error;
+        }
+      } else {
+        await this.#fs.rename(temp, abs);
+      }
+      placed = true;
+      await this.#syncDir(dir);
+    } catch (error) {
+      throw this.#error(error, "writing", path);
+    } finally {
+      await handle?.close().catch(() => undefined);
+      if (!placed || options.ifAbsent) await this.#fs.unlink(temp).catch(() => undefined);
+    }
+  }
+
+  /** Creates the temp file, recreating the directory if a concurrent delete removed it meanwhile. */
+  async #createTemp(dir: string, temp: string): Promise<FileHandleLike> {
+    for (let attempt = 0; ; attempt++) {
+      await this.#fs.mkdir(dir, { recursive: true });
+      try {
+        return await this.#fs.open(temp, "wx", 0o644);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "ENOENT" || attempt >= 3) throw error;
+      }
+    }
+  }
+
+  async #syncDir(dir: string): Promise<void> {
+    if (!this.#options.syncDirectories) return;
+    const handle = await this.#fs.open(dir, "r");
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async stat(path: string): Promise<ObjectInfo | null> {
+    const abs = this.#abs(path);
+    try {
+      const info = await this.#fs.stat(abs);
+      return info.isFile() ? { path, size: info.size, modified: info.mtime } : null;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT" || (error as NodeJS.ErrnoException).code === "ENOTDIR") return null;
+      throw this.#error(error, "stat of", path);
+    }
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    // Start at the deepest directory the prefix names in full; everything below it is matched by string prefix.
+    const base = prefix.includes("/") ? prefix.slice(0, prefix.lastIndexOf("/")) : "";
+    if (base) checkRelativePath(this.protocol, base);
+    this.#abs(base);
+    yield* this.#walk(base, prefix);
+  }
+
+  async *#walk(rel: string, prefix: string): AsyncGenerator<ObjectInfo> {
+    let entries: { name: string | Buffer; isDirectory(): boolean; isFile(): boolean }[];
+    try {
+      entries = await this.#fs.readdir(posix.join(this.#dir, rel), { withFileTypes: true });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "ENOENT" || code === "ENOTDIR") return;
+      throw this.#error(error, "listing", rel || ".");
+    }
+    const names = entries.map((e) => ({ name: String(e.name), dir: e.isDirectory(), file: e.isFile() }));
+    names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const entry of names) {
+      if (entry.name.startsWith(TEMP_PREFIX)) continue;
+      const path = rel ? `${rel}/${entry.name}` : entry.name;
+      if (entry.dir) {
+        if (path.startsWith(prefix) || prefix.startsWith(`${path}/`)) yield* this.#walk(path, prefix);
+      } else if (entry.file && path.startsWith(prefix)) {
+        const info = await this.stat(path);
+        if (info) yield info;
+      }
+    }
+  }
+
+  async delete(path: string): Promise<void> {
+    const abs = this.#abs(path);
+    try {
+      await this.#fs.unlink(abs);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "ENOENT" || code === "ENOTDIR") return;
+      throw this.#error(error, "deleting", path);
+    }
+    await this.#removeEmptyParents(posix.dirname(abs));
+  }
+
+  /** Object stores have no directories; removing emptied ones keeps the two kinds of storage alike. */
+  async #removeEmptyParents(dir: string): Promise<void> {
+    for (let current = dir; current.startsWith(`${this.#dir}/`); current = posix.dirname(current)) {
+      try {
+        await this.#fs.rmdir(current);
+      } catch {
+        return;
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+  }
+}

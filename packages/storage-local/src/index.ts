@@ -1,0 +1,8 @@
+import { registerStorage } from "@cairn/core";
+import { openFileStorage, openMemoryStorage } from "./local-storage.js";
+
+registerStorage("file", openFileStorage);
+registerStorage("memory", openMemoryStorage);
+
+export { FsStorageAdapter, type FsPromisesLike, type FileHandleLike, type FsStorageAdapterOptions } from "./fs-storage-adapter.js";
+export { openFileStorage, openMemoryStorage, memoryVolume, resetMemoryStorage } from "./local-storage.js";

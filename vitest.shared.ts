@@ -1,0 +1,13 @@
+import { defineProject, type UserWorkspaceConfig } from "vitest/config";
+
+// Tests run against src/: the "@cairn/source" export condition points every workspace
+// package at its TypeScript sources, so no build is needed before `vitest run`.
+const conditions = ["@cairn/source", "node", "import", "module", "default"];
+
+export function cairnProject(name: string, test: UserWorkspaceConfig["test"] = {}): UserWorkspaceConfig {
+  return defineProject({
+    resolve: { conditions },
+    ssr: { resolve: { conditions, externalConditions: ["@cairn/source"] } },
+    test: { name, include: ["src/**/*.test.ts", "test/**/*.test.ts"], ...test },
+  });
+}
