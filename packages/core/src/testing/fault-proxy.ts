@@ -1,0 +1,177 @@
+import { type IncomingMessage, type Server, type ServerResponse, createServer, request as httpRequest } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+
+/** What a matching request gets instead of a clean pass-through. */
+export type FaultAction =
+  /** Answer with this status (and body) without reaching the server; the request body is drained first. */
+  | { readonly kind: "status"; readonly status: number; readonly body?: string; readonly headers?: Readonly<Record<string, string>> }
+  /** Drop the connection: after `afterBytes` of the request body reached the server, or of the response reached the client. */
+  | { readonly kind: "reset"; readonly phase: "request" | "response"; readonly afterBytes?: number }
+  /** Wait before forwarding. */
+  | { readonly kind: "delay"; readonly ms: number }
+  /** Forward, but flip one byte of the response body at `offset` (silent corruption on the wire). */
+  | { readonly kind: "corrupt"; readonly offset?: number };
+
+export interface FaultRule {
+  /** Which requests the rule applies to (default: all). */
+  readonly match?: (request: { readonly method: string; readonly url: string; readonly headers: IncomingMessage["headers"] }) => boolean;
+  /** How many matching requests it affects (default 1; `Infinity` for all). */
+  readonly times?: number;
+  readonly action: FaultAction;
+}
+
+export interface ProxiedRequest {
+  readonly method: string;
+  readonly url: string;
+  /** The fault applied, if any. */
+  readonly fault?: FaultAction["kind"];
+}
+
+/**
+ * An HTTP proxy between a storage client and a real protocol server on 127.0.0.1 that injects
+ * faults by rule: error statuses (412, 429, 503 SlowDown, 500), connections reset mid-body,
+ * delays, corrupted bytes. Faults are injected below the adapter, on the wire, so the
+ * adapter's own error handling and core's retry policy are what get tested.
+ */
+export class FaultProxy {
+  readonly #server: Server;
+  readonly #target: URL;
+  readonly #rules: { rule: FaultRule; left: number }[] = [];
+  readonly #sockets = new Set<Socket>();
+  readonly requests: ProxiedRequest[] = [];
+
+  private constructor(server: Server, target: URL) {
+    this.#server = server;
+    this.#target = target;
+  }
+
+  /** Starts a proxy to `target` (for example "http://127.0.0.1:9000") on a free port of 127.0.0.1. */
+  static async start(target: string): Promise<FaultProxy> {
+    const server = createServer();
+    const proxy = new FaultProxy(server, new URL(target));
+    server.on("request", (req, res) => proxy.#handle(req, res));
+    server.on("connection", (socket) => {
+      proxy.#sockets.add(socket);
+      socket.on("close", () => proxy.#sockets.delete(socket));
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(0, "127.0.0.1", () => resolve());
+    });
+    return proxy;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+  }
+
+  addRule(rule: FaultRule): void {
+    this.#rules.push({ rule, left: rule.times ?? 1 });
+  }
+
+  clearRules(): void {
+    this.#rules.length = 0;
+  }
+
+  /** Requests whose fault was applied, by kind. */
+  faults(kind?: FaultAction["kind"]): ProxiedRequest[] {
+    return this.requests.filter((r) => r.fault !== undefined && (kind === undefined || r.fault === kind));
+  }
+
+  #take(req: IncomingMessage): FaultAction | undefined {
+    for (const entry of this.#rules) {
+      if (entry.left <= 0) continue;
+      if (entry.rule.match && !entry.rule.match({ method: req.method ?? "GET", url: req.url ?? "/", headers: req.headers })) continue;
+      entry.left--;
+      return entry.rule.action;
+    }
+    return undefined;
+  }
+
+  #handle(req: IncomingMessage, res: ServerResponse): void {
+    const action = this.#take(req);
+    this.requests.push({ method: req.method ?? "GET", url: req.url ?? "/", ...(action ? { fault: action.kind } : {}) });
+    if (action?.kind === "status") {
+      req.resume();
+      req.on("end", () => {
+        res.writeHead(action.status, { "content-type": "application/xml", ...action.headers });
+        res.end(action.body ?? "");
+      });
+      return;
+    }
+    if (action?.kind === "delay") {
+      req.pause();
+      setTimeout(() => this.#forward(req, res, undefined), action.ms);
+      return;
+    }
+    this.#forward(req, res, action);
+  }
+
+  #forward(req: IncomingMessage, res: ServerResponse, action: FaultAction | undefined): void {
+    const upstream = httpRequest(
+      {
+        host: this.#target.hostname,
+        port: this.#target.port,
+        method: req.method,
+        path: req.url,
+        headers: { ...req.headers, host: this.#target.host },
+      },
+      (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        if (action?.kind === "reset" && action.phase === "response") {
+          let sent = 0;
+          const limit = action.afterBytes ?? 0;
+          up.on("data", (chunk: Buffer) => {
+            if (sent + chunk.byteLength <= limit) {
+              res.write(chunk);
+              sent += chunk.byteLength;
+              return;
+            }
+            res.write(chunk.subarray(0, Math.max(0, limit - sent)));
+            up.destroy();
+            res.socket?.destroy();
+          });
+          return;
+        }
+        if (action?.kind === "corrupt") {
+          let seen = 0;
+          const at = action.offset ?? 0;
+          up.on("data", (chunk: Buffer) => {
+            if (at >= seen && at < seen + chunk.byteLength) {
+              chunk = Buffer.from(chunk);
+              chunk[at - seen] = chunk[at - seen]! ^ 0xff;
+            }
+            seen += chunk.byteLength;
+            res.write(chunk);
+          });
+          up.on("end", () => res.end());
+          return;
+        }
+        up.pipe(res);
+      },
+    );
+    upstream.on("error", () => res.socket?.destroy());
+    if (action?.kind === "reset" && action.phase === "request") {
+      let passed = 0;
+      const limit = action.afterBytes ?? 0;
+      req.on("data", (chunk: Buffer) => {
+        if (passed + chunk.byteLength <= limit) {
+          upstream.write(chunk);
+          passed += chunk.byteLength;
+          return;
+        }
+        upstream.destroy();
+        req.socket.destroy();
+      });
+      req.on("end", () => upstream.end());
+      return;
+    }
+    req.pipe(upstream);
+    req.resume();
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.#sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+}
