@@ -58,3 +58,39 @@ describe("FaultProxy", () => {
     expect(got[49_999]).toBe(7);
   });
 });
+
+describe("FaultProxy preconditions", () => {
+  it("serialises conditional creates of one key and answers the conflict once the object exists", async () => {
+    const stored = new Map<string, number>();
+    const upstream = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        // A slow server, so racing creates would all pass an unserialised existence check.
+        setTimeout(() => {
+          stored.set(req.url ?? "", (stored.get(req.url ?? "") ?? 0) + 1);
+          res.end("ok");
+        }, 20);
+      });
+    });
+    await new Promise<void>((r) => upstream.listen(0, "127.0.0.1", () => r()));
+    const proxy = await FaultProxy.start(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`, {
+      preconditions: {
+        key: (r) => (r.headers["if-none-match"] === "*" ? r.url : undefined),
+        exists: async (key) => stored.has(key),
+        conflict: { status: 412, body: "<Error><Code>PreconditionFailed</Code></Error>" },
+      },
+    });
+    try {
+      const statuses = await Promise.all(
+        Array.from({ length: 5 }, () => fetch(`${proxy.url}/obj`, { method: "PUT", body: "x", headers: { "if-none-match": "*" } }).then((r) => r.status)),
+      );
+      expect(statuses.filter((s) => s === 200)).toHaveLength(1);
+      expect(statuses.filter((s) => s === 412)).toHaveLength(4);
+      expect(stored.get("/obj")).toBe(1);
+      expect((await fetch(`${proxy.url}/obj`, { method: "PUT", body: "y" })).status).toBe(200);
+    } finally {
+      await proxy.close();
+      await new Promise((r) => upstream.close(r));
+    }
+  });
+});

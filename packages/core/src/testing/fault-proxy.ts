@@ -20,11 +20,28 @@ export interface FaultRule {
   readonly action: FaultAction;
 }
 
+/**
+ * Enforces create-only preconditions (S3 `If-None-Match: *`, GCS `ifGenerationMatch=0`) for a
+ * server that ignores them: for a request `key` recognises as a conditional create, the proxy
+ * asks `exists` and answers `conflict` if the object is there, otherwise forwards. Conditional
+ * creates of one key are serialised until the server has answered, so racing creates see
+ * each other as a real server's would.
+ */
+export interface PreconditionEnforcer {
+  key(request: { readonly method: string; readonly url: string; readonly headers: IncomingMessage["headers"] }): string | undefined;
+  exists(key: string): Promise<boolean>;
+  readonly conflict: { readonly status: number; readonly body?: string; readonly headers?: Readonly<Record<string, string>> };
+}
+
+export interface FaultProxyOptions {
+  readonly preconditions?: PreconditionEnforcer;
+}
+
 export interface ProxiedRequest {
   readonly method: string;
   readonly url: string;
   /** The fault applied, if any. */
-  readonly fault?: FaultAction["kind"];
+  readonly fault?: FaultAction["kind"] | "precondition";
 }
 
 /**
@@ -38,17 +55,20 @@ export class FaultProxy {
   readonly #target: URL;
   readonly #rules: { rule: FaultRule; left: number }[] = [];
   readonly #sockets = new Set<Socket>();
+  readonly #options: FaultProxyOptions;
+  readonly #locks = new Map<string, Promise<void>>();
   readonly requests: ProxiedRequest[] = [];
 
-  private constructor(server: Server, target: URL) {
+  private constructor(server: Server, target: URL, options: FaultProxyOptions) {
     this.#server = server;
     this.#target = target;
+    this.#options = options;
   }
 
   /** Starts a proxy to `target` (for example "http://127.0.0.1:9000") on a free port of 127.0.0.1. */
-  static async start(target: string): Promise<FaultProxy> {
+  static async start(target: string, options: FaultProxyOptions = {}): Promise<FaultProxy> {
     const server = createServer();
-    const proxy = new FaultProxy(server, new URL(target));
+    const proxy = new FaultProxy(server, new URL(target), options);
     server.on("request", (req, res) => proxy.#handle(req, res));
     server.on("connection", (socket) => {
       proxy.#sockets.add(socket);
@@ -74,7 +94,7 @@ export class FaultProxy {
   }
 
   /** Requests whose fault was applied, by kind. */
-  faults(kind?: FaultAction["kind"]): ProxiedRequest[] {
+  faults(kind?: ProxiedRequest["fault"]): ProxiedRequest[] {
     return this.requests.filter((r) => r.fault !== undefined && (kind === undefined || r.fault === kind));
   }
 
@@ -89,6 +109,47 @@ export class FaultProxy {
   }
 
   #handle(req: IncomingMessage, res: ServerResponse): void {
+    const enforcer = this.#options.preconditions;
+    const key = enforcer?.key({ method: req.method ?? "GET", url: req.url ?? "/", headers: req.headers });
+    if (enforcer && key !== undefined) {
+      req.pause();
+      void this.#conditional(key, enforcer, req, res);
+      return;
+    }
+    this.#dispatch(req, res);
+  }
+
+  async #conditional(key: string, enforcer: PreconditionEnforcer, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const previous = this.#locks.get(key) ?? Promise.resolve();
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    const chained = previous.then(() => mine);
+    this.#locks.set(key, chained);
+    await previous;
+    res.on("close", () => {
+      release();
+      if (this.#locks.get(key) === chained) this.#locks.delete(key);
+    });
+    let exists: boolean;
+    try {
+      exists = await enforcer.exists(key);
+    } catch {
+      res.socket?.destroy();
+      return;
+    }
+    if (exists) {
+      this.requests.push({ method: req.method ?? "GET", url: req.url ?? "/", fault: "precondition" });
+      req.resume();
+      req.on("end", () => {
+        res.writeHead(enforcer.conflict.status, { "content-type": "application/xml", ...enforcer.conflict.headers });
+        res.end(enforcer.conflict.body ?? "");
+      });
+      return;
+    }
+    this.#dispatch(req, res);
+  }
+
+  #dispatch(req: IncomingMessage, res: ServerResponse): void {
     const action = this.#take(req);
     this.requests.push({ method: req.method ?? "GET", url: req.url ?? "/", ...(action ? { fault: action.kind } : {}) });
     if (action?.kind === "status") {
