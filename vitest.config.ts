@@ -4,6 +4,6 @@ import { defineConfig } from "vitest/config";
 // and `vitest run` inside a package runs only that package (turbo's per-package test task).
 export default defineConfig({
   test: {
-    projects: ["packages/*"],
+    projects: ["packages/*", "tests", "examples"],
   },
 });

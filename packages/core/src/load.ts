@@ -1,13 +1,12 @@
-import PQueue from "p-queue";
-import { type Box, copyRows, rowLayout, rowSpan } from "./box.js";
+import type { Box } from "./box.js";
 import { type CheckpointOptions, type OpenedCheckpoint, openCheckpoint } from "./checkpoint-location.js";
-import { crc32c } from "./crc32c.js";
 import { DefaultLoadPlanner } from "./default-load-planner.js";
 import { type DType, allocate, bytesOf, itemSize } from "./dtypes.js";
 import { CheckpointError, isCheckpointError, throwIfAborted } from "./errors.js";
+import { readRanges } from "./read-ranges.js";
 import { type FlattenedTarget, type Leaf, flattenTarget, tfjsDType } from "./flatten.js";
-import type { LoadPlanner, LoadRequest, ReadItem } from "./load-planner.js";
-import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE, parseMetadata, valueOf } from "./metadata.js";
+import type { LoadPlanner, LoadRequest } from "./load-planner.js";
+import { type CheckpointMetadata, METADATA_FILE, parseMetadata, valueOf } from "./metadata.js";
 import { withRetry } from "./retry.js";
 import { type HostTensor, type StateDict, type StateValue, type VariableLike, displayKey, pathId } from "./state-dict.js";
 import { joinPath } from "./storage/storage-adapter.js";
@@ -19,9 +18,9 @@ export interface LoadOptions extends CheckpointOptions {
   readonly partial?: boolean;
   /** Range reads in flight at once (default 8). */
   readonly concurrency?: number;
-  /** Largest single range read; bigger chunks are read in pieces (default 16 MiB). */
+  /** Largest single range read; bigger chunks are read in pieces (default 8 MiB). */
   readonly maxReadBytes?: number;
-  /** Bound on bytes held by reads in flight (default 256 MiB). */
+  /** Bound on bytes held by reads in flight (default 64 MiB: 8 reads of 8 MiB). */
   readonly maxInflightBytes?: number;
   /** The tfjs module to make tensors with; by default `@tensorflow/tfjs-core` is imported. */
   readonly tf?: TfjsModule;
@@ -124,13 +123,33 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
       destinations.map((d) => d.request),
       { partial: options.partial ?? false },
     );
-    const read = await readAll(location, metadata, plan.items, destinations, options);
+    let bytes = 0;
+    const read = await readRanges(
+      metadata,
+      plan.items,
+      destinations.map((d) => ({ key: displayKey(d.request.key), box: d.box, buffer: d.buffer, itemSize: itemSize(d.request.dtype ?? "uint8") })),
+      async (file, offset, length, into) => {
+        const path = joinPath(location.dir, file);
+        const data = await withRetry(() => location.storage.read(path, { offset, length }, { signal: options.signal, ...(into ? { into } : {}) }), {
+          policy: options.retry,
+          signal: options.signal,
+        });
+        bytes += data.byteLength;
+        return data;
+      },
+      {
+        concurrency: options.concurrency ?? 8,
+        maxReadBytes: options.maxReadBytes ?? 8 << 20,
+        maxInflightBytes: options.maxInflightBytes ?? 64 << 20,
+        ...(options.signal ? { signal: options.signal } : {}),
+      },
+    );
     const skipped = new Set(plan.missing);
     for (const [i, destination] of destinations.entries()) if (!skipped.has(i)) destination.finish();
     for (const stateful of flattened?.statefuls ?? []) await stateful.object.loadStateDict(stateful.target);
     return {
       checkpoint: location.where,
-      bytesRead: read.bytes + metadataBytes,
+      bytesRead: bytes + metadataBytes,
       files: read.files,
       entries: destinations.length - skipped.size,
       missing: plan.missing.map((i) => displayKey(destinations[i]!.request.key)),
@@ -152,7 +171,11 @@ function targetDestinations(flattened: FlattenedTarget, metadata: CheckpointMeta
   return flattened.leaves.map(({ leaf, replace }): Destination => {
     const request = requestFor(leaf);
     if (leaf.kind === "value") {
-      return { request, box: fullBox([]), buffer: new Uint8Array(0), finish: () => undefined };
+      const saved = entries.get(pathId(leaf.path));
+      const finish = (): void => {
+        if (saved?.kind === "value") replace(valueOf(saved) as StateValue);
+      };
+      return { request, box: fullBox([]), buffer: new Uint8Array(0), finish };
     }
     if (leaf.kind === "bytes") {
       // A blob may change size between saves: it is replaced by one sized as the checkpoint's.
@@ -193,12 +216,15 @@ function requestFor(leaf: Leaf): LoadRequest {
 function wholeCheckpoint(metadata: CheckpointMetadata, root: StateDict): Destination[] {
   return metadata.entries.map((entry): Destination => {
     const place = (value: StateValue): void => setPath(root, entry.key, value);
+    // Everything is placed now, in the entries' order, so the rebuilt objects keep the saved key order.
     if (entry.kind === "value") {
-      return { request: { key: entry.key, kind: "value" }, box: fullBox([]), buffer: new Uint8Array(0), finish: () => place(valueOf(entry) as StateValue) };
+      place(valueOf(entry) as StateValue);
+      return { request: { key: entry.key, kind: "value" }, box: fullBox([]), buffer: new Uint8Array(0), finish: () => undefined };
     }
     if (entry.kind === "bytes") {
       const data = new Uint8Array(entry.byteLength);
-      return { request: { key: entry.key, kind: "bytes" }, box: fullBox([entry.byteLength]), buffer: data, finish: () => place(data) };
+      place(data);
+      return { request: { key: entry.key, kind: "bytes" }, box: fullBox([entry.byteLength]), buffer: data, finish: () => undefined };
     }
     const data = allocate(entry.dtype, entry.shape.reduce((a, b) => a * b, 1));
     const tensor: HostTensor = { dtype: entry.dtype, shape: [...entry.shape], data };
@@ -222,181 +248,3 @@ function setPath(root: StateDict, path: readonly (string | number)[], value: Sta
   node[path[path.length - 1]!] = value;
 }
 
-/** A contiguous range of one data file to read, and the chunk pieces inside it to verify and copy. */
-interface RangeRead {
-  readonly file: string;
-  readonly start: number;
-  end: number;
-  readonly pieces: { chunk: ChunkMetadata; start: number; end: number; consumers: ReadItem[] }[];
-}
-
-async function readAll(
-  location: OpenedCheckpoint,
-  metadata: CheckpointMetadata,
-  items: readonly ReadItem[],
-  destinations: Destination[],
-  options: LoadOptions,
-): Promise<{ bytes: number; files: number }> {
-  const blockSize = metadata.checksum.blockSize;
-  const maxRead = Math.max(blockSize, Math.floor((options.maxReadBytes ?? 16 << 20) / blockSize) * blockSize);
-  const ranges = planRanges(items, destinations, blockSize, maxRead);
-  const files = new Set(ranges.map((r) => r.file));
-  const queue = new PQueue({ concurrency: Math.max(1, options.concurrency ?? 8) });
-  const budget = new ByteBudget(options.maxInflightBytes ?? 256 << 20);
-  let bytes = 0;
-  const read = async (path: string, offset: number, length: number): Promise<Uint8Array> => {
-    throwIfAborted(options.signal, "the load");
-    const data = await withRetry(() => location.storage.read(joinPath(location.dir, path), { offset, length }, { signal: options.signal }), {
-      policy: options.retry,
-      signal: options.signal,
-    });
-    bytes += data.byteLength;
-    return data;
-  };
-  const tasks: Promise<void>[] = [...files].map((file) => queue.add(() => verifyHeader(file, metadata, read)));
-  for (const range of ranges) {
-    tasks.push(
-      queue.add(async () => {
-        const length = range.end - range.start;
-        await budget.acquire(length);
-        try {
-          const data = await read(range.file, range.start, length);
-          if (data.byteLength < length) {
-            const key = displayKey(entryKeyOf(range.pieces[0]!.consumers[0]!, destinations));
-            throw new CheckpointError("corrupt", `${range.file} is truncated: ${key} needs bytes up to ${range.end} but the file ends at ${range.start + data.byteLength}`, {
-              context: { file: range.file, key },
-            });
-          }
-          for (const piece of range.pieces) {
-            const bytesOfPiece = data.subarray(piece.start - range.start, piece.end - range.start);
-            verifyPiece(piece, bytesOfPiece, blockSize, destinations);
-            for (const item of piece.consumers) copyInto(item, piece, bytesOfPiece, destinations[item.request]!);
-          }
-        } finally {
-          budget.release(length);
-        }
-      }),
-    );
-  }
-  const settled = await Promise.allSettled(tasks);
-  const failure = settled.find((s) => s.status === "rejected");
-  if (failure) throw failure.reason;
-  return { bytes, files: files.size };
-}
-
-function entryKeyOf(item: ReadItem, destinations: readonly Destination[]): readonly (string | number)[] {
-  return destinations[item.request]!.request.key;
-}
-
-async function verifyHeader(file: string, metadata: CheckpointMetadata, read: (path: string, offset: number, length: number) => Promise<Uint8Array>): Promise<void> {
-  const info = metadata.files[file]!;
-  const header = await read(file, 0, 8 + info.headerLength);
-  if (header.byteLength < 8 + info.headerLength || crc32c(header) !== info.headerCrc32c) {
-    throw new CheckpointError("corrupt", `${file}: its safetensors header does not match the checksum in ${METADATA_FILE}; the file is damaged`, {
-      context: { file },
-    });
-  }
-}
-
-/**
- * Groups what each chunk must supply into block-aligned byte ranges (so every byte read can be
- * verified), splits big ones at `maxRead`, and merges neighbours in a file into single reads.
- */
-function planRanges(items: readonly ReadItem[], destinations: readonly Destination[], blockSize: number, maxRead: number): RangeRead[] {
-  const byChunk = new Map<ChunkMetadata, { start: number; end: number; consumers: ReadItem[] }>();
-  for (const item of items) {
-    const size = elementSize(destinations[item.request]!.request);
-    const span = rowSpan(rowLayout(item.chunk, item.chunk, item.region), size);
-    const start = Math.floor(span.start / blockSize) * blockSize;
-    const end = Math.min(item.chunk.byteLength, Math.ceil(span.end / blockSize) * blockSize);
-    const existing = byChunk.get(item.chunk);
-    if (existing) {
-      existing.start = Math.min(existing.start, start);
-      existing.end = Math.max(existing.end, end);
-      existing.consumers.push(item);
-    } else {
-      byChunk.set(item.chunk, { start, end, consumers: [item] });
-    }
-  }
-  const pieces: { chunk: ChunkMetadata; start: number; end: number; consumers: ReadItem[] }[] = [];
-  for (const [chunk, need] of byChunk) {
-    for (let at = need.start; at < need.end; at += maxRead) {
-      pieces.push({ chunk, start: chunk.byteOffset + at, end: chunk.byteOffset + Math.min(need.end, at + maxRead), consumers: need.consumers });
-    }
-  }
-  pieces.sort((a, b) => (a.chunk.file < b.chunk.file ? -1 : a.chunk.file > b.chunk.file ? 1 : a.start - b.start));
-  const ranges: RangeRead[] = [];
-  for (const piece of pieces) {
-    const last = ranges[ranges.length - 1];
-    if (last && last.file === piece.chunk.file && last.end === piece.start && piece.end - last.start <= maxRead) {
-      last.end = piece.end;
-      last.pieces.push(piece);
-    } else {
-      ranges.push({ file: piece.chunk.file, start: piece.start, end: piece.end, pieces: [piece] });
-    }
-  }
-  return ranges;
-}
-
-/** Bytes per element of what a request reads (a blob is read as uint8). */
-function elementSize(request: LoadRequest): number {
-  return itemSize(request.dtype ?? "uint8");
-}
-
-function verifyPiece(
-  piece: { chunk: ChunkMetadata; start: number; end: number; consumers: ReadItem[] },
-  data: Uint8Array,
-  blockSize: number,
-  destinations: readonly Destination[],
-): void {
-  const { chunk } = piece;
-  const relative = piece.start - chunk.byteOffset;
-  for (let at = 0; at < data.byteLength; at += blockSize) {
-    const block = (relative + at) / blockSize;
-    const sum = crc32c(data.subarray(at, Math.min(at + blockSize, data.byteLength)));
-    if (sum !== chunk.crc32c[block]) {
-      const key = displayKey(entryKeyOf(piece.consumers[0]!, destinations));
-      throw new CheckpointError(
-        "corrupt",
-        `checksum mismatch in ${chunk.file} for ${key} (block ${block}, bytes ${chunk.byteOffset + relative + at}..${chunk.byteOffset + relative + at + Math.min(blockSize, data.byteLength - at)}): the data file is damaged`,
-        { context: { file: chunk.file, key } },
-      );
-    }
-  }
-}
-
-function copyInto(item: ReadItem, piece: { chunk: ChunkMetadata; start: number }, data: Uint8Array, destination: Destination): void {
-  const size = elementSize(destination.request);
-  const layout = rowLayout(item.chunk, destination.box, item.region);
-  copyRows(layout, size, data, piece.start - item.chunk.byteOffset, destination.buffer);
-}
-
-/** Bounds the bytes held by reads in flight; one read larger than the budget still runs, alone. */
-class ByteBudget {
-  #available: number;
-  readonly #limit: number;
-  readonly #waiting: { bytes: number; resolve: () => void }[] = [];
-
-  constructor(limit: number) {
-    this.#limit = limit;
-    this.#available = limit;
-  }
-
-  async acquire(bytes: number): Promise<void> {
-    const wanted = Math.min(bytes, this.#limit);
-    if (this.#waiting.length === 0 && this.#available >= wanted) {
-      this.#available -= wanted;
-      return;
-    }
-    await new Promise<void>((resolve) => this.#waiting.push({ bytes: wanted, resolve }));
-  }
-
-  release(bytes: number): void {
-    this.#available += Math.min(bytes, this.#limit);
-    while (this.#waiting.length > 0 && this.#available >= this.#waiting[0]!.bytes) {
-      const next = this.#waiting.shift()!;
-      this.#available -= next.bytes;
-      next.resolve();
-    }
-  }
-}

@@ -89,7 +89,7 @@ export class FsStorageAdapter implements StorageAdapter {
       if (!info.isFile()) throw notFound(this.protocol, path, this.root);
       const start = Math.min(range?.offset ?? 0, info.size);
       const length = Math.max(0, Math.min(range ? range.length : info.size, info.size - start));
-      const out = new Uint8Array(length);
+      const out = options?.into && options.into.byteLength >= length ? options.into.subarray(0, length) : new Uint8Array(length);
       if (length === 0) return out;
       handle = await this.#fs.open(abs, "r");
       let filled = 0;

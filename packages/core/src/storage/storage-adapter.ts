@@ -26,6 +26,12 @@ export interface WriteOptions {
 
 export interface ReadOptions {
   readonly signal?: AbortSignal;
+  /**
+   * A buffer at least as long as the range, which an adapter may read into and return a view
+   * of instead of allocating (core passes the destination tensor's memory, or a pooled buffer,
+   * so a load allocates nothing per read). Adapters that cannot read in place ignore it.
+   */
+  readonly into?: Uint8Array;
 }
 
 /**

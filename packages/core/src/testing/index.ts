@@ -1,3 +1,4 @@
 export { storageContractSuite, type StorageContractOptions } from "./storage-contract.js";
 export { FaultyStorageAdapter, type Fault, type FaultyOperation } from "./faulty-storage-adapter.js";
 export { FaultProxy, type FaultAction, type FaultRule, type FaultProxyOptions, type PreconditionEnforcer, type ProxiedRequest } from "./fault-proxy.js";
+export { spawnTypeScript, runTypeScript, type TypeScriptRun } from "./run-typescript.js";

@@ -1,0 +1,216 @@
+import PQueue from "p-queue";
+import { type Box, type RowLayout, copyRows, rowLayout, rowSpan } from "./box.js";
+import { crc32c } from "./crc32c.js";
+import { CheckpointError, throwIfAborted } from "./errors.js";
+import type { ReadItem } from "./load-planner.js";
+import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE } from "./metadata.js";
+
+/** Where a request's bytes go: a row-major host buffer holding `box` of the tensor, `itemSize` bytes an element. */
+export interface ReadDestination {
+  readonly key: string;
+  readonly box: Box;
+  readonly buffer: Uint8Array;
+  readonly itemSize: number;
+}
+
+/** A block-aligned slice of one chunk, and the read items it serves. */
+interface Piece {
+  readonly chunk: ChunkMetadata;
+  /** Absolute file offsets. */
+  readonly start: number;
+  readonly end: number;
+  readonly consumers: readonly { readonly item: ReadItem; readonly layout: RowLayout }[];
+}
+
+/** One range read of a data file, covering neighbouring pieces. */
+interface RangeRead {
+  readonly file: string;
+  readonly start: number;
+  end: number;
+  readonly pieces: Piece[];
+}
+
+export interface RangeReadOptions {
+  readonly concurrency: number;
+  readonly maxReadBytes: number;
+  readonly maxInflightBytes: number;
+  readonly signal?: AbortSignal;
+}
+
+/** Reads `[offset, offset + length)` of a data file, optionally into `into`; returns what was read. */
+export type ReadFn = (file: string, offset: number, length: number, into?: Uint8Array) => Promise<Uint8Array>;
+
+/**
+ * Executes a load plan's reads: every data file's header is checked against its CRC32C, each
+ * chunk's needed bytes are read in block-aligned pieces (so each block read is verified),
+ * neighbouring pieces of a file are merged into one range read, and verified bytes are copied
+ * into their destinations. A read that lands in one contiguous run of a destination is read
+ * straight into it; others use a small pool of reusable buffers, so a load's extra memory is
+ * bounded by concurrency × maxReadBytes.
+ */
+export async function readRanges(
+  metadata: CheckpointMetadata,
+  items: readonly ReadItem[],
+  destinations: readonly ReadDestination[],
+  read: ReadFn,
+  options: RangeReadOptions,
+): Promise<{ files: number }> {
+  const blockSize = metadata.checksum.blockSize;
+  const maxRead = Math.max(blockSize, Math.floor(options.maxReadBytes / blockSize) * blockSize);
+  const ranges = planRanges(items, destinations, blockSize, maxRead);
+  const files = new Set(ranges.map((r) => r.file));
+  const queue = new PQueue({ concurrency: Math.max(1, options.concurrency) });
+  const budget = new ByteBudget(options.maxInflightBytes);
+  const pool: Uint8Array[] = [];
+  const tasks: Promise<void>[] = [...files].map((file) => queue.add(() => verifyHeader(file, metadata, read)));
+  for (const range of ranges) {
+    tasks.push(
+      queue.add(async () => {
+        throwIfAborted(options.signal, "the load");
+        const length = range.end - range.start;
+        const direct = directTarget(range, destinations);
+        const scratch = direct ? undefined : (pool.pop() ?? new Uint8Array(maxRead));
+        await budget.acquire(direct ? 0 : length);
+        try {
+          const data = await read(range.file, range.start, length, direct ?? scratch);
+          if (data.byteLength < length) {
+            const key = destinations[range.pieces[0]!.consumers[0]!.item.request]!.key;
+            throw new CheckpointError("corrupt", `${range.file} is truncated: ${key} needs bytes up to ${range.end} but the file ends at ${range.start + data.byteLength}`, {
+              context: { file: range.file, key },
+            });
+          }
+          for (const piece of range.pieces) {
+            const bytes = data.subarray(piece.start - range.start, piece.end - range.start);
+            verifyPiece(piece, bytes, blockSize, destinations);
+            if (direct && data.buffer === direct.buffer && data.byteOffset === direct.byteOffset) continue;
+            for (const { item, layout } of piece.consumers) {
+              const destination = destinations[item.request]!;
+              copyRows(layout, destination.itemSize, bytes, piece.start - item.chunk.byteOffset, destination.buffer);
+            }
+          }
+        } finally {
+          budget.release(direct ? 0 : length);
+          if (scratch) pool.push(scratch);
+        }
+      }),
+    );
+  }
+  const settled = await Promise.allSettled(tasks);
+  const failure = settled.find((s) => s.status === "rejected");
+  if (failure) throw failure.reason;
+  return { files: files.size };
+}
+
+async function verifyHeader(file: string, metadata: CheckpointMetadata, read: ReadFn): Promise<void> {
+  const info = metadata.files[file]!;
+  const header = await read(file, 0, 8 + info.headerLength);
+  if (header.byteLength < 8 + info.headerLength || crc32c(header) !== info.headerCrc32c) {
+    throw new CheckpointError("corrupt", `${file}: its safetensors header does not match the checksum in ${METADATA_FILE}; the file is damaged`, {
+      context: { file },
+    });
+  }
+}
+
+/**
+ * Groups what each chunk must supply into block-aligned byte ranges (so every byte read can be
+ * verified), splits big ones at `maxRead`, and merges neighbours in a file into single reads.
+ */
+function planRanges(items: readonly ReadItem[], destinations: readonly ReadDestination[], blockSize: number, maxRead: number): RangeRead[] {
+  const byChunk = new Map<ChunkMetadata, { start: number; end: number; consumers: { item: ReadItem; layout: RowLayout }[] }>();
+  for (const item of items) {
+    const destination = destinations[item.request]!;
+    const span = rowSpan(rowLayout(item.chunk, item.chunk, item.region), destination.itemSize);
+    const start = Math.floor(span.start / blockSize) * blockSize;
+    const end = Math.min(item.chunk.byteLength, Math.ceil(span.end / blockSize) * blockSize);
+    const consumer = { item, layout: rowLayout(item.chunk, destination.box, item.region) };
+    const need = byChunk.get(item.chunk);
+    if (need) {
+      need.start = Math.min(need.start, start);
+      need.end = Math.max(need.end, end);
+      need.consumers.push(consumer);
+    } else {
+      byChunk.set(item.chunk, { start, end, consumers: [consumer] });
+    }
+  }
+  const pieces: Piece[] = [];
+  for (const [chunk, need] of byChunk) {
+    for (let at = need.start; at < need.end; at += maxRead) {
+      pieces.push({ chunk, start: chunk.byteOffset + at, end: chunk.byteOffset + Math.min(need.end, at + maxRead), consumers: need.consumers });
+    }
+  }
+  pieces.sort((a, b) => (a.chunk.file < b.chunk.file ? -1 : a.chunk.file > b.chunk.file ? 1 : a.start - b.start));
+  const ranges: RangeRead[] = [];
+  for (const piece of pieces) {
+    const last = ranges[ranges.length - 1];
+    if (last && last.file === piece.chunk.file && last.end === piece.start && piece.end - last.start <= maxRead) {
+      last.end = piece.end;
+      last.pieces.push(piece);
+    } else {
+      ranges.push({ file: piece.chunk.file, start: piece.start, end: piece.end, pieces: [piece] });
+    }
+  }
+  return ranges;
+}
+
+/** The destination bytes a range can be read straight into: one piece, one consumer, landing in one contiguous run. */
+function directTarget(range: RangeRead, destinations: readonly ReadDestination[]): Uint8Array | undefined {
+  if (range.pieces.length !== 1 || range.pieces[0]!.consumers.length !== 1) return undefined;
+  const piece = range.pieces[0]!;
+  const { item, layout } = piece.consumers[0]!;
+  if (layout.src.length !== 1) return undefined;
+  const destination = destinations[item.request]!;
+  const rowStart = layout.src[0]! * destination.itemSize;
+  const rowEnd = rowStart + layout.run * destination.itemSize;
+  const start = piece.start - item.chunk.byteOffset;
+  const end = piece.end - item.chunk.byteOffset;
+  if (start < rowStart || end > rowEnd) return undefined;
+  const at = layout.dst[0]! * destination.itemSize + (start - rowStart);
+  return destination.buffer.subarray(at, at + (end - start));
+}
+
+function verifyPiece(piece: Piece, data: Uint8Array, blockSize: number, destinations: readonly ReadDestination[]): void {
+  const { chunk } = piece;
+  const relative = piece.start - chunk.byteOffset;
+  for (let at = 0; at < data.byteLength; at += blockSize) {
+    const block = (relative + at) / blockSize;
+    const end = Math.min(at + blockSize, data.byteLength);
+    if (crc32c(data.subarray(at, end)) !== chunk.crc32c[block]) {
+      const key = destinations[piece.consumers[0]!.item.request]!.key;
+      throw new CheckpointError(
+        "corrupt",
+        `checksum mismatch in ${chunk.file} for ${key} (block ${block}, file bytes ${piece.start + at}..${piece.start + end}): the data file is damaged`,
+        { context: { file: chunk.file, key } },
+      );
+    }
+  }
+}
+
+/** Bounds the bytes held by reads in flight; one read larger than the budget still runs, alone. */
+class ByteBudget {
+  #available: number;
+  readonly #limit: number;
+  readonly #waiting: { bytes: number; resolve: () => void }[] = [];
+
+  constructor(limit: number) {
+    this.#limit = limit;
+    this.#available = limit;
+  }
+
+  async acquire(bytes: number): Promise<void> {
+    const wanted = Math.min(bytes, this.#limit);
+    if (this.#waiting.length === 0 && this.#available >= wanted) {
+      this.#available -= wanted;
+      return;
+    }
+    await new Promise<void>((resolve) => this.#waiting.push({ bytes: wanted, resolve }));
+  }
+
+  release(bytes: number): void {
+    this.#available += Math.min(bytes, this.#limit);
+    while (this.#waiting.length > 0 && this.#available >= this.#waiting[0]!.bytes) {
+      const next = this.#waiting.shift()!;
+      this.#available -= next.bytes;
+      next.resolve();
+    }
+  }
+}

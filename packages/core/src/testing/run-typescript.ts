@@ -1,0 +1,38 @@
+import { type ChildProcess, type SpawnOptions, spawn } from "node:child_process";
+import { createRequire } from "node:module";
+
+const require = createRequire(import.meta.url);
+
+/**
+ * The repo's one way to run TypeScript in a child process (ranks, kill loops, memory checks,
+ * the CLI): Node with tsx's loader and the "@cairn/source" export condition, so children run
+ * the workspace's sources exactly as vitest does, on a fresh clone, without a build.
+ */
+export function spawnTypeScript(script: string, args: readonly string[] = [], options: SpawnOptions = {}): ChildProcess {
+  const tsx = require.resolve("tsx");
+  return spawn(process.execPath, ["--import", tsx, "--conditions=@cairn/source", script, ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    ...options,
+    env: { ...process.env, ...options.env },
+  });
+}
+
+export interface TypeScriptRun {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs a TypeScript file to completion and collects its output. */
+export function runTypeScript(script: string, args: readonly string[] = [], options: SpawnOptions = {}): Promise<TypeScriptRun> {
+  const child = spawnTypeScript(script, args, options);
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+}
