@@ -205,7 +205,7 @@ async function writeDataFile(
   options: SaveOptions,
   blockSize: number,
 ): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[] }> {
-  const names = file.items.map(tensorName);
+  const names = uniqueNames(file.items.map(tensorName));
   const layout = layoutSafetensors(
     file.items.map((item, i) => ({ name: names[i]!, dtype: item.dtype, shape: item.chunk.sizes, byteLength: item.byteLength })),
     { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` },
@@ -245,6 +245,16 @@ async function writeDataFile(
   });
   const headerLength = layout.header.byteLength - 8;
   return { file: { rank, size: layout.fileSize, headerLength, headerCrc32c: crc32c(layout.header) }, chunks };
+}
+
+/** Dotted names can collide (["a.b"] and ["a", "b"]); later ones get "#2", "#3"… as the format says. */
+function uniqueNames(names: readonly string[]): string[] {
+  const seen = new Map<string, number>();
+  return names.map((name) => {
+    const count = (seen.get(name) ?? 0) + 1;
+    seen.set(name, count);
+    return count === 1 ? name : `${name}#${count}`;
+  });
 }
 
 async function commitOnCoordinator(

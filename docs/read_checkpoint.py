@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Reads a Cairn checkpoint (format v1) with only json and numpy, as docs/format.md specifies.
+
+    python3 read_checkpoint.py <checkpoint-dir> [--verify] [--json] [--check-safetensors]
+
+Prints every entry; with --json, one JSON object per line with each tensor's dtype, shape and
+the SHA-256 of its little-endian bytes (used by Cairn's tests to check the spec is complete).
+With --verify, checks every block's CRC32C (pure Python: slow, for small checkpoints); with
+--check-safetensors, checks every data file the way a safetensors reader does.
+"""
+import hashlib
+import json
+import os
+import sys
+
+import numpy as np
+
+NUMPY_DTYPES = {
+    "float16": "<f2", "bfloat16": "<u2", "float32": "<f4", "float64": "<f8",
+    "int8": "<i1", "int16": "<i2", "int32": "<i4", "int64": "<i8",
+    "uint8": "<u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "bool": "<u1",
+}
+
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def read_tensor(root, meta, entry, verify=False):
+    dtype = NUMPY_DTYPES[entry["dtype"]] if entry["kind"] == "tensor" else "<u1"
+    shape = entry["shape"] if entry["kind"] == "tensor" else [entry["byteLength"]]
+    out = np.zeros(shape, dtype=dtype)
+    block = meta["checksum"]["blockSize"]
+    for chunk in entry["chunks"]:
+        with open(os.path.join(root, chunk["file"]), "rb") as f:
+            f.seek(chunk["byteOffset"])
+            raw = f.read(chunk["byteLength"])
+        if len(raw) != chunk["byteLength"]:
+            raise ValueError(f"{chunk['file']} is truncated")
+        if verify:
+            for i, expected in enumerate(chunk["crc32c"]):
+                if crc32c(raw[i * block:(i + 1) * block]) != expected:
+                    raise ValueError(f"checksum mismatch in {chunk['file']}, block {i}")
+        piece = np.frombuffer(raw, dtype=dtype).reshape(chunk["sizes"])
+        region = tuple(slice(o, o + s) for o, s in zip(chunk["offsets"], chunk["sizes"]))
+        out[region] = piece
+    return out
+
+
+SAFETENSORS_SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+                     "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+
+
+def check_safetensors(path):
+    """The checks a safetensors reader makes: header JSON, known dtypes, offsets that cover the data without holes."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    tensors = sorted(((v["data_offsets"], v) for k, v in header.items() if k != "__metadata__"), key=lambda t: t[0])
+    position = 0
+    for (begin, end), info in tensors:
+        elements = int(np.prod(info["shape"], dtype=np.int64))
+        if begin != position or end - begin != elements * SAFETENSORS_SIZES[info["dtype"]]:
+            raise ValueError(f"{path}: tensor at {begin}..{end} breaks the safetensors layout")
+        position = end
+    if 8 + n + position != size:
+        raise ValueError(f"{path}: data section is {size - 8 - n} bytes but the header covers {position}")
+
+
+def bfloat16_to_float32(bits):
+    """bfloat16 is the upper half of a float32: shift the uint16 bits up and reinterpret."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def main():
+    root = sys.argv[1]
+    verify = "--verify" in sys.argv
+    as_json = "--json" in sys.argv
+    with open(os.path.join(root, "metadata.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    major = int(meta["version"].split(".")[0])
+    if meta["format"] != "cairn-checkpoint" or major != 1:
+        raise SystemExit(f"not a Cairn v1 checkpoint: {meta['format']} {meta['version']}")
+    if "--check-safetensors" in sys.argv:
+        for name in meta["files"]:
+            check_safetensors(os.path.join(root, name))
+    for entry in meta["entries"]:
+        if entry["kind"] == "value":
+            value = entry.get("value", entry.get("special"))
+            print(json.dumps({"key": entry["key"], "value": value}) if as_json else f"{entry['key']}: {value!r}")
+            continue
+        array = read_tensor(root, meta, entry, verify)
+        if as_json:
+            digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+            print(json.dumps({"key": entry["key"], "kind": entry["kind"], "dtype": entry.get("dtype", "uint8"), "shape": list(array.shape), "sha256": digest}))
+        else:
+            shown = bfloat16_to_float32(array) if entry.get("dtype") == "bfloat16" else array
+            if entry.get("dtype") == "bool":
+                shown = array.astype(bool)
+            print(f"{entry['key']}: {entry.get('dtype', 'bytes')} {list(array.shape)}\n{shown}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type HostTensor, save } from "@cairn/core";
+import { describe, expect, it } from "vitest";
+import { DTYPE_NAMES, sampleTensor, tempDir } from "./helpers.js";
+
+const reader = fileURLToPath(new URL("../../docs/read_checkpoint.py", import.meta.url));
+
+/** A Python that has numpy: the image's python3, or Debian's (which .ci/run installs python3-numpy for). */
+function pythonWithNumpy(): string {
+  for (const python of ["python3", "/usr/bin/python3"]) {
+    try {
+      execFileSync(python, ["-c", "import numpy"], { stdio: "ignore" });
+      return python;
+    } catch {
+      // try the next one
+    }
+  }
+  throw new Error("no python3 with numpy found: run `apt-get install -y python3-numpy` (.ci/run does)");
+}
+
+describe("docs/format.md is enough to read a checkpoint with json and numpy", () => {
+  it("docs/read_checkpoint.py reads every dtype bit-exact, verifies every CRC32C and finds valid safetensors files", async () => {
+    const dir = join(await tempDir(), "ckpt");
+    const tensors: Record<string, HostTensor> = {};
+    for (const dtype of DTYPE_NAMES) {
+      tensors[`${dtype}.matrix`] = sampleTensor(dtype, [3, 5], 3);
+      tensors[`${dtype}.scalar`] = sampleTensor(dtype, [], 4);
+      tensors[`${dtype}.empty`] = sampleTensor(dtype, [0, 2], 5);
+    }
+    const big = sampleTensor("float32", [300, 100], 6);
+    await save({ tensors, big, blob: Uint8Array.of(1, 2, 3), step: 42 }, { checkpointId: dir, blockSize: 4096 });
+
+    const output = execFileSync(pythonWithNumpy(), [reader, dir, "--json", "--verify", "--check-safetensors"], { encoding: "utf8" });
+    const lines = output.trim().split("\n").map((l) => JSON.parse(l) as { key: (string | number)[]; sha256?: string; shape?: number[]; value?: unknown });
+    const byKey = new Map(lines.map((l) => [JSON.stringify(l.key), l]));
+    const digest = (t: HostTensor): string => createHash("sha256").update(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)).digest("hex");
+    for (const [name, t] of Object.entries(tensors)) {
+      const line = byKey.get(JSON.stringify(["tensors", name]));
+      expect(line?.shape, name).toEqual(t.shape);
+      expect(line?.sha256, name).toBe(digest(t));
+    }
+    expect(byKey.get(JSON.stringify(["big"]))?.sha256).toBe(digest(big));
+    expect(byKey.get(JSON.stringify(["blob"]))?.sha256).toBe(createHash("sha256").update(Uint8Array.of(1, 2, 3)).digest("hex"));
+    expect(byKey.get(JSON.stringify(["step"]))?.value).toBe(42);
+  });
+});
