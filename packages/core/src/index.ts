@@ -58,7 +58,7 @@ export {
   notFound,
   alreadyExists,
 } from "./storage/storage-adapter.js";
-export { type StorageFactory, type StorageOptions, registerStorage, registeredProtocols, openStorage, storageUrl, redactUrl } from "./storage/storage-registry.js";
+export { type StorageFactory, type StorageOptions, registerStorage, registeredProtocols, knownProtocols, openStorage, storageUrl, redactUrl } from "./storage/storage-registry.js";
 export { type RetryPolicy, type RetryOptions, DEFAULT_RETRY_POLICY, withRetry, isTransient, sleep } from "./retry.js";
 export { type ProcessGroup, SingleProcessGroup } from "./process-group.js";
 export { type CheckpointOptions, type OpenedCheckpoint, openCheckpoint } from "./checkpoint-location.js";
@@ -68,4 +68,4 @@ export { type LoadPlanner, type LoadPlan, type LoadRequest, type ReadItem } from
 export { DefaultLoadPlanner } from "./default-load-planner.js";
 export { type SaveOptions, type SaveResult, save } from "./save.js";
 export { type LoadOptions, type LoadResult, load, readMetadata } from "./load.js";
-export { type TfjsModule } from "./tfjs.js";
+export { type TfjsModule, tfjsModule } from "./tfjs.js";

@@ -9,13 +9,20 @@ export interface TfjsModule {
 
 let cached: TfjsModule | undefined;
 
+/** Any of these provides `tensor`; a strict (pnpm) layout may show only the one the user installed. */
+const TFJS_PACKAGES = ["@tensorflow/tfjs-core", "@tensorflow/tfjs", "@tensorflow/tfjs-node-gpu", "@tensorflow/tfjs-node"];
+
 /**
- * `@tensorflow/tfjs-core`, imported on first use: only loads into tfjs tensors need it, so
- * it stays an optional peer dependency. A `tf` passed by the caller wins.
+ * tfjs, imported on first use: only loads into tfjs tensors need it, so it stays an optional
+ * peer dependency. tfjs keeps its engine in a global, so tensors made through any of its
+ * packages work together. A `tf` passed by the caller wins.
  */
 export async function tfjsModule(given?: TfjsModule): Promise<TfjsModule> {
   if (given) return given;
-  cached ??= await importOptional<TfjsModule>("@tensorflow/tfjs-core");
+  for (const name of TFJS_PACKAGES) {
+    if (cached) break;
+    cached = await importOptional<TfjsModule>(name);
+  }
   if (!cached) {
     throw new CheckpointError(
       "invalid_argument",

@@ -33,6 +33,11 @@ export function registeredProtocols(): string[] {
   return [...factories.keys()].sort();
 }
 
+/** Protocols `openStorage` can serve: those registered, and the well-known ones it can import lazily. */
+export function knownProtocols(): string[] {
+  return [...new Set([...factories.keys(), ...Object.keys(KNOWN_PACKAGES)])].sort();
+}
+
 /** A URL for a URL string or a plain path; a plain path (relative or absolute) means `file://`. */
 export function storageUrl(urlOrPath: string): URL {
   if (/^[a-zA-Z][a-zA-Z0-9+.-]*:\/\//.test(urlOrPath)) return new URL(urlOrPath);
@@ -74,7 +79,7 @@ export async function openStorage(urlOrPath: string, options: StorageOptions = {
   if (!factory) {
     throw new CheckpointError(
       "unsupported_protocol",
-      `no storage is registered for ${protocol}:// URLs (${redactUrl(url)}); known protocols: ${[...new Set([...Object.keys(KNOWN_PACKAGES), ...factories.keys()])].sort().join(", ")}. Register one with registerStorage("${protocol}", factory)`,
+      `no storage is registered for ${protocol}:// URLs (${redactUrl(url)}); known protocols: ${knownProtocols().join(", ")}. Register one with registerStorage("${protocol}", factory)`,
       { context: { protocol } },
     );
   }

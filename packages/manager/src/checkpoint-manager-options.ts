@@ -1,0 +1,51 @@
+import { CheckpointError, type LoadOptions, type SaveOptions, type StorageOptions } from "@cairn/core";
+import type { RetentionOptions } from "./retention-policy.js";
+
+export interface CheckpointManagerOptions extends RetentionOptions {
+  /** For evaluators: list and restore only; `save` and `delete` are refused. */
+  readonly readOnly?: boolean;
+  /** Passed to the storage adapter when the location is a URL (`{ s3: {...} }`, `{ gs: {...} }`). */
+  readonly storageOptions?: StorageOptions;
+  /**
+   * Step directories without metadata.json (saves that crashed) are deleted once their newest
+   * object is older than this, in ms (default 24 h), so a save still running elsewhere is never
+   * touched. A save that fails in this process removes its own files at once.
+   */
+  readonly leftoverAgeMs?: number;
+  /** Options for each save (parallel files, checksum block size, retry bounds). */
+  readonly save?: Pick<SaveOptions, "concurrency" | "blockSize" | "retry">;
+  /** Options for each restore (parallel reads, read size, memory bound, retry bounds). */
+  readonly load?: Pick<LoadOptions, "concurrency" | "maxReadBytes" | "maxInflightBytes" | "retry">;
+  /** The clock, in ms since the epoch; injected so tests control `keepTimeInterval` and leftover ages. */
+  readonly now?: () => number;
+}
+
+function fail(name: string, expected: string, value: unknown): never {
+  throw new CheckpointError("invalid_argument", `CheckpointManager option ${name} must be ${expected}, got ${typeof value === "function" ? "a function" : JSON.stringify(value) ?? String(value)}`);
+}
+
+/** Rejects options of the wrong type before anything touches storage. */
+export function checkOptions(options: CheckpointManagerOptions): void {
+  if (typeof options !== "object" || options === null) fail("object", "an object", options);
+  const count = (name: keyof CheckpointManagerOptions, min: number): void => {
+    const value = options[name];
+    if (value !== undefined && (typeof value !== "number" || !Number.isSafeInteger(value) || value < min)) fail(name, `an integer >= ${min}`, value);
+  };
+  count("maxToKeep", 0);
+  count("keepPeriod", 1);
+  const positive = (name: keyof CheckpointManagerOptions): void => {
+    const value = options[name];
+    if (value !== undefined && (typeof value !== "number" || !(value > 0) || !Number.isFinite(value))) fail(name, "a positive number of ms", value);
+  };
+  positive("keepTimeInterval");
+  positive("leftoverAgeMs");
+  if (options.bestFn !== undefined && typeof options.bestFn !== "function") fail("bestFn", "a function of the step's metrics", options.bestFn);
+  if (options.bestMode !== undefined && options.bestMode !== "max" && options.bestMode !== "min") fail("bestMode", '"max" or "min"', options.bestMode);
+  if (options.bestMode !== undefined && options.bestFn === undefined) fail("bestMode", "given together with bestFn", options.bestMode);
+  if (options.readOnly !== undefined && typeof options.readOnly !== "boolean") fail("readOnly", "a boolean", options.readOnly);
+  if (options.now !== undefined && typeof options.now !== "function") fail("now", "a function returning ms since the epoch", options.now);
+  for (const name of ["storageOptions", "save", "load"] as const) {
+    const value = options[name];
+    if (value !== undefined && (typeof value !== "object" || value === null)) fail(name, "an object", value);
+  }
+}

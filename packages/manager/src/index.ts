@@ -1,0 +1,3 @@
+export { CheckpointManager, type CheckpointManagerOptions, type SaveStepOptions, type StepMetadata } from "./checkpoint-manager.js";
+export { type RetentionOptions, type StepRecord, stepsToDelete } from "./retention-policy.js";
+export { getStateDict, setStateDict, primeOptimizer } from "./tfjs-state.js";
