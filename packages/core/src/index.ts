@@ -69,3 +69,5 @@ export { DefaultLoadPlanner } from "./default-load-planner.js";
 export { type SaveOptions, type SaveResult, save } from "./save.js";
 export { type LoadOptions, type LoadResult, load, readMetadata } from "./load.js";
 export { type TfjsModule, tfjsModule } from "./tfjs.js";
+export { type AsyncSaveOptions, type AsyncSaveHandle, type StagedInfo, asyncSave } from "./async-save.js";
+export { type StagingStrategy, type StagingPoolOptions, type StagedLeaves, StagingPool, stageLeaves } from "./staging.js";

@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
 import PQueue from "p-queue";
 import { type OpenedCheckpoint, type CheckpointOptions, openCheckpoint } from "./checkpoint-location.js";
-import { blockChecksums, crc32c } from "./crc32c.js";
+import { blockChecksumsAsync } from "./checksum-workers.js";
+import { crc32c } from "./crc32c.js";
 import { DefaultSavePlanner, tensorName } from "./default-save-planner.js";
 import { CheckpointError, cancelledError, isCheckpointError, throwIfAborted } from "./errors.js";
 import { type Leaf, flattenStateDict, tensorBytes } from "./flatten.js";
@@ -67,9 +68,17 @@ interface WrittenChunk {
  * `storage` when the storage fails beyond the retry policy.
  */
 export async function save(stateDict: StateDict, checkpointIdOrOptions: string | SaveOptions): Promise<SaveResult> {
-  const options: SaveOptions = typeof checkpointIdOrOptions === "string" ? { checkpointId: checkpointIdOrOptions } : checkpointIdOrOptions;
+  const options = saveOptionsOf(checkpointIdOrOptions);
   const started = performance.now();
-  const leaves = await flattenStateDict(stateDict);
+  return saveLeaves(await flattenStateDict(stateDict), options, started);
+}
+
+export function saveOptionsOf(checkpointIdOrOptions: string | SaveOptions): SaveOptions {
+  return typeof checkpointIdOrOptions === "string" ? { checkpointId: checkpointIdOrOptions } : checkpointIdOrOptions;
+}
+
+/** Plans, writes and commits already flattened (and, for a background save, staged) leaves. */
+export async function saveLeaves(leaves: readonly Leaf[], options: SaveOptions, started = performance.now()): Promise<SaveResult> {
   const location = await openCheckpoint(options);
   try {
     const prepared = await planSave(leaves, location, options);
@@ -233,7 +242,7 @@ async function writeDataFile(
           tensorName: names[i]!,
           byteOffset: layout.offsets[i]!,
           byteLength: item.byteLength,
-          crc32c: blockChecksums(data, blockSize),
+          crc32c: await blockChecksumsAsync(data, blockSize),
         },
       });
       yield data;

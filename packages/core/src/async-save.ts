@@ -1,0 +1,54 @@
+import { flattenStateDict } from "./flatten.js";
+import { type SaveOptions, type SaveResult, saveLeaves, saveOptionsOf } from "./save.js";
+import { StagingPool, type StagingStrategy, stageLeaves } from "./staging.js";
+import type { StateDict } from "./state-dict.js";
+
+export interface AsyncSaveOptions extends SaveOptions {
+  /** How tensors are snapshotted before `staged` resolves (default `"copy"`). */
+  readonly staging?: StagingStrategy;
+  /** Staging buffers to reuse across saves; a manager keeps one. Default: a pool for this save only. */
+  readonly pool?: StagingPool;
+}
+
+/** When the snapshot was complete, and what it cost the caller. */
+export interface StagedInfo {
+  /** Bytes copied into staging buffers (tensors held by reference are not counted). */
+  readonly bytes: number;
+  /** Time from the call until the state was safe to change. */
+  readonly seconds: number;
+}
+
+export interface AsyncSaveHandle {
+  /** Resolves once every leaf is snapshotted: from then on training may update, dispose or reuse anything. */
+  readonly staged: Promise<StagedInfo>;
+  /** Resolves once the checkpoint is committed (metadata.json written); rejects if it was not. */
+  readonly done: Promise<SaveResult>;
+}
+
+/**
+ * Saves in the background, like `torch.distributed.checkpoint.async_save`: the state is
+ * snapshotted into host memory (`staged`), then written and committed while the caller goes on
+ * (`done`). Checksums of staged bytes run in worker threads and file writes in libuv's pool,
+ * so the training thread is not held. Every rank calls it, as with `save`.
+ *
+ * Bad input rejects `staged` (and `done`) with `invalid_argument`, having written nothing.
+ * Both promises are marked handled here, so awaiting only one of them never produces an
+ * unhandled rejection; await `done` to learn whether the checkpoint committed.
+ */
+export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: string | AsyncSaveOptions): Promise<AsyncSaveHandle> {
+  const options: AsyncSaveOptions = saveOptionsOf(checkpointIdOrOptions);
+  const started = performance.now();
+  const pool = options.pool ?? new StagingPool();
+  const snapshot = flattenStateDict(stateDict).then((leaves) => stageLeaves(leaves, options.staging ?? "copy", pool, options.signal));
+  const staged = snapshot.then((s) => ({ bytes: s.copiedBytes, seconds: (performance.now() - started) / 1000 }));
+  const done = snapshot.then(async (s) => {
+    try {
+      return await saveLeaves(s.leaves, options, started);
+    } finally {
+      s.release();
+    }
+  });
+  staged.catch(() => undefined);
+  done.catch(() => undefined);
+  return { staged, done };
+}

@@ -1,0 +1,107 @@
+import { createRequire } from "node:module";
+import { availableParallelism } from "node:os";
+import { Worker } from "node:worker_threads";
+import { crc32c } from "./crc32c.js";
+
+/**
+ * The worker is plain CommonJS evaluated from a string, so it runs the same under vitest, tsx
+ * and built output; it loads @node-rs/crc32 from the path the main thread resolved.
+ */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require("node:worker_threads");
+const { crc32c } = require(workerData.crc32);
+parentPort.on("message", ({ id, buffer, offset, length, blockSize }) => {
+  const bytes = Buffer.from(buffer, offset, length);
+  const sums = new Array(Math.ceil(length / blockSize));
+  for (let b = 0; b < sums.length; b++) sums[b] = crc32c(bytes.subarray(b * blockSize, Math.min((b + 1) * blockSize, length))) >>> 0;
+  parentPort.postMessage({ id, sums });
+});
+`;
+
+/** Checksumming of bytes not in shared memory yields to the event loop after this many bytes. */
+const SLICE_BYTES = 4 << 20;
+
+interface Job {
+  readonly worker: Worker;
+  readonly resolve: (sums: number[]) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * CRC32C of each block of a buffer, off the training thread where possible. Bytes in a
+ * SharedArrayBuffer (what staging copies into) are hashed by worker threads without being
+ * copied; other bytes are hashed on the calling thread in slices of a few MiB between which
+ * the event loop runs, so no save ever holds the main thread for long.
+ */
+class ChecksumWorkers {
+  #workers: Worker[] = [];
+  readonly #jobs = new Map<number, Job>();
+  readonly #busy = new Map<Worker, number>();
+  #next = 0;
+  #turn = 0;
+
+  #spawn(): Worker[] {
+    if (this.#workers.length > 0) return this.#workers;
+    const count = Math.max(1, Math.min(4, availableParallelism() - 1));
+    const crc32 = createRequire(import.meta.url).resolve("@node-rs/crc32");
+    for (let i = 0; i < count; i++) {
+      const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { crc32 } });
+      // Idle workers must not keep a finished program alive; busy ones must (see #track).
+      worker.unref();
+      worker.on("message", ({ id, sums }: { id: number; sums: number[] }) => {
+        const job = this.#jobs.get(id);
+        this.#jobs.delete(id);
+        if (job) this.#track(job.worker, -1);
+        job?.resolve(sums);
+      });
+      worker.on("error", (error) => this.#failAll(error));
+      worker.on("exit", () => {
+        this.#workers = this.#workers.filter((w) => w !== worker);
+      });
+      this.#workers.push(worker);
+    }
+    return this.#workers;
+  }
+
+  /** Refs a worker while it has jobs, so a program awaiting only checksums does not exit early. */
+  #track(worker: Worker, delta: number): void {
+    const busy = (this.#busy.get(worker) ?? 0) + delta;
+    this.#busy.set(worker, busy);
+    if (busy === 1 && delta === 1) worker.ref();
+    if (busy === 0) worker.unref();
+  }
+
+  #failAll(error: unknown): void {
+    for (const job of this.#jobs.values()) {
+      this.#track(job.worker, -1);
+      job.reject(error);
+    }
+    this.#jobs.clear();
+  }
+
+  async blockChecksums(bytes: Uint8Array, blockSize: number): Promise<number[]> {
+    if (bytes.buffer instanceof SharedArrayBuffer && bytes.byteLength > 0) {
+      const workers = this.#spawn();
+      const worker = workers[this.#turn++ % workers.length]!;
+      const id = this.#next++;
+      return new Promise<number[]>((resolve, reject) => {
+        this.#jobs.set(id, { worker, resolve, reject });
+        this.#track(worker, 1);
+        worker.postMessage({ id, buffer: bytes.buffer, offset: bytes.byteOffset, length: bytes.byteLength, blockSize });
+      });
+    }
+    const sums: number[] = [];
+    const blocksPerSlice = Math.max(1, Math.floor(SLICE_BYTES / blockSize));
+    for (let start = 0; start < bytes.byteLength; start += blockSize) {
+      sums.push(crc32c(bytes.subarray(start, Math.min(start + blockSize, bytes.byteLength))));
+      if (sums.length % blocksPerSlice === 0 && start + blockSize < bytes.byteLength) await new Promise((r) => setImmediate(r));
+    }
+    return sums;
+  }
+}
+
+const workers = new ChecksumWorkers();
+
+export function blockChecksumsAsync(bytes: Uint8Array, blockSize: number): Promise<number[]> {
+  return workers.blockChecksums(bytes, blockSize);
+}

@@ -1,0 +1,84 @@
+import "@tensorflow/tfjs-backend-cpu";
+import * as tf from "@tensorflow/tfjs-core";
+import { type HostTensor, StagingPool, asyncSave, hostTensor, load } from "@cairn/core";
+import { beforeAll, describe, expect, it } from "vitest";
+import { locations } from "./helpers.js";
+
+beforeAll(async () => {
+  await tf.setBackend("cpu");
+});
+
+describe.each(["copy", "reference"] as const)("asyncSave with %s staging", (staging) => {
+  it("saves the state as it was at the call, whatever training does once staged", async () => {
+    const url = await locations.file();
+    const v = tf.variable(tf.tensor1d([1, 2, 3]));
+    const t = tf.tensor2d([[4, 5], [6, 7]]);
+    const host = hostTensor("float64", [3], Float64Array.of(8, 9, 10));
+    const blob = Uint8Array.of(1, 1, 1);
+    const { staged, done } = await asyncSave({ v, t, host, blob, step: 1 }, { checkpointId: url, staging });
+    const info = await staged;
+    // Everything changes or disappears as soon as staging is done.
+    v.assign(tf.tensor1d([-1, -1, -1]));
+    t.dispose();
+    host.data.fill(-1);
+    blob.fill(9);
+    const result = await done;
+    expect(result.entries).toBe(5);
+    expect(info.bytes).toBe(staging === "copy" ? 12 + 16 + 24 + 3 : 24 + 3);
+    const back = (await load(url)) as Record<string, HostTensor>;
+    expect(back.v!.data).toEqual(Float32Array.of(1, 2, 3));
+    expect(back.t!.data).toEqual(Float32Array.of(4, 5, 6, 7));
+    expect(back.host!.data).toEqual(Float64Array.of(8, 9, 10));
+    expect(back.blob).toEqual(Uint8Array.of(1, 1, 1));
+    v.dispose();
+  });
+
+  it("releases what it staged once done: buffers back to the pool, clones disposed", async () => {
+    const pool = new StagingPool();
+    const before = tf.memory().numTensors;
+    const t = tf.ones([256]);
+    for (let i = 0; i < 3; i++) {
+      const { done } = await asyncSave({ t, h: hostTensor("int32", [64]) }, { checkpointId: await locations.memory(), staging, pool });
+      await done;
+      expect(pool.inUseBytes).toBe(0);
+    }
+    expect(pool.allocatedBytes).toBe(staging === "copy" ? 1024 + 256 : 256);
+    t.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+  });
+});
+
+describe("asyncSave failures", () => {
+  it("rejects staged and done for bad input, writing nothing, without unhandled rejections", async () => {
+    const url = await locations.memory();
+    const { staged, done } = await asyncSave({ f: (() => 1) as never }, url);
+    await expect(staged).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(done).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(load(url)).rejects.toMatchObject({ code: "not_found" });
+  });
+
+  it("refuses a state dict larger than the staging budget", async () => {
+    const { staged } = await asyncSave({ t: hostTensor("float32", [1024]) }, { checkpointId: await locations.memory(), pool: new StagingPool({ maxBytes: 1000 }) });
+    await expect(staged).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringContaining("staging budget") });
+  });
+});
+
+describe("StagingPool", () => {
+  it("waits for buffers to come back when the budget is reached, and reuses them", async () => {
+    const pool = new StagingPool({ maxBytes: 100 });
+    const first = await pool.acquire([60]);
+    let second: Uint8Array[] | undefined;
+    const waiting = pool.acquire([60]).then((b) => (second = b));
+    await new Promise((r) => setTimeout(r, 10));
+    expect(second).toBeUndefined();
+    pool.release(first);
+    await waiting;
+    expect(second![0]).toBe(first[0]);
+    expect(pool.allocatedBytes).toBe(60);
+    pool.release(second!);
+    // A different size drops the unused buffer to stay within the budget.
+    const third = await pool.acquire([80]);
+    expect(pool.allocatedBytes).toBe(80);
+    expect(third[0]!.buffer).toBeInstanceOf(SharedArrayBuffer);
+  });
+});
