@@ -8,6 +8,8 @@ export interface AsyncSaveOptions extends SaveOptions {
   readonly staging?: StagingStrategy;
   /** Staging buffers to reuse across saves; a manager keeps one. Default: a pool for this save only. */
   readonly pool?: StagingPool;
+  /** Runs the upload once staged; a manager passes its bounded upload queue. Default: at once. */
+  readonly schedule?: <T>(upload: () => Promise<T>) => Promise<T>;
 }
 
 /** When the snapshot was complete, and what it cost the caller. */
@@ -41,13 +43,16 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   const pool = options.pool ?? new StagingPool();
   const snapshot = flattenStateDict(stateDict).then((leaves) => stageLeaves(leaves, options.staging ?? "copy", pool, options.signal));
   const staged = snapshot.then((s) => ({ bytes: s.copiedBytes, seconds: (performance.now() - started) / 1000 }));
-  const done = snapshot.then(async (s) => {
-    try {
-      return await saveLeaves(s.leaves, options, started);
-    } finally {
-      s.release();
-    }
-  });
+  const schedule = options.schedule ?? (<T>(upload: () => Promise<T>) => upload());
+  const done = snapshot.then((s) =>
+    schedule(async () => {
+      try {
+        return await saveLeaves(s.leaves, options, started);
+      } finally {
+        s.release();
+      }
+    }),
+  );
   staged.catch(() => undefined);
   done.catch(() => undefined);
   return { staged, done };

@@ -1,4 +1,5 @@
-import { CheckpointError, type LoadOptions, type SaveOptions, type StorageOptions } from "@cairn/core";
+import { CheckpointError, type LoadOptions, type SaveOptions, type StagingStrategy, type StorageOptions } from "@cairn/core";
+import type { PreemptionSource, SignalTarget } from "./preemption.js";
 import type { RetentionOptions } from "./retention-policy.js";
 
 export interface CheckpointManagerOptions extends RetentionOptions {
@@ -18,6 +19,20 @@ export interface CheckpointManagerOptions extends RetentionOptions {
   readonly load?: Pick<LoadOptions, "concurrency" | "maxReadBytes" | "maxInflightBytes" | "retry">;
   /** The clock, in ms since the epoch; injected so tests control `keepTimeInterval` and leftover ages. */
   readonly now?: () => number;
+  /** Background saves in flight at once (default 1); `saveAsync` beyond it waits for the oldest. */
+  readonly maxPendingAsync?: number;
+  /** How `saveAsync` snapshots tensors: `"copy"` into reused host buffers (default) or `"reference"`. */
+  readonly staging?: StagingStrategy;
+  /** Most bytes of host memory for staging buffers; a saveAsync waits for room, and one needing more is refused. */
+  readonly stagingBudget?: number;
+  /** Take one last checkpoint on a preemption notice (default true; never for readOnly managers). */
+  readonly checkpointOnPreemption?: boolean;
+  /** Signals that mean preemption (default SIGTERM). While the manager is open they no longer end the process. */
+  readonly preemptionSignals?: readonly NodeJS.Signals[];
+  /** More notice sources, such as `MetadataPreemptionSource.gce()`. */
+  readonly preemptionSources?: readonly PreemptionSource[];
+  /** Where signals are listened for (default `process`); injected so tests send signals without a real one. */
+  readonly signalTarget?: SignalTarget;
 }
 
 function fail(name: string, expected: string, value: unknown): never {
@@ -33,6 +48,16 @@ export function checkOptions(options: CheckpointManagerOptions): void {
   };
   count("maxToKeep", 0);
   count("keepPeriod", 1);
+  count("maxPendingAsync", 1);
+  count("stagingBudget", 1);
+  if (options.staging !== undefined && options.staging !== "copy" && options.staging !== "reference") fail("staging", '"copy" or "reference"', options.staging);
+  if (options.checkpointOnPreemption !== undefined && typeof options.checkpointOnPreemption !== "boolean") fail("checkpointOnPreemption", "a boolean", options.checkpointOnPreemption);
+  if (options.preemptionSignals !== undefined && (!Array.isArray(options.preemptionSignals) || !options.preemptionSignals.every((s) => typeof s === "string" && s.startsWith("SIG")))) {
+    fail("preemptionSignals", 'an array of signal names like "SIGTERM"', options.preemptionSignals);
+  }
+  if (options.preemptionSources !== undefined && (!Array.isArray(options.preemptionSources) || !options.preemptionSources.every((s) => typeof s?.start === "function" && typeof s?.stop === "function"))) {
+    fail("preemptionSources", "an array of PreemptionSource objects (start, stop)", options.preemptionSources);
+  }
   const positive = (name: keyof CheckpointManagerOptions): void => {
     const value = options[name];
     if (value !== undefined && (typeof value !== "number" || !(value > 0) || !Number.isFinite(value))) fail(name, "a positive number of ms", value);
