@@ -38,8 +38,12 @@ interface SdkErrorLike {
   status?: unknown;
   type?: unknown;
   message?: unknown;
-  response?: { status?: unknown };
+  response?: { status?: unknown; data?: unknown };
 }
+
+// The resumable upload reports a failure it judged retryable (408, 429, 5xx, a reset) as a plain
+// Error "Retry limit exceeded - status: 503 - …" once its retries (none: autoRetry is off) are spent.
+const RESUMABLE_RETRYABLE = /^Retry (?:total time )?limit exceeded/;
 
 /** The HTTP status of an SDK error: `ApiError.code` is a number, `GaxiosError` carries `response.status`. */
 export function httpStatus(error: unknown): number | undefined {
@@ -48,22 +52,39 @@ export function httpStatus(error: unknown): number | undefined {
   if (typeof e?.response?.status === "number") return e.response.status;
   if (typeof e?.status === "number") return e.status;
   if (typeof e?.code === "string" && /^\d{3}$/.test(e.code)) return Number(e.code);
-  return undefined;
+  const resumable = typeof e?.message === "string" && RESUMABLE_RETRYABLE.test(e.message) ? /status: (\d{3})/.exec(e.message) : null;
+  return resumable ? Number(resumable[1]) : undefined;
 }
 
 function isTransientFailure(error: unknown, status: number | undefined): boolean {
-  if (status !== undefined) return TRANSIENT_STATUSES.has(status);
   const e = error as SdkErrorLike | undefined;
+  if (typeof e?.message === "string" && RESUMABLE_RETRYABLE.test(e.message)) return true;
+  if (status !== undefined) return TRANSIENT_STATUSES.has(status);
   if (typeof e?.code === "string" && TRANSIENT_CODES.has(e.code)) return true;
   // node-fetch reports timeouts by `type`, and some resets only by message.
   if (e?.type === "request-timeout" || e?.type === "body-timeout") return true;
   return typeof e?.message === "string" && /socket hang up|premature close|timed? ?out/i.test(e.message);
 }
 
+/** GCS's own explanation in a JSON error body, which a `GaxiosError`'s message leaves out. */
+function serverMessage(e: SdkErrorLike | undefined): string | undefined {
+  const data = e?.response?.data as { error?: { message?: unknown } } | string | undefined;
+  if (typeof data === "object" && typeof data?.error?.message === "string") return data.error.message;
+  if (typeof data === "string" && data.startsWith("{")) {
+    try {
+      return serverMessage({ response: { data: JSON.parse(data) as unknown } });
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
 /** The SDK's message, short and on one line; GCS messages name the object, never credentials. */
 function reason(error: unknown, status: number | undefined): string {
   const e = error as SdkErrorLike | undefined;
-  const text = typeof e?.message === "string" ? e.message.replace(/\s+/g, " ").trim().slice(0, 300) : String(error);
+  const message = serverMessage(e) ?? (typeof e?.message === "string" ? e.message : undefined);
+  const text = message !== undefined ? message.replace(/\s+/g, " ").trim().slice(0, 300) : String(error);
   const code = typeof e?.code === "string" ? ` ${e.code}` : "";
   return status !== undefined ? `HTTP ${status}: ${text}` : `${text}${code}`;
 }

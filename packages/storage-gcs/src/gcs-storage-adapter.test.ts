@@ -1,5 +1,4 @@
-import type { CheckpointError} from "@cairn/core";
-import { type StorageAdapter, openStorage } from "@cairn/core";
+import { type CheckpointError, type StorageAdapter, openStorage } from "@cairn/core";
 import { storageContractSuite } from "@cairn/core/testing";
 import { Storage } from "@google-cloud/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
