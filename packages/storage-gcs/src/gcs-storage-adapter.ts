@@ -235,16 +235,30 @@ export class GcsStorageAdapter implements StorageAdapter {
     stream.on("response", (response: { statusCode?: number }) => (status = response.statusCode));
     const onAbort = (): void => void stream.destroy(site.signal?.reason);
     site.signal?.addEventListener("abort", onAbort, { once: true });
+    // A range's bytes land in one buffer of the asked size as they arrive (no second copy to join them);
+    // a whole object, of unknown size, is gathered in chunks.
+    let into = range ? Buffer.allocUnsafe(range.end - range.start) : undefined;
+    let filled = 0;
     const chunks: Buffer[] = [];
     try {
-      for await (const chunk of stream) chunks.push(chunk as Buffer);
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        if (into && status !== 200 && filled + chunk.byteLength <= into.byteLength) {
+          chunk.copy(into, filled);
+          filled += chunk.byteLength;
+          continue;
+        }
+        if (into) chunks.push(into.subarray(0, filled));
+        into = undefined;
+        chunks.push(chunk);
+      }
     } catch (error) {
       if (range && httpStatus(error) === 416) return new Uint8Array(0);
       throw toCheckpointError(error, site);
     } finally {
       site.signal?.removeEventListener("abort", onAbort);
     }
-    let bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+    let bytes = into ? into.subarray(0, filled) : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+    // The server ignored the range and sent the whole object.
     if (range && status === 200) bytes = bytes.subarray(range.start, range.end);
     return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }

@@ -109,6 +109,9 @@ export async function startGcsEmulator(options: GcsEmulatorOptions = {}): Promis
     throw new Error(`the Cloud Storage emulator could not listen on ${host}: ${(error as Error).message}`, { cause: error });
   }
   const port = (server.address() as AddressInfo).port;
+  // Node closes idle keep-alive sockets after 5 s, racing a client that reuses one at that moment
+  // ("socket hang up"); GCS's front ends keep them far longer, so the emulator does too.
+  server.keepAliveTimeout = 120_000;
   let advertised: string | undefined;
   // Session URLs are built from the request's Host header, which a proxy rewrites to the emulator's own.
   server.prependListener("request", (req: IncomingMessage) => {
