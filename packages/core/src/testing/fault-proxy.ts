@@ -192,6 +192,8 @@ export class FaultProxy {
             up.destroy();
             res.socket?.destroy();
           });
+          // A response shorter than the limit ends normally, or its keep-alive socket would stay busy.
+          up.on("end", () => res.end());
           return;
         }
         if (action?.kind === "corrupt") {

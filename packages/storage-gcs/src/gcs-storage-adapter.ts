@@ -1,0 +1,298 @@
+import { Readable, type Writable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import {
+  type ByteRange,
+  type ObjectInfo,
+  type ReadOptions,
+  type RetryPolicy,
+  type StorageAdapter,
+  type WriteBody,
+  type WriteOptions,
+  CheckpointError,
+  checkRelativePath,
+  crc32c,
+  isTransient,
+  withRetry,
+} from "@cairn/core";
+import type { Bucket, CreateWriteStreamOptions, File, Storage } from "@google-cloud/storage";
+import PQueue from "p-queue";
+import { type GcsErrorSite, exhausted, httpStatus, toCheckpointError } from "./gcs-errors.js";
+
+/** Tuning of a `GcsStorageAdapter`; every field has a default. */
+export interface GcsStorageAdapterOptions {
+  /** Bodies smaller than this go in one request (multipart upload); larger ones and streams of unknown size use a resumable upload (default 8 MiB). */
+  readonly singleRequestMaxBytes?: number;
+  /** Reads of at least this many bytes are split into ranges read concurrently (default 32 MiB). */
+  readonly parallelReadMinBytes?: number;
+  /** Size of each range of a split read (default 8 MiB). */
+  readonly parallelReadPartBytes?: number;
+  /** Ranges of one split read in flight at once (default 4). */
+  readonly readConcurrency?: number;
+  /** Deletes in flight at once in `deleteMany` (default 32). */
+  readonly deleteConcurrency?: number;
+  /** Objects per listing page (default 1,000, the GCS maximum). */
+  readonly listPageSize?: number;
+  /** Checksum the SDK verifies on uploads and whole-object downloads (default "crc32c"; `false` to skip). */
+  readonly validation?: "crc32c" | false;
+  /** Bounds of the adapter's own retries of transient failures (core's `RetryPolicy`). */
+  readonly retry?: Partial<RetryPolicy>;
+}
+
+const DEFAULTS = {
+  singleRequestMaxBytes: 8 << 20,
+  parallelReadMinBytes: 32 << 20,
+  parallelReadPartBytes: 8 << 20,
+  readConcurrency: 4,
+  deleteConcurrency: 32,
+  listPageSize: 1000,
+  validation: "crc32c",
+} as const;
+
+/**
+ * `gs://` storage on `@google-cloud/storage`: the adapter's root is a bucket and an object
+ * prefix. Core calls it through the `StorageAdapter` primitives; `openGcsStorage` makes one for a
+ * URL. Failures are `CheckpointError`s prefixed `[gs]` naming `gs://bucket/object`.
+ *
+ * Retries are layered so they never multiply: the SDK's own retries must be off
+ * (`retryOptions.autoRetry: false`; `openGcsStorage` does that); the adapter retries every
+ * request it can replay (reads, stats, list pages, deletes, writes of a `Uint8Array`) with core's
+ * `withRetry`, and an error it gave up on surfaces with `transient: false`. A streamed body cannot
+ * be replayed, so a streamed write is tried once and keeps its classification: the caller, who
+ * can make the body again (core's save does), retries the whole write.
+ */
+export class GcsStorageAdapter implements StorageAdapter {
+  readonly protocol = "gs";
+  readonly root: string;
+  readonly #bucket: Bucket;
+  readonly #prefix: string;
+  readonly #options: Required<Omit<GcsStorageAdapterOptions, "retry">>;
+  readonly #retry: Partial<RetryPolicy>;
+  #closed = false;
+
+  /**
+   * @param storage a client whose SDK retries are off (`retryOptions.autoRetry: false`); with
+   *   them on, the adapter makes one attempt per request and leaves retrying to the SDK.
+   * @param bucket the bucket name; `prefix` the object-name prefix of the root ("" or "a/b").
+   */
+  constructor(storage: Storage, bucket: string, prefix: string, options: GcsStorageAdapterOptions = {}) {
+    this.#bucket = storage.bucket(bucket);
+    this.#prefix = prefix.replace(/^\/+|\/+$/g, "");
+    this.#prefix = this.#prefix ? `${this.#prefix}/` : "";
+    this.root = `gs://${bucket}/${this.#prefix}`;
+    this.#options = { ...DEFAULTS, ...withoutUndefined(options) };
+    const sdkRetries = storage.retryOptions.autoRetry !== false;
+    this.#retry = sdkRetries ? { ...options.retry, maxAttempts: 1 } : (options.retry ?? {});
+  }
+
+  async read(path: string, range?: ByteRange, options: ReadOptions = {}): Promise<Uint8Array> {
+    const site = this.#site("read", path, options.signal);
+    if (!range) return this.#retrying(site, () => this.#download(site, undefined));
+    if (range.length <= 0 || range.length >= this.#options.parallelReadMinBytes) {
+      // Needs the size anyway: a zero-length read of a missing object is still `not_found`, and a split read is clipped to the object.
+      const info = await this.stat(path);
+      if (!info) throw toCheckpointError({ code: 404, message: "No such object" }, site);
+      const end = Math.min(info.size, range.offset + Math.max(0, range.length));
+      if (end <= range.offset) return new Uint8Array(0);
+      return this.#readParts(site, range.offset, end);
+    }
+    return this.#retrying(site, () => this.#download(site, { start: range.offset, end: range.offset + range.length }));
+  }
+
+  async write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {
+    const site = this.#site("write", path, options.signal);
+    const streamOptions: CreateWriteStreamOptions = {
+      validation: this.#options.validation,
+      metadata: { contentType: "application/octet-stream" },
+      // GCS evaluates generation 0 ("no live object") atomically when it commits the upload.
+      ...(options.ifAbsent ? { preconditionOpts: { ifGenerationMatch: 0 } } : {}),
+    };
+    if (body instanceof Uint8Array) {
+      // A checksum in the metadata lets GCS itself refuse a body damaged on the way, before the object exists.
+      const sum = Buffer.alloc(4);
+      sum.writeUInt32BE(crc32c(body));
+      const upload = { ...streamOptions, resumable: body.byteLength >= this.#options.singleRequestMaxBytes, metadata: { ...streamOptions.metadata, crc32c: sum.toString("base64") } };
+      const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+      return this.#retrying(site, () => this.#upload(site, Readable.from([bytes]), upload));
+    }
+    const resumable = options.size === undefined || options.size >= this.#options.singleRequestMaxBytes;
+    this.#checkOpen(site);
+    await this.#upload(site, Readable.from(body), { ...streamOptions, resumable });
+  }
+
+  async stat(path: string): Promise<ObjectInfo | null> {
+    const site = this.#site("stat", path);
+    return this.#retrying(site, async () => {
+      try {
+        const [metadata] = await this.#file(site).getMetadata();
+        return objectInfo(path, metadata);
+      } catch (error) {
+        if (httpStatus(error) === 404) return null;
+        throw toCheckpointError(error, site);
+      }
+    });
+  }
+
+  /** Pages through the listing one request at a time, as the caller consumes it. */
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    const site = this.#site("list", prefix);
+    let pageToken: string | undefined;
+    do {
+      const query = { prefix: this.#prefix + prefix, autoPaginate: false, maxResults: this.#options.listPageSize, ...(pageToken ? { pageToken } : {}) };
+      const [files, next] = await this.#retrying(site, async () => {
+        try {
+          return await this.#bucket.getFiles(query);
+        } catch (error) {
+          throw toCheckpointError(error, site);
+        }
+      });
+      for (const file of files) yield objectInfo(file.name.slice(this.#prefix.length), file.metadata);
+      pageToken = (next as { pageToken?: string } | null | undefined)?.pageToken;
+    } while (pageToken);
+  }
+
+  async delete(path: string): Promise<void> {
+    const site = this.#site("delete", path);
+    await this.#retrying(site, async () => {
+      try {
+        // A retry may find the object already gone by its own earlier attempt: that is success.
+        await this.#file(site).delete({ ignoreNotFound: true });
+      } catch (error) {
+        throw toCheckpointError(error, site);
+      }
+    });
+  }
+
+  /**
+   * Deletes many objects (a whole checkpoint, for retention) `deleteConcurrency` at a time.
+   * Every delete is attempted; the first failure is thrown once all have settled.
+   */
+  async deleteMany(paths: readonly string[]): Promise<void> {
+    const queue = new PQueue({ concurrency: this.#options.deleteConcurrency });
+    const settled = await Promise.allSettled(paths.map((p) => queue.add(() => this.delete(p))));
+    const failed = settled.find((s) => s.status === "rejected");
+    if (failed) throw failed.reason;
+  }
+
+  async close(): Promise<void> {
+    // The SDK client holds only keep-alive sockets, released when idle; it may be the caller's to keep using.
+    this.#closed = true;
+  }
+
+  #site(operation: GcsErrorSite["operation"], path: string, signal?: AbortSignal): GcsErrorSite {
+    const relative = operation === "list" && path === "" ? "" : checkRelativePath("gs", path);
+    return { operation, path: relative, object: `gs://${this.#bucket.name}/${this.#prefix}${relative}`, root: this.root, ...(signal ? { signal } : {}) };
+  }
+
+  #file(site: GcsErrorSite): File {
+    return this.#bucket.file(this.#prefix + site.path);
+  }
+
+  #checkOpen(site: GcsErrorSite): void {
+    if (this.#closed) throw new CheckpointError("storage", `[gs] ${site.operation} ${site.object}: the adapter was closed`, { context: { path: site.path, protocol: "gs" } });
+  }
+
+  /** Runs one replayable request under the retry policy; what it gave up on is permanent. */
+  async #retrying<T>(site: GcsErrorSite, request: () => Promise<T>): Promise<T> {
+    this.#checkOpen(site);
+    let attempts = 0;
+    try {
+      return await withRetry(
+        async () => {
+          attempts++;
+          try {
+            return await request();
+          } catch (error) {
+            throw toCheckpointError(error, site);
+          }
+        },
+        { policy: this.#retry, ...(site.signal ? { signal: site.signal } : {}) },
+      );
+    } catch (error) {
+      throw isTransient(error) ? exhausted(error, attempts) : error;
+    }
+  }
+
+  async #upload(site: GcsErrorSite, source: Readable, options: CreateWriteStreamOptions): Promise<void> {
+    const sink: Writable = this.#file(site).createWriteStream(options);
+    try {
+      // Destroying the SDK stream (a failed body, an abort) abandons the upload: the object is never committed.
+      await pipeline(source, sink, site.signal ? { signal: site.signal } : {});
+    } catch (error) {
+      throw toCheckpointError(error, site);
+    }
+  }
+
+  /**
+   * One GET of the object, or of bytes `[start, end)` of it. GCS answers a range starting past
+   * the end with 416, which is an empty read; a server that ignores the range (200 with the
+   * whole object, as the firebase emulator does for such ranges) is cut here.
+   */
+  async #download(site: GcsErrorSite, range: { start: number; end: number } | undefined): Promise<Uint8Array> {
+    const stream = this.#file(site).createReadStream(
+      range ? { start: range.start, end: range.end - 1, validation: false } : { validation: this.#options.validation },
+    );
+    let status: number | undefined;
+    stream.on("response", (response: { statusCode?: number }) => (status = response.statusCode));
+    const onAbort = (): void => void stream.destroy(site.signal?.reason);
+    site.signal?.addEventListener("abort", onAbort, { once: true });
+    // A range's bytes land in one buffer of the asked size as they arrive (no second copy to join them);
+    // a whole object, of unknown size, is gathered in chunks.
+    let into = range ? Buffer.allocUnsafe(range.end - range.start) : undefined;
+    let filled = 0;
+    const chunks: Buffer[] = [];
+    try {
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        if (into && status !== 200 && filled + chunk.byteLength <= into.byteLength) {
+          chunk.copy(into, filled);
+          filled += chunk.byteLength;
+          continue;
+        }
+        if (into) chunks.push(into.subarray(0, filled));
+        into = undefined;
+        chunks.push(chunk);
+      }
+    } catch (error) {
+      if (range && httpStatus(error) === 416) return new Uint8Array(0);
+      throw toCheckpointError(error, site);
+    } finally {
+      site.signal?.removeEventListener("abort", onAbort);
+    }
+    let bytes = into ? into.subarray(0, filled) : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+    // The server ignored the range and sent the whole object.
+    if (range && status === 200) bytes = bytes.subarray(range.start, range.end);
+    return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  /** Bytes `[start, end)` of an object known to hold them, in parts read concurrently. */
+  async #readParts(site: GcsErrorSite, start: number, end: number): Promise<Uint8Array> {
+    const out = new Uint8Array(end - start);
+    const queue = new PQueue({ concurrency: this.#options.readConcurrency });
+    const parts: Promise<void>[] = [];
+    for (let at = start; at < end; at += this.#options.parallelReadPartBytes) {
+      const partEnd = Math.min(end, at + this.#options.parallelReadPartBytes);
+      parts.push(
+        queue.add(async () => {
+          const part = await this.#retrying(site, () => this.#download(site, { start: at, end: partEnd }));
+          if (part.byteLength !== partEnd - at) {
+            throw new CheckpointError("storage", `[gs] read ${site.object} failed: bytes ${at}-${partEnd - 1} came back as ${part.byteLength} bytes; the object changed while it was read`, {
+              context: { path: site.path, protocol: "gs", transient: false },
+            });
+          }
+          out.set(part, at - start);
+        }),
+      );
+    }
+    const settled = await Promise.allSettled(parts);
+    const failed = settled.find((s) => s.status === "rejected");
+    if (failed) throw failed.reason;
+    return out;
+  }
+}
+
+function objectInfo(path: string, metadata: { size?: string | number; updated?: string }): ObjectInfo {
+  return { path, size: Number(metadata.size ?? 0), ...(metadata.updated ? { modified: new Date(metadata.updated) } : {}) };
+}
+
+function withoutUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
