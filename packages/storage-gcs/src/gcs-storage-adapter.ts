@@ -86,16 +86,16 @@ export class GcsStorageAdapter implements StorageAdapter {
 
   async read(path: string, range?: ByteRange, options: ReadOptions = {}): Promise<Uint8Array> {
     const site = this.#site("read", path, options.signal);
-    if (!range) return this.#retrying(site, () => this.#download(site, undefined));
+    if (!range) return this.#retrying(site, () => this.#download(site, undefined, undefined));
     if (range.length <= 0 || range.length >= this.#options.parallelReadMinBytes) {
       // Needs the size anyway: a zero-length read of a missing object is still `not_found`, and a split read is clipped to the object.
       const info = await this.stat(path);
       if (!info) throw toCheckpointError({ code: 404, message: "No such object" }, site);
       const end = Math.min(info.size, range.offset + Math.max(0, range.length));
       if (end <= range.offset) return new Uint8Array(0);
-      return this.#readParts(site, range.offset, end);
+      return this.#readParts(site, range.offset, end, options.into);
     }
-    return this.#retrying(site, () => this.#download(site, { start: range.offset, end: range.offset + range.length }));
+    return this.#retrying(site, () => this.#download(site, { start: range.offset, end: range.offset + range.length }, options.into));
   }
 
   async write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {
@@ -227,7 +227,7 @@ export class GcsStorageAdapter implements StorageAdapter {
    * the end with 416, which is an empty read; a server that ignores the range (200 with the
    * whole object, as the firebase emulator does for such ranges) is cut here.
    */
-  async #download(site: GcsErrorSite, range: { start: number; end: number } | undefined): Promise<Uint8Array> {
+  async #download(site: GcsErrorSite, range: { start: number; end: number } | undefined, target: Uint8Array | undefined): Promise<Uint8Array> {
     const stream = this.#file(site).createReadStream(
       range ? { start: range.start, end: range.end - 1, validation: false } : { validation: this.#options.validation },
     );
@@ -235,9 +235,10 @@ export class GcsStorageAdapter implements StorageAdapter {
     stream.on("response", (response: { statusCode?: number }) => (status = response.statusCode));
     const onAbort = (): void => void stream.destroy(site.signal?.reason);
     site.signal?.addEventListener("abort", onAbort, { once: true });
-    // A range's bytes land in one buffer of the asked size as they arrive (no second copy to join them);
-    // a whole object, of unknown size, is gathered in chunks.
-    let into = range ? Buffer.allocUnsafe(range.end - range.start) : undefined;
+    // A range's bytes land in one buffer of the asked size as they arrive (no second copy to join them),
+    // the caller's own (ReadOptions.into) when it gave one; a whole object, of unknown size, is gathered in chunks.
+    const size = range ? range.end - range.start : 0;
+    let into = range ? (target && target.byteLength >= size ? Buffer.from(target.buffer, target.byteOffset, size) : Buffer.allocUnsafe(size)) : undefined;
     let filled = 0;
     const chunks: Buffer[] = [];
     try {
@@ -264,21 +265,22 @@ export class GcsStorageAdapter implements StorageAdapter {
   }
 
   /** Bytes `[start, end)` of an object known to hold them, in parts read concurrently. */
-  async #readParts(site: GcsErrorSite, start: number, end: number): Promise<Uint8Array> {
-    const out = new Uint8Array(end - start);
+  async #readParts(site: GcsErrorSite, start: number, end: number, target: Uint8Array | undefined): Promise<Uint8Array> {
+    const out = target && target.byteLength >= end - start ? target.subarray(0, end - start) : new Uint8Array(end - start);
     const queue = new PQueue({ concurrency: this.#options.readConcurrency });
     const parts: Promise<void>[] = [];
     for (let at = start; at < end; at += this.#options.parallelReadPartBytes) {
       const partEnd = Math.min(end, at + this.#options.parallelReadPartBytes);
       parts.push(
         queue.add(async () => {
-          const part = await this.#retrying(site, () => this.#download(site, { start: at, end: partEnd }));
+          const slot = out.subarray(at - start, partEnd - start);
+          const part = await this.#retrying(site, () => this.#download(site, { start: at, end: partEnd }, slot));
           if (part.byteLength !== partEnd - at) {
             throw new CheckpointError("storage", `[gs] read ${site.object} failed: bytes ${at}-${partEnd - 1} came back as ${part.byteLength} bytes; the object changed while it was read`, {
               context: { path: site.path, protocol: "gs", transient: false },
             });
           }
-          out.set(part, at - start);
+          if (part.buffer !== slot.buffer || part.byteOffset !== slot.byteOffset) out.set(part, at - start);
         }),
       );
     }

@@ -113,6 +113,18 @@ export function storageContractSuite(name: string, options: StorageContractOptio
       expect((await storage.read("r", { offset: 3, length: 0 })).byteLength).toBe(0);
     });
 
+    it("reads a range correctly whether or not it uses the caller's buffer (ReadOptions.into)", async () => {
+      const data = pattern(5000, 9);
+      await storage.write("into", data);
+      const big = new Uint8Array(8000).fill(0xee);
+      const got = await storage.read("into", { offset: 100, length: 3000 }, { into: big });
+      expect(got).toEqual(data.subarray(100, 3100));
+      if (got.buffer === big.buffer) expect(got.byteOffset).toBe(big.byteOffset);
+      const small = new Uint8Array(10);
+      expect(await storage.read("into", { offset: 0, length: 3000 }, { into: small })).toEqual(data.subarray(0, 3000));
+      expect(await storage.read("into", { offset: 4900, length: 3000 }, { into: big })).toEqual(data.subarray(4900));
+    });
+
     it("reports missing objects: read rejects not_found, stat is null", async () => {
       await expectCode(storage.read("missing"), "not_found");
       await expectCode(storage.read("missing", { offset: 0, length: 4 }), "not_found");
