@@ -1,10 +1,13 @@
 // A tfjs training loop that checkpoints with Cairn and resumes where it stopped.
 //   pnpm demo [--path <url or dir>] [--steps N] [--interval N]
 // Defaults: ./checkpoints, 300 steps, a checkpoint every 50. Run it twice: the second run
-// resumes from the latest committed step. Any registered URL works as --path (memory://,
-// file://, and s3:// or gs:// with their storage package installed).
+// resumes from the latest committed step. Checkpoints are saved in the background
+// (saveAsync); on SIGTERM (a spot or preemptible machine going away, or Ctrl-\ kill) the next
+// step is checkpointed and the run stops cleanly. Any registered URL works as --path
+// (memory://, file://, and s3:// or gs:// with their storage package installed).
 import { parseArgs } from "node:util";
 import * as tf from "@tensorflow/tfjs";
+import { crc32c } from "@cairn/core";
 import { CheckpointManager, getStateDict, primeOptimizer, setStateDict } from "@cairn/manager";
 
 const argv = process.argv.slice(2);
@@ -44,6 +47,14 @@ const model = tf.sequential({
 });
 const optimizer = tf.train.adam(0.01);
 const manager = new CheckpointManager(values.path!, interval, { maxToKeep: 3 });
+manager.on("preemption", ({ reason }) => console.log(`preemption notice (${reason}): checkpointing at the next step`));
+
+/** A fingerprint of the weights, printed when stopping and resuming so the two can be compared. */
+async function weightsCrc(): Promise<string> {
+  let crc = 0;
+  for (const w of model.getWeights()) crc = crc32c(new Uint8Array((await w.data()).buffer), crc);
+  return crc.toString(16).padStart(8, "0");
+}
 
 let start = 0;
 const latest = await manager.latestStep();
@@ -54,7 +65,7 @@ if (latest !== undefined) {
   await setStateDict(model, optimizer, state);
   start = latest + 1;
   const { metrics } = await manager.metadata(latest);
-  console.log(`resumed from step ${latest} in ${values.path} (loss then ${metrics.loss?.toFixed(5)})`);
+  console.log(`resumed from step ${latest} in ${values.path} (loss then ${metrics.loss?.toFixed(5)}), weights crc ${await weightsCrc()}`);
 } else {
   console.log(`no checkpoint in ${values.path}: training from scratch`);
 }
@@ -65,10 +76,16 @@ for (let step = start; step < totalSteps; step++) {
   const loss = optimizer.minimize(() => tf.losses.meanSquaredError(y, model.predict(x) as tf.Tensor) as tf.Scalar, true)!;
   const value = (await loss.data())[0]!;
   tf.dispose([x, y, loss]);
-  if (manager.shouldSave(step) || step === totalSteps - 1) {
-    await manager.save(step, await getStateDict(model, optimizer), { force: step === totalSteps - 1, metrics: { loss: value } });
-    console.log(`step ${step}: loss ${value.toFixed(5)}, checkpoint saved`);
+  const last = step === totalSteps - 1;
+  if (manager.shouldSave(step) || last) {
+    // Resolves once the state is staged; the upload goes on while training continues.
+    await manager.saveAsync(step, await getStateDict(model, optimizer), { force: last, metrics: { loss: value } });
+    console.log(`step ${step}: loss ${value.toFixed(5)}, checkpoint staged`);
+  }
+  if (manager.reachedPreemption(step)) {
+    console.log(`preempted: checkpoint committed at step ${step}, weights crc ${await weightsCrc()}`);
+    break;
   }
 }
-await manager.close();
+await manager.close(); // waits for background uploads
 console.log(`checkpoints kept: ${(await new CheckpointManager(values.path!, interval, { readOnly: true }).allSteps()).join(", ")}`);
