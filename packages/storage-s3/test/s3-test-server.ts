@@ -132,3 +132,31 @@ export async function startS3TestServer(kind: S3ServerKind): Promise<S3TestServe
     },
   };
 }
+
+type ProxiedRequest = { readonly method: string; readonly url: string };
+
+/** Recognises S3 operations on the wire by method and query, for fault rules and assertions. */
+export const s3Operation = {
+  putObject: (r: ProxiedRequest): boolean => r.method === "PUT" && r.url.includes("x-id=PutObject"),
+  uploadPart: (r: ProxiedRequest): boolean => r.method === "PUT" && r.url.includes("x-id=UploadPart"),
+  createMultipartUpload: (r: ProxiedRequest): boolean => r.method === "POST" && /[?&]uploads(&|=|$)/.test(r.url),
+  completeMultipartUpload: (r: ProxiedRequest): boolean => r.method === "POST" && r.url.includes("uploadId="),
+  abortMultipartUpload: (r: ProxiedRequest): boolean => r.method === "DELETE" && r.url.includes("uploadId="),
+  getObject: (r: ProxiedRequest): boolean => r.method === "GET" && r.url.includes("x-id=GetObject"),
+  /** UploadPart of one part number. */
+  part: (n: number) => (r: ProxiedRequest): boolean => r.method === "PUT" && r.url.includes("x-id=UploadPart") && new URL(r.url, "http://x").searchParams.get("partNumber") === String(n),
+};
+
+/** The upload id of the first multipart request the proxy saw, for checking it was aborted. */
+export function uploadIdSeen(requests: readonly ProxiedRequest[]): string | undefined {
+  for (const r of requests) {
+    const id = new URL(r.url, "http://x").searchParams.get("uploadId");
+    if (id) return id;
+  }
+  return undefined;
+}
+
+/** An S3 error response body, as a fault the proxy answers with. */
+export function s3ErrorBody(code: string, message: string): string {
+  return `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>${message}</Message><RequestId>fault-proxy</RequestId></Error>`;
+}
