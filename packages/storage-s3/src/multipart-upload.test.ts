@@ -38,7 +38,7 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
     });
 
     it("retries 503 SlowDown, 500, resets and stalls per request; the streamed object arrives intact", async () => {
-      storage = await openStorage(server.url("transient"), server.storageOptions({ requestTimeoutMs: 1_000 }));
+      storage = await openStorage(server.url("transient"), server.storageOptions({ socketTimeoutMs: 1_000 }));
       const data = randomBytes(23 * MiB + 123);
       const { proxy } = server;
       proxy.addRule({ match: s3Operation.createMultipartUpload, action: { kind: "status", status: 503, body: s3ErrorBody("SlowDown", "Please reduce your request rate.") } });
@@ -50,12 +50,14 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
       expect(proxy.faults().map((f) => f.fault)).toEqual(["status", "status", "status", "reset", "status"]);
 
       proxy.addRule({ match: s3Operation.getObject, action: { kind: "reset", phase: "response", afterBytes: MiB } });
-      // Longer than requestTimeoutMs: the client gives up on the stalled request and retries it.
+      // Longer than socketTimeoutMs: the client gives up on the stalled request and retries it.
       proxy.addRule({ match: s3Operation.getObject, action: { kind: "delay", ms: 2_500 } });
       const back = await storage.read("big.bin");
       expect(Buffer.from(back).equals(data)).toBe(true);
       expect(proxy.faults("reset")).toHaveLength(2);
       expect(proxy.faults("delay")).toHaveLength(1);
+      // Five 5 MiB GETs, plus one retry after the reset and one after the stall timed out.
+      expect(proxy.requests.filter(s3Operation.getObject)).toHaveLength(7);
     });
 
     it("gives up after the retry policy's attempts with a permanent error, so core does not retry again", async () => {

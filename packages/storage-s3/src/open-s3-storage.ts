@@ -26,8 +26,12 @@ export interface S3StorageOptions extends S3StorageAdapterOptions {
    * S3-compatible servers mishandle them; "WHEN_REQUIRED" limits them to operations that need one.
    */
   readonly requestChecksumCalculation?: S3ClientConfig["requestChecksumCalculation"];
-  /** A request with no bytes moving for this long fails as transient and is retried (default 60 s). */
-  readonly requestTimeoutMs?: number;
+  /**
+   * A request whose socket moves no bytes for this long (sending or receiving) fails as
+   * transient and is retried (default 30 s). An idle timeout rather than a total one, so a
+   * large part on a slow link is not cut off while it is still moving.
+   */
+  readonly socketTimeoutMs?: number;
   /** Connecting for longer than this fails as transient and is retried (default 10 s). */
   readonly connectionTimeoutMs?: number;
 }
@@ -59,7 +63,7 @@ export function openS3Storage(url: URL, storageOptions: StorageOptions = {}): St
     // The adapter retries every request through core's policy; SDK retries on top would multiply.
     maxAttempts: 1,
     requestHandler: {
-      requestTimeout: options.requestTimeoutMs ?? 60_000,
+      socketTimeout: options.socketTimeoutMs ?? 30_000,
       connectionTimeout: options.connectionTimeoutMs ?? 10_000,
     },
   });

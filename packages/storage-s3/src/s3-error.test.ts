@@ -1,4 +1,4 @@
-import { CheckpointError } from "@cairn/core";
+import type { CheckpointError } from "@cairn/core";
 import { describe, expect, it } from "vitest";
 import { exhausted, isTransientS3Error, s3Error } from "./s3-error.js";
 
