@@ -1,8 +1,9 @@
 import { defineProject, type UserWorkspaceConfig } from "vitest/config";
 
 // Tests run against src/: the "@cairn/source" export condition points every workspace
-// package at its TypeScript sources, so no build is needed before `vitest run`.
-const conditions = ["@cairn/source", "node", "import", "module", "default"];
+// package at its TypeScript sources, so no build is needed before `vitest run`. No "module"
+// condition: it picks bundler-only builds (the AWS SDK's dist-es) that Node cannot load.
+const conditions = ["@cairn/source", "node", "import", "default"];
 
 export function cairnProject(name: string, test: UserWorkspaceConfig["test"] = {}): UserWorkspaceConfig {
   return defineProject({

@@ -13,7 +13,10 @@ export interface ByteRange {
   readonly length: number;
 }
 
-/** Bytes to write: all at once, or streamed (consumed once; an adapter never buffers a stream whole). */
+/**
+ * Bytes to write: all at once, or streamed (consumed once; an adapter never buffers a stream
+ * whole). A chunk must not change after it is yielded: adapters may send it without copying.
+ */
 export type WriteBody = Uint8Array | AsyncIterable<Uint8Array>;
 
 export interface WriteOptions {

@@ -1,0 +1,74 @@
+import { CheckpointError, openStorage } from "@cairn/core";
+import { storageContractSuite } from "@cairn/core/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type S3ServerKind, type S3TestServer, s3Operation, startS3TestServer } from "../test/s3-test-server.js";
+import { S3StorageAdapter } from "./s3-storage-adapter.js";
+import "./index.js";
+
+const MiB = 1 << 20;
+
+for (const kind of ["s3rver", "fauxqs"] as const satisfies readonly S3ServerKind[]) {
+  describe(kind, () => {
+    let server: S3TestServer;
+    beforeAll(async () => {
+      server = await startS3TestServer(kind);
+    });
+    afterAll(async () => {
+      await server?.stop();
+    });
+
+    // 48 MiB in 1 MiB chunks: ten 5 MiB parts, uploaded four at a time.
+    storageContractSuite(`s3:// on ${kind}`, { open: () => openStorage(server.url("contract"), server.storageOptions()) });
+
+    describe("s3:// specifics", { timeout: 60_000 }, () => {
+      it("reads a large range as concurrent part-sized GETs, bit-exact", async () => {
+        const storage = await openStorage(server.url("ranges"), server.storageOptions());
+        const data = new Uint8Array(17 * MiB + 5).map((_, i) => (i * 7919) & 0xff);
+        await storage.write("blob", data);
+        server.proxy.requests.length = 0;
+        const part = await storage.read("blob", { offset: 3, length: 16 * MiB });
+        expect(Buffer.from(part).equals(Buffer.from(data.subarray(3, 3 + 16 * MiB)))).toBe(true);
+        // 16 MiB in 5 MiB parts: four GETs.
+        expect(server.proxy.requests.filter(s3Operation.getObject)).toHaveLength(4);
+        await storage.close();
+      });
+
+      it("deletes many objects in batches of 1,000 with DeleteObjects; missing ones are fine", async () => {
+        const storage = await openStorage(server.url("many"), server.storageOptions());
+        expect(storage).toBeInstanceOf(S3StorageAdapter);
+        const paths = Array.from({ length: 1001 }, (_, i) => `step/${i}`);
+        for (let i = 0; i < paths.length; i += 100) await Promise.all(paths.slice(i, i + 100).map((p) => storage.write(p, new Uint8Array([1]))));
+        server.proxy.requests.length = 0;
+        await (storage as S3StorageAdapter).deleteMany([...paths, "never/existed"]);
+        expect(server.proxy.requests.filter((r) => r.method === "POST" && r.url.includes("delete"))).toHaveLength(2);
+        const left: string[] = [];
+        for await (const o of storage.list("")) left.push(o.path);
+        expect(left).toEqual([]);
+        await storage.close();
+      });
+    });
+  });
+}
+
+describe("s3:// URLs and options", () => {
+  it("roots the adapter at bucket and prefix, and never at a URL with credentials in it", async () => {
+    const storage = await openStorage("s3://my-bucket/runs/exp%201/", { s3: { region: "us-east-1", credentials: { accessKeyId: "x", secretAccessKey: "y" } } });
+    expect(storage.root).toBe("s3://my-bucket/runs/exp 1/");
+    await storage.close();
+    await expect(openStorage("s3://key:secret@my-bucket/runs")).rejects.toThrow(/credentials do not belong in the URL/);
+    await expect(openStorage("s3://my-bucket/a", { s3: { partSize: MiB } })).rejects.toThrow(/at least 5 MiB/);
+  });
+
+  it("does not close a client it was given", async () => {
+    const { S3Client } = await import("@aws-sdk/client-s3");
+    const client = new S3Client({ region: "us-east-1", credentials: { accessKeyId: "x", secretAccessKey: "y" } });
+    let destroyed = false;
+    client.destroy = () => {
+      destroyed = true;
+    };
+    const storage = await openStorage("s3://b/p", { s3: { client } });
+    await storage.close();
+    expect(destroyed).toBe(false);
+    await expect(storage.read("x")).rejects.toBeInstanceOf(CheckpointError);
+  });
+});

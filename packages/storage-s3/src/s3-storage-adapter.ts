@@ -1,0 +1,405 @@
+import {
+  DeleteObjectCommand,
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  type S3Client,
+} from "@aws-sdk/client-s3";
+import {
+  type ByteRange,
+  type ObjectInfo,
+  type ReadOptions,
+  type RetryPolicy,
+  type StorageAdapter,
+  type WriteBody,
+  type WriteOptions,
+  CheckpointError,
+  cancelledError,
+  checkRelativePath,
+  crc32c,
+} from "@cairn/core";
+import { MAX_PARTS, multipartUpload } from "./multipart-upload.js";
+import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
+import { httpStatusOf, s3CodeOf } from "./s3-error.js";
+import { Semaphore } from "./semaphore.js";
+import { sliceParts } from "./slice-parts.js";
+
+/** The smallest part S3 accepts for any part but the last. */
+export const MIN_PART_SIZE = 5 << 20;
+
+/** How the adapter moves bytes; every field has a default that is right for AWS S3. */
+export interface S3StorageAdapterOptions {
+  /**
+   * Bytes per part of a multipart upload and per ranged GET (default 8 MiB, at least 5 MiB).
+   * A body that fits in one part is sent with one PutObject. When a write passes its size, the
+   * part size grows as needed to stay within S3's 10,000 parts.
+   */
+  readonly partSize?: number;
+  /** Part uploads and ranged GETs in flight at once, across all calls on this adapter (default 8). */
+  readonly concurrency?: number;
+  /**
+   * CRC32C sent with the data, so the server verifies the bytes before storing them (default on
+   * for both). `put`: on PutObject. `multipart`: on every UploadPart, with each part's checksum
+   * listed in CompleteMultipartUpload as AWS requires for such uploads.
+   */
+  readonly checksums?: { readonly put?: boolean; readonly multipart?: boolean };
+  /**
+   * Bounds for retrying transient failures (core's `DEFAULT_RETRY_POLICY` otherwise). The
+   * adapter retries each request itself; an error it gave up on reaches core as permanent.
+   */
+  readonly retry?: Partial<RetryPolicy>;
+}
+
+/** Where the adapter's root is: a bucket and a key prefix ("" or ending in "/"). */
+export interface S3Location {
+  readonly bucket: string;
+  readonly prefix: string;
+}
+
+const DEFAULT_PART_SIZE = 8 << 20;
+const DEFAULT_CONCURRENCY = 8;
+/** DeleteObjects takes at most this many keys per request. */
+const DELETE_BATCH = 1000;
+
+/**
+ * A `StorageAdapter` on Amazon S3 and S3-compatible stores (MinIO, R2, Ceph), through an
+ * `S3Client` the caller owns. Core calls it (`save`, `load`, a manager); users normally reach it
+ * through `openStorage("s3://bucket/prefix", { s3: {...} })`, which builds the client.
+ *
+ * Writes are all-or-nothing: one PutObject, or a multipart upload that only becomes visible on
+ * CompleteMultipartUpload and is aborted on failure. `ifAbsent` sends `If-None-Match: *` and
+ * rejects with `already_exists` on 412 or 409. Reads are ranged GETs, split into concurrent
+ * part-sized GETs for large ranges. Every request is retried through core's `withRetry`; all
+ * failures are `CheckpointError`s whose message starts with `[s3]` and names bucket and key.
+ */
+export class S3StorageAdapter implements StorageAdapter {
+  readonly protocol = "s3";
+  readonly root: string;
+  readonly #client: S3Client;
+  readonly #bucket: string;
+  readonly #prefix: string;
+  readonly #partSize: number;
+  readonly #checksums: { readonly put: boolean; readonly multipart: boolean };
+  readonly #limiter: Semaphore;
+  readonly #context: S3CallContext;
+  readonly #onClose: () => void;
+  #closed = false;
+
+  /** `onClose` runs once on `close()`: destroy the client there if the adapter owns it. */
+  constructor(client: S3Client, location: S3Location, options: S3StorageAdapterOptions = {}, onClose: () => void = () => undefined) {
+    const partSize = options.partSize ?? DEFAULT_PART_SIZE;
+    const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+    if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE) {
+      throw new CheckpointError("invalid_argument", `[s3] partSize must be a whole number of bytes of at least 5 MiB (S3's minimum part), not ${partSize}`);
+    }
+    if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
+      throw new CheckpointError("invalid_argument", `[s3] concurrency must be a whole number of at least 1, not ${concurrency}`);
+    }
+    this.#client = client;
+    this.#bucket = location.bucket;
+    this.#prefix = location.prefix;
+    this.root = `s3://${location.bucket}/${location.prefix}`;
+    this.#partSize = partSize;
+    this.#checksums = { put: options.checksums?.put ?? true, multipart: options.checksums?.multipart ?? true };
+    this.#limiter = new Semaphore(concurrency);
+    this.#context = { bucket: location.bucket, retry: options.retry ?? {} };
+    this.#onClose = onClose;
+  }
+
+  #key(path: string): string {
+    if (this.#closed) throw new CheckpointError("invalid_argument", `[s3] storage at ${this.root} is closed`);
+    return this.#prefix + checkRelativePath("s3", path);
+  }
+
+  async read(path: string, range?: ByteRange, options: ReadOptions = {}): Promise<Uint8Array> {
+    const key = this.#key(path);
+    const { signal } = options;
+    if (signal?.aborted) throw cancelledError(signal, `reading s3://${this.#bucket}/${key}`);
+    if (range && (range.offset < 0 || range.length < 0 || !Number.isSafeInteger(range.offset) || !Number.isSafeInteger(range.length))) {
+      throw new CheckpointError("invalid_argument", `[s3] reading s3://${this.#bucket}/${key}: bad range ${JSON.stringify(range)}`, { context: { path, protocol: "s3" } });
+    }
+    if (range?.length === 0) {
+      // HTTP cannot ask for zero bytes; the object must still exist.
+      if ((await this.stat(path)) === null) throw new CheckpointError("not_found", `[s3] s3://${this.#bucket}/${key} does not exist`, { context: { path, protocol: "s3" } });
+      return new Uint8Array(0);
+    }
+    const start = range?.offset ?? 0;
+    const wanted = range?.length ?? Number.POSITIVE_INFINITY;
+    const first = await this.#get(key, path, start, Math.min(wanted, this.#partSize), undefined, signal);
+    if (first === undefined) return new Uint8Array(0);
+    const end = Math.min(start + wanted, first.size);
+    if (start + first.bytes.byteLength >= end) return first.bytes;
+    // The first answer told the object's size: the rest is fetched in concurrent part-sized GETs straight into place.
+    const out = new Uint8Array(end - start);
+    out.set(first.bytes);
+    const stop = new AbortController();
+    const onAbort = (): void => stop.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      const pieces: Promise<void>[] = [];
+      for (let at = start + first.bytes.byteLength; at < end; at += this.#partSize) {
+        const length = Math.min(this.#partSize, end - at);
+        pieces.push(
+          this.#get(key, path, at, length, { into: out.subarray(at - start, at - start + length), etag: first.etag }, stop.signal).then(
+            (piece) => {
+              if (!piece) throw this.#shrunk(key, path);
+            },
+            (error: unknown) => {
+              stop.abort(error);
+              throw error;
+            },
+          ),
+        );
+      }
+      const settled = await Promise.allSettled(pieces);
+      const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+      if (failed) throw signal?.aborted ? cancelledError(signal, `reading s3://${this.#bucket}/${key}`) : failed.reason;
+      return out;
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /**
+   * One ranged GET, retried; `undefined` when the range starts at or past the end (416). With
+   * `into`, the body is copied into it and must fill it exactly, and the object must still have
+   * `etag`: a replaced object would otherwise mix two versions in one read.
+   */
+  async #get(
+    key: string,
+    path: string,
+    offset: number,
+    length: number,
+    target: { into: Uint8Array; etag: string | undefined } | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<{ bytes: Uint8Array; size: number; etag: string | undefined } | undefined> {
+    const release = await this.#limiter.acquire(signal);
+    try {
+      return await s3Call(
+        this.#context,
+        { op: "reading", key, path },
+        async () => {
+          let response;
+          try {
+            response = await this.#client.send(
+              new GetObjectCommand({
+                Bucket: this.#bucket,
+                Key: key,
+                Range: `bytes=${offset}-${offset + length - 1}`,
+                ...(target?.etag ? { IfMatch: target.etag } : {}),
+              }),
+              { abortSignal: signal },
+            );
+          } catch (error) {
+            if (httpStatusOf(error) === 416 || s3CodeOf(error) === "InvalidRange") return undefined;
+            if (target && (httpStatusOf(error) === 412 || s3CodeOf(error) === "PreconditionFailed")) {
+              throw this.#shrunk(key, path);
+            }
+            throw error;
+          }
+          const answered = parseContentRange(response.ContentRange);
+          // Without Content-Range the server ignored Range and sent the whole object (200).
+          const size = answered?.size ?? response.ContentLength ?? 0;
+          const skip = offset - (answered?.start ?? 0);
+          const expected = Math.max(0, Math.min(length, size - offset));
+          if (expected === 0) {
+            // Nothing to read, whatever the body claims: s3rver answers a Range on an empty
+            // object with "bytes 0-0/0" and a Content-Length of 1 but never sends the byte.
+            (response.Body as { destroy?: () => void } | undefined)?.destroy?.();
+            return { bytes: new Uint8Array(0), size, etag: response.ETag };
+          }
+          if (skip < 0 || (target && target.into.byteLength !== expected)) {
+            (response.Body as { destroy?: () => void } | undefined)?.destroy?.();
+            if (target) throw this.#shrunk(key, path);
+            throw new CheckpointError("storage", `[s3] reading s3://${this.#bucket}/${key}: asked for bytes from ${offset}, the server answered ${response.ContentRange}`, {
+              context: { path, protocol: "s3", transient: false },
+            });
+          }
+          const into = target?.into ?? new Uint8Array(expected);
+          // A wider answer than asked is cut to the range (s3rver answers "bytes=0-0" with the whole object).
+          const got = await readBody(response.Body as AsyncIterable<Uint8Array> | undefined, into, skip);
+          if (got !== expected) {
+            throw new CheckpointError("storage", `[s3] reading s3://${this.#bucket}/${key}: the response ended after ${got} of ${expected} bytes`, {
+              context: { path, protocol: "s3", transient: true },
+            });
+          }
+          return { bytes: into, size, etag: response.ETag };
+        },
+        signal,
+      );
+    } finally {
+      release();
+    }
+  }
+
+  #shrunk(key: string, path: string): CheckpointError {
+    return new CheckpointError("storage", `[s3] s3://${this.#bucket}/${key} was replaced while it was being read; read it again`, {
+      context: { path, protocol: "s3", transient: false },
+    });
+  }
+
+  async write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {
+    const key = this.#key(path);
+    const { signal } = options;
+    if (signal?.aborted) throw cancelledError(signal, `writing s3://${this.#bucket}/${key}`);
+    const ifAbsent = options.ifAbsent === true;
+    // With a known size the part grows (in whole MiB) so the object fits in S3's 10,000 parts.
+    const partSize = Math.max(this.#partSize, Math.ceil((options.size ?? 0) / MAX_PARTS / (1 << 20)) * (1 << 20));
+    const parts = sliceParts(body instanceof Uint8Array ? [body] : body, partSize);
+    // One permit per part from before it is read: the body is pulled only as fast as parts go up.
+    const release = await this.#limiter.acquire(signal);
+    let first: IteratorResult<Uint8Array>;
+    try {
+      first = await parts.next();
+      if (signal?.aborted) throw cancelledError(signal, `writing s3://${this.#bucket}/${key}`);
+    } catch (error) {
+      release();
+      await parts.return(undefined);
+      throw error;
+    }
+    // A part shorter than partSize is the body's last, so it fits one PutObject. A stream of
+    // exactly one part goes multipart: peeking for more would need a second permit while
+    // holding one, which can deadlock writers sharing the limiter.
+    if (first.done || first.value.byteLength < partSize || (body instanceof Uint8Array && body.byteLength === partSize)) {
+      try {
+        await this.#put(key, path, first.done ? new Uint8Array(0) : first.value, ifAbsent, signal);
+      } finally {
+        release();
+      }
+      return;
+    }
+    await multipartUpload(this.#client, this.#context, this.#limiter, { key, path }, { first: { bytes: first.value, release }, rest: parts }, {
+      ifAbsent,
+      checksums: this.#checksums.multipart,
+      ...(signal ? { signal } : {}),
+    });
+  }
+
+  async #put(key: string, path: string, bytes: Uint8Array, ifAbsent: boolean, signal: AbortSignal | undefined): Promise<void> {
+    const checksum = this.#checksums.put ? crc32cBase64(crc32c(bytes)) : undefined;
+    await s3Call(
+      this.#context,
+      { op: "writing", key, path, ifAbsent },
+      () =>
+        this.#client.send(
+          new PutObjectCommand({
+            Bucket: this.#bucket,
+            Key: key,
+            Body: bytes,
+            ContentLength: bytes.byteLength,
+            ContentType: "application/octet-stream",
+            ...(checksum ? { ChecksumAlgorithm: "CRC32C", ChecksumCRC32C: checksum } : {}),
+            ...(ifAbsent ? { IfNoneMatch: "*" } : {}),
+          }),
+          { abortSignal: signal },
+        ),
+      signal,
+    );
+  }
+
+  async stat(path: string): Promise<ObjectInfo | null> {
+    const key = this.#key(path);
+    try {
+      const head = await s3Call(this.#context, { op: "checking", key, path }, () => this.#client.send(new HeadObjectCommand({ Bucket: this.#bucket, Key: key })));
+      return { path, size: head.ContentLength ?? 0, ...(head.LastModified ? { modified: head.LastModified } : {}) };
+    } catch (error) {
+      if (error instanceof CheckpointError && error.code === "not_found") return null;
+      throw error;
+    }
+  }
+
+  /**
+   * Every object whose path starts with `prefix`, one ListObjectsV2 page (up to 1,000 keys) at a
+   * time as the caller iterates. Keys ending in "/" are folder markers some tools create; no
+   * Cairn path names them, so they are skipped.
+   */
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    const keyPrefix = prefix === "" ? this.#prefix : this.#key(prefix);
+    let token: string | undefined;
+    do {
+      const page = await s3Call(this.#context, { op: "listing", key: keyPrefix, path: prefix }, () =>
+        this.#client.send(new ListObjectsV2Command({ Bucket: this.#bucket, Prefix: keyPrefix, ...(token ? { ContinuationToken: token } : {}) })),
+      );
+      for (const object of page.Contents ?? []) {
+        if (!object.Key?.startsWith(this.#prefix) || object.Key.endsWith("/")) continue;
+        yield { path: object.Key.slice(this.#prefix.length), size: object.Size ?? 0, ...(object.LastModified ? { modified: object.LastModified } : {}) };
+      }
+      if (page.IsTruncated && !page.NextContinuationToken) {
+        throw new CheckpointError("storage", `[s3] listing s3://${this.#bucket}/${keyPrefix}: the server cut the listing without a continuation token`, {
+          context: { path: prefix, protocol: "s3", transient: false },
+        });
+      }
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+  }
+
+  async delete(path: string): Promise<void> {
+    const key = this.#key(path);
+    try {
+      await s3Call(this.#context, { op: "deleting", key, path }, () => this.#client.send(new DeleteObjectCommand({ Bucket: this.#bucket, Key: key })));
+    } catch (error) {
+      if (error instanceof CheckpointError && error.code === "not_found") return;
+      throw error;
+    }
+  }
+
+  /**
+   * Deletes many objects with DeleteObjects, 1,000 keys per request (for removing whole
+   * checkpoints: one request instead of a thousand). Missing objects are not an error; any key
+   * the server refused to delete rejects the call with `storage`, naming the first few.
+   */
+  async deleteMany(paths: Iterable<string>): Promise<void> {
+    const keys = [...paths].map((p) => ({ path: p, key: this.#key(p) }));
+    for (let at = 0; at < keys.length; at += DELETE_BATCH) {
+      const batch = keys.slice(at, at + DELETE_BATCH);
+      const first = batch[0]!;
+      const result = await s3Call(this.#context, { op: `deleting ${batch.length} objects from`, key: first.key, path: first.path }, () =>
+        this.#client.send(new DeleteObjectsCommand({ Bucket: this.#bucket, Delete: { Objects: batch.map(({ key }) => ({ Key: key })), Quiet: true } })),
+      );
+      const refused = (result.Errors ?? []).filter((e) => e.Code !== "NoSuchKey");
+      if (refused.length > 0) {
+        const named = refused.slice(0, 3).map((e) => `s3://${this.#bucket}/${e.Key} (${e.Code}: ${e.Message})`);
+        throw new CheckpointError("storage", `[s3] deleting ${refused.length} of ${batch.length} objects failed: ${named.join(", ")}${refused.length > 3 ? ", …" : ""}`, {
+          context: { path: refused[0]!.Key?.slice(this.#prefix.length) ?? first.path, protocol: "s3", transient: false },
+        });
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#onClose();
+  }
+}
+
+/** First byte and total size from `Content-Range: bytes 0-4/11`, when the server sent one. */
+function parseContentRange(contentRange: string | undefined): { start: number; size: number } | undefined {
+  const match = /^bytes (\d+)-\d+\/(\d+)\s*$/.exec(contentRange ?? "");
+  return match ? { start: Number(match[1]), size: Number(match[2]) } : undefined;
+}
+
+/**
+ * Copies a response body into `into` from `skip` bytes in and returns the bytes copied. Bytes
+ * past `into` are read and dropped rather than left unread: breaking off would destroy the
+ * socket instead of returning it to the keep-alive pool.
+ */
+async function readBody(body: AsyncIterable<Uint8Array> | undefined, into: Uint8Array, skip: number): Promise<number> {
+  if (!body) return 0;
+  let at = 0;
+  let toSkip = skip;
+  for await (const chunk of body) {
+    let piece = chunk;
+    if (toSkip > 0) {
+      const n = Math.min(toSkip, piece.byteLength);
+      piece = piece.subarray(n);
+      toSkip -= n;
+    }
+    const n = Math.min(piece.byteLength, into.byteLength - at);
+    into.set(piece.subarray(0, n), at);
+    at += n;
+  }
+  return at;
+}
