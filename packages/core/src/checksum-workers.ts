@@ -10,20 +10,27 @@ import { crc32c } from "./crc32c.js";
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
 const { crc32c } = require(workerData.crc32);
-parentPort.on("message", ({ id, buffer, offset, length, blockSize }) => {
-  const bytes = Buffer.from(buffer, offset, length);
-  const sums = new Array(Math.ceil(length / blockSize));
-  for (let b = 0; b < sums.length; b++) sums[b] = crc32c(bytes.subarray(b * blockSize, Math.min((b + 1) * blockSize, length))) >>> 0;
+parentPort.on("message", ({ id, parts, blockSize }) => {
+  const sums = parts.map(({ buffer, offset, length }) => {
+    const bytes = Buffer.from(buffer, offset, length);
+    const out = new Array(Math.ceil(length / blockSize));
+    for (let b = 0; b < out.length; b++) out[b] = crc32c(bytes.subarray(b * blockSize, Math.min((b + 1) * blockSize, length))) >>> 0;
+    return out;
+  });
   parentPort.postMessage({ id, sums });
 });
 `;
 
-/** Checksumming of bytes not in shared memory yields to the event loop after this many bytes. */
-const SLICE_BYTES = 4 << 20;
+/**
+ * Checksumming of bytes not in shared memory yields to the event loop after this many bytes:
+ * about 2.5 ms of work, short enough not to stall training, long enough that a background save
+ * progresses even when the training loop lets the event loop run only once per step.
+ */
+const SLICE_BYTES = 16 << 20;
 
 interface Job {
   readonly worker: Worker;
-  readonly resolve: (sums: number[]) => void;
+  readonly resolve: (sums: number[][]) => void;
   readonly reject: (error: unknown) => void;
 }
 
@@ -48,7 +55,7 @@ class ChecksumWorkers {
       const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { crc32 } });
       // Idle workers must not keep a finished program alive; busy ones must (see #track).
       worker.unref();
-      worker.on("message", ({ id, sums }: { id: number; sums: number[] }) => {
+      worker.on("message", ({ id, sums }: { id: number; sums: number[][] }) => {
         const job = this.#jobs.get(id);
         this.#jobs.delete(id);
         if (job) this.#track(job.worker, -1);
@@ -79,29 +86,45 @@ class ChecksumWorkers {
     this.#jobs.clear();
   }
 
-  async blockChecksums(bytes: Uint8Array, blockSize: number): Promise<number[]> {
-    if (bytes.buffer instanceof SharedArrayBuffer && bytes.byteLength > 0) {
+  /**
+   * The block checksums of several buffers. When all are in shared memory, one worker hashes
+   * them in one round trip (a background save makes as few event-loop round trips as it can,
+   * since a busy training loop may grant it only one per step).
+   */
+  async blockChecksums(parts: readonly Uint8Array[], blockSize: number): Promise<number[][]> {
+    const shared = parts.every((p) => p.buffer instanceof SharedArrayBuffer);
+    if (shared && parts.some((p) => p.byteLength > 0)) {
       const workers = this.#spawn();
       const worker = workers[this.#turn++ % workers.length]!;
       const id = this.#next++;
-      return new Promise<number[]>((resolve, reject) => {
+      return new Promise<number[][]>((resolve, reject) => {
         this.#jobs.set(id, { worker, resolve, reject });
         this.#track(worker, 1);
-        worker.postMessage({ id, buffer: bytes.buffer, offset: bytes.byteOffset, length: bytes.byteLength, blockSize });
+        worker.postMessage({ id, blockSize, parts: parts.map((p) => ({ buffer: p.buffer, offset: p.byteOffset, length: p.byteLength })) });
       });
     }
-    const sums: number[] = [];
-    const blocksPerSlice = Math.max(1, Math.floor(SLICE_BYTES / blockSize));
-    for (let start = 0; start < bytes.byteLength; start += blockSize) {
-      sums.push(crc32c(bytes.subarray(start, Math.min(start + blockSize, bytes.byteLength))));
-      if (sums.length % blocksPerSlice === 0 && start + blockSize < bytes.byteLength) await new Promise((r) => setImmediate(r));
+    const all: number[][] = [];
+    let sinceYield = 0;
+    for (const bytes of parts) {
+      const sums: number[] = [];
+      for (let start = 0; start < bytes.byteLength; start += blockSize) {
+        const end = Math.min(start + blockSize, bytes.byteLength);
+        sums.push(crc32c(bytes.subarray(start, end)));
+        sinceYield += end - start;
+        if (sinceYield >= SLICE_BYTES) {
+          sinceYield = 0;
+          await new Promise((r) => setImmediate(r));
+        }
+      }
+      all.push(sums);
     }
-    return sums;
+    return all;
   }
 }
 
 const workers = new ChecksumWorkers();
 
-export function blockChecksumsAsync(bytes: Uint8Array, blockSize: number): Promise<number[]> {
-  return workers.blockChecksums(bytes, blockSize);
+/** CRC32C of each `blockSize` block of each buffer, off the calling thread where the bytes are shared. */
+export function blockChecksumsAsync(parts: readonly Uint8Array[], blockSize: number): Promise<number[][]> {
+  return workers.blockChecksums(parts, blockSize);
 }

@@ -202,10 +202,59 @@ async function writeRankFiles(prepared: PreparedSave, location: OpenedCheckpoint
   return { ok: true, files, chunks, bytes };
 }
 
+/** Items are read and checksummed in groups of up to this many bytes (one item if larger). */
+const GROUP_BYTES = 64 << 20;
+/** Runs of items smaller than this are copied into one buffer, so they go out in a single write. */
+const COALESCE_BELOW = 4 << 20;
+
+/** Consecutive items of a file, each group at most GROUP_BYTES unless a single item is larger. */
+function groupItems(items: readonly WriteItem[]): number[][] {
+  const groups: number[][] = [];
+  let bytes = Infinity;
+  items.forEach((item, i) => {
+    if (bytes + item.byteLength > GROUP_BYTES) {
+      groups.push([]);
+      bytes = 0;
+    }
+    groups[groups.length - 1]!.push(i);
+    bytes += item.byteLength;
+  });
+  return groups;
+}
+
+/** The group's bytes as few chunks: big items as they are, runs of small ones copied together. */
+function* coalesce(datas: readonly Uint8Array[]): Generator<Uint8Array> {
+  let run: Uint8Array[] = [];
+  const flush = function* (): Generator<Uint8Array> {
+    if (run.length === 1) yield run[0]!;
+    else if (run.length > 1) {
+      const joined = new Uint8Array(run.reduce((n, d) => n + d.byteLength, 0));
+      let at = 0;
+      for (const d of run) {
+        joined.set(d, at);
+        at += d.byteLength;
+      }
+      yield joined;
+    }
+    run = [];
+  };
+  for (const data of datas) {
+    if (data.byteLength >= COALESCE_BELOW) {
+      yield* flush();
+      yield data;
+    } else {
+      run.push(data);
+    }
+  }
+  yield* flush();
+}
+
 /**
- * Streams one data file: the safetensors header (known from shapes alone), then each item's
- * bytes as they are read, checksummed block by block on the way. Only one item's bytes are
- * held at a time per file. A transient storage failure rewrites the whole file.
+ * Streams one data file: the safetensors header (known from shapes alone), then the items'
+ * bytes. Items go in groups: a group's bytes are read and checksummed while the previous group
+ * is written, with one checksum round trip and few writes per group, because a background save
+ * may get only one event-loop turn per training step. At most two groups' bytes are held at once
+ * per file. A transient storage failure rewrites the whole file.
  */
 async function writeDataFile(
   file: DataFilePlan,
@@ -220,12 +269,12 @@ async function writeDataFile(
     { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` },
   );
   const rank = location.group.rank;
-  let chunks: WrittenChunk[] = [];
-  const body = async function* (): AsyncGenerator<Uint8Array> {
-    chunks = [];
-    yield layout.header;
-    for (const [i, item] of file.items.entries()) {
-      throwIfAborted(options.signal, "the save");
+  const groups = groupItems(file.items);
+  const prepare = async (group: readonly number[]): Promise<{ group: readonly number[]; datas: Uint8Array[]; sums: number[][] }> => {
+    throwIfAborted(options.signal, "the save");
+    const datas: Uint8Array[] = [];
+    for (const i of group) {
+      const item = file.items[i]!;
       const leaf = leaves[item.leafIndex]!;
       const data = leaf.kind === "tensor" ? await tensorBytes(leaf) : leaf.kind === "bytes" ? leaf.data : undefined;
       if (!data || data.byteLength !== item.byteLength) {
@@ -233,19 +282,36 @@ async function writeDataFile(
           context: { key: displayKey(item.key) },
         });
       }
-      chunks.push({
-        item,
-        chunk: {
-          offsets: item.chunk.offsets,
-          sizes: item.chunk.sizes,
-          file: file.name,
-          tensorName: names[i]!,
-          byteOffset: layout.offsets[i]!,
-          byteLength: item.byteLength,
-          crc32c: await blockChecksumsAsync(data, blockSize),
-        },
+      datas.push(data);
+    }
+    return { group, datas, sums: await blockChecksumsAsync(datas, blockSize) };
+  };
+  let chunks: WrittenChunk[] = [];
+  const body = async function* (): AsyncGenerator<Uint8Array> {
+    chunks = [];
+    yield layout.header;
+    let next = groups.length > 0 ? prepare(groups[0]!) : undefined;
+    for (let g = 0; g < groups.length; g++) {
+      const current = await next!;
+      next = g + 1 < groups.length ? prepare(groups[g + 1]!) : undefined;
+      // Settled when awaited next turn; marked handled so an abandoned write leaves no unhandled rejection.
+      next?.catch(() => undefined);
+      current.group.forEach((i, k) => {
+        const item = file.items[i]!;
+        chunks.push({
+          item,
+          chunk: {
+            offsets: item.chunk.offsets,
+            sizes: item.chunk.sizes,
+            file: file.name,
+            tensorName: names[i]!,
+            byteOffset: layout.offsets[i]!,
+            byteLength: item.byteLength,
+            crc32c: current.sums[k]!,
+          },
+        });
       });
-      yield data;
+      yield* coalesce(current.datas);
     }
   };
   await withRetry(() => location.storage.write(joinPath(location.dir, file.name), body(), { size: layout.fileSize, signal: options.signal }), {

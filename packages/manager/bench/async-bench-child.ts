@@ -20,7 +20,8 @@ const optimizer = tf.train.adam(0.001);
 const x = tf.randomNormal([256, 256]);
 const y = tf.randomNormal([256, 1]);
 function trainStep(): void {
-  tf.dispose(optimizer.minimize(() => tf.losses.meanSquaredError(y, model.predict(x) as tf.Tensor) as tf.Scalar, true));
+  const loss = optimizer.minimize(() => tf.losses.meanSquaredError(y, model.predict(x) as tf.Tensor) as tf.Scalar, true);
+  if (loss) loss.dispose();
 }
 /** Mean ms per training step over `steps`, or until `until` settles (at least `steps`). */
 async function stepTime(steps: number, until?: Promise<unknown>): Promise<{ ms: number; steps: number }> {

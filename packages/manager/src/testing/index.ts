@@ -1,0 +1,1 @@
+export { managerRunSuite, type ManagerRunOptions } from "./manager-run-suite.js";

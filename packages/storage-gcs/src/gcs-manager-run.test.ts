@@ -1,0 +1,14 @@
+import { managerRunSuite } from "@cairn/manager/testing";
+import { afterAll, beforeAll } from "vitest";
+import "./index.js";
+import { type GcsTestServer, startGcsTestServer } from "./testing/gcs-test-server.js";
+
+let server: GcsTestServer;
+beforeAll(async () => {
+  server = await startGcsTestServer();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+managerRunSuite("gs:// on the firebase-tools emulator", { url: () => server.location("manager"), storageOptions: () => server.storageOptions });
