@@ -5,6 +5,9 @@ import { CheckpointError, throwIfAborted } from "./errors.js";
 import type { ReadItem } from "./load-planner.js";
 import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE } from "./metadata.js";
 
+/** Largest piece of a chunk read straight into its destination (a multiple of any power-of-two block size). */
+const DIRECT_READ_BYTES = 64 << 20;
+
 /** Where a request's bytes go: a row-major host buffer holding `box` of the tensor, `itemSize` bytes an element. */
 export interface ReadDestination {
   readonly key: string;
@@ -134,8 +137,12 @@ function planRanges(items: readonly ReadItem[], destinations: readonly ReadDesti
   }
   const pieces: Piece[] = [];
   for (const [chunk, need] of byChunk) {
-    for (let at = need.start; at < need.end; at += maxRead) {
-      pieces.push({ chunk, start: chunk.byteOffset + at, end: chunk.byteOffset + Math.min(need.end, at + maxRead), consumers: need.consumers });
+    // A chunk landing in one contiguous run of one destination is read straight into it, needing
+    // no buffer: it can be read in bigger pieces, which the kernel serves as longer sequential reads.
+    const direct = need.consumers.length === 1 && need.consumers[0]!.layout.src.length === 1;
+    const step = direct ? Math.max(maxRead, DIRECT_READ_BYTES) : maxRead;
+    for (let at = need.start; at < need.end; at += step) {
+      pieces.push({ chunk, start: chunk.byteOffset + at, end: chunk.byteOffset + Math.min(need.end, at + step), consumers: need.consumers });
     }
   }
   pieces.sort((a, b) => (a.chunk.file < b.chunk.file ? -1 : a.chunk.file > b.chunk.file ? 1 : a.start - b.start));

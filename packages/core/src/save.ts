@@ -222,9 +222,10 @@ function groupItems(items: readonly WriteItem[]): number[][] {
   return groups;
 }
 
-/** The group's bytes as few chunks: big items as they are, runs of small ones copied together. */
+/** The group's bytes as few chunks: big items as they are, runs of small ones copied together (up to COALESCE_BELOW each). */
 function* coalesce(datas: readonly Uint8Array[]): Generator<Uint8Array> {
   let run: Uint8Array[] = [];
+  let runBytes = 0;
   const flush = function* (): Generator<Uint8Array> {
     if (run.length === 1) yield run[0]!;
     else if (run.length > 1) {
@@ -237,13 +238,16 @@ function* coalesce(datas: readonly Uint8Array[]): Generator<Uint8Array> {
       yield joined;
     }
     run = [];
+    runBytes = 0;
   };
   for (const data of datas) {
     if (data.byteLength >= COALESCE_BELOW) {
       yield* flush();
       yield data;
     } else {
+      if (runBytes + data.byteLength > COALESCE_BELOW) yield* flush();
       run.push(data);
+      runBytes += data.byteLength;
     }
   }
   yield* flush();
