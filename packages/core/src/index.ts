@@ -59,7 +59,7 @@ export {
   alreadyExists,
 } from "./storage/storage-adapter.js";
 export { type StorageFactory, type StorageOptions, registerStorage, registeredProtocols, knownProtocols, openStorage, storageUrl, redactUrl } from "./storage/storage-registry.js";
-export { type RetryPolicy, type RetryOptions, DEFAULT_RETRY_POLICY, withRetry, isTransient, sleep } from "./retry.js";
+export { type RetryPolicy, type RetryOptions, DEFAULT_RETRY_POLICY, TRANSIENT_NETWORK_CODES, withRetry, isTransient, sleep } from "./retry.js";
 export { type ProcessGroup, SingleProcessGroup } from "./process-group.js";
 export { type CheckpointOptions, type OpenedCheckpoint, openCheckpoint } from "./checkpoint-location.js";
 export { type SavePlanner, type SavePlan, type WriteItem, type PlannedValue, type DataFilePlan, type GlobalSavePlan, type GlobalPlanContext } from "./save-planner.js";

@@ -41,6 +41,26 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * Node socket and DNS error codes, as SDKs surface them in `error.code`: the network blinked,
+ * the request may not have arrived or its answer was lost, so the same request may well
+ * succeed again. Adapters classify these as transient.
+ */
+export const TRANSIENT_NETWORK_CODES: ReadonlySet<string> = new Set([
+  "ECONNRESET",
+  "ECONNREFUSED",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "ESOCKETTIMEDOUT",
+  "EAI_AGAIN",
+  "ENOTFOUND",
+  "ENETUNREACH",
+  "EHOSTUNREACH",
+  "ERR_STREAM_PREMATURE_CLOSE",
+  "UND_ERR_SOCKET",
+]);
+
 /** Whether an error is worth retrying: a storage error its adapter marked transient. */
 export function isTransient(error: unknown): error is CheckpointError {
   return isCheckpointError(error, "storage") && error.transient;

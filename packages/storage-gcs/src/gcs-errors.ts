@@ -1,4 +1,4 @@
-import { CheckpointError, alreadyExists, cancelledError, isCheckpointError, notFound } from "@cairn/core";
+import { CheckpointError, TRANSIENT_NETWORK_CODES, alreadyExists, cancelledError, isCheckpointError, notFound } from "@cairn/core";
 
 /** What the adapter was doing, for messages: `[gs] read gs://bucket/object: …`. */
 export interface GcsErrorSite {
@@ -11,25 +11,10 @@ export interface GcsErrorSite {
   readonly signal?: AbortSignal;
 }
 
-// Connection-level failures the SDK (gaxios, node-fetch, Node streams) reports by `code`:
-// the request may not have reached GCS, or its answer was lost, so trying again may succeed.
-const TRANSIENT_CODES = new Set([
-  "ECONNRESET",
-  "ECONNREFUSED",
-  "ECONNABORTED",
-  "EPIPE",
-  "ETIMEDOUT",
-  "ESOCKETTIMEDOUT",
-  "EAI_AGAIN",
-  "ENETUNREACH",
-  "EHOSTUNREACH",
-  "ERR_STREAM_PREMATURE_CLOSE",
-  "UND_ERR_SOCKET",
-  // The SDK's own checksum checks: the bytes were damaged on the way, so a new transfer may be clean.
-  // On an upload it has already deleted the damaged object.
-  "FILE_NO_UPLOAD",
-  "CONTENT_DOWNLOAD_MISMATCH",
-]);
+// Connection-level failures (core's list) and the SDK's own checksum checks: the bytes were
+// damaged on the way, so a new transfer may be clean (on an upload the SDK has already deleted
+// the damaged object).
+const TRANSIENT_CODES = new Set([...TRANSIENT_NETWORK_CODES, "FILE_NO_UPLOAD", "CONTENT_DOWNLOAD_MISMATCH"]);
 
 const TRANSIENT_STATUSES = new Set([408, 429, 500, 502, 503, 504]);
 

@@ -1,4 +1,4 @@
-import { CheckpointError, cancelledError } from "@cairn/core";
+import { CheckpointError, TRANSIENT_NETWORK_CODES, cancelledError } from "@cairn/core";
 
 /** What an SDK error looks like where the adapter reads it: only fields every failure path may carry. */
 interface SdkErrorShape {
@@ -24,22 +24,6 @@ const TRANSIENT_S3_CODES = new Set([
   "RequestLimitExceeded",
   "BandwidthLimitExceeded",
   "OperationAborted",
-]);
-
-/** Node socket and DNS errors: the network blinked, the request may well succeed again. */
-const TRANSIENT_NETWORK_CODES = new Set([
-  "ECONNRESET",
-  "ECONNREFUSED",
-  "ECONNABORTED",
-  "EPIPE",
-  "ETIMEDOUT",
-  "ESOCKETTIMEDOUT",
-  "EAI_AGAIN",
-  "ENOTFOUND",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "UND_ERR_SOCKET",
-  "ERR_STREAM_PREMATURE_CLOSE",
 ]);
 
 const TRANSIENT_NAMES = new Set(["TimeoutError", "RequestTimeout", "RequestTimeoutException", "NetworkingError"]);

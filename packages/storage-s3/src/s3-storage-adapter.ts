@@ -131,8 +131,9 @@ export class S3StorageAdapter implements StorageAdapter {
     if (first === undefined) return new Uint8Array(0);
     const end = Math.min(start + wanted, first.size);
     if (start + first.bytes.byteLength >= end) return first.bytes;
-    // The first answer told the object's size: the rest is fetched in concurrent part-sized GETs straight into place.
-    const out = new Uint8Array(end - start);
+    // The first answer told the object's size: the rest is fetched in concurrent part-sized GETs
+    // straight into place, into the caller's buffer when it gave one (ReadOptions.into).
+    const out = options.into && options.into.byteLength >= end - start ? options.into.subarray(0, end - start) : new Uint8Array(end - start);
     out.set(first.bytes);
     const stop = new AbortController();
     const onAbort = (): void => stop.abort(signal?.reason);
