@@ -1,4 +1,7 @@
+import { tmpdir } from "node:os";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { runTypeScript } from "../testing/run-typescript.js";
 import { openStorage, redactUrl, registerStorage, storageUrl } from "./storage-registry.js";
 
 describe("storage registry", () => {
@@ -9,11 +12,17 @@ describe("storage registry", () => {
   });
 
   it("names the package to install for a well-known protocol that is not installed", async () => {
-    await expect(openStorage("s3://bucket/run1")).rejects.toMatchObject({
-      code: "unsupported_protocol",
-      message: expect.stringContaining('install @cairn/storage-s3 and import it once: import "@cairn/storage-s3"'),
-    });
-    await expect(openStorage("gs://bucket/run1")).rejects.toMatchObject({ message: expect.stringContaining("@cairn/storage-gcs") });
+    // In a real Node process, from a directory whose project has no storage packages, without the
+    // NODE_PATH pnpm's shims set (it exposes every workspace package): a user's project sees neither.
+    const script = fileURLToPath(new URL("../../test/fixtures/open-missing-protocol.ts", import.meta.url));
+    for (const [url, name] of [["s3://bucket/run1", "@cairn/storage-s3"], ["gs://bucket/run1", "@cairn/storage-gcs"]] as const) {
+      const run = await runTypeScript(script, [url], { cwd: tmpdir(), env: { NODE_PATH: undefined } });
+      expect(run.code, run.stderr).toBe(0);
+      expect(JSON.parse(run.stdout)).toEqual({
+        code: "unsupported_protocol",
+        message: `no storage is registered for ${url.slice(0, 2)}:// URLs (${url}); install ${name} and import it once: import "${name}"`,
+      });
+    }
   });
 
   it("says how to register an unknown protocol", async () => {

@@ -13,7 +13,8 @@ export function spawnTypeScript(script: string, args: readonly string[] = [], op
   return spawn(process.execPath, ["--import", tsx, "--conditions=@cairn/source", script, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     ...options,
-    env: { ...process.env, ...options.env },
+    // The caller's variables are added to this process's; one given as undefined is removed.
+    env: Object.fromEntries(Object.entries({ ...process.env, ...options.env }).filter(([, value]) => value !== undefined)),
   });
 }
 
