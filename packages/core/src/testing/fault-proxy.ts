@@ -179,8 +179,6 @@ export class FaultProxy {
       },
       (up) => {
         res.writeHead(up.statusCode ?? 502, up.headers);
-        // Headers go out at once, even when the body then stalls (a delay or reset rule).
-        res.flushHeaders();
         up.on("error", () => res.socket?.destroy());
         if (action?.kind === "reset" && action.phase === "response") {
           let sent = 0;
