@@ -1,0 +1,154 @@
+import { blockChecksumsAsync } from "./checksum-workers.js";
+import type { OpenedCheckpoint } from "./checkpoint-location.js";
+import { crc32c } from "./crc32c.js";
+import { tensorName } from "./default-save-planner.js";
+import { CheckpointError, throwIfAborted } from "./errors.js";
+import { type Leaf, tensorBytes } from "./flatten.js";
+import { type ChunkMetadata, type DataFileMetadata, FORMAT_MAJOR, FORMAT_NAME } from "./metadata.js";
+import { withRetry } from "./retry.js";
+import { layoutSafetensors } from "./safetensors.js";
+import type { SaveOptions } from "./save.js";
+import type { DataFilePlan, WriteItem } from "./save-planner.js";
+import { displayKey } from "./state-dict.js";
+import { joinPath } from "./storage/storage-adapter.js";
+
+/** A chunk a rank wrote, with the item it came from. */
+export interface WrittenChunk {
+  readonly item: WriteItem;
+  readonly chunk: ChunkMetadata;
+}
+
+/** Items are read and checksummed in groups of up to this many bytes (one item if larger). */
+const GROUP_BYTES = 64 << 20;
+/** Runs of items smaller than this are copied into one buffer, so they go out in a single write. */
+const COALESCE_BELOW = 4 << 20;
+
+/** Consecutive items of a file, each group at most GROUP_BYTES unless a single item is larger. */
+function groupItems(items: readonly WriteItem[]): number[][] {
+  const groups: number[][] = [];
+  let bytes = Infinity;
+  items.forEach((item, i) => {
+    if (bytes + item.byteLength > GROUP_BYTES) {
+      groups.push([]);
+      bytes = 0;
+    }
+    groups[groups.length - 1]!.push(i);
+    bytes += item.byteLength;
+  });
+  return groups;
+}
+
+/** The group's bytes as few chunks: big items as they are, runs of small ones copied together (up to COALESCE_BELOW each). */
+function* coalesce(datas: readonly Uint8Array[]): Generator<Uint8Array> {
+  let run: Uint8Array[] = [];
+  let runBytes = 0;
+  const flush = function* (): Generator<Uint8Array> {
+    if (run.length === 1) yield run[0]!;
+    else if (run.length > 1) {
+      const joined = new Uint8Array(run.reduce((n, d) => n + d.byteLength, 0));
+      let at = 0;
+      for (const d of run) {
+        joined.set(d, at);
+        at += d.byteLength;
+      }
+      yield joined;
+    }
+    run = [];
+    runBytes = 0;
+  };
+  for (const data of datas) {
+    if (data.byteLength >= COALESCE_BELOW) {
+      yield* flush();
+      yield data;
+    } else {
+      if (runBytes + data.byteLength > COALESCE_BELOW) yield* flush();
+      run.push(data);
+      runBytes += data.byteLength;
+    }
+  }
+  yield* flush();
+}
+
+/**
+ * Streams one data file: the safetensors header (known from shapes alone), then the items'
+ * bytes. Items go in groups: a group's bytes are read and checksummed while the previous group
+ * is written, with one checksum round trip and few writes per group, because a background save
+ * may get only one event-loop turn per training step. At most two groups' bytes are held at once
+ * per file. A transient storage failure rewrites the whole file.
+ */
+export async function writeDataFile(
+  file: DataFilePlan,
+  leaves: readonly Leaf[],
+  location: OpenedCheckpoint,
+  options: SaveOptions,
+  blockSize: number,
+): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[] }> {
+  const names = uniqueNames(file.items.map(tensorName));
+  const layout = layoutSafetensors(
+    file.items.map((item, i) => ({ name: names[i]!, dtype: item.dtype, shape: item.chunk.sizes, byteLength: item.byteLength })),
+    { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` },
+  );
+  const rank = location.group.rank;
+  const groups = groupItems(file.items);
+  const prepare = async (group: readonly number[]): Promise<{ group: readonly number[]; datas: Uint8Array[]; sums: number[][] }> => {
+    throwIfAborted(options.signal, "the save");
+    const datas: Uint8Array[] = [];
+    for (const i of group) {
+      const item = file.items[i]!;
+      const leaf = leaves[item.leafIndex]!;
+      const data = leaf.kind === "tensor" ? await tensorBytes(leaf) : leaf.kind === "bytes" ? leaf.data : undefined;
+      if (!data || data.byteLength !== item.byteLength) {
+        throw new CheckpointError("invalid_argument", `state dict key ${displayKey(item.key)} changed size while it was being saved`, {
+          context: { key: displayKey(item.key) },
+        });
+      }
+      datas.push(data);
+    }
+    return { group, datas, sums: await blockChecksumsAsync(datas, blockSize) };
+  };
+  let chunks: WrittenChunk[] = [];
+  const body = async function* (): AsyncGenerator<Uint8Array> {
+    chunks = [];
+    yield layout.header;
+    let next = groups.length > 0 ? prepare(groups[0]!) : undefined;
+    for (let g = 0; g < groups.length; g++) {
+      const current = await next!;
+      next = g + 1 < groups.length ? prepare(groups[g + 1]!) : undefined;
+      // Settled when awaited next turn; marked handled so an abandoned write leaves no unhandled rejection.
+      next?.catch(() => undefined);
+      current.group.forEach((i, k) => {
+        const item = file.items[i]!;
+        chunks.push({
+          item,
+          chunk: {
+            offsets: item.chunk.offsets,
+            sizes: item.chunk.sizes,
+            file: file.name,
+            tensorName: names[i]!,
+            byteOffset: layout.offsets[i]!,
+            byteLength: item.byteLength,
+            crc32c: current.sums[k]!,
+          },
+        });
+      });
+      yield* coalesce(current.datas);
+    }
+  };
+  await withRetry(() => location.storage.write(joinPath(location.dir, file.name), body(), { size: layout.fileSize, signal: options.signal }), {
+    policy: options.retry,
+    signal: options.signal,
+  });
+  const headerLength = layout.header.byteLength - 8;
+  return { file: { rank, size: layout.fileSize, headerLength, headerCrc32c: crc32c(layout.header) }, chunks };
+}
+
+/** Dotted names can collide (["a.b"] and ["a", "b"]); later ones get "#2", "#3"… as the format says. */
+function uniqueNames(names: readonly string[]): string[] {
+  const seen = new Map<string, number>();
+  return names.map((name) => {
+    const count = (seen.get(name) ?? 0) + 1;
+    seen.set(name, count);
+    return count === 1 ? name : `${name}#${count}`;
+  });
+}
+
