@@ -1,5 +1,6 @@
 import { flattenStateDict } from "./flatten.js";
-import { type SaveOptions, type SaveResult, saveLeaves, saveOptionsOf } from "./save.js";
+import { checkpointOptionsOf } from "./checkpoint-location.js";
+import { type SaveOptions, type SaveResult, saveLeaves } from "./save.js";
 import { StagingPool, type StagingStrategy, stageLeaves } from "./staging.js";
 import type { StateDict } from "./state-dict.js";
 
@@ -38,7 +39,7 @@ export interface AsyncSaveHandle {
  * unhandled rejection; await `done` to learn whether the checkpoint committed.
  */
 export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: string | AsyncSaveOptions): Promise<AsyncSaveHandle> {
-  const options: AsyncSaveOptions = saveOptionsOf(checkpointIdOrOptions);
+  const options = checkpointOptionsOf(checkpointIdOrOptions);
   const started = performance.now();
   const pool = options.pool ?? new StagingPool();
   const snapshot = flattenStateDict(stateDict).then((leaves) => stageLeaves(leaves, options.staging ?? "copy", pool, options.signal));

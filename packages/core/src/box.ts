@@ -22,12 +22,6 @@ export function intersectBoxes(a: Box, b: Box): Box | null {
   return { offsets, sizes };
 }
 
-export function boxContains(outer: Box, inner: Box): boolean {
-  return inner.offsets.every(
-    (o, d) => o >= outer.offsets[d]! && o + inner.sizes[d]! <= outer.offsets[d]! + outer.sizes[d]!,
-  );
-}
-
 /**
  * The contiguous runs ("rows") a box occupies inside two row-major buffers: `src` holds box
  * `srcBox` and `dst` holds box `dstBox`, and `region` lies inside both. Trailing dimensions

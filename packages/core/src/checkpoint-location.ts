@@ -32,8 +32,13 @@ export interface OpenedCheckpoint {
   release(): Promise<void>;
 }
 
+/** Every entry point takes a URL or path, or options: this makes options of either. */
+export function checkpointOptionsOf<T extends CheckpointOptions>(idOrOptions: string | T): T {
+  return typeof idOrOptions === "string" ? ({ checkpointId: idOrOptions } as T) : idOrOptions;
+}
+
 export async function openCheckpoint(idOrOptions: string | CheckpointOptions): Promise<OpenedCheckpoint> {
-  const options: CheckpointOptions = typeof idOrOptions === "string" ? { checkpointId: idOrOptions } : idOrOptions;
+  const options = checkpointOptionsOf(idOrOptions);
   const group = options.processGroup ?? new SingleProcessGroup();
   if (options.storage) {
     const dir = (options.path ?? "").replace(/^\/+|\/+$/g, "");

@@ -73,7 +73,6 @@ function classify(value: unknown, path: KeyPath): Classified {
   switch (typeof value) {
     case "string":
     case "boolean":
-      return { type: "leaf", leaf: { kind: "value", path, value } };
     case "number":
       return { type: "leaf", leaf: { kind: "value", path, value } };
     case "undefined":

@@ -54,7 +54,6 @@ export {
   type ReadOptions,
   joinPath,
   checkRelativePath,
-  collectBody,
   notFound,
   alreadyExists,
 } from "./storage/storage-adapter.js";

@@ -1,7 +1,7 @@
 import type { Box } from "./box.js";
-import { type CheckpointOptions, type OpenedCheckpoint, openCheckpoint } from "./checkpoint-location.js";
+import { type CheckpointOptions, type OpenedCheckpoint, checkpointOptionsOf, openCheckpoint } from "./checkpoint-location.js";
 import { DefaultLoadPlanner } from "./default-load-planner.js";
-import { type DType, allocate, bytesOf, itemSize } from "./dtypes.js";
+import { type DType, allocate, bytesOf, itemSize, numel } from "./dtypes.js";
 import { CheckpointError, isCheckpointError, throwIfAborted } from "./errors.js";
 import { readRanges } from "./read-ranges.js";
 import { type FlattenedTarget, type Leaf, flattenTarget, tfjsDType } from "./flatten.js";
@@ -45,9 +45,10 @@ export interface LoadResult {
  * `not_committed` (a save that never finished); one with nothing is `not_found`.
  */
 export async function readMetadata(checkpointIdOrOptions: string | CheckpointOptions): Promise<CheckpointMetadata> {
-  const location = await openCheckpoint(checkpointIdOrOptions);
+  const options = checkpointOptionsOf(checkpointIdOrOptions);
+  const location = await openCheckpoint(options);
   try {
-    return (await readCheckpointMetadata(location, typeof checkpointIdOrOptions === "string" ? {} : checkpointIdOrOptions)).metadata;
+    return (await readCheckpointMetadata(location, options)).metadata;
   } finally {
     await location.release();
   }
@@ -91,13 +92,11 @@ export function load(stateDict: StateDict, checkpointIdOrOptions: string | LoadO
 export function load(checkpointIdOrOptions: string | LoadOptions): Promise<StateDict>;
 export async function load(first: StateDict | string | LoadOptions, second?: string | LoadOptions): Promise<LoadResult | StateDict> {
   if (second === undefined) {
-    const options: LoadOptions = typeof first === "string" ? { checkpointId: first } : (first as LoadOptions);
     const root: StateDict = {};
-    await loadInto(undefined, options, root);
+    await loadInto(undefined, checkpointOptionsOf(first as string | LoadOptions), root);
     return root;
   }
-  const options: LoadOptions = typeof second === "string" ? { checkpointId: second } : second;
-  return loadInto(first as StateDict, options);
+  return loadInto(first as StateDict, checkpointOptionsOf(second));
 }
 
 /** A destination for requested bytes: a host buffer laid out as `box`, finished once all reads land. */
@@ -187,7 +186,7 @@ function targetDestinations(flattened: FlattenedTarget, metadata: CheckpointMeta
     if (source.kind === "host") {
       return { request, box: fullBox(shape), buffer: bytesOf(source.tensor.data), finish: () => undefined };
     }
-    const host = allocate(dtype, shape.reduce((a, b) => a * b, 1));
+    const host = allocate(dtype, numel(shape));
     return {
       request,
       box: fullBox(shape),
@@ -226,7 +225,7 @@ function wholeCheckpoint(metadata: CheckpointMetadata, root: StateDict): Destina
       place(data);
       return { request: { key: entry.key, kind: "bytes" }, box: fullBox([entry.byteLength]), buffer: data, finish: () => undefined };
     }
-    const data = allocate(entry.dtype, entry.shape.reduce((a, b) => a * b, 1));
+    const data = allocate(entry.dtype, numel(entry.shape));
     const tensor: HostTensor = { dtype: entry.dtype, shape: [...entry.shape], data };
     place(tensor);
     return {

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import PQueue from "p-queue";
-import { type OpenedCheckpoint, type CheckpointOptions, openCheckpoint } from "./checkpoint-location.js";
+import { type OpenedCheckpoint, type CheckpointOptions, checkpointOptionsOf, openCheckpoint } from "./checkpoint-location.js";
 import { DefaultSavePlanner } from "./default-save-planner.js";
 import { CheckpointError, cancelledError, isCheckpointError, throwIfAborted } from "./errors.js";
 import { type Leaf, flattenStateDict } from "./flatten.js";
@@ -62,13 +62,8 @@ type RankOutcome =
  * `storage` when the storage fails beyond the retry policy.
  */
 export async function save(stateDict: StateDict, checkpointIdOrOptions: string | SaveOptions): Promise<SaveResult> {
-  const options = saveOptionsOf(checkpointIdOrOptions);
   const started = performance.now();
-  return saveLeaves(await flattenStateDict(stateDict), options, started);
-}
-
-export function saveOptionsOf(checkpointIdOrOptions: string | SaveOptions): SaveOptions {
-  return typeof checkpointIdOrOptions === "string" ? { checkpointId: checkpointIdOrOptions } : checkpointIdOrOptions;
+  return saveLeaves(await flattenStateDict(stateDict), checkpointOptionsOf(checkpointIdOrOptions), started);
 }
 
 /** Plans, writes and commits already flattened (and, for a background save, staged) leaves. */

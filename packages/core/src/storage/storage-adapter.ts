@@ -84,24 +84,6 @@ export function checkRelativePath(protocol: string, path: string): string {
   return path;
 }
 
-/** Gathers a write body into one buffer (for adapters whose API needs the whole body, like memfs). */
-export async function collectBody(body: WriteBody): Promise<Uint8Array> {
-  if (body instanceof Uint8Array) return body;
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  for await (const part of body) {
-    parts.push(part);
-    total += part.byteLength;
-  }
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.byteLength;
-  }
-  return out;
-}
-
 export function notFound(protocol: string, path: string, root: string): CheckpointError {
   return new CheckpointError("not_found", `[${protocol}] ${path} does not exist under ${root}`, { context: { path, protocol } });
 }
