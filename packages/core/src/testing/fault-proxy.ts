@@ -181,20 +181,11 @@ export class FaultProxy {
         res.writeHead(up.statusCode ?? 502, up.headers);
         up.on("error", () => res.socket?.destroy());
         if (action?.kind === "reset" && action.phase === "response") {
-          let sent = 0;
-          const limit = action.afterBytes ?? 0;
-          up.on("data", (chunk: Buffer) => {
-            if (sent + chunk.byteLength <= limit) {
-              res.write(chunk);
-              sent += chunk.byteLength;
-              return;
-            }
-            res.write(chunk.subarray(0, Math.max(0, limit - sent)));
+          // A response shorter than the limit ends normally, or its keep-alive socket would stay busy.
+          passThenDrop(up, res, action.afterBytes ?? 0, () => {
             up.destroy();
             res.socket?.destroy();
           });
-          // A response shorter than the limit ends normally, or its keep-alive socket would stay busy.
-          up.on("end", () => res.end());
           return;
         }
         if (action?.kind === "corrupt") {
@@ -216,18 +207,10 @@ export class FaultProxy {
     );
     upstream.on("error", () => res.socket?.destroy());
     if (action?.kind === "reset" && action.phase === "request") {
-      let passed = 0;
-      const limit = action.afterBytes ?? 0;
-      req.on("data", (chunk: Buffer) => {
-        if (passed + chunk.byteLength <= limit) {
-          upstream.write(chunk);
-          passed += chunk.byteLength;
-          return;
-        }
+      passThenDrop(req, upstream, action.afterBytes ?? 0, () => {
         upstream.destroy();
         req.socket.destroy();
       });
-      req.on("end", () => upstream.end());
       return;
     }
     req.pipe(upstream);
@@ -238,4 +221,27 @@ export class FaultProxy {
     for (const socket of this.#sockets) socket.destroy();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
+}
+
+/**
+ * Forwards the first `limit` bytes of a body from `source` to `sink`, then calls `drop` (the
+ * connection reset); a body no longer than the limit is forwarded whole and ended normally.
+ */
+function passThenDrop(source: IncomingMessage, sink: { write(chunk: Buffer): unknown; end(): unknown }, limit: number, drop: () => void): void {
+  let passed = 0;
+  let dropped = false;
+  source.on("data", (chunk: Buffer) => {
+    if (dropped) return;
+    if (passed + chunk.byteLength <= limit) {
+      sink.write(chunk);
+      passed += chunk.byteLength;
+      return;
+    }
+    sink.write(chunk.subarray(0, limit - passed));
+    dropped = true;
+    drop();
+  });
+  source.on("end", () => {
+    if (!dropped) sink.end();
+  });
 }
