@@ -3,9 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { spawnTypeScript } from "@cairn/core/testing";
-import { type HostTensor, type StateDict, isDType } from "@cairn/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
+import { sameState } from "../src/testing/index.js";
 import { stateOf } from "./fixtures/crash-child.js";
 
 const child = fileURLToPath(new URL("./fixtures/crash-child.ts", import.meta.url));
@@ -38,19 +38,6 @@ async function killAtRandom(root: string, waitMs: number): Promise<void> {
   const exited = new Promise((r) => proc.once("exit", r));
   proc.kill("SIGKILL");
   await exited;
-}
-
-/** Byte-wise equality of two restored states (much faster than a deep equal of large arrays). */
-function sameState(a: StateDict, b: StateDict): boolean {
-  const flat = (value: unknown): unknown =>
-    value instanceof Uint8Array
-      ? Buffer.from(value).toString("base64")
-      : value && typeof value === "object" && isDType((value as HostTensor).dtype) && ArrayBuffer.isView((value as HostTensor).data)
-        ? `${(value as HostTensor).dtype}${JSON.stringify((value as HostTensor).shape)}:${Buffer.from((value as HostTensor).data.buffer, (value as HostTensor).data.byteOffset, (value as HostTensor).data.byteLength).toString("base64")}`
-        : value && typeof value === "object"
-          ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, flat(v)]))
-          : value;
-  return JSON.stringify(flat(a)) === JSON.stringify(flat(b));
 }
 
 describe("crash consistency", () => {

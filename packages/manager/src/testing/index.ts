@@ -1,1 +1,1 @@
-export { managerRunSuite, type ManagerRunOptions } from "./manager-run-suite.js";
+export { managerRunSuite, sameState, type ManagerRunOptions } from "./manager-run-suite.js";
