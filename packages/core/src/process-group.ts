@@ -53,10 +53,7 @@ export class SingleProcessGroup implements CoordinatedProcessGroup {
   }
 
   post(topic: string, value?: unknown): void {
-    // Delivered on a later turn, as a message from a server would be.
-    queueMicrotask(() => {
-      for (const listener of this.#listeners.get(topic) ?? []) listener(value, 0);
-    });
+    for (const listener of this.#listeners.get(topic) ?? []) listener(value, 0);
   }
 
   on(topic: string, listener: (value: unknown, from: number) => void): () => void {
