@@ -46,6 +46,7 @@ export {
   valueOf,
 } from "./metadata.js";
 export { type Box, intersectBoxes } from "./box.js";
+export { type Layout, layoutBoxes, splitUneven } from "./layouts.js";
 export {
   type StorageAdapter,
   type ObjectInfo,

@@ -1,6 +1,6 @@
-import type { Box } from "../box.js";
+import type { Box } from "./box.js";
 
-/** How a test or benchmark shards a tensor across ranks. */
+/** Simple ways to shard a tensor across ranks, for examples, tests and benchmarks (real models shard as their parallelism dictates). */
 export type Layout = "rows" | "cols" | "blocks";
 
 /** `total` split into `parts` uneven pieces: the first ones a little bigger, as a real sharder leaves them. */
