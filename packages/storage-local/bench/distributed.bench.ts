@@ -3,11 +3,11 @@
 // prints aggregate MB/s and the ratio to one rank, measured in the same run. Loads start
 // from a cold page cache where this process may drop it (root on Linux). Then the 4-rank
 // checkpoint is loaded by 3 ranks, row- and column-sharded: bytes read versus bytes needed.
-import { execFileSync } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { dropCaches, median } from "./bench-support.js";
 import { runTypeScript } from "@cairn/core/testing";
 
 const RANK = fileURLToPath(new URL("./distributed-bench-rank.ts", import.meta.url));
@@ -26,16 +26,6 @@ interface Result {
   overhead: number;
 }
 
-async function dropCaches(): Promise<boolean> {
-  try {
-    execFileSync("sync");
-    await writeFile("/proc/sys/vm/drop_caches", "3");
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 async function launch(ranks: number, args: string[]): Promise<Result> {
   const out = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", String(ranks), RANK, ...args]);
   const line = out.stdout.split("\n").find((l) => l.includes("RESULT "));
@@ -43,7 +33,6 @@ async function launch(ranks: number, args: string[]): Promise<Result> {
   return JSON.parse(line.slice(line.indexOf("RESULT ") + 7)) as Result;
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const cold = await dropCaches();
 const rates = new Map<string, number[]>();
 let reshard: Result[] = [];

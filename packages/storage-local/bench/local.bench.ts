@@ -4,11 +4,11 @@
 // and peak RSS. Each phase runs in its own process; rounds alternate Cairn and node:fs.
 // Loads are measured from a warm page cache and, where this process may drop the kernel's
 // caches (root on Linux), from a cold one, as a restore on a fresh machine would be.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { execFileSync } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { dropCaches, median } from "./bench-support.js";
 import { runTypeScript } from "@cairn/core/testing";
 
 const child = fileURLToPath(new URL("./local-bench-child.ts", import.meta.url));
@@ -21,16 +21,6 @@ interface Phase {
   seconds: number;
   baselineRss: number;
   peakRss: number;
-}
-
-async function dropCaches(): Promise<boolean> {
-  try {
-    execFileSync("sync");
-    await writeFile("/proc/sys/vm/drop_caches", "3");
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function run(phase: string, cairnDir: string, fsDir: string): Promise<Phase> {
@@ -56,7 +46,6 @@ for (let round = 0; round < rounds; round++) {
   }
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const rate = (phase: string): number => median(results.get(phase)!.map((r) => r.bytes / MiB / r.seconds));
 const peak = (phase: string): number => Math.max(...results.get(phase)!.map((r) => r.peakRss)) / MiB;
 const size = results.get("cairn-save")![0]!.bytes / MiB;
