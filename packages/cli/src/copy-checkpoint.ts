@@ -72,13 +72,17 @@ export async function copyCheckpoint(
   const written: string[] = [];
   let bytes = 0;
   try {
-    await Promise.all(
+    // The first failure stops the other files; every write is settled before a failed copy removes its files.
+    const stop = new AbortController();
+    let firstFailure: unknown;
+    const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
+    const settled = await Promise.allSettled(
       Object.keys(metadata.files).map((file) =>
         queue.add(async () => {
           const pieces = filePieces(metadata, file, readBytes);
           const body = async function* (): AsyncGenerator<Uint8Array> {
             let index = 0;
-            for await (const data of readPieces(source.storage, joinPath(source.dir, file), pieces, { signal: options.signal })) {
+            for await (const data of readPieces(source.storage, joinPath(source.dir, file), pieces, { signal })) {
               const damage = checkPiece(metadata, file, pieces[index++]!, data);
               if (damage) {
                 throw new CheckpointError("corrupt", `${source.where} is damaged, nothing was copied: ${damage.problem}`, {
@@ -91,13 +95,21 @@ export async function copyCheckpoint(
           };
           const target = joinPath(destination.dir, names.get(file)!);
           written.push(target);
-          await withRetry(() => destination.storage.write(target, body(), { size: metadata.files[file]!.size, signal: options.signal }), {
-            signal: options.signal,
-          });
+          try {
+            await withRetry(() => destination.storage.write(target, body(), { size: metadata.files[file]!.size, signal }), { signal });
+          } catch (error) {
+            if (!stop.signal.aborted) {
+              firstFailure = error;
+              stop.abort(error);
+            }
+            throw error;
+          }
           bytes += metadata.files[file]!.size;
         }),
       ),
     );
+    const failed = settled.find((s) => s.status === "rejected");
+    if (failed) throw firstFailure ?? failed.reason;
     const files: Record<string, DataFileMetadata> = {};
     for (const [file, info] of Object.entries(metadata.files)) files[names.get(file)!] = info;
     const copied: CheckpointMetadata = {
