@@ -69,6 +69,9 @@ export async function checkpointMetadata(location: Location, signal?: AbortSigna
       const step = parseStep(object.path.split("/")[0] ?? "");
       if (step !== undefined && object.path.endsWith("/metadata.json")) steps.add(step);
     }
+    if (steps.size === 0 && error.code === "not_found") {
+      throw new CheckpointError("not_found", `no checkpoint at ${location.where}`, { cause: error, context: { path: location.where } });
+    }
     if (steps.size === 0) throw error;
     const list = [...steps].sort((a, b) => a - b);
     throw new CheckpointError(
