@@ -66,9 +66,11 @@ export async function tfjsModelEntries(
   for (const group of model.weightsManifest) {
     if (!Array.isArray(group?.paths) || !Array.isArray(group.weights)) throw invalidModel(where, "each weightsManifest group needs paths and weights");
     const files: { path: string; size: number }[] = [];
-    for (const path of group.paths) {
-      if (typeof path !== "string" || /^[a-z][a-z0-9+.-]*:/i.test(path) || path.startsWith("/") || path.split("/").includes("..")) {
-        throw invalidModel(where, `weight path ${JSON.stringify(path)} must be relative to the model.json, inside its directory`);
+    for (const raw of group.paths) {
+      // tfjs writes "./model.weights.bin"; "." segments are dropped, ".." and absolute paths refused.
+      const path = typeof raw === "string" ? raw.split("/").filter((p) => p !== ".").join("/") : "";
+      if (path === "" || /^[a-z][a-z0-9+.-]*:/i.test(path) || raw.startsWith("/") || path.split("/").includes("..")) {
+        throw invalidModel(where, `weight path ${JSON.stringify(raw)} must be relative to the model.json, inside its directory`);
       }
       const stat = await storage.stat(dir + path);
       if (!stat) throw new CheckpointError("not_found", `${where} names weight file ${path}, which does not exist beside it`, { context: { path: where } });
