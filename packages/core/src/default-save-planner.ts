@@ -1,6 +1,7 @@
+import { intersectBoxes } from "./box.js";
 import { byteSize, numel } from "./dtypes.js";
 import { CheckpointError } from "./errors.js";
-import type { Leaf } from "./flatten.js";
+import { type Leaf, leafBox } from "./flatten.js";
 import { type ValueEntry, encodeSpecialNumber } from "./metadata.js";
 import type { DataFilePlan, GlobalPlanContext, GlobalSavePlan, PlannedValue, SavePlan, SavePlanner, WriteItem } from "./save-planner.js";
 import { displayKey, pathId } from "./state-dict.js";
@@ -26,16 +27,9 @@ export class DefaultSavePlanner implements SavePlanner {
         return;
       }
       const dtype = leaf.kind === "tensor" ? leaf.dtype : "uint8";
-      const shape = leaf.kind === "tensor" ? leaf.shape : [leaf.data.byteLength];
-      items.push({
-        leafIndex,
-        key: leaf.path,
-        kind: leaf.kind,
-        dtype,
-        shape,
-        chunk: { offsets: shape.map(() => 0), sizes: shape },
-        byteLength: byteSize(dtype, shape),
-      });
+      const { globalShape, box } =
+        leaf.kind === "tensor" ? leafBox(leaf) : { globalShape: [leaf.data.byteLength], box: { offsets: [0], sizes: [leaf.data.byteLength] } };
+      items.push({ leafIndex, key: leaf.path, kind: leaf.kind, dtype, shape: globalShape, chunk: box, byteLength: byteSize(dtype, box.sizes) });
     });
     return { rank, items, values };
   }
@@ -61,6 +55,7 @@ export class DefaultSavePlanner implements SavePlanner {
         holders.set(id, holder);
       }
     }
+    checkCoverage(holders);
     const assigned = plans.map(() => [] as WriteItem[]);
     const load = plans.map(() => 0);
     const size = (holder: Map<number, WriteItem>): number => holder.values().next().value!.byteLength;
@@ -79,6 +74,45 @@ export class DefaultSavePlanner implements SavePlanner {
       files: assigned.map((items, rank) => spreadOverFiles(items, rank, context)),
       values: [...values.values()],
     };
+  }
+}
+
+/**
+ * The distinct chunks of every tensor must tile it: no two overlap (identical chunks are one
+ * replicated chunk) and together they hold every element, or the checkpoint could not be loaded.
+ */
+function checkCoverage(holders: ReadonlyMap<string, ReadonlyMap<number, WriteItem>>): void {
+  const byKey = new Map<string, { item: WriteItem; rank: number }[]>();
+  for (const holder of holders.values()) {
+    const [rank, item] = holder.entries().next().value!;
+    const chunks = byKey.get(pathId(item.key)) ?? [];
+    chunks.push({ item, rank });
+    byKey.set(pathId(item.key), chunks);
+  }
+  for (const chunks of byKey.values()) {
+    const { key, shape } = chunks[0]!.item;
+    const shard = (c: { item: WriteItem; rank: number }): string =>
+      `the shard at ${JSON.stringify(c.item.chunk.offsets)} of shape ${JSON.stringify(c.item.chunk.sizes)} (rank ${c.rank})`;
+    for (let i = 0; i < chunks.length; i++) {
+      for (let j = i + 1; j < chunks.length; j++) {
+        const overlap = intersectBoxes(chunks[i]!.item.chunk, chunks[j]!.item.chunk);
+        if (overlap && numel(overlap.sizes) > 0) {
+          throw new CheckpointError(
+            "invalid_argument",
+            `sharded tensor ${displayKey(key)}: ${shard(chunks[i]!)} overlaps ${shard(chunks[j]!)}; ranks must hold disjoint shards, or identical ones when replicated`,
+            { context: { key: displayKey(key) } },
+          );
+        }
+      }
+    }
+    const held = chunks.reduce((n, c) => n + numel(c.item.chunk.sizes), 0);
+    if (held !== numel(shape)) {
+      throw new CheckpointError(
+        "invalid_argument",
+        `sharded tensor ${displayKey(key)} of shape ${JSON.stringify(shape)}: the ranks' shards hold ${held} of its ${numel(shape)} elements; every element must be in some rank's shard`,
+        { context: { key: displayKey(key) } },
+      );
+    }
   }
 }
 

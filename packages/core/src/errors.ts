@@ -13,7 +13,9 @@ export type CheckpointErrorCode =
   | "unsupported_protocol"
   | "storage"
   | "cancelled"
-  | "timeout";
+  | "timeout"
+  /** A rank of the process group died, left, timed out or called other collectives: the group is broken. */
+  | "process_group";
 
 /** Where an error happened; every field is optional and only what is known is set. */
 export interface CheckpointErrorContext {

@@ -1,5 +1,7 @@
 import { type DType, type TypedArray, bytesOf, isDType, validateShape } from "./dtypes.js";
+import type { Box } from "./box.js";
 import { CheckpointError } from "./errors.js";
+import { type ShardedTensor, isShardedTensor, shardBoxes } from "./sharded-tensor.js";
 import {
   type HostTensor,
   type JsonPrimitive,
@@ -13,11 +15,34 @@ import {
   unsupportedDType,
 } from "./state-dict.js";
 
-/** A leaf of a state dict, classified. Containers and `Stateful`s never appear here. */
+/**
+ * A leaf of a state dict, classified. Containers and `Stateful`s never appear here. A tensor's
+ * `shape` is the shape of its data; a shard of a sharded tensor also says where it lies in
+ * the global tensor (`shard`), and a sharded tensor is one leaf per shard, all with its key.
+ */
 export type Leaf =
-  | { readonly kind: "tensor"; readonly path: KeyPath; readonly dtype: DType; readonly shape: readonly number[]; readonly source: TensorSource }
+  | {
+      readonly kind: "tensor";
+      readonly path: KeyPath;
+      readonly dtype: DType;
+      readonly shape: readonly number[];
+      readonly source: TensorSource;
+      readonly shard?: ShardPlacement;
+    }
   | { readonly kind: "bytes"; readonly path: KeyPath; readonly data: Uint8Array }
   | { readonly kind: "value"; readonly path: KeyPath; readonly value: JsonPrimitive | EmptyContainer };
+
+/** Where a shard lies in its global tensor. */
+export interface ShardPlacement {
+  readonly globalShape: readonly number[];
+  readonly offsets: readonly number[];
+}
+
+/** The global shape of a tensor leaf and the box of it that the leaf's data holds. */
+export function leafBox(leaf: Extract<Leaf, { kind: "tensor" }>): { globalShape: readonly number[]; box: Box } {
+  if (leaf.shard) return { globalShape: leaf.shard.globalShape, box: { offsets: leaf.shard.offsets, sizes: leaf.shape } };
+  return { globalShape: leaf.shape, box: { offsets: leaf.shape.map(() => 0), sizes: leaf.shape } };
+}
 
 /** An empty object or array has no leaves, so it is kept as a value to round-trip. */
 export type EmptyContainer = Record<string, never> | readonly never[];
@@ -32,6 +57,7 @@ const TFJS_DTYPES: Readonly<Record<string, DType>> = { float32: "float32", int32
 type Classified =
   | { readonly type: "leaf"; readonly leaf: Leaf }
   | { readonly type: "stateful"; readonly object: Stateful }
+  | { readonly type: "sharded"; readonly leaves: readonly Leaf[]; readonly sharded: ShardedTensor }
   | { readonly type: "container"; readonly entries: readonly [string | number, StateValue][]; readonly empty: EmptyContainer };
 
 function invalid(path: KeyPath, message: string): CheckpointError {
@@ -106,6 +132,7 @@ function classify(value: unknown, path: KeyPath): Classified {
     const tensor = { dtype: object.dtype, shape, data: object.data } as HostTensor;
     return { type: "leaf", leaf: { kind: "tensor", path, dtype: object.dtype, shape, source: { kind: "host", tensor } } };
   }
+  if (isShardedTensor(value)) return { type: "sharded", leaves: shardLeaves(value, path), sharded: value };
   if (isStateful(value)) return { type: "stateful", object: value };
   if (Array.isArray(value)) {
     const entries: [number, StateValue][] = [];
@@ -124,6 +151,20 @@ function classify(value: unknown, path: KeyPath): Classified {
     path,
     `a ${name} instance is not a state dict value; convert it to plain data, or give it stateDict() and loadStateDict() (Stateful)`,
   );
+}
+
+/** One tensor leaf per shard, each checked like any tensor and against the sharded tensor's dtype. */
+function shardLeaves(sharded: ShardedTensor, path: KeyPath): Leaf[] {
+  const boxes = shardBoxes(sharded, `state dict key ${displayKey(path)}`);
+  return sharded.shards.map((shard, i) => {
+    const classified = classify(shard.tensor, path);
+    if (classified.type !== "leaf" || classified.leaf.kind !== "tensor") {
+      throw invalid(path, `shard ${i} must hold a host tensor or a tfjs tensor`);
+    }
+    const leaf = classified.leaf;
+    if (leaf.dtype !== sharded.dtype) throw invalid(path, `shard ${i} is ${leaf.dtype} but the sharded tensor is ${sharded.dtype}`);
+    return { ...leaf, shard: { globalShape: sharded.shape, offsets: boxes[i]!.offsets } };
+  });
 }
 
 /** A `Stateful` met while flattening a load target: after its leaves are filled, `loadStateDict(target)` is called. */
@@ -162,6 +203,15 @@ async function walk(
     const classified = classify(value, path);
     if (classified.type === "leaf") {
       onLeaf(classified.leaf, replace);
+      return;
+    }
+    if (classified.type === "sharded") {
+      const { shards } = classified.sharded;
+      classified.leaves.forEach((leaf, i) => {
+        onLeaf(leaf, (replacement) => {
+          shards[i] = { offsets: shards[i]!.offsets, tensor: replacement as TensorLike };
+        });
+      });
       return;
     }
     const object = value as object;

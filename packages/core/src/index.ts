@@ -25,7 +25,8 @@ export {
   displayKey,
   pathId,
 } from "./state-dict.js";
-export { type Leaf, type TensorSource, flattenStateDict, tensorBytes, isTensorLike, isStateful } from "./flatten.js";
+export { type Shard, type ShardedTensor, shardedTensor, isShardedTensor } from "./sharded-tensor.js";
+export { type Leaf, type TensorSource, type ShardPlacement, leafBox, flattenStateDict, tensorBytes, isTensorLike, isStateful } from "./flatten.js";
 export { crc32c, blockChecksums } from "./crc32c.js";
 export { layoutSafetensors, parseSafetensorsHeader, type SafetensorsTensor, type SafetensorsLayout, type ParsedSafetensorsHeader } from "./safetensors.js";
 export {
@@ -59,7 +60,10 @@ export {
 } from "./storage/storage-adapter.js";
 export { type StorageFactory, type StorageOptions, registerStorage, registeredProtocols, knownProtocols, openStorage, storageUrl, redactUrl } from "./storage/storage-registry.js";
 export { type RetryPolicy, type RetryOptions, DEFAULT_RETRY_POLICY, TRANSIENT_NETWORK_CODES, withRetry, isTransient, sleep } from "./retry.js";
-export { type ProcessGroup, SingleProcessGroup } from "./process-group.js";
+export { type ProcessGroup, type CoordinatedProcessGroup, SingleProcessGroup, isCoordinated } from "./process-group.js";
+export { type TcpProcessGroupOptions, TcpProcessGroup } from "./tcp-process-group.js";
+export { type InitProcessGroupOptions, type InitializedProcessGroup, initProcessGroup } from "./init-process-group.js";
+export { type LaunchOptions, type LaunchResult, launchRanks, parseLaunchArgs, freePort } from "./launch-ranks.js";
 export { type CheckpointOptions, type OpenedCheckpoint, openCheckpoint } from "./checkpoint-location.js";
 export { type SavePlanner, type SavePlan, type WriteItem, type PlannedValue, type DataFilePlan, type GlobalSavePlan, type GlobalPlanContext } from "./save-planner.js";
 export { DefaultSavePlanner } from "./default-save-planner.js";

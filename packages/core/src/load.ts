@@ -4,7 +4,7 @@ import { DefaultLoadPlanner } from "./default-load-planner.js";
 import { type DType, allocate, bytesOf, itemSize, numel } from "./dtypes.js";
 import { CheckpointError, isCheckpointError, throwIfAborted } from "./errors.js";
 import { readRanges } from "./read-ranges.js";
-import { type FlattenedTarget, type Leaf, flattenTarget, tfjsDType } from "./flatten.js";
+import { type FlattenedTarget, type Leaf, flattenTarget, leafBox, tfjsDType } from "./flatten.js";
 import type { LoadPlanner, LoadRequest } from "./load-planner.js";
 import { type CheckpointMetadata, METADATA_FILE, parseMetadata, valueOf } from "./metadata.js";
 import { withRetry } from "./retry.js";
@@ -183,13 +183,14 @@ function targetDestinations(flattened: FlattenedTarget, metadata: CheckpointMeta
       return { request, box: fullBox([data.byteLength]), buffer: data, finish: () => replace(data) };
     }
     const { source, dtype, shape } = leaf;
+    const { box } = leafBox(leaf);
     if (source.kind === "host") {
-      return { request, box: fullBox(shape), buffer: bytesOf(source.tensor.data), finish: () => undefined };
+      return { request, box, buffer: bytesOf(source.tensor.data), finish: () => undefined };
     }
     const host = allocate(dtype, numel(shape));
     return {
       request,
-      box: fullBox(shape),
+      box,
       buffer: bytesOf(host),
       finish: () => {
         const fresh = tf!.tensor(host, [...shape], source.tensor.dtype);
@@ -208,7 +209,8 @@ function requestFor(leaf: Leaf): LoadRequest {
   if (leaf.kind === "value") return { key: leaf.path, kind: "value" };
   if (leaf.kind === "bytes") return { key: leaf.path, kind: "bytes" };
   const dtype: DType = leaf.source.kind === "tfjs" ? tfjsDType(leaf.source.tensor, leaf.path) : leaf.dtype;
-  return { key: leaf.path, kind: "tensor", dtype, shape: leaf.shape, box: fullBox(leaf.shape) };
+  const { globalShape, box } = leafBox(leaf);
+  return { key: leaf.path, kind: "tensor", dtype, shape: globalShape, box };
 }
 
 /** Destinations for every entry of a checkpoint, built into `root` as nested objects and arrays. */

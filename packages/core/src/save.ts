@@ -141,18 +141,25 @@ export async function writeAndCommit(
     const e = error instanceof CheckpointError ? error : new CheckpointError("storage", (error as Error).message, { cause: error });
     outcome = { ok: false, code: e.code, message: e.message };
   }
-  const outcomes = await group.allGather(outcome);
+  let outcomes: RankOutcome[];
   let commit: { ok: true; entries: number } | { ok: false; code: CheckpointError["code"]; message: string };
-  if (group.rank === 0) {
-    try {
-      commit = await commitOnCoordinator(outcomes, prepared, location, options, blockSize);
-    } catch (error) {
-      const e = error instanceof CheckpointError ? error : new CheckpointError("storage", (error as Error).message, { cause: error });
-      commit = { ok: false, code: e.code, message: e.message };
+  try {
+    outcomes = await group.allGather(outcome);
+    if (group.rank === 0) {
+      try {
+        commit = await commitOnCoordinator(outcomes, prepared, location, options, blockSize);
+      } catch (error) {
+        const e = error instanceof CheckpointError ? error : new CheckpointError("storage", (error as Error).message, { cause: error });
+        commit = { ok: false, code: e.code, message: e.message };
+      }
+      commit = await group.broadcast(commit);
+    } else {
+      commit = await group.broadcast<typeof commit>(undefined);
     }
-    commit = await group.broadcast(commit);
-  } else {
-    commit = await group.broadcast<typeof commit>(undefined);
+  } catch (error) {
+    // The process group broke (a rank died or timed out): nobody can commit this attempt, so its files go.
+    await removeFiles(location, prepared.myFiles);
+    throw error;
   }
   if (!commit.ok) {
     await removeFiles(location, prepared.myFiles);

@@ -10,6 +10,7 @@ import {
   validateShape,
 } from "./dtypes.js";
 import { CheckpointError } from "./errors.js";
+import type { ShardedTensor } from "./sharded-tensor.js";
 
 /**
  * A key path: the keys from the state dict's root to a leaf. Strings are object keys,
@@ -56,6 +57,7 @@ export interface Stateful {
 
 export type StateValue =
   | TensorLike
+  | ShardedTensor
   | HostTensor
   | Uint8Array
   | JsonPrimitive

@@ -1,4 +1,4 @@
-import { CheckpointError, type LoadOptions, type SaveOptions, type StagingStrategy, type StorageOptions } from "@cairn/core";
+import { CheckpointError, type LoadOptions, type ProcessGroup, type SaveOptions, type StagingStrategy, type StorageOptions, isCoordinated } from "@cairn/core";
 import type { PreemptionSource, SignalTarget } from "./preemption.js";
 import type { RetentionOptions } from "./retention-policy.js";
 
@@ -31,6 +31,12 @@ export interface CheckpointManagerOptions extends RetentionOptions {
   readonly preemptionSignals?: readonly NodeJS.Signals[];
   /** More notice sources, such as `MetadataPreemptionSource.gce()`. */
   readonly preemptionSources?: readonly PreemptionSource[];
+  /**
+   * The job's ranks (from `initProcessGroup()`); every rank constructs a manager with it and
+   * calls the same saves. Rank 0 commits and applies retention; a preemption notice on any rank
+   * makes every rank save at one agreed step. The storage must be shared by all ranks.
+   */
+  readonly processGroup?: ProcessGroup;
   /** Where signals are listened for (default `process`); injected so tests send signals without a real one. */
   readonly signalTarget?: SignalTarget;
 }
@@ -69,6 +75,13 @@ export function checkOptions(options: CheckpointManagerOptions): void {
   if (options.bestMode !== undefined && options.bestFn === undefined) fail("bestMode", "given together with bestFn", options.bestMode);
   if (options.readOnly !== undefined && typeof options.readOnly !== "boolean") fail("readOnly", "a boolean", options.readOnly);
   if (options.now !== undefined && typeof options.now !== "function") fail("now", "a function returning ms since the epoch", options.now);
+  const group = options.processGroup;
+  if (group !== undefined) {
+    if (typeof group !== "object" || group === null || typeof group.allGather !== "function") fail("processGroup", "a ProcessGroup (from initProcessGroup())", group);
+    if (group.worldSize > 1 && !isCoordinated(group)) {
+      fail("processGroup", "a group with group(tag), post and on (as initProcessGroup() returns) when worldSize > 1", "a plain ProcessGroup");
+    }
+  }
   for (const name of ["storageOptions", "save", "load"] as const) {
     const value = options[name];
     if (value !== undefined && (typeof value !== "object" || value === null)) fail(name, "an object", value);

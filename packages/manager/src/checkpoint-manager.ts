@@ -1,10 +1,13 @@
 import {
   CheckpointError,
+  type CoordinatedProcessGroup,
   type LoadOptions,
   type LoadResult,
+  type ProcessGroup,
   type SaveResult,
   type StateDict,
   type StorageAdapter,
+  SingleProcessGroup,
   StagingPool,
   asyncSave,
   knownProtocols,
@@ -22,6 +25,9 @@ import { checkStep, stepDir } from "./step-naming.js";
 import { type StepMetadata, StepStore } from "./step-store.js";
 
 export type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
+
+/** The topic a preemption notice is posted on, and the tag of the one collective that agrees on its step. */
+const PREEMPTION_TOPIC = "cairn/preemption";
 export type { StepMetadata } from "./step-store.js";
 
 /** Per-call options of `save` and `saveAsync`. */
@@ -61,10 +67,16 @@ export class CheckpointManager {
   /** Steps staged but not yet committed or failed, with the promise that settles when they are. */
   readonly #pending = new Map<number, Promise<void>>();
   readonly #preemptionSources: PreemptionSource[] = [];
+  readonly #group: CoordinatedProcessGroup;
+  readonly #unsubscribe: () => void;
   #store: Promise<StepStore> | undefined;
   #background: Promise<void> = Promise.resolve();
   #backgroundError: unknown;
   #preemptionNotice: string | undefined;
+  /** Several ranks only: the agreement on the preemption step, its result, and the last step this rank entered. */
+  #agreement: Promise<number> | undefined;
+  #preemptionTarget: number | undefined;
+  #lastStep = -1;
   #preemptionStep: number | undefined;
   #closed = false;
 
@@ -81,6 +93,13 @@ export class CheckpointManager {
     } else if (typeof location?.read !== "function") {
       throw new CheckpointError("invalid_argument", "the checkpoint location must be a URL, a path or a StorageAdapter");
     }
+    this.#group = (options.processGroup as CoordinatedProcessGroup | undefined) ?? new SingleProcessGroup();
+    if (this.#group.worldSize > 1 && typeof location === "string" && storageUrl(location).protocol === "memory:") {
+      throw new CheckpointError(
+        "invalid_argument",
+        `memory:// storage lives in one process, but the process group has ${this.#group.worldSize} ranks; use storage every rank shares (file:// on a shared filesystem, s3://, gs://)`,
+      );
+    }
     this.#location = location;
     this.saveInterval = saveInterval;
     this.#options = options;
@@ -88,8 +107,10 @@ export class CheckpointManager {
     this.#uploads = new PQueue({ concurrency: options.maxPendingAsync ?? 1 });
     if ((options.checkpointOnPreemption ?? true) && !options.readOnly) {
       this.#preemptionSources.push(new SignalPreemptionSource(options.preemptionSignals ?? ["SIGTERM"], options.signalTarget), ...(options.preemptionSources ?? []));
-      for (const source of this.#preemptionSources) source.start((reason) => this.#onPreemption(reason));
+      for (const source of this.#preemptionSources) source.start((reason) => this.#group.post(PREEMPTION_TOPIC, { reason }));
     }
+    // A notice on any rank reaches every rank through the group (alone: from this process).
+    this.#unsubscribe = this.#group.on(PREEMPTION_TOPIC, (value, from) => this.#onPreemption((value as { reason: string }).reason, from));
   }
 
   /** Subscribes to `staged`, `committed`, `error` or `preemption`; returns the unsubscribe function. */
@@ -97,9 +118,12 @@ export class CheckpointManager {
     return this.#events.on(event, listener);
   }
 
-  /** Whether `save(step)` would save: every `saveInterval` steps, and once after a preemption notice. */
+  /**
+   * Whether `save(step)` would save: every `saveInterval` steps, and once after a preemption
+   * notice (with several ranks: at the agreed step, or when this call must join the agreement).
+   */
   shouldSave(step: number): boolean {
-    return checkStep(step) % this.saveInterval === 0 || this.#preemptionPending();
+    return checkStep(step) % this.saveInterval === 0 || (this.#preemptionPending() && (this.#group.worldSize === 1 || (this.#preemptionTarget ?? step) === step));
   }
 
   /** True once a preemption notice arrived and its checkpoint is committed at `step` or before: stop training. */
@@ -153,7 +177,7 @@ export class CheckpointManager {
     this.#throwBackgroundError();
     const store = await this.#open();
     await store.requireCommitted(step);
-    const where = { ...this.#options.load, ...options, storage: store.storage, path: stepDir(step) };
+    const where = { ...this.#options.load, ...options, storage: store.storage, path: stepDir(step), processGroup: this.#group };
     return target === undefined ? load(where) : load(target, where);
   }
 
@@ -174,6 +198,7 @@ export class CheckpointManager {
   async close(): Promise<void> {
     if (this.#closed) return;
     for (const source of this.#preemptionSources) source.stop();
+    this.#unsubscribe();
     try {
       await this.join();
     } finally {
@@ -186,8 +211,19 @@ export class CheckpointManager {
 
   async #save(step: number, stateDict: StateDict, options: SaveStepOptions, background: boolean): Promise<boolean> {
     checkStep(step);
+    this.#lastStep = step;
     this.#throwBackgroundError();
-    const forPreemption = this.#preemptionPending();
+    if (this.#agreement && this.#preemptionTarget === undefined) {
+      this.#preemptionTarget = await this.#agreement;
+      if (step > this.#preemptionTarget) {
+        throw new CheckpointError(
+          "invalid_argument",
+          `the ranks agreed to checkpoint for preemption at step ${this.#preemptionTarget}, but this rank is already at step ${step}; with a process group, call save or saveAsync at every step`,
+          { context: { step } },
+        );
+      }
+    }
+    const forPreemption = this.#preemptionPending() && (this.#group.worldSize === 1 || this.#preemptionTarget === step);
     if (!(step % this.saveInterval === 0 || options.force || forPreemption)) return false;
     this.#checkWritable("save");
     const store = await this.#open();
@@ -203,13 +239,15 @@ export class CheckpointManager {
       if (!options.overwrite) {
         throw new CheckpointError("already_exists", `step ${step} is already committed under ${store.storage.root}; pass { overwrite: true } to replace it`, { context: { step } });
       }
-      await store.deleteStep(step);
+      if (this.#group.rank === 0) await store.deleteStep(step);
     }
     const savedAt = new Date(this.#now()).toISOString();
     const metadata = { step, savedAt, metrics: options.metrics ?? {}, metadata: options.metadata ?? {} };
-    const where = { ...this.#options.save, storage: store.storage, path: stepDir(step), metadata };
+    // Each step's collectives get their own tag: with several saves in flight they need no order between them.
+    const group = this.#group.group(`step/${step}`);
+    const where = { ...this.#options.save, storage: store.storage, path: stepDir(step), metadata, processGroup: group };
     if (!background) {
-      this.#committed(store, step, savedAt, metadata.metrics, await save(stateDict, where));
+      await this.#committed(store, step, savedAt, metadata.metrics, await save(stateDict, where), group);
     } else {
       const { staged, done } = await asyncSave(stateDict, {
         ...where,
@@ -220,7 +258,7 @@ export class CheckpointManager {
       const info = await staged;
       this.#events.emit("staged", { step, bytes: info.bytes, seconds: info.seconds });
       const settled = done.then(
-        (result) => this.#committed(store, step, savedAt, metadata.metrics, result),
+        (result) => this.#committed(store, step, savedAt, metadata.metrics, result, group),
         (error: unknown) => {
           this.#backgroundError ??= error;
           this.#events.emit("error", { step, error });
@@ -237,25 +275,59 @@ export class CheckpointManager {
     return true;
   }
 
-  #committed(store: StepStore, step: number, savedAt: string, metrics: Readonly<Record<string, number>>, result: SaveResult): void {
+  /**
+   * After a commit: alone, retention runs in the background. With several ranks, rank 0 applies
+   * it and every rank waits for that (a barrier of the step's own group), so when a save is
+   * done on any rank, `allSteps()` reads the same steps there as on every other rank.
+   */
+  async #committed(
+    store: StepStore,
+    step: number,
+    savedAt: string,
+    metrics: Readonly<Record<string, number>>,
+    result: SaveResult,
+    group: ProcessGroup,
+  ): Promise<void> {
     store.remember({ step, time: Date.parse(savedAt), metrics });
     this.#events.emit("committed", { step, bytes: result.bytes, seconds: result.seconds });
-    this.#background = this.#background
-      .then(() => store.applyRetention(this.#options, this.#options.leftoverAgeMs ?? 24 * 3600 * 1000, this.#now(), new Set(this.#pending.keys())))
-      .then(
-        () => undefined,
-        (error: unknown) => {
-          this.#backgroundError ??= error;
-          this.#events.emit("error", { error });
-        },
-      );
+    const retention = this.#background.then(() =>
+      this.#group.rank === 0
+        ? store.applyRetention(this.#options, this.#options.leftoverAgeMs ?? 24 * 3600 * 1000, this.#now(), new Set(this.#pending.keys()))
+        : undefined,
+    );
+    const reported = retention.then(
+      () => undefined,
+      (error: unknown) => {
+        this.#backgroundError ??= error;
+        this.#events.emit("error", { error });
+      },
+    );
+    if (this.#group.worldSize === 1) {
+      this.#background = reported;
+      return;
+    }
+    this.#background = reported.then(() => group.barrier());
+    await this.#background;
   }
 
-  #onPreemption(reason: string): void {
+  /**
+   * Alone, the next save is the preemption checkpoint. With several ranks, each reports the
+   * last step it entered as soon as the notice arrives, from here rather than from the training
+   * loop (so no rank's loop waits on another's), and the step after the latest of them is where
+   * every rank saves: no rank can have passed it, as each waits for the answer at its next step.
+   */
+  #onPreemption(reason: string, from: number): void {
     if (this.#preemptionNotice !== undefined) return;
-    // With several ranks, the distributed process group agrees on the step; alone, the next save is it.
     this.#preemptionNotice = reason;
-    this.#events.emit("preemption", { reason });
+    if (this.#group.worldSize > 1) {
+      this.#agreement = this.#group
+        .group(PREEMPTION_TOPIC)
+        .allGather(this.#lastStep)
+        .then((steps) => Math.max(...steps) + 1);
+      // Awaited by the next save; marked handled so a broken group is reported there, not as unhandled.
+      this.#agreement.catch(() => undefined);
+    }
+    this.#events.emit("preemption", { reason: this.#group.worldSize > 1 ? `${reason} (on rank ${from})` : reason });
   }
 
   #preemptionPending(): boolean {
