@@ -4,6 +4,7 @@
 // "@cairn/source" export condition, exactly what `spawnTypeScript` and vitest do, so no build
 // is needed. A published install without tsx runs the built `dist/`.
 import { register } from "node:module";
+import process from "node:process";
 
 function tsxApi() {
   try {

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { readFile, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { type HostTensor, type StateDict, DTYPE_NAMES, hostTensor, load, readMetadata, safetensorsDType, save } from "@cairn/core";
+import { type HostTensor, type StateDict, DTYPE_NAMES, hostTensor, load, readMetadata, safetensorsDType, save, shardedTensor } from "@cairn/core";
 import { describe, expect, it } from "vitest";
 import { CheckpointReader } from "../src/checkpoint-reader.js";
 import { exportSafetensors } from "../src/safetensors-file.js";
@@ -124,6 +124,29 @@ describe("export and import", () => {
       expect(reads).toBeGreaterThan(20);
     });
     check(new Uint8Array(await readFile(join(dir, "pieces.safetensors"))));
+  });
+
+  it("exports a checkpoint saved by core's save with column- and block-sharded tensors as whole tensors", async () => {
+    const dir = await tempDir();
+    const shape = [9, 10];
+    const global = pattern(9 * 10 * 4, 77);
+    const shards = (boxes: ReturnType<typeof gridBoxes>) =>
+      boxes.map((box) => {
+        const t = hostTensor("float32", box.sizes);
+        new Uint8Array(t.data.buffer).set(sliceBox(global, shape, 4, box));
+        return { offsets: box.offsets, tensor: t };
+      });
+    await save(
+      { columns: shardedTensor("float32", shape, shards(gridBoxes(shape, [1, 3]))), blocks: shardedTensor("float32", shape, shards(gridBoxes(shape, [2, 2]))) },
+      { checkpointId: join(dir, "ckpt"), blockSize: 32 },
+    );
+    const metadata = await readMetadata(join(dir, "ckpt"));
+    expect(metadata.entries.map((e) => (e.kind === "value" ? 0 : e.chunks.length))).toEqual([3, 4]);
+    const run = await cairn(["export", join(dir, "ckpt"), join(dir, "out.safetensors")]);
+    expect(run.code, run.stderr).toBe(0);
+    const { tensors } = readSafetensorsSpec(new Uint8Array(await readFile(join(dir, "out.safetensors"))));
+    expect(tensors.get("columns")).toMatchObject({ dtype: "F32", shape, bytes: global });
+    expect(tensors.get("blocks")).toMatchObject({ dtype: "F32", shape, bytes: global });
   });
 
   it("refuses to export a sharded checkpoint with a flipped byte: exit 3, the key named, no file written", async () => {

@@ -90,7 +90,9 @@ describe("memory:// in this process (runCli, for what a shell cannot set up)", (
     new Uint8Array(t.data.buffer).set(pattern(1024, 3));
     await save({ w: t, other: hostTensor("int32", [4]) }, { checkpointId: "memory://inproc/ckpt", blockSize: 256 });
     const metadata = await readMetadata("memory://inproc/ckpt");
-    const chunk = (metadata.entries[0] as { chunks: { file: string; byteOffset: number }[] }).chunks[0]!;
+    const entry = metadata.entries[0]!;
+    if (entry.kind !== "tensor") throw new Error("w is a tensor");
+    const chunk = entry.chunks[0]!;
     const path = `/inproc/ckpt/${chunk.file}`;
     const bytes = memoryVolume().readFileSync(path) as Buffer;
     bytes[chunk.byteOffset + 700]! ^= 0x80;
