@@ -1,10 +1,11 @@
 import { existsSync } from "node:fs";
 import { readFile, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { type HostTensor, type StateDict, DTYPE_NAMES, hostTensor, load, readMetadata, safetensorsDType, save, shardedTensor } from "@cairn/core";
+import { type HostTensor, type StateDict, type StorageAdapter, DTYPE_NAMES, hostTensor, load, readMetadata, safetensorsDType, save, shardedTensor } from "@cairn/core";
 import { describe, expect, it } from "vitest";
 import { CheckpointReader } from "../src/checkpoint-reader.js";
-import { exportSafetensors } from "../src/safetensors-file.js";
+import { exportSafetensors, readSafetensorsHeader, safetensorsEntries } from "../src/safetensors-file.js";
+import { writeCheckpoint } from "../src/write-checkpoint.js";
 import { cairn, gridBoxes, jsonLines, pattern, sliceBox, tempDir, withStorage, writeShardedCheckpoint } from "./helpers.js";
 import { readSafetensorsSpec, writeSafetensorsSpec } from "./safetensors-reader.js";
 
@@ -165,6 +166,53 @@ describe("export and import", () => {
     expect(run.stderr).toMatch(/^cairn export: checksum mismatch in .* for columns/);
     expect(run.stderr.trim().split("\n")).toHaveLength(1);
     expect((await readdir(dir)).filter((f) => f.includes("out"))).toEqual([]);
+  });
+
+  it("streams: export and import never read or write more than a piece (plus two checksum blocks) at once", async () => {
+    const url = `memory://stream-${process.pid}`;
+    const t = hostTensor("float32", [1024, 1024]);
+    new Uint8Array(t.data.buffer).set(pattern(4 << 20, 11));
+    await save({ big: t }, { checkpointId: `${url}/ckpt`, blockSize: 64 << 10 });
+    const largest = { read: 0, write: 0 };
+    /** The memory adapter, recording the largest range read and the largest piece of a streamed write. */
+    const recording = (storage: StorageAdapter): StorageAdapter => ({
+      protocol: storage.protocol,
+      root: storage.root,
+      read: async (path, range, options) => {
+        const data = await storage.read(path, range, options);
+        largest.read = Math.max(largest.read, data.byteLength);
+        return data;
+      },
+      write: (path, body, options) => {
+        if (body instanceof Uint8Array) return storage.write(path, body, options);
+        return storage.write(path, (async function* () {
+          for await (const piece of body) {
+            largest.write = Math.max(largest.write, piece.byteLength);
+            yield piece;
+          }
+        })(), options);
+      },
+      stat: (path) => storage.stat(path),
+      list: (prefix) => storage.list(prefix),
+      delete: (path) => storage.delete(path),
+      close: () => storage.close(),
+    });
+    await withStorage(`${url}/ckpt`, async (source) => {
+      const reader = new CheckpointReader(recording(source), "", await readMetadata({ storage: source, path: "" }));
+      await withStorage(url, (out) => exportSafetensors(reader, { storage: recording(out), name: "big.safetensors" }, { readBytes: 256 << 10 }));
+    });
+    expect(largest.read).toBeLessThanOrEqual((256 + 2 * 64) << 10);
+    expect(largest.write).toBeLessThanOrEqual(256 << 10);
+    largest.read = largest.write = 0;
+    await withStorage(url, async (storage) => {
+      const file = await readSafetensorsHeader(recording(storage), "big.safetensors", "big.safetensors");
+      const { entries, user } = safetensorsEntries(recording(storage), "big.safetensors", file, "big.safetensors");
+      await writeCheckpoint(recording(storage), "again", entries, { user, readBytes: 256 << 10, blockSize: 64 << 10 });
+    });
+    expect(largest.read).toBeLessThanOrEqual(256 << 10);
+    expect(largest.write).toBeLessThanOrEqual(256 << 10);
+    const back = (await load(`${url}/again`)) as { big: HostTensor };
+    expect(Buffer.compare(bytesOf(back.big), bytesOf(t))).toBe(0);
   });
 
   it("imports a foreign safetensors file with dotted torch names as nested keys", async () => {
