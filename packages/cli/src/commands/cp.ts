@@ -1,0 +1,37 @@
+import type { CommandSpec } from "../command.js";
+import { copyCheckpoint } from "../copy-checkpoint.js";
+import { formatBytes } from "../progress-bar.js";
+import { dataBytes, withCheckpoint, withLocation } from "./open.js";
+
+export const cpCommand: CommandSpec = {
+  name: "cp",
+  args: "<src> <dst>",
+  summary: "copy a checkpoint between storages (file ↔ memory ↔ s3 ↔ gs), verified, committed last",
+  help: [
+    "Streams every data file, checking each byte against the source's CRC32C checksums on the way (a damaged source is never copied), reads the copy back and checks it, then writes metadata.json last with an atomic create: the copy is committed only once complete. On failure the copy's files are removed.",
+    "The copy's data files get new names unique to this copy; everything else in metadata.json (entries, checksums, createdAt, user metadata) is the source's.",
+  ],
+  options: {
+    "no-read-back": { type: "boolean", help: "skip reading the copy back before committing (the bytes sent are still checked)" },
+  },
+  minArgs: 2,
+  maxArgs: 2,
+  async run(context, [src, dst], options) {
+    return withCheckpoint(context, src!, (source, metadata) =>
+      withLocation(context, dst!, async (destination) => {
+        const readBack = options["no-read-back"] !== true;
+        const progress = context.progress("copying", dataBytes(metadata) * (readBack ? 2 : 1));
+        const result = await copyCheckpoint(
+          { storage: source.storage, dir: "", metadata, where: source.where },
+          { storage: destination.storage, dir: "", where: destination.where },
+          { signal: context.signal, readBack, onWrite: (n) => progress.advance(n), onReadBack: (n) => progress.advance(n) },
+        );
+        progress.finish();
+        context.result(
+          { source: source.where, destination: destination.where, files: result.files, bytes: result.bytes, readBack },
+          `copied ${source.where} to ${destination.where}: ${result.files} data files, ${formatBytes(result.bytes)}${readBack ? ", read back and verified" : ""}`,
+        );
+      }),
+    );
+  },
+};

@@ -1,0 +1,43 @@
+import type { CommandSpec } from "../command.js";
+import { integerOption } from "../command.js";
+import { formatBytes } from "../progress-bar.js";
+import { readSafetensorsHeader, safetensorsEntries } from "../safetensors-file.js";
+import { writeCheckpoint } from "../write-checkpoint.js";
+import { withFile, withLocation } from "./open.js";
+
+export const importCommand: CommandSpec = {
+  name: "import",
+  args: "<file.safetensors> <checkpoint>",
+  summary: "make a checkpoint from a safetensors file (the reverse of export)",
+  help: [
+    "A file written by cairn export comes back exactly: key paths, blobs, inline values and user metadata. Any other safetensors file's tensors are keyed by their names split at dots (model.layers.0.weight → model / layers / 0 / weight), as torch names them.",
+    "Streamed with bounded memory: each tensor is read from the file in ranges, checksummed and written; metadata.json is written last, so the checkpoint is committed only when complete.",
+  ],
+  options: {
+    "block-size": { type: "string", value: "<bytes>", help: "bytes per CRC32C block (default 1048576)" },
+  },
+  minArgs: 2,
+  maxArgs: 2,
+  async run(context, [file, url], options) {
+    const blockSize = integerOption(options, "block-size");
+    return withFile(context, file!, (input) =>
+      withLocation(context, url!, async (location) => {
+        const header = await readSafetensorsHeader(input.storage, input.name, input.where);
+        const total = header.tensors.reduce((n, t) => n + t.end - t.begin, 0);
+        const progress = context.progress("importing", total);
+        const { entries, user } = safetensorsEntries(input.storage, input.name, header, input.where);
+        const result = await writeCheckpoint(location.storage, "", entries, {
+          user,
+          signal: context.signal,
+          onWrite: (n) => progress.advance(n),
+          ...(blockSize ? { blockSize } : {}),
+        });
+        progress.finish();
+        context.result(
+          { file: input.where, checkpoint: location.where, entries: result.entries, files: result.files, bytes: result.bytes },
+          `imported ${input.where} into ${location.where}: ${result.entries} entries, ${formatBytes(result.bytes)}`,
+        );
+      }),
+    );
+  },
+};

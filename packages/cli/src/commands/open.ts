@@ -1,0 +1,38 @@
+import type { CheckpointMetadata } from "@cairn/core";
+import type { CommandContext } from "../command.js";
+import { type Location, checkpointMetadata, openFileLocation, openLocation } from "../location.js";
+
+/** Runs `use` with a location opened for the command, closed afterwards whatever happens. */
+export async function withLocation<T>(context: CommandContext, url: string, use: (location: Location) => Promise<T>): Promise<T> {
+  const location = await openLocation(url, context.storageOptions);
+  try {
+    return await use(location);
+  } finally {
+    await location.close();
+  }
+}
+
+export async function withFile<T>(context: CommandContext, url: string, use: (location: Location & { name: string }) => Promise<T>): Promise<T> {
+  const location = await openFileLocation(url, context.storageOptions);
+  try {
+    return await use(location);
+  } finally {
+    await location.close();
+  }
+}
+
+/** Runs `use` with a committed checkpoint's location and metadata. */
+export function withCheckpoint<T>(context: CommandContext, url: string, use: (location: Location, metadata: CheckpointMetadata) => Promise<T>): Promise<T> {
+  return withLocation(context, url, async (location) => use(location, await checkpointMetadata(location, context.signal)));
+}
+
+/** Total bytes of a checkpoint's data files. */
+export function dataBytes(metadata: CheckpointMetadata): number {
+  return Object.values(metadata.files).reduce((n, f) => n + f.size, 0);
+}
+
+/** Rows as aligned columns, the first row a header. */
+export function table(rows: readonly (readonly string[])[]): string {
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? "").length)));
+  return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join("  ").trimEnd()).join("\n");
+}

@@ -1,0 +1,45 @@
+import { CheckpointError, METADATA_FILE } from "@cairn/core";
+import { parseStep } from "@cairn/manager";
+import { UsageError, type CommandSpec } from "../command.js";
+import { checkpointMetadata } from "../location.js";
+import { removeSteps } from "../steps.js";
+import { withLocation } from "./open.js";
+
+export const rmCommand: CommandSpec = {
+  name: "rm",
+  args: "<checkpoint> | <root> <step>...",
+  summary: "delete a checkpoint, or steps under a CheckpointManager root",
+  help: [
+    "cairn rm <root> <step>... deletes those steps, committed or leftovers, as the manager does: metadata.json first, so an interrupted delete leaves an uncommitted leftover (never a damaged committed step), which cairn gc removes.",
+    "cairn rm <checkpoint> deletes one committed checkpoint: its metadata.json, then the data files it lists; other files there are left alone.",
+  ],
+  minArgs: 1,
+  maxArgs: Infinity,
+  async run(context, [url, ...stepArgs]) {
+    const steps = stepArgs.map((s) => {
+      const step = parseStep(s);
+      if (step === undefined) throw new UsageError(`steps are non-negative decimal integers, got ${JSON.stringify(s)}`);
+      return step;
+    });
+    return withLocation(context, url!, async (location) => {
+      if (steps.length > 0) {
+        await removeSteps(location.storage, steps);
+        context.result({ root: location.where, deleted: steps }, `deleted step${steps.length === 1 ? "" : "s"} ${steps.join(", ")} under ${location.where}`);
+        return;
+      }
+      const metadata = await checkpointMetadata(location, context.signal).catch((error: unknown) => {
+        if (error instanceof CheckpointError && (error.code === "not_found" || error.code === "not_committed")) {
+          throw new CheckpointError(error.code, `${error.message}; to delete steps name them (cairn rm <root> <step>...); leftovers go with cairn gc <root>`, {
+            cause: error,
+            context: error.context,
+          });
+        }
+        throw error;
+      });
+      await location.storage.delete(METADATA_FILE);
+      const files = Object.keys(metadata.files);
+      await Promise.all(files.map((f) => location.storage.delete(f)));
+      context.result({ checkpoint: location.where, deleted: [METADATA_FILE, ...files] }, `deleted ${location.where} (${files.length} data files)`);
+    });
+  },
+};

@@ -1,0 +1,56 @@
+import type { CommandSpec } from "../command.js";
+import { CheckpointReader } from "../checkpoint-reader.js";
+import { formatBytes } from "../progress-bar.js";
+import { MODEL_FILE, WEIGHTS_FILE, tfjsModelEntries, writeTfjsModel } from "../tfjs/tfjs-model-files.js";
+import { writeCheckpoint } from "../write-checkpoint.js";
+import { withCheckpoint, withFile, withLocation } from "./open.js";
+
+export const fromTfjsCommand: CommandSpec = {
+  name: "from-tfjs",
+  args: "<model.json> <checkpoint>",
+  summary: "make a checkpoint from a tfjs model.json and its weight files",
+  help: [
+    "Each weight becomes a tensor entry keyed weights/<tfjs weight name>; the topology, format and the rest of model.json become the checkpoint's user metadata (\"tfjs\"), so cairnIO and cairn to-tfjs give the model back. Weight files are read in ranges (bounded memory); quantized weights are refused.",
+  ],
+  minArgs: 2,
+  maxArgs: 2,
+  async run(context, [model, url]) {
+    return withFile(context, model!, (input) =>
+      withLocation(context, url!, async (location) => {
+        const { entries, user } = await tfjsModelEntries(input.storage, input.name, input.where);
+        const progress = context.progress("converting", entries.reduce((n, e) => n + (e.kind === "value" ? 0 : e.byteLength), 0));
+        const result = await writeCheckpoint(location.storage, "", entries, { user, signal: context.signal, onWrite: (n) => progress.advance(n) });
+        progress.finish();
+        context.result(
+          { model: input.where, checkpoint: location.where, weights: result.entries, bytes: result.bytes },
+          `converted ${input.where} into ${location.where}: ${result.entries} weights, ${formatBytes(result.bytes)}`,
+        );
+      }),
+    );
+  },
+};
+
+export const toTfjsCommand: CommandSpec = {
+  name: "to-tfjs",
+  args: "<checkpoint> <dir>",
+  summary: `write the tfjs model a checkpoint holds as <dir>/${MODEL_FILE} + ${WEIGHTS_FILE}`,
+  help: [
+    "For checkpoints saved with cairnIO or made by cairn from-tfjs. The result loads with tf.loadLayersModel (file:// with tfjs-node, or served over http). Weights are streamed, every block checked; model.json is written last.",
+  ],
+  minArgs: 2,
+  maxArgs: 2,
+  async run(context, [url, dir]) {
+    return withCheckpoint(context, url!, (location, metadata) =>
+      withLocation(context, dir!, async (out) => {
+        const reader = new CheckpointReader(location.storage, "", metadata, { signal: context.signal });
+        const progress = context.progress("converting", Object.values(metadata.files).reduce((n, f) => n + f.size, 0));
+        const result = await writeTfjsModel(reader, location.where, out, { signal: context.signal, onWrite: (n) => progress.advance(n) });
+        progress.finish();
+        context.result(
+          { checkpoint: location.where, model: `${out.where}/${MODEL_FILE}`, weights: result.weights, bytes: result.bytes },
+          `wrote ${out.where}/${MODEL_FILE} and ${WEIGHTS_FILE}: ${result.weights} weights, ${formatBytes(result.bytes)}`,
+        );
+      }),
+    );
+  },
+};

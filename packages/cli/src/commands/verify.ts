@@ -1,0 +1,34 @@
+import { CheckpointError } from "@cairn/core";
+import type { CommandSpec } from "../command.js";
+import { formatBytes } from "../progress-bar.js";
+import { verifyCheckpoint } from "../verify-checkpoint.js";
+import { dataBytes, withCheckpoint } from "./open.js";
+
+export const verifyCommand: CommandSpec = {
+  name: "verify",
+  args: "<checkpoint>",
+  summary: "read every byte of a checkpoint and check it against its CRC32C checksums",
+  help: [
+    "Checks each data file's size and header checksum, every checksum block of every chunk, and that each tensor's chunks tile it exactly. Damage does not stop the check: every damaged entry is named.",
+    "Exit code 0 when everything matches, 3 when anything is damaged (the damaged keys are printed, and named on stderr).",
+  ],
+  minArgs: 1,
+  maxArgs: 1,
+  async run(context, [url]) {
+    return withCheckpoint(context, url!, async (location, metadata) => {
+      const progress = context.progress("verifying", dataBytes(metadata));
+      const report = await verifyCheckpoint(location.storage, "", metadata, { signal: context.signal, onRead: (n) => progress.advance(n) });
+      progress.finish();
+      const ok = report.damaged.length === 0;
+      const summary = `${report.entries} entries, ${report.files} data files, ${formatBytes(report.bytes)} read`;
+      context.result(
+        { checkpoint: location.where, ok, entries: report.entries, files: report.files, bytes: report.bytes, damagedKeys: report.damagedKeys, damaged: report.damaged },
+        ok ? `ok: ${location.where}: ${summary}, every checksum matches` : [`DAMAGED: ${location.where}: ${summary}`, ...report.damaged.map((d) => `  ${d.problem}`)].join("\n"),
+      );
+      if (!ok) {
+        const what = report.damagedKeys.length > 0 ? `damaged entries: ${report.damagedKeys.join(", ")}` : report.damaged[0]!.problem;
+        throw new CheckpointError("corrupt", `${location.where} is damaged (${what}); restore it from another copy or an earlier step`, { context: { path: location.where } });
+      }
+    });
+  },
+};

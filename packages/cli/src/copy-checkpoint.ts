@@ -1,0 +1,139 @@
+import { randomBytes } from "node:crypto";
+import {
+  type CheckpointMetadata,
+  type DataFileMetadata,
+  type StorageAdapter,
+  CheckpointError,
+  METADATA_FILE,
+  isCheckpointError,
+  joinPath,
+  parseMetadata,
+  withRetry,
+} from "@cairn/core";
+import PQueue from "p-queue";
+import { checkPiece, filePieces, readPieces, throwIfDamaged, verifyCheckpoint } from "./verify-checkpoint.js";
+
+export interface CopyOptions {
+  readonly signal?: AbortSignal;
+  /** After writing, read every destination file back and check it before committing (default true). */
+  readonly readBack?: boolean;
+  /** Data files copied at once (default 2). */
+  readonly concurrency?: number;
+  readonly readBytes?: number;
+  /** Called with the bytes of data files written, and of the copy read back, for progress. */
+  readonly onWrite?: (bytes: number) => void;
+  readonly onReadBack?: (bytes: number) => void;
+}
+
+export interface CopyResult {
+  readonly bytes: number;
+  readonly files: number;
+  readonly metadata: CheckpointMetadata;
+}
+
+/** Data files get names unique to this copy (`data-r<rank>-<n>-<attempt>`), so two copies racing for one destination never share a file. */
+function renameFiles(metadata: CheckpointMetadata, attempt: string): Map<string, string> {
+  const names = new Map<string, string>();
+  const perRank = new Map<number, number>();
+  for (const [file, info] of Object.entries(metadata.files).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    const n = perRank.get(info.rank) ?? 0;
+    perRank.set(info.rank, n + 1);
+    names.set(file, `data-r${info.rank}-${n}-${attempt}.safetensors`);
+  }
+  return names;
+}
+
+/**
+ * Copies a committed checkpoint between any two storages, byte for byte, streaming: every
+ * byte is checked against the source's checksums as it passes (a damaged source is never
+ * copied), the destination's files are read back and checked (unless `readBack: false`), and
+ * `metadata.json` is written last, with an atomic create, so the copy is committed only once
+ * complete. The copy's metadata differs from the source's only in its data file names.
+ *
+ * Throws `already_exists` if the destination holds a committed checkpoint, `corrupt` if the
+ * source (or the written copy) is damaged; on any failure the copy's files are removed.
+ */
+export async function copyCheckpoint(
+  source: { storage: StorageAdapter; dir: string; metadata: CheckpointMetadata; where: string },
+  destination: { storage: StorageAdapter; dir: string; where: string },
+  options: CopyOptions = {},
+): Promise<CopyResult> {
+  const metadataPath = joinPath(destination.dir, METADATA_FILE);
+  const exists = (): CheckpointError =>
+    new CheckpointError("already_exists", `a checkpoint is already committed at ${destination.where}; choose a new location or delete that one first (cairn rm)`, {
+      context: { path: destination.where },
+    });
+  if ((await destination.storage.stat(metadataPath)) !== null) throw exists();
+  const { metadata } = source;
+  const attempt = randomBytes(6).toString("hex");
+  const names = renameFiles(metadata, attempt);
+  const readBytes = options.readBytes ?? 8 << 20;
+  const queue = new PQueue({ concurrency: options.concurrency ?? 2 });
+  const written: string[] = [];
+  let bytes = 0;
+  try {
+    // The first failure stops the other files; every write is settled before a failed copy removes its files.
+    const stop = new AbortController();
+    let firstFailure: unknown;
+    const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
+    const settled = await Promise.allSettled(
+      Object.keys(metadata.files).map((file) =>
+        queue.add(async () => {
+          const pieces = filePieces(metadata, file, readBytes);
+          const body = async function* (): AsyncGenerator<Uint8Array> {
+            let index = 0;
+            for await (const data of readPieces(source.storage, joinPath(source.dir, file), pieces, { signal })) {
+              const damage = checkPiece(metadata, file, pieces[index++]!, data);
+              if (damage) {
+                throw new CheckpointError("corrupt", `${source.where} is damaged, nothing was copied: ${damage.problem}`, {
+                  context: { file, ...(damage.key ? { key: damage.key } : {}) },
+                });
+              }
+              yield data;
+              options.onWrite?.(data.byteLength);
+            }
+          };
+          const target = joinPath(destination.dir, names.get(file)!);
+          written.push(target);
+          try {
+            await withRetry(() => destination.storage.write(target, body(), { size: metadata.files[file]!.size, signal }), { signal });
+          } catch (error) {
+            if (!stop.signal.aborted) {
+              firstFailure = error;
+              stop.abort(error);
+            }
+            throw error;
+          }
+          bytes += metadata.files[file]!.size;
+        }),
+      ),
+    );
+    const failed = settled.find((s) => s.status === "rejected");
+    if (failed) throw firstFailure ?? failed.reason;
+    const files: Record<string, DataFileMetadata> = {};
+    for (const [file, info] of Object.entries(metadata.files)) files[names.get(file)!] = info;
+    const copied: CheckpointMetadata = {
+      ...metadata,
+      files,
+      entries: metadata.entries.map((e) => (e.kind === "value" ? e : { ...e, chunks: e.chunks.map((c) => ({ ...c, file: names.get(c.file)! })) })),
+    };
+    if (options.readBack ?? true) {
+      throwIfDamaged(await verifyCheckpoint(destination.storage, destination.dir, copied, { signal: options.signal, onRead: options.onReadBack }), `the copy at ${destination.where}`);
+    }
+    try {
+      await withRetry(
+        () => destination.storage.write(metadataPath, new TextEncoder().encode(JSON.stringify(copied)), { ifAbsent: true, signal: options.signal }),
+        { signal: options.signal },
+      );
+    } catch (error) {
+      if (!isCheckpointError(error, "already_exists")) throw error;
+      // A retried create may find its own earlier attempt, which did commit.
+      const existing = parseMetadata(await destination.storage.read(metadataPath), metadataPath);
+      if (!Object.keys(existing.files).some((f) => f.endsWith(`-${attempt}.safetensors`))) throw exists();
+    }
+    return { bytes, files: written.length, metadata: copied };
+  } catch (error) {
+    await Promise.all(written.map((path) => destination.storage.delete(path).catch(() => undefined)));
+    throw error;
+  }
+}

@@ -1,0 +1,73 @@
+import { describe, expect, it } from "vitest";
+import { copyRegion, overlap, rangeBoxes, spanIn } from "./row-major.js";
+
+function numel(sizes: readonly number[]): number {
+  return sizes.reduce((a, b) => a * b, 1);
+}
+
+/** Row-major flat indices of every element of a box, in order. */
+function flatIndices(shape: readonly number[], box: { offsets: readonly number[]; sizes: readonly number[] }): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < numel(box.sizes); i++) {
+    let rest = i;
+    const index: number[] = [];
+    for (let d = box.sizes.length - 1; d >= 0; d--) {
+      index[d] = (rest % box.sizes[d]!) + box.offsets[d]!;
+      rest = Math.floor(rest / box.sizes[d]!);
+    }
+    let flat = 0;
+    for (let d = 0; d < shape.length; d++) flat = flat * shape[d]! + index[d]!;
+    out.push(flat);
+  }
+  return out;
+}
+
+describe("rangeBoxes", () => {
+  const shapes = [[7], [3, 5], [2, 3, 4], [4, 1, 3, 2], [1, 1, 6]];
+  for (const shape of shapes) {
+    it(`covers every element range of ${JSON.stringify(shape)} exactly, in order, with contiguous boxes`, () => {
+      const n = numel(shape);
+      for (let start = 0; start < n; start++) {
+        for (let end = start + 1; end <= n; end++) {
+          const boxes = rangeBoxes(shape, start, end);
+          const covered = boxes.flatMap((b) => flatIndices(shape, b));
+          expect(covered).toEqual(Array.from({ length: end - start }, (_, i) => start + i));
+          expect(boxes.length).toBeLessThanOrEqual(2 * shape.length);
+        }
+      }
+    });
+  }
+
+  it("gives nothing for an empty range and one box for a scalar", () => {
+    expect(rangeBoxes([3, 4], 5, 5)).toEqual([]);
+    expect(rangeBoxes([], 0, 1)).toEqual([{ offsets: [], sizes: [] }]);
+  });
+});
+
+describe("copyRegion and spanIn", () => {
+  it("copies the overlap of two boxes between row-major buffers like an element-by-element copy", () => {
+    const shape = [5, 6, 4];
+    const src = { offsets: [1, 2, 0], sizes: [3, 4, 4] };
+    const dst = { offsets: [0, 3, 1], sizes: [5, 3, 2] };
+    const region = overlap(src, dst)!;
+    expect(region).toEqual({ offsets: [1, 3, 1], sizes: [3, 3, 2] });
+    const item = 2;
+    const srcBytes = new Uint8Array(numel(src.sizes) * item).map((_, i) => i % 251);
+    const span = spanIn(src, region);
+    const dstBytes = new Uint8Array(numel(dst.sizes) * item);
+    copyRegion(srcBytes.subarray(span.start * item, span.end * item), src, span.start, dstBytes, dst, region, item);
+    const expected = new Uint8Array(dstBytes.length);
+    const srcFlat = flatIndices(shape, src);
+    const dstFlat = flatIndices(shape, dst);
+    for (const g of flatIndices(shape, region)) {
+      const s = srcFlat.indexOf(g);
+      const d = dstFlat.indexOf(g);
+      expected.set(srcBytes.subarray(s * item, s * item + item), d * item);
+    }
+    expect(dstBytes).toEqual(expected);
+  });
+
+  it("finds no overlap between disjoint boxes", () => {
+    expect(overlap({ offsets: [0, 0], sizes: [2, 2] }, { offsets: [2, 0], sizes: [2, 2] })).toBeUndefined();
+  });
+});

@@ -1,0 +1,206 @@
+import {
+  type CheckpointMetadata,
+  type ChunkMetadata,
+  type StorageAdapter,
+  CheckpointError,
+  crc32c,
+  displayKey,
+  isCheckpointError,
+  joinPath,
+  numel,
+  throwIfAborted,
+  withRetry,
+} from "@cairn/core";
+import PQueue from "p-queue";
+import { overlap } from "./row-major.js";
+import { prefetched } from "./prefetch.js";
+
+/** A stretch of a data file and what its bytes must match: the header's CRC32C, or blocks of a chunk. */
+export interface FilePiece {
+  readonly start: number;
+  readonly end: number;
+  readonly header?: number;
+  readonly chunk?: { readonly meta: ChunkMetadata; readonly key: string; readonly firstBlock: number };
+}
+
+/** What is wrong, and with which entry and file. */
+export interface Damage {
+  readonly file?: string;
+  readonly key?: string;
+  readonly problem: string;
+}
+
+export interface VerifyReport {
+  readonly entries: number;
+  readonly files: number;
+  /** Bytes read and checked. */
+  readonly bytes: number;
+  readonly damaged: readonly Damage[];
+  /** Keys of the damaged entries, in checkpoint order. */
+  readonly damagedKeys: readonly string[];
+}
+
+export interface VerifyOptions {
+  readonly signal?: AbortSignal;
+  /** Bytes per range read (default 8 MiB, rounded to whole blocks). */
+  readonly readBytes?: number;
+  /** Data files checked at once (default 2). */
+  readonly concurrency?: number;
+  readonly onRead?: (bytes: number) => void;
+}
+
+/** Every chunk of the metadata with the display key of its entry. */
+function chunksByFile(metadata: CheckpointMetadata): Map<string, { meta: ChunkMetadata; key: string }[]> {
+  const byFile = new Map<string, { meta: ChunkMetadata; key: string }[]>(Object.keys(metadata.files).map((f) => [f, []]));
+  for (const entry of metadata.entries) {
+    if (entry.kind === "value") continue;
+    for (const meta of entry.chunks) byFile.get(meta.file)?.push({ meta, key: displayKey(entry.key) });
+  }
+  return byFile;
+}
+
+/**
+ * A data file as pieces of at most `readBytes` covering it from byte 0 to its recorded size:
+ * the header, then every chunk in block-aligned pieces, then whatever no chunk claims (a valid
+ * file has none; it is copied but cannot be checked).
+ */
+export function filePieces(metadata: CheckpointMetadata, file: string, readBytes: number): FilePiece[] {
+  const info = metadata.files[file]!;
+  const blockSize = metadata.checksum.blockSize;
+  const step = Math.max(blockSize, Math.floor(readBytes / blockSize) * blockSize);
+  const pieces: FilePiece[] = [{ start: 0, end: 8 + info.headerLength, header: info.headerCrc32c }];
+  const chunks = (chunksByFile(metadata).get(file) ?? []).sort((a, b) => a.meta.byteOffset - b.meta.byteOffset);
+  let at = 8 + info.headerLength;
+  for (const { meta, key } of chunks) {
+    if (meta.byteOffset < at) continue;
+    if (meta.byteOffset > at) pieces.push({ start: at, end: meta.byteOffset });
+    for (let offset = 0; offset < meta.byteLength; offset += step) {
+      const start = meta.byteOffset + offset;
+      pieces.push({ start, end: Math.min(meta.byteOffset + meta.byteLength, start + step), chunk: { meta, key, firstBlock: offset / blockSize } });
+    }
+    at = Math.max(at, meta.byteOffset + meta.byteLength);
+  }
+  if (info.size > at) pieces.push({ start: at, end: info.size });
+  return pieces;
+}
+
+/** What is wrong with a piece's bytes, if anything. */
+export function checkPiece(metadata: CheckpointMetadata, file: string, piece: FilePiece, bytes: Uint8Array): Damage | undefined {
+  const length = piece.end - piece.start;
+  const key = piece.chunk?.key;
+  if (bytes.byteLength < length) {
+    return { file, ...(key ? { key } : {}), problem: `${file} is truncated: it ends at byte ${piece.start + bytes.byteLength}, ${key ?? "its header"} needs bytes up to ${piece.end}` };
+  }
+  if (piece.header !== undefined && crc32c(bytes) !== piece.header) {
+    return { file, problem: `${file}: its safetensors header does not match the checksum in metadata.json` };
+  }
+  if (piece.chunk) {
+    const blockSize = metadata.checksum.blockSize;
+    for (let at = 0; at < bytes.byteLength; at += blockSize) {
+      const block = piece.chunk.firstBlock + at / blockSize;
+      const end = Math.min(bytes.byteLength, at + blockSize);
+      if (crc32c(bytes.subarray(at, end)) !== piece.chunk.meta.crc32c[block]) {
+        return { file, key: piece.chunk.key, problem: `checksum mismatch in ${file} for ${piece.chunk.key} (block ${block}, file bytes ${piece.start + at}..${piece.start + end})` };
+      }
+    }
+  }
+  return undefined;
+}
+
+/** The pieces' bytes read in order, `depth` reads ahead. */
+export function readPieces(storage: StorageAdapter, path: string, pieces: readonly FilePiece[], options: VerifyOptions): AsyncGenerator<Uint8Array> {
+  return prefetched(pieces, 2, async (piece) => {
+    throwIfAborted(options.signal, "the read");
+    const data = await withRetry(() => storage.read(path, { offset: piece.start, length: piece.end - piece.start }, { signal: options.signal }), {
+      signal: options.signal,
+    });
+    options.onRead?.(data.byteLength);
+    return data;
+  });
+}
+
+/** Where an entry's chunks leave a gap, overlap, or fall outside the tensor. */
+function coverageProblem(shape: readonly number[], chunks: readonly ChunkMetadata[]): string | undefined {
+  const whole = { offsets: shape.map(() => 0), sizes: shape };
+  let covered = 0;
+  for (const [i, a] of chunks.entries()) {
+    if (a.offsets.length !== shape.length || a.sizes.length !== shape.length) return `chunk ${i} has ${a.offsets.length} dimensions, the tensor ${shape.length}`;
+    if (a.offsets.some((o, d) => o + a.sizes[d]! > shape[d]!)) return `chunk ${i} lies outside the tensor's shape ${JSON.stringify(shape)}`;
+    covered += numel(a.sizes);
+    for (const b of chunks.slice(i + 1)) {
+      if (numel(a.sizes) > 0 && numel(b.sizes) > 0 && overlap(a, b)) return "two of its chunks overlap";
+    }
+  }
+  if (covered !== numel(whole.sizes)) return `its chunks cover ${covered} of its ${numel(shape)} elements`;
+  return undefined;
+}
+
+/**
+ * Reads every byte of every data file the metadata lists and checks it: each file's size and
+ * header CRC32C, every block of every chunk, and that each tensor's chunks tile it exactly.
+ * Damage does not stop the check: every damaged entry is reported. Memory stays bounded by
+ * `concurrency` × 2 reads of `readBytes`.
+ */
+export async function verifyCheckpoint(storage: StorageAdapter, dir: string, metadata: CheckpointMetadata, options: VerifyOptions = {}): Promise<VerifyReport> {
+  const damaged: Damage[] = [];
+  const byFile = chunksByFile(metadata);
+  for (const entry of metadata.entries) {
+    if (entry.kind === "value") continue;
+    const shape = entry.kind === "tensor" ? entry.shape : [entry.byteLength];
+    const problem = coverageProblem(shape, entry.chunks);
+    if (problem) damaged.push({ key: displayKey(entry.key), problem: `${displayKey(entry.key)}: ${problem}` });
+  }
+  let bytes = 0;
+  const readBytes = options.readBytes ?? 8 << 20;
+  const queue = new PQueue({ concurrency: options.concurrency ?? 2 });
+  const fileDamage = (file: string, problem: string): void => {
+    damaged.push({ file, problem });
+    for (const { key } of byFile.get(file) ?? []) damaged.push({ file, key, problem });
+  };
+  await Promise.all(
+    Object.entries(metadata.files).map(([file, info]) =>
+      queue.add(async () => {
+        const path = joinPath(dir, file);
+        const stat = await withRetry(() => storage.stat(path), { signal: options.signal });
+        if (!stat) return fileDamage(file, `${file} is missing`);
+        if (stat.size !== info.size) {
+          damaged.push({ file, problem: `${file} holds ${stat.size} bytes, metadata.json says ${info.size}` });
+        }
+        const pieces = filePieces(metadata, file, readBytes);
+        let index = 0;
+        try {
+          for await (const data of readPieces(storage, path, pieces, { ...options, onRead: (n) => ((bytes += n), options.onRead?.(n)) })) {
+            const piece = pieces[index++]!;
+            const damage = checkPiece(metadata, file, piece, data);
+            if (!damage) continue;
+            if (piece.header !== undefined) fileDamage(file, damage.problem);
+            else damaged.push(damage);
+            if (data.byteLength < piece.end - piece.start) {
+              for (const later of pieces.slice(index)) if (later.chunk) damaged.push({ file, key: later.chunk.key, problem: `${file} is truncated before ${later.chunk.key}` });
+              break;
+            }
+          }
+        } catch (error) {
+          if (!isCheckpointError(error, "not_found")) throw error;
+          fileDamage(file, `${file} disappeared while it was read`);
+        }
+      }),
+    ),
+  );
+  const order = metadata.entries.map((e) => displayKey(e.key));
+  const keys = new Set(damaged.flatMap((d) => (d.key ? [d.key] : [])));
+  return {
+    entries: metadata.entries.length,
+    files: Object.keys(metadata.files).length,
+    bytes,
+    damaged,
+    damagedKeys: order.filter((k) => keys.has(k)),
+  };
+}
+
+/** Throws `corrupt` for a report with damage, naming the damaged keys (the first problem as detail). */
+export function throwIfDamaged(report: VerifyReport, where: string): void {
+  if (report.damaged.length === 0) return;
+  const keys = report.damagedKeys.length > 0 ? `damaged entries: ${report.damagedKeys.join(", ")}` : "damaged files";
+  throw new CheckpointError("corrupt", `${where} is damaged (${keys}); first problem: ${report.damaged[0]!.problem}`, { context: { path: where } });
+}
