@@ -33,7 +33,7 @@ describe("cairn cp between storages (spawned bin, real servers)", () => {
       expect(verified.code, verified.stderr).toBe(0);
       expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true });
     }
-    const copy = (await load(back)) as { w: { data: Float32Array }; step: number; blob: Uint8Array };
+    const copy = (await load(back)) as unknown as { w: { data: Float32Array }; step: number; blob: Uint8Array };
     expect(Buffer.from(copy.w.data.buffer).equals(Buffer.from(w.data.buffer))).toBe(true);
     expect([copy.step, [...copy.blob]]).toEqual([7, [1, 2, 3]]);
     // Copying onto a committed checkpoint is refused, and leaves it as it was.
