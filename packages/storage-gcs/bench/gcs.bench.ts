@@ -3,6 +3,7 @@
 // in the same run. Prints MB/s, the ratio to the SDK and the peak RSS above the state's own memory.
 // The emulator runs in a child process: in-process, its copies of every upload would swamp RSS.
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { type HostTensor, crc32c, hostTensor, load, openStorage, save } from "@cairn/core";
@@ -15,8 +16,12 @@ const TENSOR_BYTES = 256 << 20; // 4 × 256 MiB = 1 GiB, one data file per tenso
 const CONCURRENCY = 4; // files written at once, ranges read at once: the same for Cairn and the SDK
 const READ_BYTES = 64 << 20; // bytes per ranged read, for both
 const MB = 1e6;
+/** About the size of the safetensors header of one of Cairn's data files here. */
+const HEADER_BYTES = 128;
+/** Rounds of every measurement, alternating who goes first; the median counts. */
+const ROUNDS = Number(process.env["BENCH_ROUNDS"] ?? 3);
 
-async function startEmulatorProcess(): Promise<{ host: string; stop: () => Promise<unknown> }> {
+async function startEmulatorProcess(): Promise<{ host: string; pid: number; stop: () => Promise<unknown> }> {
   const entry = fileURLToPath(new URL("./gcs-emulator-process.ts", import.meta.url));
   const child = spawn(process.execPath, ["--import", "tsx", "--conditions=@cairn/source", entry], { stdio: ["pipe", "pipe", "inherit"] });
   const exited = new Promise((resolve) => child.once("exit", resolve));
@@ -24,24 +29,46 @@ async function startEmulatorProcess(): Promise<{ host: string; stop: () => Promi
     createInterface({ input: child.stdout! }).once("line", (line) => resolve(JSON.parse(line) as { host: string }));
     child.once("exit", (code) => reject(new Error(`the emulator process exited with ${code} before it was ready`)));
   });
-  return { host: info.host, stop: () => (child.stdin!.end(), exited) };
+  return { host: info.host, pid: child.pid!, stop: () => (child.stdin!.end(), exited) };
 }
 
-/** Runs `work`, sampling RSS, and reports seconds and the peak RSS above what it was before. */
-async function measure(work: () => Promise<void>): Promise<{ seconds: number; peakRssMB: number }> {
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux); NaN elsewhere. */
+function cpuSecondsOf(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+interface Measured {
+  readonly seconds: number;
+  readonly peakRssMB: number;
+  /** CPU seconds of this process and of the emulator's during the work: which side was busy. */
+  readonly clientCpu: number;
+  readonly serverCpu: number;
+}
+
+const emulator = await startEmulatorProcess();
+
+/** Runs `work`, sampling RSS, and reports seconds, the peak RSS above what it was before, and CPU. */
+async function measure(work: () => Promise<void>): Promise<Measured> {
   globalThis.gc?.();
   const base = process.memoryUsage().rss;
   let peak = base;
   const timer = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
+  const cpu = process.cpuUsage();
+  const serverCpu = cpuSecondsOf(emulator.pid);
   const started = performance.now();
   await work();
   const seconds = (performance.now() - started) / 1000;
   clearInterval(timer);
   peak = Math.max(peak, process.memoryUsage().rss);
-  return { seconds, peakRssMB: (peak - base) / MB };
+  const used = process.cpuUsage(cpu);
+  return { seconds, peakRssMB: (peak - base) / MB, clientCpu: (used.user + used.system) / 1e6, serverCpu: cpuSecondsOf(emulator.pid) - serverCpu };
 }
 
-const emulator = await startEmulatorProcess();
 try {
   const tensors: HostTensor<"float32">[] = [];
   for (let t = 0; t < TENSORS; t++) {
@@ -74,10 +101,22 @@ try {
       const queue = new PQueue({ concurrency: CONCURRENCY });
       await Promise.all(tensors.map((t, i) => queue.add(() => bucket.file(`sdk-${round}/t${i}`).save(Buffer.from(t.data.buffer)))));
     });
-  const sdkLoad = (round: number) => measure(async () => {
+  // `headerReads` adds what Cairn's load asks of the server beyond the data: one small range at the start of
+  // each object (core checks each data file's safetensors header), queued first as core queues them. A
+  // diagnostic, not the baseline: the emulator answers every range by reading the whole object.
+  const sdkLoad = (round: number, headerReads = false) => measure(async () => {
     for (const t of tensors) t.data.fill(0);
     const queue = new PQueue({ concurrency: CONCURRENCY });
     const reads: Promise<void>[] = [];
+    if (headerReads) {
+      for (let i = 0; i < TENSORS; i++) {
+        reads.push(
+          queue.add(async () => {
+            await bucket.file(`sdk-${round}/t${i}`).download({ start: 0, end: HEADER_BYTES - 1, validation: false });
+          }),
+        );
+      }
+    }
     for (const [i, t] of tensors.entries()) {
       const target = new Uint8Array(t.data.buffer);
       for (let at = 0; at < TENSOR_BYTES; at += READ_BYTES) {
@@ -94,16 +133,32 @@ try {
     }
     await Promise.all(reads);
   });
-  // The adapter alone (no core load: no block checksums, no copy into the target's layout), reading the
-  // same ranges of Cairn's data files: separates the adapter's cost from core's.
+  // The adapter alone (no core load: no header or block checksums), reading the same ranges of Cairn's
+  // data files into buffers of its own (ReadOptions.into, as core's load does): separates the adapter's
+  // cost from core's. The buffers are touched before, like the tensors a load fills.
+  const scratch = Array.from({ length: CONCURRENCY }, () => new Uint8Array(READ_BYTES).fill(1));
   const adapterLoad = (round: number) =>
     measure(async () => {
       const storage = await openStorage(`${url}-${round}`, storageOptions);
       const files: { path: string; size: number }[] = [];
       for await (const o of storage.list("")) if (o.path.endsWith(".safetensors")) files.push(o);
       const queue = new PQueue({ concurrency: CONCURRENCY });
+      const free = [...scratch];
       const reads: Promise<unknown>[] = [];
-      for (const f of files) for (let at = 0; at < f.size; at += READ_BYTES) reads.push(queue.add(() => storage.read(f.path, { offset: at, length: READ_BYTES }).then(() => undefined)));
+      for (const f of files) {
+        for (let at = 0; at < f.size; at += READ_BYTES) {
+          reads.push(
+            queue.add(async () => {
+              const into = free.pop()!;
+              try {
+                await storage.read(f.path, { offset: at, length: READ_BYTES }, { into });
+              } finally {
+                free.push(into);
+              }
+            }),
+          );
+        }
+      }
       await Promise.all(reads);
       await storage.close();
     });
@@ -111,32 +166,45 @@ try {
     if (tensors.some((t, i) => crc32c(new Uint8Array(t.data.buffer)) !== sums[i])) throw new Error(`${who} read back other bytes than were saved`);
   };
 
-  // Two rounds, alternating who goes first, so a warm or cold emulator favours neither; the faster round counts.
-  const best = (a: { seconds: number; peakRssMB: number }, b: { seconds: number; peakRssMB: number }) => ({
-    seconds: Math.min(a.seconds, b.seconds),
-    peakRssMB: Math.max(a.peakRssMB, b.peakRssMB),
-  });
-  const results = { sdkSave: [] as Awaited<ReturnType<typeof measure>>[], cairnSave: [] as Awaited<ReturnType<typeof measure>>[], sdkLoad: [] as Awaited<ReturnType<typeof measure>>[], cairnLoad: [] as Awaited<ReturnType<typeof measure>>[] };
-  for (const round of [0, 1]) {
-    const order = round === 0 ? (["sdk", "cairn"] as const) : (["cairn", "sdk"] as const);
+  // Rounds alternate who goes first, so a warm or cold emulator favours neither; the median counts.
+  const median = (runs: readonly Measured[]): Measured => {
+    const sorted = [...runs].sort((x, y) => x.seconds - y.seconds);
+    return { ...sorted[(sorted.length - 1) >> 1]!, peakRssMB: Math.max(...runs.map((r) => r.peakRssMB)) };
+  };
+  const results = { sdkSave: [] as Measured[], cairnSave: [] as Measured[], sdkLoad: [] as Measured[], cairnLoad: [] as Measured[], adapterLoad: [] as Measured[], sdkLoadWithHeaderReads: [] as Measured[] };
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 === 0 ? (["sdk", "cairn"] as const) : (["cairn", "sdk"] as const);
     for (const who of order) results[`${who}Save`].push(await (who === "sdk" ? sdkSave : cairnSave)(round));
     for (const who of order) {
       results[`${who}Load`].push(await (who === "sdk" ? sdkLoad : cairnLoad)(round));
       check(who);
     }
+    results.adapterLoad.push(await adapterLoad(round));
+    results.sdkLoadWithHeaderReads.push(await sdkLoad(round, true));
+    check("sdk");
   }
-  const adapterOnly = best(await adapterLoad(0), await adapterLoad(1));
-  const [sdkSaved, cairnSaved, sdkLoaded, cairnLoaded] = (["sdkSave", "cairnSave", "sdkLoad", "cairnLoad"] as const).map((k) => best(results[k][0]!, results[k][1]!));
+  const [sdkSaved, cairnSaved, sdkLoaded, cairnLoaded, adapterOnly, sdkWithHeaders] = (
+    ["sdkSave", "cairnSave", "sdkLoad", "cairnLoad", "adapterLoad", "sdkLoadWithHeaderReads"] as const
+  ).map((k) => median(results[k]));
+  // What verifying every block costs a load here: core's CRC32C over the same 1 GiB, in memory.
+  const crcStarted = performance.now();
+  for (const t of tensors) crc32c(new Uint8Array(t.data.buffer));
+  const crcSeconds = (performance.now() - crcStarted) / 1000;
 
-  const row = (name: string, m: { seconds: number; peakRssMB: number }, base?: { seconds: number }) =>
-    `${name.padEnd(34)} ${(total / MB / m.seconds).toFixed(0).padStart(6)} MB/s ${base ? `${(base.seconds / m.seconds).toFixed(2)}x`.padStart(6) : "     -"}  peak RSS +${m.peakRssMB.toFixed(0)} MB`;
-  console.log(`gs:// on the firebase-tools emulator (child process), ${total / 2 ** 30} GiB in ${TENSORS} files, concurrency ${CONCURRENCY}, reads of ${READ_BYTES / 2 ** 20} MiB`);
+  const row = (name: string, m: Measured, base?: { seconds: number }) =>
+    `${name.padEnd(34)} ${(total / MB / m.seconds).toFixed(0).padStart(6)} MB/s ${base ? `${(base.seconds / m.seconds).toFixed(2)}x`.padStart(6) : "     -"}  peak RSS +${m.peakRssMB.toFixed(0)} MB  cpu client ${m.clientCpu.toFixed(1)} s, emulator ${m.serverCpu.toFixed(1)} s`;
+  console.log(`gs:// on the firebase-tools emulator (child process), ${total / 2 ** 30} GiB in ${TENSORS} files, concurrency ${CONCURRENCY}, reads of ${READ_BYTES / 2 ** 20} MiB, median of ${ROUNDS} rounds`);
   console.log(row("SDK file.save (baseline)", sdkSaved!));
   console.log(row("cairn save gs://", cairnSaved!, sdkSaved));
   console.log(row("SDK ranged createReadStream", sdkLoaded!));
   console.log(row("cairn load gs://", cairnLoaded!, sdkLoaded));
-  console.log(row("  adapter ranged reads alone", adapterOnly, sdkLoaded));
-  for (const [k, v] of Object.entries(results)) console.log(`  ${k}: ${v.map((m) => `${m.seconds.toFixed(1)} s`).join(", ")}`);
+  console.log(row("  adapter ranged reads alone", adapterOnly!, sdkLoaded));
+  console.log(row("  SDK ranged reads + header reads", sdkWithHeaders!, sdkLoaded));
+  console.log(`  cairn load / SDK with the same requests: ${(sdkWithHeaders!.seconds / cairnLoaded!.seconds).toFixed(2)}x`);
+  console.log(`CRC32C of the same 1 GiB in memory (what a load's verification costs): ${crcSeconds.toFixed(2)} s`);
+  for (const [k, v] of Object.entries(results)) {
+    console.log(`  ${k}: ${v.map((m) => `${m.seconds.toFixed(1)} s (cpu ${m.clientCpu.toFixed(1)} + ${m.serverCpu.toFixed(1)})`).join(", ")}`);
+  }
 } finally {
   await emulator.stop();
 }

@@ -1,8 +1,8 @@
 import { type CheckpointError, type StorageAdapter, openStorage } from "@cairn/core";
 import { storageContractSuite } from "@cairn/core/testing";
-import { Storage } from "@google-cloud/storage";
+import { CRC32C, Storage } from "@google-cloud/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { GcsStorageAdapter } from "./gcs-storage-adapter.js";
+import { type GcsStorageAdapter, nativeCrc32cValidator } from "./gcs-storage-adapter.js";
 import "./index.js";
 import { type GcsTestServer, startGcsTestServer } from "./testing/gcs-test-server.js";
 
@@ -93,5 +93,21 @@ describe("gs:// specifics", () => {
     server.proxy.clearRules();
     // The SDK's two attempts and no more: the adapter made one, so the layers did not multiply.
     expect(server.proxy.faults("status").length - before).toBe(2);
+  });
+});
+
+describe("nativeCrc32cValidator", () => {
+  it("hashes like the SDK's own CRC32C across chunk boundaries, and validates only the right value", () => {
+    const bytes = Buffer.from(Array.from({ length: 100_003 }, (_, i) => (i * 7919) % 251));
+    const sdk = new CRC32C();
+    const native = nativeCrc32cValidator();
+    for (const [from, to] of [[0, 1], [1, 4096], [4096, 65_536], [65_536, 100_003]] as const) {
+      sdk.update(bytes.subarray(from, to));
+      native.update(bytes.subarray(from, to));
+    }
+    expect(native.toString()).toBe(sdk.toString());
+    expect(native.validate(sdk.toString())).toBe(true);
+    expect(native.validate(new CRC32C().toString())).toBe(false);
+    expect(nativeCrc32cValidator().toString()).toBe(new CRC32C().toString());
   });
 });

@@ -14,7 +14,7 @@ import {
   isTransient,
   withRetry,
 } from "@cairn/core";
-import type { Bucket, CreateWriteStreamOptions, File, Storage } from "@google-cloud/storage";
+import type { Bucket, CRC32CValidator, CreateWriteStreamOptions, File, Storage } from "@google-cloud/storage";
 import PQueue from "p-queue";
 import { type GcsErrorSite, exhausted, httpStatus, toCheckpointError } from "./gcs-errors.js";
 
@@ -184,7 +184,7 @@ export class GcsStorageAdapter implements StorageAdapter {
   }
 
   #file(site: GcsErrorSite): File {
-    return this.#bucket.file(this.#prefix + site.path);
+    return this.#bucket.file(this.#prefix + site.path, { crc32cGenerator: nativeCrc32cValidator });
   }
 
   #checkOpen(site: GcsErrorSite): void {
@@ -289,6 +289,29 @@ export class GcsStorageAdapter implements StorageAdapter {
     if (failed) throw failed.reason;
     return out;
   }
+}
+
+/**
+ * The SDK's upload and download validation (`validation: "crc32c"`) on core's native CRC32C. The
+ * SDK's own validator is byte-at-a-time JavaScript (290 MB/s against 6 GB/s for core's, on the
+ * 2-vCPU benchmark machine), run on every byte of every upload. Same checksum, same checks: the
+ * SDK compares `toString()`/`validate()` with the hash the server reports after each upload, so a
+ * wrong value here fails every write.
+ */
+export function nativeCrc32cValidator(): CRC32CValidator {
+  let value = 0;
+  const encoded = (): string => {
+    const bytes = Buffer.alloc(4);
+    bytes.writeUInt32BE(value >>> 0);
+    return bytes.toString("base64");
+  };
+  return {
+    update: (data) => {
+      value = crc32c(data, value);
+    },
+    toString: encoded,
+    validate: (expected) => expected === encoded(),
+  };
 }
 
 function objectInfo(path: string, metadata: { size?: string | number; updated?: string }): ObjectInfo {

@@ -2,10 +2,11 @@
 // `@aws-sdk/lib-storage` Upload and plain ranged GetObject of the same bytes with the same
 // concurrency, in the same run. fauxqs runs in a child process, so the RSS measured here is
 // the client's alone. Run: pnpm --filter @cairn/storage-s3 bench
+import { readFileSync } from "node:fs";
 import { Readable } from "node:stream";
 import { DeleteObjectCommand, GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
-import { type HostTensor, hostTensor, load, openStorage, save } from "@cairn/core";
+import { type HostTensor, crc32c, hostTensor, load, openStorage, save } from "@cairn/core";
 import "../src/index.js";
 import type { S3StorageOptions } from "../src/open-s3-storage.js";
 import { startFauxqsProcess } from "../test/start-fauxqs.js";
@@ -23,19 +24,40 @@ const CONCURRENCY = 8;
 const FILES = 4;
 const BUCKET = "bench";
 
-/** Samples RSS while `run` runs; returns seconds and the peak rise over the RSS before it. */
-async function measure(run: () => Promise<void>): Promise<{ seconds: number; peakRiseMiB: number }> {
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux); NaN elsewhere. */
+function cpuSecondsOf(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+interface Measured {
+  readonly seconds: number;
+  readonly peakRiseMiB: number;
+  /** CPU seconds of this process and of the server's during the step: which side was busy. */
+  readonly clientCpu: number;
+  readonly serverCpu: number;
+}
+
+/** Samples RSS while `run` runs; returns seconds, the peak rise over the RSS before it, and CPU of both sides. */
+async function measure(serverPid: number, run: () => Promise<void>): Promise<Measured> {
   const before = process.memoryUsage.rss();
   let peak = before;
   const sampler = setInterval(() => {
     peak = Math.max(peak, process.memoryUsage.rss());
   }, 10);
+  const cpu = process.cpuUsage();
+  const serverCpu = cpuSecondsOf(serverPid);
   const started = performance.now();
   await run();
   const seconds = (performance.now() - started) / 1000;
   clearInterval(sampler);
   peak = Math.max(peak, process.memoryUsage.rss());
-  return { seconds, peakRiseMiB: (peak - before) / MiB };
+  const used = process.cpuUsage(cpu);
+  return { seconds, peakRiseMiB: (peak - before) / MiB, clientCpu: (used.user + used.system) / 1e6, serverCpu: cpuSecondsOf(serverPid) - serverCpu };
 }
 
 /** Tensors with every page touched, so loading into them measures transfer, not page faults. */
@@ -69,10 +91,10 @@ async function main(): Promise<void> {
     const state = Object.fromEntries(source.map((t, i) => [`layer${i}`, t]));
     const files = Array.from({ length: FILES }, (_, f) => source.filter((_, i) => i % FILES === f));
 
-    const cairnSave = await measure(async () => {
+    const cairnSave = await measure(server.pid, async () => {
       await save(state, { checkpointId: `s3://${BUCKET}/cairn`, storageOptions, concurrency: FILES });
     });
-    const sdkUpload = await measure(async () => {
+    const sdkUpload = await measure(server.pid, async () => {
       await Promise.all(
         files.map((group, f) =>
           new Upload({
@@ -87,34 +109,36 @@ async function main(): Promise<void> {
 
     const target = tensors(false);
     const into = Object.fromEntries(target.map((t, i) => [`layer${i}`, t]));
-    const cairnLoad = await measure(async () => {
+    const cairnLoad = await measure(server.pid, async () => {
       await load(into, { checkpointId: `s3://${BUCKET}/cairn`, storageOptions, concurrency: CONCURRENCY });
     });
     for (let i = 0; i < TENSORS; i++) {
       if (!Buffer.from(bytesOf(target[i]!)).equals(Buffer.from(bytesOf(source[i]!)))) throw new Error(`layer${i} did not round-trip`);
     }
 
-    // The adapter's reads alone (no checksum verification, no copy into tensors), to tell the
-    // adapter's share of a load from core's.
+    // The adapter's reads alone (no checksum verification), into a touched buffer per worker as
+    // core's load reads into its targets (ReadOptions.into), to tell the adapter's share of a load
+    // from core's.
     const adapter = await openStorage(`s3://${BUCKET}/cairn`, storageOptions);
     const dataFiles: { path: string; size: number }[] = [];
     for await (const o of adapter.list("")) if (o.path.endsWith(".safetensors")) dataFiles.push(o);
-    const adapterReads = await measure(async () => {
+    const scratch = Array.from({ length: CONCURRENCY }, () => new Uint8Array(2 * PART).fill(1));
+    const adapterReads = await measure(server.pid, async () => {
       const ranges = dataFiles.flatMap((o) => Array.from({ length: Math.ceil(o.size / (2 * PART)) }, (_, r) => ({ path: o.path, offset: r * 2 * PART })));
       let next = 0;
-      const worker = async (): Promise<void> => {
+      const worker = async (into: Uint8Array): Promise<void> => {
         while (next < ranges.length) {
           const { path, offset } = ranges[next++]!;
-          await adapter.read(path, { offset, length: 2 * PART });
+          await adapter.read(path, { offset, length: 2 * PART }, { into });
         }
       };
-      await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+      await Promise.all(scratch.map(worker));
     });
     await adapter.close();
 
     const fileSize = TOTAL / FILES;
     const sink = tensors(false).map(bytesOf);
-    const sdkGet = await measure(async () => {
+    const sdkGet = await measure(server.pid, async () => {
       const ranges = Array.from({ length: FILES }, (_, f) => Array.from({ length: fileSize / PART }, (_, r) => ({ f, offset: r * PART }))).flat();
       let next = 0;
       const worker = async (): Promise<void> => {
@@ -130,18 +154,24 @@ async function main(): Promise<void> {
     });
     for (let f = 0; f < FILES; f++) await client.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: `sdk/file-${f}` }));
 
+    // What verifying every block costs a load here: core's CRC32C over the same 1 GiB, in memory.
+    const crcStarted = performance.now();
+    for (const t of target) crc32c(bytesOf(t));
+    const crcSeconds = (performance.now() - crcStarted) / 1000;
+
     const mbps = (s: number): number => TOTAL / 1e6 / s;
-    const row = (name: string, m: { seconds: number; peakRiseMiB: number }, baseline?: { seconds: number }): string =>
-      `| ${name} | ${m.seconds.toFixed(2)} | ${mbps(m.seconds).toFixed(0)} | ${baseline ? (baseline.seconds / m.seconds).toFixed(2) : "1.00"} | ${m.peakRiseMiB.toFixed(0)} |`;
+    const row = (name: string, m: Measured, baseline?: { seconds: number }): string =>
+      `| ${name} | ${m.seconds.toFixed(2)} | ${mbps(m.seconds).toFixed(0)} | ${baseline ? (baseline.seconds / m.seconds).toFixed(2) : "1.00"} | ${m.peakRiseMiB.toFixed(0)} | ${m.clientCpu.toFixed(1)} | ${m.serverCpu.toFixed(1)} |`;
     console.log(`1 GiB in ${TENSORS} float32 tensors (${FILES} files), fauxqs 1.9.2 in a child process on 127.0.0.1, part ${PART / MiB} MiB, ${CONCURRENCY} parts in flight, Node ${process.version}`);
     console.log(`bound on buffered parts: concurrency x part size = ${(CONCURRENCY * PART) / MiB} MiB`);
-    console.log("| what | seconds | MB/s | ratio to SDK | peak RSS rise (MiB) |");
-    console.log("|---|---|---|---|---|");
+    console.log("| what | seconds | MB/s | ratio to SDK | peak RSS rise (MiB) | client CPU s | server CPU s |");
+    console.log("|---|---|---|---|---|---|---|");
     console.log(row("save via s3:// (Cairn)", cairnSave, sdkUpload));
     console.log(row("lib-storage Upload (baseline)", sdkUpload));
     console.log(row("load via s3:// (Cairn)", cairnLoad, sdkGet));
     console.log(row("ranged GetObject (baseline)", sdkGet));
     console.log(row("s3:// adapter reads alone, 16 MiB ranges", adapterReads, sdkGet));
+    console.log(`CRC32C of the same 1 GiB in memory (what a load's verification costs): ${crcSeconds.toFixed(2)} s`);
   } finally {
     client.destroy();
     await server.stop();
