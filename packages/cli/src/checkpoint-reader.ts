@@ -7,15 +7,19 @@ import {
   type StorageAdapter,
   type TensorEntry,
   CheckpointError,
+  copyRows,
   crc32c,
   displayKey,
+  intersectBoxes,
   itemSize,
   joinPath,
   numel,
+  rowLayout,
+  rowSpan,
   throwIfAborted,
   withRetry,
 } from "@cairn/core";
-import { copyRegion, overlap, rangeBoxes, spanIn } from "./row-major.js";
+import { rangeBoxes } from "./row-major.js";
 
 /** A tensor (or bytes blob) as a source of its global row-major bytes, read in ranges. */
 export interface SourceTensor {
@@ -83,7 +87,7 @@ export class CheckpointReader {
       const boxBytes = numel(box.sizes) * size;
       const dst = out.subarray(at, at + boxBytes);
       for (const chunk of chunks) {
-        const region = overlap(chunk, box);
+        const region = intersectBoxes(chunk, box);
         if (!region) continue;
         filled += numel(region.sizes) * size;
         copies.push({ chunk, dst, box, region });
@@ -99,9 +103,10 @@ export class CheckpointReader {
     }
     await Promise.all(
       copies.map(async ({ chunk, dst, box, region }) => {
-        const span = spanIn(chunk, region);
-        const bytes = await this.readChunk(chunk, key, span.start * size, span.end * size);
-        copyRegion(bytes, chunk, span.start, dst, box, region, size);
+        const layout = rowLayout(chunk, box, region);
+        const span = rowSpan(layout, size);
+        const bytes = await this.readChunk(chunk, key, span.start, span.end);
+        copyRows(layout, size, bytes, span.start, dst);
       }),
     );
     return out;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { copyRegion, overlap, rangeBoxes, spanIn } from "./row-major.js";
+import { copyRows, intersectBoxes, rowLayout, rowSpan } from "@cairn/core";
+import { rangeBoxes } from "./row-major.js";
 
 function numel(sizes: readonly number[]): number {
   return sizes.reduce((a, b) => a * b, 1);
@@ -44,18 +45,19 @@ describe("rangeBoxes", () => {
   });
 });
 
-describe("copyRegion and spanIn", () => {
+describe("copying a region as the reader does: only the chunk's span read, then core's copyRows", () => {
   it("copies the overlap of two boxes between row-major buffers like an element-by-element copy", () => {
     const shape = [5, 6, 4];
     const src = { offsets: [1, 2, 0], sizes: [3, 4, 4] };
     const dst = { offsets: [0, 3, 1], sizes: [5, 3, 2] };
-    const region = overlap(src, dst)!;
+    const region = intersectBoxes(src, dst)!;
     expect(region).toEqual({ offsets: [1, 3, 1], sizes: [3, 3, 2] });
     const item = 2;
     const srcBytes = new Uint8Array(numel(src.sizes) * item).map((_, i) => i % 251);
-    const span = spanIn(src, region);
+    const layout = rowLayout(src, dst, region);
+    const span = rowSpan(layout, item);
     const dstBytes = new Uint8Array(numel(dst.sizes) * item);
-    copyRegion(srcBytes.subarray(span.start * item, span.end * item), src, span.start, dstBytes, dst, region, item);
+    copyRows(layout, item, srcBytes.subarray(span.start, span.end), span.start, dstBytes);
     const expected = new Uint8Array(dstBytes.length);
     const srcFlat = flatIndices(shape, src);
     const dstFlat = flatIndices(shape, dst);
@@ -68,6 +70,6 @@ describe("copyRegion and spanIn", () => {
   });
 
   it("finds no overlap between disjoint boxes", () => {
-    expect(overlap({ offsets: [0, 0], sizes: [2, 2] }, { offsets: [2, 0], sizes: [2, 2] })).toBeUndefined();
+    expect(intersectBoxes({ offsets: [0, 0], sizes: [2, 2] }, { offsets: [2, 0], sizes: [2, 2] })).toBeNull();
   });
 });

@@ -5,6 +5,7 @@ import {
   CheckpointError,
   crc32c,
   displayKey,
+  intersectBoxes,
   isCheckpointError,
   joinPath,
   numel,
@@ -12,7 +13,6 @@ import {
   withRetry,
 } from "@cairn/core";
 import PQueue from "p-queue";
-import { overlap } from "./row-major.js";
 import { prefetched } from "./prefetch.js";
 
 /** A stretch of a data file and what its bytes must match: the header's CRC32C, or blocks of a chunk. */
@@ -128,7 +128,7 @@ function coverageProblem(shape: readonly number[], chunks: readonly ChunkMetadat
     if (a.offsets.some((o, d) => o + a.sizes[d]! > shape[d]!)) return `chunk ${i} lies outside the tensor's shape ${JSON.stringify(shape)}`;
     covered += numel(a.sizes);
     for (const b of chunks.slice(i + 1)) {
-      if (numel(a.sizes) > 0 && numel(b.sizes) > 0 && overlap(a, b)) return "two of its chunks overlap";
+      if (numel(a.sizes) > 0 && numel(b.sizes) > 0 && intersectBoxes(a, b)) return "two of its chunks overlap";
     }
   }
   if (covered !== numel(whole.sizes)) return `its chunks cover ${covered} of its ${numel(shape)} elements`;

@@ -45,7 +45,7 @@ export {
   parseMetadata,
   valueOf,
 } from "./metadata.js";
-export { type Box, intersectBoxes } from "./box.js";
+export { type Box, type RowLayout, intersectBoxes, rowLayout, rowSpan, copyRows } from "./box.js";
 export { type Layout, layoutBoxes, splitUneven } from "./layouts.js";
 export {
   type StorageAdapter,
