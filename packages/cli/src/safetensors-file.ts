@@ -9,6 +9,7 @@ import {
   displayKey,
   itemSize,
   layoutSafetensors,
+  uniqueTensorNames,
   pathId,
   safetensorsDType,
   withRetry,
@@ -39,16 +40,6 @@ export interface ExportOptions {
   readonly onWrite?: (bytes: number) => void;
 }
 
-function uniqueNames(names: readonly string[]): string[] {
-  const seen = new Set<string>();
-  return names.map((name) => {
-    let unique = name;
-    for (let n = 2; seen.has(unique); n++) unique = `${name}#${n}`;
-    seen.add(unique);
-    return unique;
-  });
-}
-
 /**
  * Consolidates a checkpoint into one safetensors file, like DCP's `dcp_to_torch_save`: every
  * tensor and blob whole, in global row-major order, named by its dotted key, whatever chunks it
@@ -60,7 +51,7 @@ function uniqueNames(names: readonly string[]): string[] {
 export async function exportSafetensors(reader: CheckpointReader, out: { storage: StorageAdapter; name: string }, options: ExportOptions = {}): Promise<{ bytes: number; tensors: number }> {
   const { metadata } = reader;
   const tensors = metadata.entries.flatMap((e) => (e.kind === "value" ? [] : [reader.tensor(e)]));
-  const names = uniqueNames(tensors.map((t) => displayKey(t.key)));
+  const names = uniqueTensorNames(tensors.map((t) => displayKey(t.key)));
   let next = 0;
   const layout: ExportedLayout = {
     version: 1,

@@ -12,13 +12,13 @@ import {
   FORMAT_MINOR,
   FORMAT_NAME,
   METADATA_FILE,
+  commitMetadata,
   crc32c,
   displayKey,
-  isCheckpointError,
   joinPath,
   layoutSafetensors,
-  parseMetadata,
   throwIfAborted,
+  uniqueTensorNames,
   withRetry,
 } from "@cairn/core";
 import type { SourceTensor } from "./checkpoint-reader.js";
@@ -47,26 +47,6 @@ export interface WrittenCheckpoint {
 
 /** An entry to write: a tensor read from somewhere in ranges, or an inline value. */
 export type EntrySource = SourceTensor | ValueEntry;
-
-async function committedBy(storage: StorageAdapter, path: string, attempt: string): Promise<boolean> {
-  try {
-    const existing = parseMetadata(await storage.read(path), path);
-    return Object.keys(existing.files).some((name) => name.endsWith(`-${attempt}.safetensors`));
-  } catch {
-    return false;
-  }
-}
-
-/** Names unique within one data file: a clash (keys `["a.b"]` and `["a", "b"]`) gets `#2`, `#3`…, as core's writer does. */
-function uniqueNames(names: readonly string[]): string[] {
-  const seen = new Set<string>();
-  return names.map((name) => {
-    let unique = name;
-    for (let n = 2; seen.has(unique); n++) unique = `${name}#${n}`;
-    seen.add(unique);
-    return unique;
-  });
-}
 
 /** Consecutive tensors grouped into files of about `maxBytes`. */
 function groupIntoFiles(tensors: readonly SourceTensor[], maxBytes: number): SourceTensor[][] {
@@ -112,7 +92,7 @@ export async function writeCheckpoint(storage: StorageAdapter, dir: string, entr
   try {
     for (const [index, group] of groups.entries()) {
       const name = `data-r0-${index}-${attempt}.safetensors`;
-      const names = uniqueNames(group.map((t) => displayKey(t.key)));
+      const names = uniqueTensorNames(group.map((t) => displayKey(t.key)));
       const layout = layoutSafetensors(
         group.map((t, i) => ({ name: names[i]!, dtype: t.dtype, shape: t.shape, byteLength: t.byteLength })),
         { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` },
@@ -170,15 +150,7 @@ export async function writeCheckpoint(storage: StorageAdapter, dir: string, entr
       }),
       user: options.user ?? {},
     };
-    try {
-      await withRetry(() => storage.write(metadataPath, new TextEncoder().encode(JSON.stringify(metadata)), { ifAbsent: true, signal: options.signal }), {
-        signal: options.signal,
-      });
-    } catch (error) {
-      // A retried create may find its own earlier attempt, which did commit.
-      if (isCheckpointError(error, "already_exists") && !(await committedBy(storage, metadataPath, attempt))) throw exists();
-      if (!isCheckpointError(error, "already_exists")) throw error;
-    }
+    await commitMetadata(storage, dir, metadata, attempt, exists, { signal: options.signal });
     return { bytes, files: groups.length, entries: entries.length };
   } catch (error) {
     await Promise.all(written.map((name) => storage.delete(joinPath(dir, name)).catch(() => undefined)));

@@ -28,7 +28,7 @@ export {
 export { type Shard, type ShardedTensor, shardedTensor, isShardedTensor } from "./sharded-tensor.js";
 export { type Leaf, type TensorSource, type ShardPlacement, leafBox, flattenStateDict, tensorBytes, isTensorLike, isStateful } from "./flatten.js";
 export { crc32c, blockChecksums } from "./crc32c.js";
-export { layoutSafetensors, parseSafetensorsHeader, type SafetensorsTensor, type SafetensorsLayout, type ParsedSafetensorsHeader } from "./safetensors.js";
+export { layoutSafetensors, uniqueTensorNames, parseSafetensorsHeader, type SafetensorsTensor, type SafetensorsLayout, type ParsedSafetensorsHeader } from "./safetensors.js";
 export {
   type CheckpointMetadata,
   type EntryMetadata,
@@ -71,6 +71,7 @@ export { DefaultSavePlanner } from "./default-save-planner.js";
 export { type LoadPlanner, type LoadPlan, type LoadRequest, type ReadItem } from "./load-planner.js";
 export { DefaultLoadPlanner } from "./default-load-planner.js";
 export { type SaveOptions, type SaveResult, save } from "./save.js";
+export { commitMetadata } from "./commit-metadata.js";
 export { type LoadOptions, type LoadResult, load, readMetadata } from "./load.js";
 export { type TfjsModule, tfjsModule } from "./tfjs.js";
 export { type AsyncSaveOptions, type AsyncSaveHandle, type StagedInfo, asyncSave } from "./async-save.js";

@@ -84,3 +84,17 @@ export function parseSafetensorsHeader(bytes: Uint8Array, file = "safetensors fi
   }
   return { headerLength: length, metadata, tensors };
 }
+
+/**
+ * Names unique within one safetensors file. Dotted keys can collide (["a.b"] and ["a", "b"]):
+ * later ones get "#2", "#3"…, as the format says, skipping any suffix a name already has.
+ */
+export function uniqueTensorNames(names: readonly string[]): string[] {
+  const seen = new Set<string>();
+  return names.map((name) => {
+    let unique = name;
+    for (let n = 2; seen.has(unique); n++) unique = `${name}#${n}`;
+    seen.add(unique);
+    return unique;
+  });
+}

@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
 import PQueue from "p-queue";
 import { type OpenedCheckpoint, type CheckpointOptions, checkpointOptionsOf, openCheckpoint } from "./checkpoint-location.js";
+import { commitMetadata } from "./commit-metadata.js";
 import { DefaultSavePlanner } from "./default-save-planner.js";
-import { CheckpointError, cancelledError, isCheckpointError, throwIfAborted } from "./errors.js";
+import { CheckpointError, cancelledError, throwIfAborted } from "./errors.js";
 import { type Leaf, flattenStateDict } from "./flatten.js";
 import {
   type ChunkMetadata,
@@ -14,9 +15,7 @@ import {
   FORMAT_MINOR,
   FORMAT_NAME,
   METADATA_FILE,
-  parseMetadata,
 } from "./metadata.js";
-import { withRetry } from "./retry.js";
 import type { DataFilePlan, GlobalSavePlan, SavePlan, SavePlanner } from "./save-planner.js";
 import { type StateDict, pathId } from "./state-dict.js";
 import { joinPath } from "./storage/storage-adapter.js";
@@ -213,31 +212,8 @@ async function commitOnCoordinator(
   }
   throwIfAborted(options.signal, "the save");
   const metadata = buildMetadata(outcomes as Extract<RankOutcome, { ok: true }>[], prepared, options, blockSize);
-  const path = joinPath(location.dir, METADATA_FILE);
-  const bytes = new TextEncoder().encode(JSON.stringify(metadata));
-  try {
-    await withRetry(() => location.storage.write(path, bytes, { ifAbsent: true, signal: options.signal }), {
-      policy: options.retry,
-      signal: options.signal,
-    });
-  } catch (error) {
-    // A retried create may find its own earlier attempt: that attempt did commit.
-    if (isCheckpointError(error, "already_exists") && (await committedBy(location, path, prepared.plan.attempt))) {
-      return { ok: true, entries: metadata.entries.length };
-    }
-    if (isCheckpointError(error, "already_exists")) throw alreadyCommitted(location);
-    throw error;
-  }
+  await commitMetadata(location.storage, location.dir, metadata, prepared.plan.attempt, () => alreadyCommitted(location), options);
   return { ok: true, entries: metadata.entries.length };
-}
-
-async function committedBy(location: OpenedCheckpoint, path: string, attempt: string): Promise<boolean> {
-  try {
-    const existing = parseMetadata(await location.storage.read(path), path);
-    return Object.keys(existing.files).some((name) => name.endsWith(`-${attempt}.safetensors`));
-  } catch {
-    return false;
-  }
 }
 
 function buildMetadata(

@@ -6,7 +6,7 @@ import { CheckpointError, throwIfAborted } from "./errors.js";
 import { type Leaf, tensorBytes } from "./flatten.js";
 import { type ChunkMetadata, type DataFileMetadata, FORMAT_MAJOR, FORMAT_NAME } from "./metadata.js";
 import { withRetry } from "./retry.js";
-import { layoutSafetensors } from "./safetensors.js";
+import { layoutSafetensors, uniqueTensorNames } from "./safetensors.js";
 import type { SaveOptions } from "./save.js";
 import type { DataFilePlan, WriteItem } from "./save-planner.js";
 import { displayKey } from "./state-dict.js";
@@ -83,7 +83,7 @@ export async function writeDataFile(
   options: SaveOptions,
   blockSize: number,
 ): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[] }> {
-  const names = uniqueNames(file.items.map(tensorName));
+  const names = uniqueTensorNames(file.items.map(tensorName));
   const layout = layoutSafetensors(
     file.items.map((item, i) => ({ name: names[i]!, dtype: item.dtype, shape: item.chunk.sizes, byteLength: item.byteLength })),
     { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` },
@@ -141,14 +141,3 @@ export async function writeDataFile(
   const headerLength = layout.header.byteLength - 8;
   return { file: { rank, size: layout.fileSize, headerLength, headerCrc32c: crc32c(layout.header) }, chunks };
 }
-
-/** Dotted names can collide (["a.b"] and ["a", "b"]); later ones get "#2", "#3"… as the format says. */
-function uniqueNames(names: readonly string[]): string[] {
-  const seen = new Map<string, number>();
-  return names.map((name) => {
-    const count = (seen.get(name) ?? 0) + 1;
-    seen.set(name, count);
-    return count === 1 ? name : `${name}#${count}`;
-  });
-}
-

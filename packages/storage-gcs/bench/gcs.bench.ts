@@ -3,12 +3,12 @@
 // in the same run. Prints MB/s, the ratio to the SDK and the peak RSS above the state's own memory.
 // The emulator runs in a child process: in-process, its copies of every upload would swamp RSS.
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { type HostTensor, crc32c, hostTensor, load, openStorage, save } from "@cairn/core";
 import { Storage } from "@google-cloud/storage";
 import PQueue from "p-queue";
+import { type MeasuredWork, measureWork } from "@cairn/core/testing";
 import "../src/index.js";
 
 const TENSORS = 4;
@@ -32,42 +32,11 @@ async function startEmulatorProcess(): Promise<{ host: string; pid: number; stop
   return { host: info.host, pid: child.pid!, stop: () => (child.stdin!.end(), exited) };
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc (Linux); NaN elsewhere. */
-function cpuSecondsOf(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return Number.NaN;
-  }
-}
-
-interface Measured {
-  readonly seconds: number;
-  readonly peakRssMB: number;
-  /** CPU seconds of this process and of the emulator's during the work: which side was busy. */
-  readonly clientCpu: number;
-  readonly serverCpu: number;
-}
 
 const emulator = await startEmulatorProcess();
 
-/** Runs `work`, sampling RSS, and reports seconds, the peak RSS above what it was before, and CPU. */
-async function measure(work: () => Promise<void>): Promise<Measured> {
-  globalThis.gc?.();
-  const base = process.memoryUsage().rss;
-  let peak = base;
-  const timer = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
-  const cpu = process.cpuUsage();
-  const serverCpu = cpuSecondsOf(emulator.pid);
-  const started = performance.now();
-  await work();
-  const seconds = (performance.now() - started) / 1000;
-  clearInterval(timer);
-  peak = Math.max(peak, process.memoryUsage().rss);
-  const used = process.cpuUsage(cpu);
-  return { seconds, peakRssMB: (peak - base) / MB, clientCpu: (used.user + used.system) / 1e6, serverCpu: cpuSecondsOf(emulator.pid) - serverCpu };
-}
+/** Runs `work`, measuring seconds, the peak RSS rise and the CPU of this process and the emulator. */
+const measure = (work: () => Promise<void>): Promise<MeasuredWork> => measureWork(emulator.pid, work);
 
 try {
   const tensors: HostTensor<"float32">[] = [];
@@ -167,11 +136,11 @@ try {
   };
 
   // Rounds alternate who goes first, so a warm or cold emulator favours neither; the median counts.
-  const median = (runs: readonly Measured[]): Measured => {
+  const median = (runs: readonly MeasuredWork[]): MeasuredWork => {
     const sorted = [...runs].sort((x, y) => x.seconds - y.seconds);
-    return { ...sorted[(sorted.length - 1) >> 1]!, peakRssMB: Math.max(...runs.map((r) => r.peakRssMB)) };
+    return { ...sorted[(sorted.length - 1) >> 1]!, peakRiseBytes: Math.max(...runs.map((r) => r.peakRiseBytes)) };
   };
-  const results = { sdkSave: [] as Measured[], cairnSave: [] as Measured[], sdkLoad: [] as Measured[], cairnLoad: [] as Measured[], adapterLoad: [] as Measured[], sdkLoadWithHeaderReads: [] as Measured[] };
+  const results = { sdkSave: [] as MeasuredWork[], cairnSave: [] as MeasuredWork[], sdkLoad: [] as MeasuredWork[], cairnLoad: [] as MeasuredWork[], adapterLoad: [] as MeasuredWork[], sdkLoadWithHeaderReads: [] as MeasuredWork[] };
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? (["sdk", "cairn"] as const) : (["cairn", "sdk"] as const);
     for (const who of order) results[`${who}Save`].push(await (who === "sdk" ? sdkSave : cairnSave)(round));
@@ -191,8 +160,8 @@ try {
   for (const t of tensors) crc32c(new Uint8Array(t.data.buffer));
   const crcSeconds = (performance.now() - crcStarted) / 1000;
 
-  const row = (name: string, m: Measured, base?: { seconds: number }) =>
-    `${name.padEnd(34)} ${(total / MB / m.seconds).toFixed(0).padStart(6)} MB/s ${base ? `${(base.seconds / m.seconds).toFixed(2)}x`.padStart(6) : "     -"}  peak RSS +${m.peakRssMB.toFixed(0)} MB  cpu client ${m.clientCpu.toFixed(1)} s, emulator ${m.serverCpu.toFixed(1)} s`;
+  const row = (name: string, m: MeasuredWork, base?: { seconds: number }) =>
+    `${name.padEnd(34)} ${(total / MB / m.seconds).toFixed(0).padStart(6)} MB/s ${base ? `${(base.seconds / m.seconds).toFixed(2)}x`.padStart(6) : "     -"}  peak RSS +${(m.peakRiseBytes / MB).toFixed(0)} MB  cpu client ${m.clientCpu.toFixed(1)} s, emulator ${m.serverCpu.toFixed(1)} s`;
   console.log(`gs:// on the firebase-tools emulator (child process), ${total / 2 ** 30} GiB in ${TENSORS} files, concurrency ${CONCURRENCY}, reads of ${READ_BYTES / 2 ** 20} MiB, median of ${ROUNDS} rounds`);
   console.log(row("SDK file.save (baseline)", sdkSaved!));
   console.log(row("cairn save gs://", cairnSaved!, sdkSaved));

@@ -2,7 +2,6 @@
 // `@aws-sdk/lib-storage` Upload and plain ranged GetObject of the same bytes with the same
 // concurrency, in the same run. fauxqs runs in a child process, so the RSS measured here is
 // the client's alone. Run: pnpm --filter @cairn/storage-s3 bench
-import { readFileSync } from "node:fs";
 import { Readable } from "node:stream";
 import { DeleteObjectCommand, GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
@@ -10,6 +9,7 @@ import { type HostTensor, crc32c, hostTensor, load, openStorage, save } from "@c
 import "../src/index.js";
 import type { S3StorageOptions } from "../src/open-s3-storage.js";
 import { startFauxqsProcess } from "../test/start-fauxqs.js";
+import { type MeasuredWork, measureWork } from "@cairn/core/testing";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 
@@ -25,41 +25,6 @@ const CONCURRENCY = 8;
 const FILES = 4;
 const BUCKET = "bench";
 
-/** CPU seconds (user + system) a process has used so far, from /proc (Linux); NaN elsewhere. */
-function cpuSecondsOf(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return Number.NaN;
-  }
-}
-
-interface Measured {
-  readonly seconds: number;
-  readonly peakRiseMiB: number;
-  /** CPU seconds of this process and of the server's during the step: which side was busy. */
-  readonly clientCpu: number;
-  readonly serverCpu: number;
-}
-
-/** Samples RSS while `run` runs; returns seconds, the peak rise over the RSS before it, and CPU of both sides. */
-async function measure(serverPid: number, run: () => Promise<void>): Promise<Measured> {
-  const before = process.memoryUsage.rss();
-  let peak = before;
-  const sampler = setInterval(() => {
-    peak = Math.max(peak, process.memoryUsage.rss());
-  }, 10);
-  const cpu = process.cpuUsage();
-  const serverCpu = cpuSecondsOf(serverPid);
-  const started = performance.now();
-  await run();
-  const seconds = (performance.now() - started) / 1000;
-  clearInterval(sampler);
-  peak = Math.max(peak, process.memoryUsage.rss());
-  const used = process.cpuUsage(cpu);
-  return { seconds, peakRiseMiB: (peak - before) / MiB, clientCpu: (used.user + used.system) / 1e6, serverCpu: cpuSecondsOf(serverPid) - serverCpu };
-}
 
 /** Tensors with every page touched, so loading into them measures transfer, not page faults. */
 function tensors(fill: boolean): HostTensor<"float32">[] {
@@ -92,10 +57,10 @@ async function main(): Promise<void> {
     const state = Object.fromEntries(source.map((t, i) => [`layer${i}`, t]));
     const files = Array.from({ length: FILES }, (_, f) => source.filter((_, i) => i % FILES === f));
 
-    const cairnSave = await measure(server.pid, async () => {
+    const cairnSave = await measureWork(server.pid, async () => {
       await save(state, { checkpointId: `s3://${BUCKET}/cairn`, storageOptions, concurrency: FILES });
     });
-    const sdkUpload = await measure(server.pid, async () => {
+    const sdkUpload = await measureWork(server.pid, async () => {
       await Promise.all(
         files.map((group, f) =>
           new Upload({
@@ -110,7 +75,7 @@ async function main(): Promise<void> {
 
     const target = tensors(false);
     const into = Object.fromEntries(target.map((t, i) => [`layer${i}`, t]));
-    const cairnLoad = await measure(server.pid, async () => {
+    const cairnLoad = await measureWork(server.pid, async () => {
       await load(into, { checkpointId: `s3://${BUCKET}/cairn`, storageOptions, concurrency: CONCURRENCY });
     });
     for (let i = 0; i < TENSORS; i++) {
@@ -124,7 +89,7 @@ async function main(): Promise<void> {
     const dataFiles: { path: string; size: number }[] = [];
     for await (const o of adapter.list("")) if (o.path.endsWith(".safetensors")) dataFiles.push(o);
     const scratch = Array.from({ length: CONCURRENCY }, () => new Uint8Array(2 * PART).fill(1));
-    const adapterReads = await measure(server.pid, async () => {
+    const adapterReads = await measureWork(server.pid, async () => {
       const ranges = dataFiles.flatMap((o) => Array.from({ length: Math.ceil(o.size / (2 * PART)) }, (_, r) => ({ path: o.path, offset: r * 2 * PART })));
       let next = 0;
       const worker = async (into: Uint8Array): Promise<void> => {
@@ -139,7 +104,7 @@ async function main(): Promise<void> {
 
     const fileSize = TOTAL / FILES;
     const sink = tensors(false).map(bytesOf);
-    const sdkGet = await measure(server.pid, async () => {
+    const sdkGet = await measureWork(server.pid, async () => {
       const ranges = Array.from({ length: FILES }, (_, f) => Array.from({ length: fileSize / PART }, (_, r) => ({ f, offset: r * PART }))).flat();
       let next = 0;
       const worker = async (): Promise<void> => {
@@ -161,8 +126,8 @@ async function main(): Promise<void> {
     const crcSeconds = (performance.now() - crcStarted) / 1000;
 
     const mbps = (s: number): number => TOTAL / 1e6 / s;
-    const row = (name: string, m: Measured, baseline?: { seconds: number }): string =>
-      `| ${name} | ${m.seconds.toFixed(2)} | ${mbps(m.seconds).toFixed(0)} | ${baseline ? (baseline.seconds / m.seconds).toFixed(2) : "1.00"} | ${m.peakRiseMiB.toFixed(0)} | ${m.clientCpu.toFixed(1)} | ${m.serverCpu.toFixed(1)} |`;
+    const row = (name: string, m: MeasuredWork, baseline?: { seconds: number }): string =>
+      `| ${name} | ${m.seconds.toFixed(2)} | ${mbps(m.seconds).toFixed(0)} | ${baseline ? (baseline.seconds / m.seconds).toFixed(2) : "1.00"} | ${(m.peakRiseBytes / MiB).toFixed(0)} | ${m.clientCpu.toFixed(1)} | ${m.serverCpu.toFixed(1)} |`;
     console.log(`${TOTAL / 1024 / MiB} GiB in ${TENSORS} float32 tensors (${FILES} files), fauxqs 1.9.2 in a child process on 127.0.0.1, part ${PART / MiB} MiB, ${CONCURRENCY} parts in flight, Node ${process.version}`);
     console.log(`bound on buffered parts: concurrency x part size = ${(CONCURRENCY * PART) / MiB} MiB`);
     console.log("| what | seconds | MB/s | ratio to SDK | peak RSS rise (MiB) | client CPU s | server CPU s |");

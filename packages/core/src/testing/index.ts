@@ -2,3 +2,4 @@ export { storageContractSuite, type StorageContractOptions } from "./storage-con
 export { FaultyStorageAdapter, type Fault, type FaultyOperation } from "./faulty-storage-adapter.js";
 export { FaultProxy, type FaultAction, type FaultRule, type FaultProxyOptions, type PreconditionEnforcer, type ProxiedRequest } from "./fault-proxy.js";
 export { spawnTypeScript, runTypeScript, type TypeScriptRun } from "./run-typescript.js";
+export { type MeasuredWork, cpuSecondsOf, measureWork } from "./measure-work.js";

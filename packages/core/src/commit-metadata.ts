@@ -1,0 +1,40 @@
+import { type CheckpointError, isCheckpointError } from "./errors.js";
+import { type CheckpointMetadata, METADATA_FILE, parseMetadata } from "./metadata.js";
+import { type RetryPolicy, withRetry } from "./retry.js";
+import type { StorageAdapter } from "./storage/storage-adapter.js";
+import { joinPath } from "./storage/storage-adapter.js";
+
+/**
+ * Commits a checkpoint: writes `metadata.json` into `dir` with an atomic create, after every
+ * data file is durable. A retried create that finds metadata naming this attempt's files
+ * (`-<attempt>.safetensors`) committed after all; any other existing metadata is another
+ * checkpoint, and `alreadyCommitted()` is thrown. Called by `save` and by writers of their own
+ * data files (the CLI's import).
+ */
+export async function commitMetadata(
+  storage: StorageAdapter,
+  dir: string,
+  metadata: CheckpointMetadata,
+  attempt: string,
+  alreadyCommitted: () => CheckpointError,
+  options: { readonly retry?: Partial<RetryPolicy>; readonly signal?: AbortSignal | undefined } = {},
+): Promise<void> {
+  const path = joinPath(dir, METADATA_FILE);
+  const bytes = new TextEncoder().encode(JSON.stringify(metadata));
+  try {
+    await withRetry(() => storage.write(path, bytes, { ifAbsent: true, signal: options.signal }), { policy: options.retry, signal: options.signal });
+  } catch (error) {
+    if (!isCheckpointError(error, "already_exists")) throw error;
+    // A retried create may find its own earlier attempt: that attempt did commit.
+    if (!(await committedBy(storage, path, attempt))) throw alreadyCommitted();
+  }
+}
+
+async function committedBy(storage: StorageAdapter, path: string, attempt: string): Promise<boolean> {
+  try {
+    const existing = parseMetadata(await storage.read(path), path);
+    return Object.keys(existing.files).some((name) => name.endsWith(`-${attempt}.safetensors`));
+  } catch {
+    return false;
+  }
+}
