@@ -55,18 +55,16 @@ export async function launchRanks(options: LaunchOptions, signals: NodeJS.EventE
   const children: ChildProcess[] = [];
   let failed: { rank: number; code: number } | undefined;
   let killTimer: NodeJS.Timeout | undefined;
-  const stopAll = (signal: NodeJS.Signals): void => {
+  const signalAll = (signal: NodeJS.Signals): void => {
     for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-    killTimer ??= setTimeout(() => {
-      for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-    }, options.graceMs ?? 30_000);
+  };
+  const stopAll = (signal: NodeJS.Signals): void => {
+    signalAll(signal);
+    killTimer ??= setTimeout(() => signalAll("SIGKILL"), options.graceMs ?? 30_000);
     killTimer.unref();
   };
-  const forward = (signal: NodeJS.Signals) => (): void => {
-    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-  };
-  const onTerm = forward("SIGTERM");
-  const onInt = forward("SIGINT");
+  const onTerm = (): void => signalAll("SIGTERM");
+  const onInt = (): void => signalAll("SIGINT");
   signals.on("SIGTERM", onTerm);
   signals.on("SIGINT", onInt);
   try {
