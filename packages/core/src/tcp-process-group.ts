@@ -67,17 +67,18 @@ class Connection {
     if (this.closed) throw new CheckpointError("process_group", `process group (rank ${this.rank}): the group is closed; create a new one`);
     const seq = (this.sequences.get(tag) ?? 0) + 1;
     this.sequences.set(tag, seq);
-    const id = `${tag}#${seq}`;
-    const result = new Promise<unknown>((resolve, reject) => {
-      const timer = setTimeout(
-        () => this.fail(`no answer to ${kind} #${seq} from the rendezvous server at ${this.where} within ${this.timeoutMs + SERVER_GRACE_MS} ms`),
-        this.timeoutMs + SERVER_GRACE_MS,
-      );
+    const result = this.wait(`${tag}#${seq}`, `no answer to ${kind} #${seq} from the rendezvous server at ${this.where} within ${this.timeoutMs + SERVER_GRACE_MS} ms`);
+    sendJsonLine(this.socket, { op: "collective", tag, seq, kind, ...(root === undefined ? {} : { root }), value } satisfies ClientMessage);
+    return result;
+  }
+
+  /** Resolves with the server's answer to `id`; after the server's own timeout and a grace period the group fails with `timeoutReason`. */
+  wait(id: string, timeoutReason: string): Promise<unknown> {
+    return new Promise<unknown>((resolve, reject) => {
+      const timer = setTimeout(() => this.fail(timeoutReason), this.timeoutMs + SERVER_GRACE_MS);
       timer.unref();
       this.waiters.set(id, { resolve, reject, timer });
     });
-    sendJsonLine(this.socket, { op: "collective", tag, seq, kind, ...(root === undefined ? {} : { root }), value } satisfies ClientMessage);
-    return result;
   }
 
   #receive(message: ServerMessage): void {
@@ -144,25 +145,15 @@ export class TcpProcessGroup implements CoordinatedProcessGroup {
     try {
       const socket = await connectWithRetries(host, server?.port ?? port, timeoutMs, where, rank);
       const connection = new Connection(socket, where, rank, timeoutMs);
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(
-          () => reject(new CheckpointError("process_group", `process group (rank ${rank}): the ranks did not all join ${where} within ${timeoutMs + SERVER_GRACE_MS} ms`)),
-          timeoutMs + SERVER_GRACE_MS,
-        );
-        connection.waiters.set("ready", {
-          resolve: () => {
-            clearTimeout(timer);
-            resolve();
-          },
-          reject: (error) => {
-            clearTimeout(timer);
-            reject(error);
-          },
-          timer,
-        });
-        sendJsonLine(socket, { op: "hello", rank, worldSize } satisfies ClientMessage);
-      });
-      connection.waiters.delete("ready");
+      const ready = connection.wait("ready", `the ranks did not all join ${where} within ${timeoutMs + SERVER_GRACE_MS} ms`);
+      sendJsonLine(socket, { op: "hello", rank, worldSize } satisfies ClientMessage);
+      try {
+        await ready;
+      } catch (error) {
+        connection.closed = true;
+        socket.destroy();
+        throw error;
+      }
       return new TcpProcessGroup(connection, worldSize, "", server);
     } catch (error) {
       await server?.close(0);
