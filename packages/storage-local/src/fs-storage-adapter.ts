@@ -43,6 +43,49 @@ const TEMP_PREFIX = ".cairn-tmp-";
 
 const TRANSIENT_CODES = new Set(["EAGAIN", "EBUSY", "EMFILE", "ENFILE", "EINTR", "EIO", "ETIMEDOUT"]);
 
+/** Bytes of positional writes a file keeps in flight while it pulls the next parts of its body. */
+const WRITE_WINDOW_BYTES = 64 << 20;
+/** Writes a file keeps in flight at most, whatever their size. */
+const WRITE_WINDOW_COUNT = 32;
+
+/**
+ * Writes the body's parts at their positions with several writes in flight, instead of one
+ * write at a time: each completion needs an event-loop turn, and a background save beside a
+ * training loop may get one turn per training step, so one-at-a-time writes of small parts
+ * would pace the save by the training loop. Every write has finished or failed when it returns.
+ */
+async function writeWindowed(handle: FileHandleLike, body: Iterable<Uint8Array> | AsyncIterable<Uint8Array>, check: () => void): Promise<void> {
+  const inflight = new Set<Promise<void>>();
+  let inflightBytes = 0;
+  let failure: { error: unknown } | undefined;
+  const writeAt = async (part: Uint8Array, position: number): Promise<void> => {
+    let done = 0;
+    while (done < part.byteLength) done += (await handle.write(part, done, part.byteLength - done, position + done)).bytesWritten;
+  };
+  try {
+    let position = 0;
+    for await (const part of body) {
+      check();
+      while (inflight.size >= WRITE_WINDOW_COUNT || (inflight.size > 0 && inflightBytes + part.byteLength > WRITE_WINDOW_BYTES)) await Promise.race(inflight);
+      if (failure) throw failure.error;
+      const write = writeAt(part, position)
+        .catch((error: unknown) => {
+          failure ??= { error };
+        })
+        .finally(() => {
+          inflight.delete(write);
+          inflightBytes -= part.byteLength;
+        });
+      inflight.add(write);
+      inflightBytes += part.byteLength;
+      position += part.byteLength;
+    }
+  } finally {
+    await Promise.all(inflight);
+  }
+  if (failure) throw failure.error;
+}
+
 /**
  * A `StorageAdapter` over a POSIX-like file system rooted at a directory. Writes are durable
  * and all-or-nothing: a temp file in the target directory, written, fsynced and closed, then
@@ -115,16 +158,9 @@ export class FsStorageAdapter implements StorageAdapter {
     try {
       if (options.signal?.aborted) throw cancelledError(options.signal, `writing ${path}`);
       handle = await this.#createTemp(dir, temp);
-      let position = 0;
-      for await (const part of body instanceof Uint8Array ? [body] : body) {
+      await writeWindowed(handle, body instanceof Uint8Array ? [body] : body, () => {
         if (options.signal?.aborted) throw cancelledError(options.signal, `writing ${path}`);
-        let done = 0;
-        while (done < part.byteLength) {
-          const { bytesWritten } = await handle.write(part, done, part.byteLength - done, position + done);
-          done += bytesWritten;
-        }
-        position += part.byteLength;
-      }
+      });
       await handle.sync();
       await handle.close();
       handle = undefined;

@@ -4,7 +4,9 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { openStorage } from "@cairn/core";
 import { storageContractSuite } from "@cairn/core/testing";
+import { Volume, createFsFromVolume } from "memfs";
 import { afterAll, describe, expect, it } from "vitest";
+import { type FsPromisesLike, FsStorageAdapter } from "./fs-storage-adapter.js";
 import "./index.js";
 
 const roots: string[] = [];
@@ -41,5 +43,68 @@ describe("file:// specifics", () => {
     await a.write("x", new Uint8Array([1]));
     expect(await b.stat("x")).toBeNull();
     expect(await (await openStorage("memory://apart")).stat("a/x")).toMatchObject({ size: 1 });
+  });
+});
+
+describe("file:// writes", () => {
+  /** memfs whose file handles record how many writes are in flight, and can fail the nth write. */
+  function recordingFs(failWrite?: number): { fs: FsPromisesLike; maxInflight: () => number } {
+    const base = createFsFromVolume(new Volume()).promises as unknown as FsPromisesLike;
+    let inflight = 0;
+    let max = 0;
+    let writes = 0;
+    const fs: FsPromisesLike = {
+      ...base,
+      mkdir: (p, o) => base.mkdir(p, o),
+      rename: (a, b) => base.rename(a, b),
+      link: (a, b) => base.link(a, b),
+      unlink: (p) => base.unlink(p),
+      rmdir: (p) => base.rmdir(p),
+      stat: (p) => base.stat(p),
+      readdir: (p, o) => base.readdir(p, o),
+      open: async (path, flags, mode) => {
+        const handle = await base.open(path, flags, mode);
+        return {
+          read: (b, o, l, p) => handle.read(b, o, l, p),
+          sync: () => handle.sync(),
+          close: () => handle.close(),
+          write: async (buffer, offset, length, position) => {
+            const n = ++writes;
+            inflight++;
+            max = Math.max(max, inflight);
+            try {
+              await new Promise((r) => setTimeout(r, 2));
+              if (n === failWrite) throw Object.assign(new Error("disk full"), { code: "ENOSPC" });
+              return await handle.write(buffer, offset, length, position);
+            } finally {
+              inflight--;
+            }
+          },
+        };
+      },
+    };
+    return { fs, maxInflight: () => max };
+  }
+
+  async function* parts(count: number, size: number): AsyncGenerator<Uint8Array> {
+    for (let i = 0; i < count; i++) yield new Uint8Array(size).fill(i);
+  }
+
+  it("keeps several writes of a streamed body in flight and places every byte at its position", async () => {
+    const { fs, maxInflight } = recordingFs();
+    const storage = new FsStorageAdapter("memory", "memory://t", fs, "/t", { syncDirectories: false });
+    await storage.write("f", parts(40, 1000));
+    const bytes = await storage.read("f");
+    expect(bytes.byteLength).toBe(40_000);
+    for (let i = 0; i < 40; i++) expect(bytes[i * 1000]).toBe(i);
+    expect(maxInflight()).toBeGreaterThan(1);
+  });
+
+  it("rejects when one of the writes in flight fails, leaving no object and no temp file", async () => {
+    const { fs } = recordingFs(7);
+    const storage = new FsStorageAdapter("memory", "memory://t", fs, "/t", { syncDirectories: false });
+    await expect(storage.write("f", parts(40, 1000))).rejects.toMatchObject({ code: "storage", message: expect.stringContaining("disk full") });
+    expect(await storage.stat("f")).toBeNull();
+    expect(await fs.readdir("/t", { withFileTypes: true })).toEqual([]);
   });
 });
