@@ -127,16 +127,17 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
       metadata,
       plan.items,
       destinations.map((d) => ({ key: displayKey(d.request.key), box: d.box, buffer: d.buffer, itemSize: itemSize(d.request.dtype ?? "uint8") })),
-      async (file, offset, length, into) => {
+      async (file, offset, length, buffers = {}) => {
         const path = joinPath(location.dir, file);
-        const data = await withRetry(() => location.storage.read(path, { offset, length }, { signal: options.signal, ...(into ? { into } : {}) }), {
+        const data = await withRetry(() => location.storage.read(path, { offset, length }, { signal: options.signal, ...buffers }), {
           policy: options.retry,
           signal: options.signal,
         });
-        bytes += data.byteLength;
+        bytes += data.byteLength + (buffers.head && data.byteLength > 0 ? buffers.head.byteLength : 0);
         return data;
       },
       {
+        headerInFirstRange: location.storage.remote === true,
         concurrency: options.concurrency ?? 8,
         maxReadBytes: options.maxReadBytes ?? 8 << 20,
         maxInflightBytes: options.maxInflightBytes ?? 64 << 20,

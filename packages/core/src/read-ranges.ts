@@ -4,9 +4,16 @@ import { crc32c } from "./crc32c.js";
 import { CheckpointError, throwIfAborted } from "./errors.js";
 import type { ReadItem } from "./load-planner.js";
 import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE } from "./metadata.js";
+import type { ReadOptions } from "./storage/storage-adapter.js";
 
 /** Largest piece of a chunk read straight into its destination (a multiple of any power-of-two block size). */
 const DIRECT_READ_BYTES = 64 << 20;
+
+/**
+ * Most bytes between a data file's header and its first range that are read (and dropped) to
+ * fetch the header in that range's request: fewer than a network round trip is worth.
+ */
+const HEADER_GAP_BYTES = 1 << 20;
 
 /** Where a request's bytes go: a row-major host buffer holding `box` of the tensor, `itemSize` bytes an element. */
 export interface ReadDestination {
@@ -34,14 +41,19 @@ interface RangeRead {
 }
 
 export interface RangeReadOptions {
+  /**
+   * Read each data file's header in the same request as the file's first range, when that range
+   * starts at most `HEADER_GAP_BYTES` past it (for remote storage: `StorageAdapter.remote`).
+   */
+  readonly headerInFirstRange: boolean;
   readonly concurrency: number;
   readonly maxReadBytes: number;
   readonly maxInflightBytes: number;
   readonly signal?: AbortSignal;
 }
 
-/** Reads `[offset, offset + length)` of a data file, optionally into `into`; returns what was read. */
-export type ReadFn = (file: string, offset: number, length: number, into?: Uint8Array) => Promise<Uint8Array>;
+/** Reads `[offset, offset + length)` of a data file, as `StorageAdapter.read` does with these options. */
+export type ReadFn = (file: string, offset: number, length: number, options?: Pick<ReadOptions, "into" | "head">) => Promise<Uint8Array>;
 
 /**
  * Executes a load plan's reads: every data file's header is checked against its CRC32C, each
@@ -49,7 +61,12 @@ export type ReadFn = (file: string, offset: number, length: number, into?: Uint8
  * neighbouring pieces of a file are merged into one range read, and verified bytes are copied
  * into their destinations. A read that lands in one contiguous run of a destination is read
  * straight into it; others use a small pool of reusable buffers, so a load's extra memory is
- * bounded by concurrency × maxReadBytes.
+ * bounded by concurrency × maxReadBytes (plus headers).
+ *
+ * A header is read on its own, or, with `headerInFirstRange`, by extending the file's first
+ * range back to byte 0 with the bytes before the range going to a buffer of their own
+ * (`ReadOptions.head`): one request per range and none per header, and still no copy of the
+ * range's bytes. A file whose first range starts far past its header has it read on its own.
  */
 export async function readRanges(
   metadata: CheckpointMetadata,
@@ -61,11 +78,21 @@ export async function readRanges(
   const blockSize = metadata.checksum.blockSize;
   const maxRead = Math.max(blockSize, Math.floor(options.maxReadBytes / blockSize) * blockSize);
   const ranges = planRanges(items, destinations, blockSize, maxRead);
-  const files = new Set(ranges.map((r) => r.file));
+  const firstRanges = new Map<string, RangeRead>();
+  for (const range of ranges) if (!firstRanges.has(range.file)) firstRanges.set(range.file, range);
+  const withHeader = new Set<RangeRead>();
+  if (options.headerInFirstRange) {
+    for (const range of firstRanges.values()) {
+      const headerEnd = 8 + metadata.files[range.file]!.headerLength;
+      if (headerEnd <= range.start && range.start - headerEnd <= HEADER_GAP_BYTES) withHeader.add(range);
+    }
+  }
   const queue = new PQueue({ concurrency: Math.max(1, options.concurrency) });
   const budget = new ByteBudget(options.maxInflightBytes);
   const pool: Uint8Array[] = [];
-  const tasks: Promise<void>[] = [...files].map((file) => queue.add(() => verifyHeader(file, metadata, read)));
+  const tasks: Promise<void>[] = [...firstRanges]
+    .filter(([, range]) => !withHeader.has(range))
+    .map(([file]) => queue.add(() => verifyHeader(file, metadata, read)));
   for (const range of ranges) {
     tasks.push(
       queue.add(async () => {
@@ -73,9 +100,18 @@ export async function readRanges(
         const length = range.end - range.start;
         const direct = directTarget(range, destinations);
         const scratch = direct ? undefined : (pool.pop() ?? new Uint8Array(maxRead));
-        await budget.acquire(direct ? 0 : length);
+        // The header and any gap after it, read in this range's request: [0, range.start).
+        const head = withHeader.has(range) ? new Uint8Array(range.start) : undefined;
+        const held = (direct ? 0 : length) + (head?.byteLength ?? 0);
+        await budget.acquire(held);
         try {
-          const data = await read(range.file, range.start, length, direct ?? scratch);
+          const into = direct ?? scratch;
+          const data = head ? await read(range.file, 0, range.end, { into, head }) : await read(range.file, range.start, length, { into });
+          if (head) {
+            // A read that ended before the range says nothing of how much of the header came: read it on its own.
+            if (data.byteLength === 0) await verifyHeader(range.file, metadata, read);
+            else checkHeader(range.file, metadata, head);
+          }
           if (data.byteLength < length) {
             const key = destinations[range.pieces[0]!.consumers[0]!.item.request]!.key;
             throw new CheckpointError("corrupt", `${range.file} is truncated: ${key} needs bytes up to ${range.end} but the file ends at ${range.start + data.byteLength}`, {
@@ -92,7 +128,7 @@ export async function readRanges(
             }
           }
         } finally {
-          budget.release(direct ? 0 : length);
+          budget.release(held);
           if (scratch) pool.push(scratch);
         }
       }),
@@ -101,12 +137,17 @@ export async function readRanges(
   const settled = await Promise.allSettled(tasks);
   const failure = settled.find((s) => s.status === "rejected");
   if (failure) throw failure.reason;
-  return { files: files.size };
+  return { files: firstRanges.size };
 }
 
 async function verifyHeader(file: string, metadata: CheckpointMetadata, read: ReadFn): Promise<void> {
+  checkHeader(file, metadata, await read(file, 0, 8 + metadata.files[file]!.headerLength));
+}
+
+/** Checks a data file's first bytes (at least its header, or fewer if the file is that short) against the header's CRC32C. */
+function checkHeader(file: string, metadata: CheckpointMetadata, bytes: Uint8Array): void {
   const info = metadata.files[file]!;
-  const header = await read(file, 0, 8 + info.headerLength);
+  const header = bytes.subarray(0, 8 + info.headerLength);
   if (header.byteLength < 8 + info.headerLength || crc32c(header) !== info.headerCrc32c) {
     throw new CheckpointError("corrupt", `${file}: its safetensors header does not match the checksum in ${METADATA_FILE}; the file is damaged`, {
       context: { file },

@@ -59,6 +59,11 @@ function expectSameState(actual: StateDict, expected: StateDict): void {
 /** Faults the proxy applied since `mark` (its request count then); the log spans the whole file. */
 const faultsSince = (mark: number, kind?: string) => server.proxy.requests.slice(mark).filter((r) => r.fault !== undefined && (kind === undefined || r.fault === kind));
 
+const rangeLength = (header: string | string[] | undefined): number => {
+  const match = /^bytes=(\d+)-(\d+)$/.exec(String(header));
+  return match ? Number(match[2]) - Number(match[1]) + 1 : 0;
+};
+
 const isDataUpload = (r: { method: string; url: string }) => r.url.includes("/upload/") && r.url.includes(".safetensors");
 
 describe("save and load through gs://", () => {
@@ -92,6 +97,25 @@ describe("save and load through gs://", () => {
     const error = (await load(options(url)).catch((e: unknown) => e)) as CheckpointError;
     expect(error.code).toBe("corrupt");
   });
+
+  it("reads each data file's header in the GET of its first range, and detects a damaged header", async () => {
+    const url = server.location("header");
+    await save(stateDict(), options(url));
+    const metadata = await readMetadata({ checkpointId: url, storageOptions: gs() });
+    const files = Object.keys(metadata.files);
+    const dataGets = (mark: number) => server.proxy.requests.slice(mark).filter((r) => r.method === "GET" && r.url.includes(".safetensors?alt=media"));
+    const mark = server.proxy.requests.length;
+    expectSameState(await load(options(url)), stateDict());
+    // Each file's tensors are neighbours under maxReadBytes: one range read per file, and no request for a header alone.
+    expect(dataGets(mark)).toHaveLength(files.length);
+
+    const storage = await openStorage(url, gs());
+    const damaged = new Uint8Array(await storage.read(files[0]!));
+    damaged[8 + Math.floor(metadata.files[files[0]!]!.headerLength / 2)]! ^= 0x01;
+    await storage.write(files[0]!, damaged);
+    const error = await load(options(url)).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "corrupt", context: { file: files[0] }, message: expect.stringContaining("safetensors header does not match") });
+  });
 });
 
 describe("faults on the wire", () => {
@@ -101,10 +125,10 @@ describe("faults on the wire", () => {
       { match: (r) => r.method === "POST" && r.url.includes("uploadType=resumable"), action: { kind: "status", status: 503 } },
       { match: (r) => r.method === "POST" && r.url.includes("metadata.json"), action: { kind: "status", status: 429 } },
       { match: (r) => r.method === "PUT" && isDataUpload(r), action: { kind: "reset", phase: "request", afterBytes: 20_000 } },
-      // Only a range past the 120-byte header, so the response is longer than afterBytes: FaultProxy never ends a
-      // shorter one, and the keep-alive socket it holds would stall the next request sent on it.
+      // Only a range longer than afterBytes: FaultProxy never ends a shorter response, and the keep-alive
+      // socket it holds would stall the next request sent on it. The retried range includes the file's header.
       {
-        match: (r) => r.method === "GET" && r.url.includes(".safetensors?alt=media") && /^bytes=[1-9]/.test(String(r.headers.range)),
+        match: (r) => r.method === "GET" && r.url.includes(".safetensors?alt=media") && rangeLength(r.headers.range) > 2000,
         action: { kind: "reset", phase: "response", afterBytes: 1000 },
       },
       { match: (r) => r.method === "GET" && r.url.includes("metadata.json?alt=media"), action: { kind: "status", status: 500 } },

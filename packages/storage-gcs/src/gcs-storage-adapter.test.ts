@@ -49,6 +49,20 @@ describe("gs:// specifics", () => {
     expect((await storage.read("r", { offset: 50, length: 5 })).byteLength).toBe(0);
   });
 
+  it("carries ReadOptions.head in the first part of a split read, at no extra GET", async () => {
+    const storage = await open("head", { parallelReadMinBytes: 64 << 10, parallelReadPartBytes: 20_000 });
+    const data = new Uint8Array(100_000).map((_, i) => (i * 7919) & 0xff);
+    await storage.write("blob", data);
+    const head = new Uint8Array(30_000);
+    const mark = server.proxy.requests.length;
+    const body = await storage.read("blob", { offset: 0, length: 100_000 }, { head });
+    expect(Buffer.from(head).equals(data.subarray(0, 30_000))).toBe(true);
+    expect(Buffer.from(body).equals(data.subarray(30_000))).toBe(true);
+    // A stat, then 50,000 bytes (head and a part) and three parts for the remaining 50,000: as many GETs as without a head.
+    const gets = server.proxy.requests.slice(mark).filter((r) => r.method === "GET" && r.url.includes("alt=media"));
+    expect(gets).toHaveLength(4);
+  });
+
   it("deletes many objects in parallel, missing ones included", async () => {
     const storage = (await open()) as GcsStorageAdapter;
     const paths = Array.from({ length: 60 }, (_, i) => `step/${i}`);

@@ -9,9 +9,11 @@ import {
   type WriteBody,
   type WriteOptions,
   CheckpointError,
+  ReadTarget,
   checkRelativePath,
   crc32c,
   isTransient,
+  splitHead,
   withRetry,
 } from "@cairn/core";
 import type { Bucket, CRC32CValidator, CreateWriteStreamOptions, File, Storage } from "@google-cloud/storage";
@@ -63,6 +65,7 @@ const DEFAULTS = {
 export class GcsStorageAdapter implements StorageAdapter {
   readonly protocol = "gs";
   readonly root: string;
+  readonly remote = true;
   readonly #bucket: Bucket;
   readonly #prefix: string;
   readonly #options: Required<Omit<GcsStorageAdapterOptions, "retry">>;
@@ -86,16 +89,19 @@ export class GcsStorageAdapter implements StorageAdapter {
 
   async read(path: string, range?: ByteRange, options: ReadOptions = {}): Promise<Uint8Array> {
     const site = this.#site("read", path, options.signal);
-    if (!range) return this.#retrying(site, () => this.#download(site, undefined, undefined));
+    if (!range) return splitHead(await this.#retrying(site, () => this.#downloadObject(site)), options.head);
     if (range.length <= 0 || range.length >= this.#options.parallelReadMinBytes) {
       // Needs the size anyway: a zero-length read of a missing object is still `not_found`, and a split read is clipped to the object.
       const info = await this.stat(path);
       if (!info) throw toCheckpointError({ code: 404, message: "No such object" }, site);
       const end = Math.min(info.size, range.offset + Math.max(0, range.length));
       if (end <= range.offset) return new Uint8Array(0);
-      return this.#readParts(site, range.offset, end, options.into);
+      const target = new ReadTarget(end - range.offset, options);
+      await this.#readParts(site, range.offset, end, target);
+      return target.result(end - range.offset);
     }
-    return this.#retrying(site, () => this.#download(site, { start: range.offset, end: range.offset + range.length }, options.into));
+    const target = new ReadTarget(range.length, options);
+    return target.result(await this.#retrying(site, () => this.#downloadRange(site, range.offset, range.offset + range.length, target, 0)));
   }
 
   async write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {
@@ -223,11 +229,11 @@ export class GcsStorageAdapter implements StorageAdapter {
   }
 
   /**
-   * One GET of the object, or of bytes `[start, end)` of it. GCS answers a range starting past
-   * the end with 416, which is an empty read; a server that ignores the range (200 with the
-   * whole object, as the firebase emulator does for such ranges) is cut here.
+   * One GET of the object, or of bytes `[start, end)` of it, handing each chunk of the body to
+   * `onChunk` as it arrives, with the response's status. GCS answers a range starting past the
+   * end with 416, which is an empty body.
    */
-  async #download(site: GcsErrorSite, range: { start: number; end: number } | undefined, target: Uint8Array | undefined): Promise<Uint8Array> {
+  async #download(site: GcsErrorSite, range: { start: number; end: number } | undefined, onChunk: (chunk: Buffer, status: number | undefined) => void): Promise<void> {
     const stream = this.#file(site).createReadStream(
       range ? { start: range.start, end: range.end - 1, validation: false } : { validation: this.#options.validation },
     );
@@ -235,59 +241,68 @@ export class GcsStorageAdapter implements StorageAdapter {
     stream.on("response", (response: { statusCode?: number }) => (status = response.statusCode));
     const onAbort = (): void => void stream.destroy(site.signal?.reason);
     site.signal?.addEventListener("abort", onAbort, { once: true });
-    // A range's bytes land in one buffer of the asked size as they arrive (no second copy to join them),
-    // the caller's own (ReadOptions.into) when it gave one; a whole object, of unknown size, is gathered in chunks.
-    const size = range ? range.end - range.start : 0;
-    let into = range ? (target && target.byteLength >= size ? Buffer.from(target.buffer, target.byteOffset, size) : Buffer.allocUnsafe(size)) : undefined;
-    let filled = 0;
-    const chunks: Buffer[] = [];
     try {
-      for await (const chunk of stream as AsyncIterable<Buffer>) {
-        if (into && status !== 200 && filled + chunk.byteLength <= into.byteLength) {
-          chunk.copy(into, filled);
-          filled += chunk.byteLength;
-          continue;
-        }
-        if (into) chunks.push(into.subarray(0, filled));
-        into = undefined;
-        chunks.push(chunk);
-      }
+      for await (const chunk of stream as AsyncIterable<Buffer>) onChunk(chunk, status);
     } catch (error) {
-      if (range && httpStatus(error) === 416) return new Uint8Array(0);
+      if (range && httpStatus(error) === 416) return;
       throw toCheckpointError(error, site);
     } finally {
       site.signal?.removeEventListener("abort", onAbort);
     }
-    let bytes = into ? into.subarray(0, filled) : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-    // The server ignored the range and sent the whole object.
-    if (range && status === 200) bytes = bytes.subarray(range.start, range.end);
+  }
+
+  /** A whole object, of unknown size, gathered in chunks. */
+  async #downloadObject(site: GcsErrorSite): Promise<Uint8Array> {
+    const chunks: Buffer[] = [];
+    await this.#download(site, undefined, (chunk) => chunks.push(chunk));
+    const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
     return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
-  /** Bytes `[start, end)` of an object known to hold them, in parts read concurrently. */
-  async #readParts(site: GcsErrorSite, start: number, end: number, target: Uint8Array | undefined): Promise<Uint8Array> {
-    const out = target && target.byteLength >= end - start ? target.subarray(0, end - start) : new Uint8Array(end - start);
+  /**
+   * Bytes `[start, end)` of an object, put in place in `target` from offset `at` as they arrive
+   * (no second copy to join them); resolves how many there were (fewer at the object's end).
+   * Bytes outside the range are dropped: a server that ignores the range sends them (200 with
+   * the whole object, as the firebase emulator does for ranges past the end).
+   */
+  async #downloadRange(site: GcsErrorSite, start: number, end: number, target: ReadTarget, at: number): Promise<number> {
+    let received = 0;
+    let skip = 0;
+    await this.#download(site, { start, end }, (chunk, status) => {
+      skip = status === 200 ? start : 0;
+      const from = Math.max(0, skip - received);
+      const to = Math.min(chunk.byteLength, skip + end - start - received);
+      if (from < to) target.set(chunk.subarray(from, to), at + received + from - skip);
+      received += chunk.byteLength;
+    });
+    return Math.min(end - start, Math.max(0, received - skip));
+  }
+
+  /**
+   * Bytes `[start, end)` of an object known to hold them, in parts read concurrently into
+   * `target`. The first part also carries the target's head, so a head costs no request.
+   */
+  async #readParts(site: GcsErrorSite, start: number, end: number, target: ReadTarget): Promise<void> {
     const queue = new PQueue({ concurrency: this.#options.readConcurrency });
     const parts: Promise<void>[] = [];
-    for (let at = start; at < end; at += this.#options.parallelReadPartBytes) {
-      const partEnd = Math.min(end, at + this.#options.parallelReadPartBytes);
+    for (let at = start; at < end; ) {
+      const partStart = at;
+      const partEnd = Math.min(end, at + this.#options.parallelReadPartBytes + (at === start ? target.headLength : 0));
       parts.push(
         queue.add(async () => {
-          const slot = out.subarray(at - start, partEnd - start);
-          const part = await this.#retrying(site, () => this.#download(site, { start: at, end: partEnd }, slot));
-          if (part.byteLength !== partEnd - at) {
-            throw new CheckpointError("storage", `[gs] read ${site.object} failed: bytes ${at}-${partEnd - 1} came back as ${part.byteLength} bytes; the object changed while it was read`, {
+          const got = await this.#retrying(site, () => this.#downloadRange(site, partStart, partEnd, target, partStart - start));
+          if (got !== partEnd - partStart) {
+            throw new CheckpointError("storage", `[gs] read ${site.object} failed: bytes ${partStart}-${partEnd - 1} came back as ${got} bytes; the object changed while it was read`, {
               context: { path: site.path, protocol: "gs", transient: false },
             });
           }
-          if (part.buffer !== slot.buffer || part.byteOffset !== slot.byteOffset) out.set(part, at - start);
         }),
       );
+      at = partEnd;
     }
     const settled = await Promise.allSettled(parts);
     const failed = settled.find((s) => s.status === "rejected");
     if (failed) throw failed.reason;
-    return out;
   }
 }
 

@@ -8,6 +8,7 @@ import {
   type WriteBody,
   type WriteOptions,
   CheckpointError,
+  ReadTarget,
   alreadyExists,
   cancelledError,
   checkRelativePath,
@@ -132,16 +133,17 @@ export class FsStorageAdapter implements StorageAdapter {
       if (!info.isFile()) throw notFound(this.protocol, path, this.root);
       const start = Math.min(range?.offset ?? 0, info.size);
       const length = Math.max(0, Math.min(range ? range.length : info.size, info.size - start));
-      const out = options?.into && options.into.byteLength >= length ? options.into.subarray(0, length) : new Uint8Array(length);
-      if (length === 0) return out;
+      const target = new ReadTarget(length, options);
+      if (length === 0) return target.result(0);
       handle = await this.#fs.open(abs, "r");
       let filled = 0;
       while (filled < length) {
-        const { bytesRead } = await handle.read(out, filled, length - filled, start + filled);
-        if (bytesRead === 0) return out.subarray(0, filled);
+        const slot = target.slot(filled, length);
+        const { bytesRead } = await handle.read(slot, 0, slot.byteLength, start + filled);
+        if (bytesRead === 0) break;
         filled += bytesRead;
       }
-      return out;
+      return target.result(filled);
     } catch (error) {
       throw this.#error(error, "reading", path);
     } finally {

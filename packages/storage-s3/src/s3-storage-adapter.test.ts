@@ -35,6 +35,20 @@ for (const kind of ["s3rver", "fauxqs"] as const satisfies readonly S3ServerKind
         await storage.close();
       });
 
+      it("carries ReadOptions.head in the first GET of a split read, at no extra GET", async () => {
+        const storage = await openStorage(server.url("head"), server.storageOptions());
+        const data = new Uint8Array(16 * MiB).map((_, i) => (i * 7919) & 0xff);
+        await storage.write("blob", data);
+        const head = new Uint8Array(MiB);
+        server.proxy.requests.length = 0;
+        const body = await storage.read("blob", { offset: 0, length: 16 * MiB }, { head });
+        expect(Buffer.from(head).equals(data.subarray(0, MiB))).toBe(true);
+        expect(Buffer.from(body).equals(data.subarray(MiB))).toBe(true);
+        // 6 MiB (head and a 5 MiB part), then two 5 MiB parts: three GETs, as for 15 MiB without a head.
+        expect(server.proxy.requests.filter(s3Operation.getObject)).toHaveLength(3);
+        await storage.close();
+      });
+
       it("deletes many objects in batches of 1,000 with DeleteObjects; missing ones are fine", async () => {
         const storage = await openStorage(server.url("many"), server.storageOptions());
         expect(storage).toBeInstanceOf(S3StorageAdapter);

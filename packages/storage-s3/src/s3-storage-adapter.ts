@@ -16,9 +16,11 @@ import {
   type WriteBody,
   type WriteOptions,
   CheckpointError,
+  ReadTarget,
   cancelledError,
   checkRelativePath,
   crc32c,
+  splitHead,
 } from "@cairn/core";
 import { MAX_PARTS, multipartUpload } from "./multipart-upload.js";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
@@ -77,6 +79,7 @@ const DELETE_BATCH = 1000;
 export class S3StorageAdapter implements StorageAdapter {
   readonly protocol = "s3";
   readonly root: string;
+  readonly remote = true;
   readonly #client: S3Client;
   readonly #bucket: string;
   readonly #prefix: string;
@@ -127,14 +130,15 @@ export class S3StorageAdapter implements StorageAdapter {
     }
     const start = range?.offset ?? 0;
     const wanted = range?.length ?? Number.POSITIVE_INFINITY;
-    const first = await this.#get(key, path, start, Math.min(wanted, this.#partSize), undefined, signal);
+    // The first GET also carries the head (ReadOptions.head), so a head costs no request of its own.
+    const first = await this.#get(key, path, start, Math.min(wanted, this.#partSize + (options.head?.byteLength ?? 0)), undefined, signal);
     if (first === undefined) return new Uint8Array(0);
     const end = Math.min(start + wanted, first.size);
-    if (start + first.bytes.byteLength >= end) return first.bytes;
+    if (start + first.bytes.byteLength >= end) return splitHead(first.bytes, options.head);
     // The first answer told the object's size: the rest is fetched in concurrent part-sized GETs
-    // straight into place, into the caller's buffer when it gave one (ReadOptions.into).
-    const out = options.into && options.into.byteLength >= end - start ? options.into.subarray(0, end - start) : new Uint8Array(end - start);
-    out.set(first.bytes);
+    // straight into place, into the caller's buffers when it gave them (ReadOptions.into, head).
+    const target = new ReadTarget(end - start, options);
+    target.set(first.bytes, 0);
     const stop = new AbortController();
     const onAbort = (): void => stop.abort(signal?.reason);
     signal?.addEventListener("abort", onAbort, { once: true });
@@ -142,8 +146,10 @@ export class S3StorageAdapter implements StorageAdapter {
       const pieces: Promise<void>[] = [];
       for (let at = start + first.bytes.byteLength; at < end; at += this.#partSize) {
         const length = Math.min(this.#partSize, end - at);
+        // Past the head, which the first GET covered: each part lies in one buffer.
+        const into = target.slot(at - start, at - start + length);
         pieces.push(
-          this.#get(key, path, at, length, { into: out.subarray(at - start, at - start + length), etag: first.etag }, stop.signal).then(
+          this.#get(key, path, at, length, { into, etag: first.etag }, stop.signal).then(
             (piece) => {
               if (!piece) throw this.#shrunk(key, path);
             },
@@ -157,7 +163,7 @@ export class S3StorageAdapter implements StorageAdapter {
       const settled = await Promise.allSettled(pieces);
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
       if (failed) throw signal?.aborted ? cancelledError(signal, `reading s3://${this.#bucket}/${key}`) : failed.reason;
-      return out;
+      return target.result(end - start);
     } finally {
       signal?.removeEventListener("abort", onAbort);
     }

@@ -33,8 +33,17 @@ export interface ReadOptions {
    * A buffer at least as long as the range, which an adapter may read into and return a view
    * of instead of allocating (core passes the destination tensor's memory, or a pooled buffer,
    * so a load allocates nothing per read). Adapters that cannot read in place ignore it.
+   * With `head`, it is for the bytes after the head and need only be as long as those.
    */
   readonly into?: Uint8Array;
+  /**
+   * A buffer for the range's first `head.byteLength` bytes (core reads a data file's header
+   * this way, in the same request as the file's first data range). Every adapter honours it:
+   * those bytes are written into `head`, and the read returns only the bytes after them (a
+   * view of `into` when it read in place). A read that ends inside the head returns nothing,
+   * and how much of `head` it filled is unspecified. `ReadTarget` does the bookkeeping.
+   */
+  readonly head?: Uint8Array;
 }
 
 /**
@@ -51,12 +60,25 @@ export interface ReadOptions {
  * - `delete` of a missing object succeeds.
  * - Failures are `CheckpointError`s; storage failures carry `context.transient` so core's
  *   retry policy can tell a blip from a permanent refusal. Messages start with `[protocol]`.
+ * - `read` honours `ReadOptions.head` (and may ignore `into`).
+ *
+ * `remote` is a hint about cost, not a capability: it tells core whether a request is a
+ * round trip worth saving bytes for. It changes how many requests a load makes, never what
+ * it reads or checks.
  */
 export interface StorageAdapter {
   /** "file", "memory", "s3", "gs": the URL scheme, without the colon. */
   readonly protocol: string;
   /** The root this adapter was opened at, for messages (never with credentials). */
   readonly root: string;
+  /**
+   * True when every request is a round trip over a network whose cost dwarfs reading a few
+   * extra bytes (object stores: s3, gs). A load then reads each data file's safetensors header
+   * in the same request as the file's first data range (`ReadOptions.head`) instead of in one of
+   * its own. Absent or false (file, memory): requests are cheap, and every range is read
+   * straight into its destination, the headers with small reads of their own.
+   */
+  readonly remote?: boolean;
   read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array>;
   write(path: string, body: WriteBody, options?: WriteOptions): Promise<void>;
   stat(path: string): Promise<ObjectInfo | null>;

@@ -23,6 +23,7 @@ export interface Fault {
 export class FaultyStorageAdapter implements StorageAdapter {
   readonly protocol: string;
   readonly root: string;
+  readonly remote: boolean;
   readonly calls: Record<FaultyOperation, string[]> = { read: [], write: [], stat: [], list: [], delete: [] };
   readonly #inner: StorageAdapter;
   readonly #faults: Fault[];
@@ -33,6 +34,7 @@ export class FaultyStorageAdapter implements StorageAdapter {
     this.#faults = [...faults];
     this.protocol = inner.protocol;
     this.root = inner.root;
+    this.remote = inner.remote === true;
   }
 
   addFault(fault: Fault): void {

@@ -125,6 +125,25 @@ export function storageContractSuite(name: string, options: StorageContractOptio
       expect(await storage.read("into", { offset: 4900, length: 3000 }, { into: big })).toEqual(data.subarray(4900));
     });
 
+    it("reads a range's first bytes into ReadOptions.head and returns only the rest", async () => {
+      // Past the tuned GCS suite's split threshold (64 KiB), so heads cross parts there.
+      const data = pattern(100_000, 13);
+      await storage.write("head", data);
+      const same = (got: Uint8Array, from: number, to: number): boolean => Buffer.from(got).equals(data.subarray(from, to));
+      const head = new Uint8Array(30_000);
+      expect(same(await storage.read("head", { offset: 0, length: 90_000 }, { head }), 30_000, 90_000)).toBe(true);
+      expect(same(head, 0, 30_000)).toBe(true);
+      const into = new Uint8Array(70_000);
+      const got = await storage.read("head", { offset: 5, length: 90_000 }, { head: head.fill(0), into });
+      expect(same(got, 30_005, 90_005)).toBe(true);
+      expect(same(head, 5, 30_005)).toBe(true);
+      if (got.buffer === into.buffer) expect(got.byteOffset).toBe(into.byteOffset);
+      expect(same(await storage.read("head", { offset: 60_000, length: 90_000 }, { head: head.fill(0) }), 90_000, 100_000)).toBe(true);
+      expect(same(head, 60_000, 90_000)).toBe(true);
+      expect((await storage.read("head", { offset: 80_000, length: 90_000 }, { head })).byteLength).toBe(0);
+      expect((await storage.read("head", { offset: 100_000, length: 10 }, { head })).byteLength).toBe(0);
+    });
+
     it("reports missing objects: read rejects not_found, stat is null", async () => {
       await expectCode(storage.read("missing"), "not_found");
       await expectCode(storage.read("missing", { offset: 0, length: 4 }), "not_found");
@@ -188,6 +207,11 @@ export function storageContractSuite(name: string, options: StorageContractOptio
       expect(crc32c(whole)).toBe(expected);
       const mid = Math.floor(largeBytes / 2) - 3;
       expect(await storage.read("large/blob", { offset: mid, length: 4096 })).toEqual(whole.subarray(mid, mid + 4096));
+      // A head longer than an adapter's part of a split read, and a body past several parts.
+      const head = new Uint8Array(Math.min(6 << 20, Math.floor(largeBytes / 3)) + 3);
+      const body = await storage.read("large/blob", { offset: 1, length: largeBytes - 2 }, { head, into: new Uint8Array(largeBytes) });
+      expect(Buffer.from(head).equals(whole.subarray(1, 1 + head.byteLength))).toBe(true);
+      expect(Buffer.from(body).equals(whole.subarray(1 + head.byteLength, largeBytes - 1))).toBe(true);
     });
 
     it("leaves nothing behind when a streamed body fails midway", async () => {
