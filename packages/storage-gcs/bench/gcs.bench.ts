@@ -16,8 +16,6 @@ const TENSOR_BYTES = 256 << 20; // 4 × 256 MiB = 1 GiB, one data file per tenso
 const CONCURRENCY = 4; // files written at once, ranges read at once: the same for Cairn and the SDK
 const READ_BYTES = 64 << 20; // bytes per ranged read, for both
 const MB = 1e6;
-/** About the size of the safetensors header of one of Cairn's data files here. */
-const HEADER_BYTES = 128;
 /** Rounds of every measurement, alternating who goes first; the median counts. */
 const ROUNDS = Number(process.env["BENCH_ROUNDS"] ?? 3);
 
@@ -70,22 +68,11 @@ try {
       const queue = new PQueue({ concurrency: CONCURRENCY });
       await Promise.all(tensors.map((t, i) => queue.add(() => bucket.file(`sdk-${round}/t${i}`).save(Buffer.from(t.data.buffer)))));
     });
-  // `headerReads` adds what Cairn's load asks of the server beyond the data: one small range at the start of
-  // each object (core checks each data file's safetensors header), queued first as core queues them. A
-  // diagnostic, not the baseline: the emulator answers every range by reading the whole object.
-  const sdkLoad = (round: number, headerReads = false) => measure(async () => {
+  // Cairn's load makes the same requests: one per range, each data file's header riding in its first one.
+  const sdkLoad = (round: number) => measure(async () => {
     for (const t of tensors) t.data.fill(0);
     const queue = new PQueue({ concurrency: CONCURRENCY });
     const reads: Promise<void>[] = [];
-    if (headerReads) {
-      for (let i = 0; i < TENSORS; i++) {
-        reads.push(
-          queue.add(async () => {
-            await bucket.file(`sdk-${round}/t${i}`).download({ start: 0, end: HEADER_BYTES - 1, validation: false });
-          }),
-        );
-      }
-    }
     for (const [i, t] of tensors.entries()) {
       const target = new Uint8Array(t.data.buffer);
       for (let at = 0; at < TENSOR_BYTES; at += READ_BYTES) {
@@ -140,7 +127,7 @@ try {
     const sorted = [...runs].sort((x, y) => x.seconds - y.seconds);
     return { ...sorted[(sorted.length - 1) >> 1]!, peakRiseBytes: Math.max(...runs.map((r) => r.peakRiseBytes)) };
   };
-  const results = { sdkSave: [] as MeasuredWork[], cairnSave: [] as MeasuredWork[], sdkLoad: [] as MeasuredWork[], cairnLoad: [] as MeasuredWork[], adapterLoad: [] as MeasuredWork[], sdkLoadWithHeaderReads: [] as MeasuredWork[] };
+  const results = { sdkSave: [] as MeasuredWork[], cairnSave: [] as MeasuredWork[], sdkLoad: [] as MeasuredWork[], cairnLoad: [] as MeasuredWork[], adapterLoad: [] as MeasuredWork[] };
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? (["sdk", "cairn"] as const) : (["cairn", "sdk"] as const);
     for (const who of order) results[`${who}Save`].push(await (who === "sdk" ? sdkSave : cairnSave)(round));
@@ -149,11 +136,9 @@ try {
       check(who);
     }
     results.adapterLoad.push(await adapterLoad(round));
-    results.sdkLoadWithHeaderReads.push(await sdkLoad(round, true));
-    check("sdk");
   }
-  const [sdkSaved, cairnSaved, sdkLoaded, cairnLoaded, adapterOnly, sdkWithHeaders] = (
-    ["sdkSave", "cairnSave", "sdkLoad", "cairnLoad", "adapterLoad", "sdkLoadWithHeaderReads"] as const
+  const [sdkSaved, cairnSaved, sdkLoaded, cairnLoaded, adapterOnly] = (
+    ["sdkSave", "cairnSave", "sdkLoad", "cairnLoad", "adapterLoad"] as const
   ).map((k) => median(results[k]));
   // What verifying every block costs a load here: core's CRC32C over the same 1 GiB, in memory.
   const crcStarted = performance.now();
@@ -168,8 +153,6 @@ try {
   console.log(row("SDK ranged createReadStream", sdkLoaded!));
   console.log(row("cairn load gs://", cairnLoaded!, sdkLoaded));
   console.log(row("  adapter ranged reads alone", adapterOnly!, sdkLoaded));
-  console.log(row("  SDK ranged reads + header reads", sdkWithHeaders!, sdkLoaded));
-  console.log(`  cairn load / SDK with the same requests: ${(sdkWithHeaders!.seconds / cairnLoaded!.seconds).toFixed(2)}x`);
   console.log(`CRC32C of the same 1 GiB in memory (what a load's verification costs): ${crcSeconds.toFixed(2)} s`);
   for (const [k, v] of Object.entries(results)) {
     console.log(`  ${k}: ${v.map((m) => `${m.seconds.toFixed(1)} s (cpu ${m.clientCpu.toFixed(1)} + ${m.serverCpu.toFixed(1)})`).join(", ")}`);

@@ -45,7 +45,7 @@ const TEMP_PREFIX = ".cairn-tmp-";
 const TRANSIENT_CODES = new Set(["EAGAIN", "EBUSY", "EMFILE", "ENFILE", "EINTR", "EIO", "ETIMEDOUT"]);
 
 /** Bytes of positional writes a file keeps in flight while it pulls the next parts of its body. */
-const WRITE_WINDOW_BYTES = 64 << 20;
+const WRITE_WINDOW_BYTES = 16 << 20;
 /** Writes a file keeps in flight at most, whatever their size. */
 const WRITE_WINDOW_COUNT = 32;
 
