@@ -55,13 +55,6 @@ describe("file:// writes", () => {
     let writes = 0;
     const fs: FsPromisesLike = {
       ...base,
-      mkdir: (p, o) => base.mkdir(p, o),
-      rename: (a, b) => base.rename(a, b),
-      link: (a, b) => base.link(a, b),
-      unlink: (p) => base.unlink(p),
-      rmdir: (p) => base.rmdir(p),
-      stat: (p) => base.stat(p),
-      readdir: (p, o) => base.readdir(p, o),
       open: async (path, flags, mode) => {
         const handle = await base.open(path, flags, mode);
         return {
