@@ -1,8 +1,9 @@
 import { flattenStateDict } from "./flatten.js";
 import { checkpointOptionsOf } from "./checkpoint-location.js";
-import { type SaveOptions, type SaveResult, saveLeaves } from "./save.js";
+import { type SaveOptions, type SaveResult, type WriteAndCommit, saveLeaves, writeAndCommit } from "./save.js";
 import { StagingPool, type StagingStrategy, stageLeaves } from "./staging.js";
 import type { StateDict } from "./state-dict.js";
+import { canUploadInWorker, uploadInWorker } from "./upload-thread.js";
 
 export interface AsyncSaveOptions extends SaveOptions {
   /** How tensors are snapshotted before `staged` resolves (default `"copy"`). */
@@ -11,6 +12,14 @@ export interface AsyncSaveOptions extends SaveOptions {
   readonly pool?: StagingPool;
   /** Runs the upload once staged; a manager passes its bounded upload queue. Default: at once. */
   readonly schedule?: <T>(upload: () => Promise<T>) => Promise<T>;
+  /**
+   * Write and commit from a worker thread when the storage can be opened there (file://) and
+   * the staged bytes are in shared memory (`"copy"` staging): default true. The training
+   * thread then only plans the save and relays collectives. False, or when either condition
+   * fails, the upload runs on the calling thread's event loop, as asynchronous I/O between
+   * its turns.
+   */
+  readonly uploadWorker?: boolean;
 }
 
 /** When the snapshot was complete, and what it cost the caller. */
@@ -48,7 +57,7 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   const done = snapshot.then((s) =>
     schedule(async () => {
       try {
-        return await saveLeaves(s.leaves, options, started);
+        return await saveLeaves(s.leaves, options, started, options.uploadWorker === false ? writeAndCommit : offloaded);
       } finally {
         s.release();
       }
@@ -58,3 +67,7 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   done.catch(() => undefined);
   return { staged, done };
 }
+
+/** Writes from the upload worker when it can, from this thread when it cannot. */
+const offloaded: WriteAndCommit = (prepared, location, options) =>
+  canUploadInWorker(prepared, location) ? uploadInWorker(prepared, location, options) : writeAndCommit(prepared, location, options);

@@ -1,6 +1,6 @@
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
-import { Worker } from "node:worker_threads";
+import { Worker, isMainThread } from "node:worker_threads";
 import { crc32c } from "./crc32c.js";
 
 /**
@@ -35,10 +35,11 @@ interface Job {
 }
 
 /**
- * CRC32C of each block of a buffer, off the training thread where possible. Bytes in a
- * SharedArrayBuffer (what staging copies into) are hashed by worker threads without being
- * copied; other bytes are hashed on the calling thread in slices of a few MiB between which
- * the event loop runs, so no save ever holds the main thread for long.
+ * CRC32C of each block of a buffer, off the training thread where possible. On the main
+ * thread, bytes in a SharedArrayBuffer (what staging copies into) are hashed by worker threads
+ * without being copied; other bytes, and every byte on a worker thread, are hashed on the
+ * calling thread in slices of a few MiB between which the event loop runs, so no save ever
+ * holds the main thread for long.
  */
 class ChecksumWorkers {
   #workers: Worker[] = [];
@@ -92,7 +93,8 @@ class ChecksumWorkers {
    * since a busy training loop may grant it only one per step).
    */
   async blockChecksums(parts: readonly Uint8Array[], blockSize: number): Promise<number[][]> {
-    const shared = parts.every((p) => p.buffer instanceof SharedArrayBuffer);
+    // Off the main thread (the upload worker) hashing in place costs the training loop nothing.
+    const shared = isMainThread && parts.every((p) => p.buffer instanceof SharedArrayBuffer);
     if (shared && parts.some((p) => p.byteLength > 0)) {
       const workers = this.#spawn();
       const worker = workers[this.#turn++ % workers.length]!;

@@ -49,6 +49,7 @@ export { type Box, type RowLayout, intersectBoxes, rowLayout, rowSpan, copyRows 
 export { type Layout, layoutBoxes, splitUneven } from "./layouts.js";
 export {
   type StorageAdapter,
+  type PortableStorage,
   type ObjectInfo,
   type ByteRange,
   type WriteBody,

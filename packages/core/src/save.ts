@@ -65,12 +65,18 @@ export async function save(stateDict: StateDict, checkpointIdOrOptions: string |
   return saveLeaves(await flattenStateDict(stateDict), checkpointOptionsOf(checkpointIdOrOptions), started);
 }
 
-/** Plans, writes and commits already flattened (and, for a background save, staged) leaves. */
-export async function saveLeaves(leaves: readonly Leaf[], options: SaveOptions, started = performance.now()): Promise<SaveResult> {
+/** Writes a rank's files and commits: `writeAndCommit` here, or the same on another thread. */
+export type WriteAndCommit = (prepared: PreparedSave, location: OpenedCheckpoint, options: SaveOptions) => Promise<Omit<SaveResult, "seconds">>;
+
+/**
+ * Plans, writes and commits already flattened (and, for a background save, staged) leaves.
+ * `write` may move the writing elsewhere once the plan is agreed (a background save's worker).
+ */
+export async function saveLeaves(leaves: readonly Leaf[], options: SaveOptions, started = performance.now(), write: WriteAndCommit = writeAndCommit): Promise<SaveResult> {
   const location = await openCheckpoint(options);
   try {
     const prepared = await planSave(leaves, location, options);
-    const result = await writeAndCommit(prepared, location, options);
+    const result = await write(prepared, location, options);
     return { ...result, seconds: (performance.now() - started) / 1000 };
   } finally {
     await location.release();

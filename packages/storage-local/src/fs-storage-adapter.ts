@@ -3,6 +3,7 @@ import { posix } from "node:path";
 import {
   type ByteRange,
   type ObjectInfo,
+  type PortableStorage,
   type ReadOptions,
   type StorageAdapter,
   type WriteBody,
@@ -37,6 +38,8 @@ export interface FileHandleLike {
 export interface FsStorageAdapterOptions {
   /** fsync the directory after a rename or link so the new name survives a power loss (node:fs only). */
   readonly syncDirectories: boolean;
+  /** How a worker thread opens the same files (node:fs only: a memfs volume lives in one thread's heap). */
+  readonly portable?: PortableStorage;
 }
 
 /** Temp files of in-progress writes; never listed, never mistaken for data. */
@@ -96,6 +99,7 @@ async function writeWindowed(handle: FileHandleLike, body: Iterable<Uint8Array> 
 export class FsStorageAdapter implements StorageAdapter {
   readonly protocol: string;
   readonly root: string;
+  readonly portable?: PortableStorage;
   readonly #fs: FsPromisesLike;
   readonly #dir: string;
   readonly #options: FsStorageAdapterOptions;
@@ -107,6 +111,7 @@ export class FsStorageAdapter implements StorageAdapter {
     this.#fs = fs;
     this.#dir = posix.normalize(dir);
     this.#options = options;
+    if (options.portable) this.portable = options.portable;
   }
 
   #abs(path: string): string {

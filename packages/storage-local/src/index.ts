@@ -5,4 +5,4 @@ registerStorage("file", openFileStorage);
 registerStorage("memory", openMemoryStorage);
 
 export { FsStorageAdapter, type FsPromisesLike, type FileHandleLike, type FsStorageAdapterOptions } from "./fs-storage-adapter.js";
-export { openFileStorage, openMemoryStorage, memoryVolume, resetMemoryStorage } from "./local-storage.js";
+export { openFileStorage, openFileStorageForWorker, openMemoryStorage, memoryVolume, resetMemoryStorage } from "./local-storage.js";

@@ -7,6 +7,7 @@ import { storageContractSuite } from "@cairn/core/testing";
 import { Volume, createFsFromVolume } from "memfs";
 import { afterAll, describe, expect, it } from "vitest";
 import { type FsPromisesLike, FsStorageAdapter } from "./fs-storage-adapter.js";
+import { openFileStorageForWorker } from "./local-storage.js";
 import "./index.js";
 
 const roots: string[] = [];
@@ -23,6 +24,17 @@ let memoryRoots = 0;
 
 storageContractSuite("file://", { open: async () => openStorage(pathToFileURL(await freshDir()).href) });
 storageContractSuite("plain path (file://)", { open: async () => openStorage(await freshDir()), largeObjectBytes: 8 << 20 });
+storageContractSuite("file:// as the upload worker opens it (blocking calls)", {
+  open: async () => {
+    const storage = await openStorage(pathToFileURL(await freshDir()).href);
+    // What a background save's worker thread does with the adapter's portable description.
+    const { module, factory, url } = storage.portable!;
+    expect({ module, factory }).toEqual({ module: new URL("./local-storage.ts", import.meta.url).href, factory: "openFileStorageForWorker" });
+    await storage.close();
+    return openFileStorageForWorker(new URL(url));
+  },
+  largeObjectBytes: 8 << 20,
+});
 storageContractSuite("memory://", { open: () => openStorage(`memory://contract-${memoryRoots++}/root`) });
 
 describe("file:// specifics", () => {

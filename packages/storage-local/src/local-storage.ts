@@ -2,13 +2,23 @@ import { promises as nodeFs } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { type StorageAdapter, redactUrl } from "@cairn/core";
 import { Volume, createFsFromVolume } from "memfs";
+import { blockingFs } from "./blocking-fs.js";
 import { type FsPromisesLike, FsStorageAdapter } from "./fs-storage-adapter.js";
 
 /** Opens `file://` storage rooted at the URL's directory, with durable (fsynced) writes. */
 export function openFileStorage(url: URL): StorageAdapter {
   return new FsStorageAdapter("file", redactUrl(url), nodeFs as unknown as FsPromisesLike, fileURLToPath(url), {
     syncDirectories: true,
+    portable: { module: import.meta.url, factory: "openFileStorageForWorker", url: url.href },
   });
+}
+
+/**
+ * The same `file://` storage for a worker thread of its own (a background save's upload
+ * worker): its calls block that thread until done (see `blockingFs`).
+ */
+export function openFileStorageForWorker(url: URL): StorageAdapter {
+  return new FsStorageAdapter("file", redactUrl(url), blockingFs, fileURLToPath(url), { syncDirectories: true });
 }
 
 let volume = new Volume();

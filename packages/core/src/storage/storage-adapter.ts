@@ -47,6 +47,18 @@ export interface ReadOptions {
 }
 
 /**
+ * How another thread of this process opens the same storage: the factory `factory` exported
+ * by the module at `module` (an absolute URL), called with `new URL(url)`. Only adapters whose
+ * state lives outside the JavaScript heap can offer one (file://: the file system); an
+ * adapter built on a caller's client object or on in-process memory cannot.
+ */
+export interface PortableStorage {
+  readonly module: string;
+  readonly factory: string;
+  readonly url: string;
+}
+
+/**
  * Moves bytes and nothing else: core builds paths, retries, the commit protocol and step
  * listing on top of these primitives. Paths are relative to the adapter's root (the URL's
  * prefix), `/`-separated, never starting with `/` and never containing `..`.
@@ -79,6 +91,12 @@ export interface StorageAdapter {
    * straight into its destination, the headers with small reads of their own.
    */
   readonly remote?: boolean;
+  /**
+   * Set when a worker thread can open this same storage: a background save whose staged bytes
+   * are in shared memory is then written and committed from a worker thread, whose event loop
+   * the training loop does not pace. Absent: the save writes from the calling thread.
+   */
+  readonly portable?: PortableStorage;
   read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array>;
   write(path: string, body: WriteBody, options?: WriteOptions): Promise<void>;
   stat(path: string): Promise<ObjectInfo | null>;

@@ -1,0 +1,163 @@
+import { Worker } from "node:worker_threads";
+import type { OpenedCheckpoint } from "./checkpoint-location.js";
+import { CheckpointError } from "./errors.js";
+import type { Leaf } from "./flatten.js";
+import type { ProcessGroup } from "./process-group.js";
+import type { PreparedSave, SaveOptions, SaveResult } from "./save.js";
+import { type FromUploadWorker, type ToUploadWorker, errorFromWire, errorToWire } from "./upload-protocol.js";
+
+/**
+ * Loads the worker's module. From built output that is `upload-worker.js`. When Cairn runs
+ * from its TypeScript sources (its own tests and tools, under vitest or the tsx CLI) a worker
+ * gets no TypeScript loader from its parent, so it registers tsx itself, and resolves packages
+ * with the `@cairn/source` condition as the caller does.
+ */
+const BOOTSTRAP = `
+const { parentPort, workerData } = require("node:worker_threads");
+(async () => {
+  if (workerData.tsx) (await import(workerData.tsx)).register();
+  await import(workerData.entry);
+})().catch((error) => parentPort.postMessage({ type: "fatal", message: String((error && error.stack) || error) }));
+`;
+
+function spawnUploadWorker(): Worker {
+  const here = import.meta.url;
+  if (!here.endsWith(".ts")) return new Worker(BOOTSTRAP, { eval: true, workerData: { entry: new URL("./upload-worker.js", here).href } });
+  const execArgv = process.execArgv.some((arg) => arg.includes("@cairn/source")) ? process.execArgv : [...process.execArgv, "--conditions=@cairn/source"];
+  // The ESM entry of tsx's API: its CommonJS one cannot register from a worker whose parent already runs tsx.
+  const tsx = import.meta.resolve("tsx/esm/api");
+  return new Worker(BOOTSTRAP, { eval: true, workerData: { entry: new URL("./upload-worker.ts", here).href, tsx }, execArgv });
+}
+
+type Written = Omit<SaveResult, "seconds">;
+
+interface Job {
+  readonly group: ProcessGroup;
+  readonly resolve: (result: Written) => void;
+  readonly reject: (error: unknown) => void;
+  readonly cleanup: () => void;
+}
+
+function shared(leaf: Leaf): boolean {
+  if (leaf.kind === "value") return true;
+  if (leaf.kind === "bytes") return leaf.data.buffer instanceof SharedArrayBuffer;
+  return leaf.source.kind === "host" && leaf.source.tensor.data.buffer instanceof SharedArrayBuffer;
+}
+
+/**
+ * Whether a save can be written from the upload worker: the storage says how another thread
+ * opens it, and every byte to write is in shared memory (what copy staging produces), so the
+ * worker reads the staged buffers in place. Tensors held by reference live in tfjs's memory,
+ * which only the training thread can read.
+ */
+export function canUploadInWorker(prepared: PreparedSave, location: OpenedCheckpoint): boolean {
+  return location.storage.portable !== undefined && prepared.leaves.every(shared);
+}
+
+/**
+ * The worker thread that writes and commits background saves: one per process, spawned on
+ * first use, holding the process open only while it has jobs. Each job runs `writeAndCommit`
+ * there, on an event loop of its own: every file-system completion of a save then costs the
+ * training thread nothing, where on the training thread each one waits for the training loop
+ * to yield (once per step). The calling thread keeps the process group; the worker's
+ * collectives are forwarded to it, and an abort of the caller's signal aborts the job.
+ */
+class UploadThread {
+  #worker: Worker | undefined;
+  readonly #jobs = new Map<number, Job>();
+  #next = 0;
+
+  run(prepared: PreparedSave, location: OpenedCheckpoint, options: SaveOptions): Promise<Written> {
+    const worker = this.#spawn();
+    const job = this.#next++;
+    const { group, storage } = location;
+    return new Promise<Written>((resolve, reject) => {
+      const onAbort = (): void => this.#post({ type: "abort", job });
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+      this.#jobs.set(job, { group, resolve, reject, cleanup: () => options.signal?.removeEventListener("abort", onAbort) });
+      if (this.#jobs.size === 1) worker.ref();
+      this.#post({
+        type: "save",
+        job,
+        storage: storage.portable!,
+        dir: location.dir,
+        where: location.where,
+        rank: group.rank,
+        worldSize: group.worldSize,
+        prepared,
+        options: { blockSize: options.blockSize, concurrency: options.concurrency, retry: options.retry, metadata: options.metadata },
+      });
+      if (options.signal?.aborted) onAbort();
+    });
+  }
+
+  #post(message: ToUploadWorker): void {
+    this.#worker?.postMessage(message);
+  }
+
+  #spawn(): Worker {
+    if (this.#worker) return this.#worker;
+    const worker = spawnUploadWorker();
+    worker.on("message", (message: FromUploadWorker) => this.#receive(message));
+    worker.on("error", (error) => this.#failAll(worker, error.message));
+    worker.on("exit", (code) => this.#failAll(worker, `it exited with code ${code}`));
+    worker.unref();
+    this.#worker = worker;
+    return worker;
+  }
+
+  #receive(message: FromUploadWorker): void {
+    if (message.type === "fatal") {
+      const worker = this.#worker;
+      if (worker) {
+        this.#failAll(worker, message.message);
+        void worker.terminate();
+      }
+      return;
+    }
+    const job = this.#jobs.get(message.job);
+    if (!job) return;
+    if (message.type === "collective") {
+      void this.#collective(job.group, message);
+      return;
+    }
+    this.#finish(message.job);
+    if (message.type === "done") job.resolve(message.result);
+    else job.reject(errorFromWire(message.error));
+  }
+
+  async #collective(group: ProcessGroup, message: Extract<FromUploadWorker, { type: "collective" }>): Promise<void> {
+    try {
+      const value =
+        message.op === "allGather" ? await group.allGather(message.value) : message.op === "broadcast" ? await group.broadcast(message.value, message.root) : await group.barrier();
+      this.#post({ type: "collective", call: message.call, ok: true, value });
+    } catch (error) {
+      this.#post({ type: "collective", call: message.call, ok: false, error: errorToWire(error) });
+    }
+  }
+
+  #finish(job: number): void {
+    this.#jobs.get(job)?.cleanup();
+    this.#jobs.delete(job);
+    if (this.#jobs.size === 0) this.#worker?.unref();
+  }
+
+  /** The worker is gone or unusable: its jobs fail (their files are left to the manager's leftover cleanup), and the next job spawns a new one. */
+  #failAll(worker: Worker, why: string): void {
+    if (this.#worker !== worker) return;
+    this.#worker = undefined;
+    for (const [id, job] of [...this.#jobs]) {
+      this.#finish(id);
+      job.reject(
+        new CheckpointError("storage", `the upload worker thread failed (${why}); nothing was committed. Pass uploadWorker: false to write from the calling thread`),
+      );
+    }
+  }
+}
+
+const uploads = new UploadThread();
+
+/** `writeAndCommit`, run on the upload worker thread; call only when `canUploadInWorker` says so. */
+export function uploadInWorker(prepared: PreparedSave, location: OpenedCheckpoint, options: SaveOptions): Promise<Written> {
+  return uploads.run(prepared, location, options);
+}

@@ -1,0 +1,53 @@
+import { closeSync, fsync, linkSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmdirSync, statSync, unlinkSync, writeSync } from "node:fs";
+import type { FileHandleLike, FsPromisesLike } from "./fs-storage-adapter.js";
+
+function blockingHandle(fd: number): FileHandleLike {
+  return {
+    async read(buffer, offset, length, position) {
+      return { bytesRead: readSync(fd, buffer, offset, length, position) };
+    },
+    async write(buffer, offset, length, position) {
+      return { bytesWritten: writeSync(fd, buffer, offset, length, position ?? null) };
+    },
+    sync() {
+      return new Promise<void>((resolve, reject) => fsync(fd, (error) => (error ? reject(error) : resolve())));
+    },
+    async close() {
+      closeSync(fd);
+    },
+  };
+}
+
+/**
+ * node:fs through its synchronous calls, behind the promise interface the adapter uses: each
+ * call runs on the calling thread and settles before it returns (failures still reject, with
+ * node's error codes). For a thread that does nothing else, the upload worker: there one thread
+ * copies a save's bytes into the page cache, where the asynchronous calls would spread that copy
+ * over libuv's pool of four threads, all competing with the training thread for the CPU.
+ */
+export const blockingFs: FsPromisesLike = {
+  async open(path, flags, mode) {
+    return blockingHandle(openSync(path, flags, mode));
+  },
+  async mkdir(path, options) {
+    return mkdirSync(path, options);
+  },
+  async rename(from, to) {
+    renameSync(from, to);
+  },
+  async link(existing, created) {
+    linkSync(existing, created);
+  },
+  async unlink(path) {
+    unlinkSync(path);
+  },
+  async rmdir(path) {
+    rmdirSync(path);
+  },
+  async stat(path) {
+    return statSync(path);
+  },
+  async readdir(path, options) {
+    return readdirSync(path, options);
+  },
+};

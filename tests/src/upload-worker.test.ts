@@ -1,0 +1,106 @@
+import { existsSync, readdirSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import { type HostTensor, SingleProcessGroup, asyncSave, hostTensor, load, openStorage } from "@cairn/core";
+import { describe, expect, it } from "vitest";
+import { locations, tempDir } from "./helpers.js";
+
+/** 32 tensors of 1 MiB with distinct contents. */
+function state(): Record<string, HostTensor> {
+  const out: Record<string, HostTensor> = {};
+  for (let i = 0; i < 32; i++) out[`t${i}`] = hostTensor("float32", [1 << 18], new Float32Array(1 << 18).fill(i + 0.25));
+  return out;
+}
+
+/**
+ * A world of one that runs `then` on this thread as soon as the save's plan is agreed (the
+ * broadcast is the plan's last collective): by then the write has been handed to whoever
+ * writes, and nothing the save still needs from this thread is pending.
+ */
+class AfterPlanGroup extends SingleProcessGroup {
+  readonly #then: () => void;
+
+  constructor(then: () => void) {
+    super();
+    this.#then = then;
+  }
+
+  override async broadcast<T>(value: T | undefined): Promise<T> {
+    setImmediate(this.#then);
+    return value as T;
+  }
+}
+
+/** Holds this thread (no event-loop turn at all) until `path` exists or `ms` pass; true if it appeared. */
+function blockUntilExists(path: string, ms: number): boolean {
+  const deadline = Date.now() + ms;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  while (Date.now() < deadline) {
+    if (existsSync(path)) return true;
+    Atomics.wait(pause, 0, 0, 5);
+  }
+  return existsSync(path);
+}
+
+describe("background saves write and commit from a worker thread (file://, copy staging)", () => {
+  it("commits while the calling thread is held and gives it no turn", async () => {
+    const url = await locations.file();
+    const metadata = `${fileURLToPath(url)}/metadata.json`;
+    let appeared: boolean | undefined;
+    const { staged, done } = await asyncSave(state(), {
+      checkpointId: url,
+      processGroup: new AfterPlanGroup(() => (appeared = blockUntilExists(metadata, 60_000))),
+    });
+    await staged;
+    const result = await done;
+    expect(appeared).toBe(true);
+    expect(result.entries).toBe(32);
+    const back = (await load(url)) as Record<string, HostTensor>;
+    for (let i = 0; i < 32; i++) expect((back[`t${i}`]!.data as Float32Array).every((x) => x === i + 0.25)).toBe(true);
+  });
+
+  it("with uploadWorker: false writes from the calling thread, which must turn for it to progress", async () => {
+    const url = await locations.file();
+    const metadata = `${fileURLToPath(url)}/metadata.json`;
+    let appeared: boolean | undefined;
+    const { done } = await asyncSave(state(), {
+      checkpointId: url,
+      uploadWorker: false,
+      processGroup: new AfterPlanGroup(() => (appeared = blockUntilExists(metadata, 1_000))),
+    });
+    await done;
+    expect(appeared).toBe(false);
+    expect(existsSync(metadata)).toBe(true);
+  });
+
+  it("reports a failure on the worker with its code and message, committing nothing", async () => {
+    const dir = await tempDir();
+    // The checkpoint's directory is a regular file, so creating data files in it fails.
+    await writeFile(`${dir}/ckpt`, "not a directory");
+    const { staged, done } = await asyncSave(state(), `file://${dir}/ckpt`);
+    await staged;
+    await expect(done).rejects.toMatchObject({ name: "CheckpointError", code: "storage", message: expect.stringMatching(/^\[file\] .*ckpt/) });
+    expect(readdirSync(dir)).toEqual(["ckpt"]);
+  });
+
+  it("aborts on the worker when the caller's signal fires, leaving no files", async () => {
+    const url = await locations.file();
+    const controller = new AbortController();
+    const { done } = await asyncSave(state(), {
+      checkpointId: url,
+      signal: controller.signal,
+      processGroup: new AfterPlanGroup(() => controller.abort()),
+    });
+    await expect(done).rejects.toMatchObject({ code: "cancelled" });
+    const dir = fileURLToPath(url);
+    expect(existsSync(dir) ? readdirSync(dir) : []).toEqual([]);
+  });
+
+  it("is used only where the worker can reach the storage: memory:// has no portable description", async () => {
+    const memory = await openStorage(await locations.memory());
+    const file = await openStorage(await locations.file());
+    expect(memory.portable).toBeUndefined();
+    expect(file.portable).toMatchObject({ factory: "openFileStorageForWorker" });
+    await Promise.all([memory.close(), file.close()]);
+  });
+});
