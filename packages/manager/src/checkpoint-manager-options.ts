@@ -23,6 +23,11 @@ export interface CheckpointManagerOptions extends RetentionOptions {
   readonly maxPendingAsync?: number;
   /** How `saveAsync` snapshots tensors: `"copy"` into reused host buffers (default) or `"reference"`. */
   readonly staging?: StagingStrategy;
+  /**
+   * Write and commit background saves from a worker thread, where the storage allows it
+   * (file://) and the staged bytes are shared (`"copy"` staging): default true. See `asyncSave`.
+   */
+  readonly uploadWorker?: boolean;
   /** Most bytes of host memory for staging buffers; a saveAsync waits for room, and one needing more is refused. */
   readonly stagingBudget?: number;
   /** Take one last checkpoint on a preemption notice (default true; never for readOnly managers). */
@@ -57,6 +62,7 @@ export function checkOptions(options: CheckpointManagerOptions): void {
   count("maxPendingAsync", 1);
   count("stagingBudget", 1);
   if (options.staging !== undefined && options.staging !== "copy" && options.staging !== "reference") fail("staging", '"copy" or "reference"', options.staging);
+  if (options.uploadWorker !== undefined && typeof options.uploadWorker !== "boolean") fail("uploadWorker", "a boolean", options.uploadWorker);
   if (options.checkpointOnPreemption !== undefined && typeof options.checkpointOnPreemption !== "boolean") fail("checkpointOnPreemption", "a boolean", options.checkpointOnPreemption);
   if (options.preemptionSignals !== undefined && (!Array.isArray(options.preemptionSignals) || !options.preemptionSignals.every((s) => typeof s === "string" && s.startsWith("SIG")))) {
     fail("preemptionSignals", 'an array of signal names like "SIGTERM"', options.preemptionSignals);

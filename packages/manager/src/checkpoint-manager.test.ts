@@ -208,6 +208,7 @@ describe("CheckpointManager construction", () => {
     [1, { bestMode: "max" }, /bestMode must be given together with bestFn/],
     [1, { bestFn: () => 1, bestMode: "largest" }, /bestMode must be "max" or "min"/],
     [1, { readOnly: "yes" }, /readOnly must be a boolean/],
+    [1, { uploadWorker: "no" }, /uploadWorker must be a boolean/],
   ])("rejects saveInterval %s with options %j", (interval, options, message) => {
     expect(() => new CheckpointManager("memory://x/y", interval, options as never)).toThrow(expect.objectContaining({ code: "invalid_argument", message: expect.stringMatching(message) }));
   });

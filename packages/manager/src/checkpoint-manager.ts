@@ -252,6 +252,7 @@ export class CheckpointManager {
       const { staged, done } = await asyncSave(stateDict, {
         ...where,
         staging: this.#options.staging ?? "copy",
+        uploadWorker: this.#options.uploadWorker ?? true,
         pool: this.#pool,
         schedule: (upload) => this.#uploads.add(upload),
       });
