@@ -40,8 +40,12 @@ export interface AsyncSaveHandle {
 /**
  * Saves in the background, like `torch.distributed.checkpoint.async_save`: the state is
  * snapshotted into host memory (`staged`), then written and committed while the caller goes on
- * (`done`). Checksums of staged bytes run in worker threads and file writes in libuv's pool,
- * so the training thread is not held. Every rank calls it, as with `save`.
+ * (`done`). Where the storage can be opened from another thread (file://) and the bytes were
+ * copy-staged into shared memory, the data files and the commit are written by the upload
+ * worker thread; otherwise they are written as asynchronous I/O on the calling thread, with
+ * checksums of shared bytes in worker threads. Either way the training thread is not held.
+ * Every rank calls it, as with `save`; with several ranks, collectives stay on the calling
+ * thread's process group.
  *
  * Bad input rejects `staged` (and `done`) with `invalid_argument`, having written nothing.
  * Both promises are marked handled here, so awaiting only one of them never produces an
