@@ -77,4 +77,5 @@ export { commitMetadata } from "./commit-metadata.js";
 export { type LoadOptions, type LoadResult, load, readMetadata } from "./load.js";
 export { type TfjsModule, tfjsModule } from "./tfjs.js";
 export { type AsyncSaveOptions, type AsyncSaveHandle, type StagedInfo, asyncSave } from "./async-save.js";
+export { startUploadWorker } from "./upload-thread.js";
 export { type StagingStrategy, type StagingPoolOptions, type StagedLeaves, StagingPool, stageLeaves } from "./staging.js";

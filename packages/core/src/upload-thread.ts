@@ -91,6 +91,10 @@ class UploadThread {
     });
   }
 
+  start(): void {
+    this.#spawn();
+  }
+
   #post(message: ToUploadWorker): void {
     this.#worker?.postMessage(message);
   }
@@ -156,6 +160,15 @@ class UploadThread {
 }
 
 const uploads = new UploadThread();
+
+/**
+ * Starts the upload worker thread ahead of the first background save, so that save does not
+ * wait for the thread to load its code (a manager calls it when constructed for such saves).
+ * Idempotent; an idle worker does not keep the process alive.
+ */
+export function startUploadWorker(): void {
+  uploads.start();
+}
 
 /** `writeAndCommit`, run on the upload worker thread; call only when `canUploadInWorker` says so. */
 export function uploadInWorker(prepared: PreparedSave, location: OpenedCheckpoint, options: SaveOptions): Promise<Written> {

@@ -14,6 +14,7 @@ import {
   load,
   openStorage,
   save,
+  startUploadWorker,
   storageUrl,
 } from "@cairn/core";
 import "@cairn/storage-local";
@@ -28,6 +29,11 @@ export type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
 
 /** The topic a preemption notice is posted on, and the tag of the one collective that agrees on its step. */
 const PREEMPTION_TOPIC = "cairn/preemption";
+
+/** Whether background saves to `location` are written by the upload worker: file://, or an adapter that says how a worker opens it. */
+function writtenByWorker(location: string | StorageAdapter): boolean {
+  return typeof location === "string" ? storageUrl(location).protocol === "file:" : location.portable !== undefined;
+}
 export type { StepMetadata } from "./step-store.js";
 
 /** Per-call options of `save` and `saveAsync`. */
@@ -109,6 +115,7 @@ export class CheckpointManager {
       this.#preemptionSources.push(new SignalPreemptionSource(options.preemptionSignals ?? ["SIGTERM"], options.signalTarget), ...(options.preemptionSources ?? []));
       for (const source of this.#preemptionSources) source.start((reason) => this.#group.post(PREEMPTION_TOPIC, { reason }));
     }
+    if (!options.readOnly && options.uploadWorker !== false && options.staging !== "reference" && writtenByWorker(location)) startUploadWorker();
     // A notice on any rank reaches every rank through the group (alone: from this process).
     this.#unsubscribe = this.#group.on(PREEMPTION_TOPIC, (value, from) => this.#onPreemption((value as { reason: string }).reason, from));
   }
