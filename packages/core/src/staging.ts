@@ -23,8 +23,9 @@ export interface StagingPoolOptions {
 
 /**
  * Reusable host buffers for staging, in shared memory so worker threads (the upload worker,
- * checksum workers) read them without a copy. Buffers are handed out per save and come back when its upload ends; a later save of
- * the same state reuses them, so steady-state training allocates nothing for checkpoints.
+ * checksum workers) read them without a copy. Buffers are handed out per save and come back
+ * when its upload ends; a later save of the same state reuses them, so steady-state training
+ * allocates nothing for checkpoints.
  * With `maxBytes`, a save waits until enough buffers come back.
  */
 export class StagingPool {

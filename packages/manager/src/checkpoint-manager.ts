@@ -30,11 +30,12 @@ export type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
 /** The topic a preemption notice is posted on, and the tag of the one collective that agrees on its step. */
 const PREEMPTION_TOPIC = "cairn/preemption";
 
+export type { StepMetadata } from "./step-store.js";
+
 /** Whether background saves to `location` are written by the upload worker: file://, or an adapter that says how a worker opens it. */
 function writtenByWorker(location: string | StorageAdapter): boolean {
   return typeof location === "string" ? storageUrl(location).protocol === "file:" : location.portable !== undefined;
 }
-export type { StepMetadata } from "./step-store.js";
 
 /** Per-call options of `save` and `saveAsync`. */
 export interface SaveStepOptions {
@@ -259,7 +260,7 @@ export class CheckpointManager {
       const { staged, done } = await asyncSave(stateDict, {
         ...where,
         staging: this.#options.staging ?? "copy",
-        uploadWorker: this.#options.uploadWorker ?? true,
+        uploadWorker: this.#options.uploadWorker,
         pool: this.#pool,
         schedule: (upload) => this.#uploads.add(upload),
       });
