@@ -1,13 +1,21 @@
-import { closeSync, fsync, linkSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmdirSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, fsync, ftruncateSync, linkSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmdirSync, statSync, unlinkSync, write, writeSync } from "node:fs";
 import type { FileHandleLike, FsPromisesLike } from "./fs-storage-adapter.js";
 
-function blockingHandle(fd: number): FileHandleLike {
+function blockingHandle(fd: number, direct: boolean): FileHandleLike {
   return {
     async read(buffer, offset, length, position) {
       return { bytesRead: readSync(fd, buffer, offset, length, position) };
     },
     async write(buffer, offset, length, position) {
+      if (direct) {
+        return new Promise((resolve, reject) =>
+          write(fd, buffer, offset, length, position ?? null, (error, bytesWritten) => (error ? reject(error) : resolve({ bytesWritten }))),
+        );
+      }
       return { bytesWritten: writeSync(fd, buffer, offset, length, position ?? null) };
+    },
+    async truncate(length) {
+      ftruncateSync(fd, length);
     },
     sync() {
       return new Promise<void>((resolve, reject) => fsync(fd, (error) => (error ? reject(error) : resolve())));
@@ -27,7 +35,8 @@ function blockingHandle(fd: number): FileHandleLike {
  */
 export const blockingFs: FsPromisesLike = {
   async open(path, flags, mode) {
-    return blockingHandle(openSync(path, flags, mode));
+    const direct = typeof flags === "number" && constants.O_DIRECT !== undefined && (flags & constants.O_DIRECT) !== 0;
+    return blockingHandle(openSync(path, flags, mode), direct);
   },
   async mkdir(path, options) {
     return mkdirSync(path, options);

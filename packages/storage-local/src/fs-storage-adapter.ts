@@ -15,10 +15,12 @@ import {
   checkRelativePath,
   notFound,
 } from "@cairn/core";
+import { directCreateFlags, directIoAvailable, writeDirect } from "./direct-write.js";
 
 /** The subset of `fs.promises` the adapter uses; node:fs and memfs both provide it. */
 export interface FsPromisesLike {
-  open(path: string, flags: string, mode?: number): Promise<FileHandleLike>;
+  /** Numeric flags are only passed when the adapter was created with `directIo`. */
+  open(path: string, flags: string | number, mode?: number): Promise<FileHandleLike>;
   mkdir(path: string, options: { recursive: true }): Promise<unknown>;
   rename(from: string, to: string): Promise<void>;
   link(existing: string, created: string): Promise<void>;
@@ -31,6 +33,7 @@ export interface FsPromisesLike {
 export interface FileHandleLike {
   read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
   write(buffer: Uint8Array, offset: number, length: number, position?: number | null): Promise<{ bytesWritten: number }>;
+  truncate(length: number): Promise<void>;
   sync(): Promise<void>;
   close(): Promise<void>;
 }
@@ -40,7 +43,16 @@ export interface FsStorageAdapterOptions {
   readonly syncDirectories: boolean;
   /** How a worker thread opens the same files (node:fs only: a memfs volume lives in one thread's heap). */
   readonly portable?: PortableStorage;
+  /**
+   * Write objects of `DIRECT_MIN_BYTES` or more (or of unknown size) with O_DIRECT, past the
+   * page cache (node:fs on Linux only; see `writeDirect`). Falls back to buffered writes where
+   * the file system refuses it.
+   */
+  readonly directIo?: boolean;
 }
+
+/** Smaller objects (metadata.json) go through the page cache: a direct write would gain nothing. */
+export const DIRECT_MIN_BYTES = 1 << 20;
 
 /** Temp files of in-progress writes; never listed, never mistaken for data. */
 const TEMP_PREFIX = ".cairn-tmp-";
@@ -103,6 +115,8 @@ export class FsStorageAdapter implements StorageAdapter {
   readonly #fs: FsPromisesLike;
   readonly #dir: string;
   readonly #options: FsStorageAdapterOptions;
+  /** Cleared once the file system refuses O_DIRECT, so later writes do not try again. */
+  #directIo: boolean;
   #closed = false;
 
   constructor(protocol: string, root: string, fs: FsPromisesLike, dir: string, options: FsStorageAdapterOptions) {
@@ -111,6 +125,7 @@ export class FsStorageAdapter implements StorageAdapter {
     this.#fs = fs;
     this.#dir = posix.normalize(dir);
     this.#options = options;
+    this.#directIo = (options.directIo ?? false) && directIoAvailable;
     if (options.portable) this.portable = options.portable;
   }
 
@@ -164,10 +179,21 @@ export class FsStorageAdapter implements StorageAdapter {
     let placed = false;
     try {
       if (options.signal?.aborted) throw cancelledError(options.signal, `writing ${path}`);
-      handle = await this.#createTemp(dir, temp);
-      await writeWindowed(handle, body instanceof Uint8Array ? [body] : body, () => {
+      const parts = body instanceof Uint8Array ? [body] : body;
+      const check = (): void => {
         if (options.signal?.aborted) throw cancelledError(options.signal, `writing ${path}`);
-      });
+      };
+      const size = body instanceof Uint8Array ? body.byteLength : options.size;
+      const opened = this.#directIo && (size === undefined || size >= DIRECT_MIN_BYTES) ? await this.#createDirectTemp(dir, temp) : { handle: await this.#createTemp(dir, temp), direct: false };
+      if (opened.direct) {
+        handle = await writeDirect(opened.handle, parts, check, async () => {
+          this.#directIo = false;
+          return this.#fs.open(temp, "r+");
+        });
+      } else {
+        handle = opened.handle;
+        await writeWindowed(handle, parts, check);
+      }
       await handle.sync();
       await handle.close();
       handle = undefined;
@@ -192,14 +218,26 @@ export class FsStorageAdapter implements StorageAdapter {
   }
 
   /** Creates the temp file, recreating the directory if a concurrent delete removed it meanwhile. */
-  async #createTemp(dir: string, temp: string): Promise<FileHandleLike> {
+  async #createTemp(dir: string, temp: string, flags: string | number = "wx"): Promise<FileHandleLike> {
     for (let attempt = 0; ; attempt++) {
       await this.#fs.mkdir(dir, { recursive: true });
       try {
-        return await this.#fs.open(temp, "wx", 0o644);
+        return await this.#fs.open(temp, flags, 0o644);
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== "ENOENT" || attempt >= 3) throw error;
       }
+    }
+  }
+
+  /** The temp file opened for direct writes, or for buffered ones (and no more tries) where the file system refuses O_DIRECT. */
+  async #createDirectTemp(dir: string, temp: string): Promise<{ handle: FileHandleLike; direct: boolean }> {
+    try {
+      return { handle: await this.#createTemp(dir, temp, directCreateFlags()), direct: true };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
+      this.#directIo = false;
+      // Linux creates the file before it checks O_DIRECT, so this open must not be exclusive (the name is random).
+      return { handle: await this.#fs.open(temp, "w", 0o644), direct: false };
     }
   }
 

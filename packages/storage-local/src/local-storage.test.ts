@@ -71,6 +71,7 @@ describe("file:// writes", () => {
         const handle = await base.open(path, flags, mode);
         return {
           read: (b, o, l, p) => handle.read(b, o, l, p),
+          truncate: (length) => handle.truncate(length),
           sync: () => handle.sync(),
           close: () => handle.close(),
           write: async (buffer, offset, length, position) => {

@@ -9,6 +9,7 @@ import { type FsPromisesLike, FsStorageAdapter } from "./fs-storage-adapter.js";
 export function openFileStorage(url: URL): StorageAdapter {
   return new FsStorageAdapter("file", redactUrl(url), nodeFs as unknown as FsPromisesLike, fileURLToPath(url), {
     syncDirectories: true,
+    directIo: true,
     portable: { module: import.meta.url, factory: "openFileStorageForWorker", url: url.href },
   });
 }
@@ -18,7 +19,7 @@ export function openFileStorage(url: URL): StorageAdapter {
  * worker): its calls block that thread until done (see `blockingFs`).
  */
 export function openFileStorageForWorker(url: URL): StorageAdapter {
-  return new FsStorageAdapter("file", redactUrl(url), blockingFs, fileURLToPath(url), { syncDirectories: true });
+  return new FsStorageAdapter("file", redactUrl(url), blockingFs, fileURLToPath(url), { syncDirectories: true, directIo: true });
 }
 
 let volume = new Volume();

@@ -1,0 +1,140 @@
+import { constants } from "node:fs";
+import type { FileHandleLike } from "./fs-storage-adapter.js";
+
+/**
+ * File offsets, lengths and buffer addresses of direct writes are multiples of this. Linux asks
+ * for the device's logical block size (512 or 4096); the page size covers both.
+ */
+const ALIGN = 4096;
+/** Bytes per direct write. */
+const BUFFER_BYTES = 4 << 20;
+/**
+ * Buffers per file: one fills while the others are written. Four keep 16 MiB in flight, as the
+ * buffered path's window does, for the same reason: on a training thread each completion waits
+ * for the loop to yield, so what is in flight is what a save advances per training step.
+ */
+const BUFFERS_PER_FILE = 4;
+/** Buffers kept for the next writes: enough for the four files a save writes at once. */
+const KEEP_FREE = 4 * BUFFERS_PER_FILE;
+const WASM_PAGE = 64 << 10;
+
+const free: Uint8Array[] = [];
+
+/** The part of the WebAssembly API used here; TypeScript declares it only in lib.dom. */
+interface WasmMemoryApi {
+  Memory: new (descriptor: { initial: number; maximum: number }) => { readonly buffer: ArrayBuffer };
+}
+const wasm = (globalThis as { WebAssembly?: WasmMemoryApi }).WebAssembly;
+
+/** Whether this platform can write with O_DIRECT from aligned memory (Linux, with WebAssembly). */
+export const directIoAvailable = constants.O_DIRECT !== undefined && wasm !== undefined;
+
+/** Flags for creating a temp file to be written with O_DIRECT (exclusive, as the buffered path's "wx"). */
+export function directCreateFlags(): number {
+  return constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_DIRECT!;
+}
+
+/**
+ * A page-aligned buffer. Node gives no way to align an ArrayBuffer, but V8 maps a WebAssembly
+ * memory on page boundaries, and O_DIRECT wants aligned addresses.
+ */
+function takeBuffer(): Uint8Array {
+  return free.pop() ?? new Uint8Array(new wasm!.Memory({ initial: BUFFER_BYTES / WASM_PAGE, maximum: BUFFER_BYTES / WASM_PAGE }).buffer);
+}
+
+function giveBack(buffers: readonly Uint8Array[]): void {
+  for (const buffer of buffers) if (free.length < KEEP_FREE) free.push(buffer);
+}
+
+async function writeFully(handle: FileHandleLike, buffer: Uint8Array, length: number, position: number): Promise<void> {
+  let done = 0;
+  while (done < length) done += (await handle.write(buffer, done, length - done, position + done)).bytesWritten;
+}
+
+const roundUp = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;
+
+/**
+ * Writes a body into a file opened with O_DIRECT, so its bytes go from memory to the device
+ * without being copied into the page cache. That copy, not the disk, is what a big buffered
+ * write costs: in a VM it takes seconds of kernel CPU per GiB (docs/benchmarks.md), which a
+ * training thread then has to share. The body's parts are copied into aligned buffers and
+ * written in whole blocks, several at a time; the last block is padded and the file truncated to
+ * the body's length.
+ *
+ * If the file system refuses the first direct write (EINVAL: no O_DIRECT there, or a stricter
+ * alignment), the file is reopened through `reopenBuffered` and written through the page cache
+ * instead. Takes over `handle`: returns the handle the caller syncs and closes (`handle`, or the
+ * reopened one after closing `handle`), and on failure closes it before rejecting.
+ */
+export async function writeDirect(
+  handle: FileHandleLike,
+  body: Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
+  check: () => void,
+  reopenBuffered: () => Promise<FileHandleLike>,
+): Promise<FileHandleLike> {
+  const buffers = Array.from({ length: BUFFERS_PER_FILE }, takeBuffer);
+  const pending: (Promise<void> | undefined)[] = buffers.map(() => undefined);
+  let direct = true;
+  let probed = false;
+  let current = 0;
+  let filled = 0;
+  let position = 0;
+  const flush = async (k: number, length: number, at: number): Promise<void> => {
+    if (!probed) {
+      probed = true;
+      try {
+        await writeFully(handle, buffers[k]!, roundUp(length), at);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
+        direct = false;
+        const refused = handle;
+        handle = await reopenBuffered();
+        await refused.close().catch(() => undefined);
+        await writeFully(handle, buffers[k]!, length, at);
+      }
+      return;
+    }
+    await writeFully(handle, buffers[k]!, direct ? roundUp(length) : length, at);
+  };
+  // Every write started has settled before this returns or throws: the caller closes the handle.
+  const settle = async (): Promise<void> => {
+    const results = await Promise.allSettled(pending);
+    const failed = results.find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
+  };
+  try {
+    for await (const part of body) {
+      check();
+      let taken = 0;
+      while (taken < part.byteLength) {
+        const n = Math.min(part.byteLength - taken, BUFFER_BYTES - filled);
+        buffers[current]!.set(part.subarray(taken, taken + n), filled);
+        taken += n;
+        filled += n;
+        if (filled === BUFFER_BYTES) {
+          const write = flush(current, BUFFER_BYTES, position);
+          pending[current] = write;
+          // The first write decides direct or buffered before any other is started.
+          if (position === 0) await write;
+          position += BUFFER_BYTES;
+          current = (current + 1) % buffers.length;
+          filled = 0;
+          await pending[current];
+        }
+      }
+    }
+    if (filled > 0) {
+      pending[current] = flush(current, filled, position);
+      position += filled;
+    }
+    await settle();
+    if (direct && position % ALIGN !== 0) await handle.truncate(position);
+    return handle;
+  } catch (error) {
+    await Promise.allSettled(pending);
+    await handle.close().catch(() => undefined);
+    throw error;
+  } finally {
+    giveBack(buffers);
+  }
+}
