@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
-import { type HostTensor, SingleProcessGroup, asyncSave, hostTensor, load, openStorage } from "@cairn/core";
+import { DefaultSavePlanner, type HostTensor, asyncSave, hostTensor, load, openStorage } from "@cairn/core";
 import { describe, expect, it } from "vitest";
 import { locations, tempDir } from "./helpers.js";
 
@@ -13,22 +13,12 @@ function state(): Record<string, HostTensor> {
 }
 
 /**
- * A world of one that runs `then` on this thread as soon as the save's plan is agreed (the
- * broadcast is the plan's last collective): by then the write has been handed to whoever
- * writes, and nothing the save still needs from this thread is pending.
+ * Runs `then` on this thread once `staged` has resolved and the microtasks it set off have run:
+ * by then a save that the upload worker plans, writes and commits needs nothing more from here.
  */
-class AfterPlanGroup extends SingleProcessGroup {
-  readonly #then: () => void;
-
-  constructor(then: () => void) {
-    super();
-    this.#then = then;
-  }
-
-  override async broadcast<T>(value: T | undefined): Promise<T> {
-    setImmediate(this.#then);
-    return value as T;
-  }
+async function afterStaged<T>(staged: Promise<unknown>, then: () => T): Promise<T> {
+  await staged;
+  return new Promise((resolve) => setImmediate(() => resolve(then())));
 }
 
 /** Holds this thread (no event-loop turn at all) until `path` exists or `ms` pass; true if it appeared. */
@@ -43,15 +33,11 @@ function blockUntilExists(path: string, ms: number): boolean {
 }
 
 describe("background saves write and commit from a worker thread (file://, copy staging)", () => {
-  it("commits while the calling thread is held and gives it no turn", async () => {
+  it("plans, writes and commits while the calling thread is held from the moment the state is staged", async () => {
     const url = await locations.file();
     const metadata = `${fileURLToPath(url)}/metadata.json`;
-    let appeared: boolean | undefined;
-    const { staged, done } = await asyncSave(state(), {
-      checkpointId: url,
-      processGroup: new AfterPlanGroup(() => (appeared = blockUntilExists(metadata, 60_000))),
-    });
-    await staged;
+    const { staged, done } = await asyncSave(state(), url);
+    const appeared = await afterStaged(staged, () => blockUntilExists(metadata, 60_000));
     const result = await done;
     expect(appeared).toBe(true);
     expect(result.entries).toBe(32);
@@ -59,15 +45,14 @@ describe("background saves write and commit from a worker thread (file://, copy 
     for (let i = 0; i < 32; i++) expect((back[`t${i}`]!.data as Float32Array).every((x) => x === i + 0.25)).toBe(true);
   });
 
-  it("with uploadWorker: false writes from the calling thread, which must turn for it to progress", async () => {
+  it.each([
+    ["uploadWorker: false", { uploadWorker: false }],
+    ["a planner object, which only the calling thread can run", { planner: new DefaultSavePlanner() }],
+  ])("with %s, writes from the calling thread, which must turn for it to progress", async (_, options) => {
     const url = await locations.file();
     const metadata = `${fileURLToPath(url)}/metadata.json`;
-    let appeared: boolean | undefined;
-    const { done } = await asyncSave(state(), {
-      checkpointId: url,
-      uploadWorker: false,
-      processGroup: new AfterPlanGroup(() => (appeared = blockUntilExists(metadata, 1_000))),
-    });
+    const { staged, done } = await asyncSave(state(), { checkpointId: url, ...options });
+    const appeared = await afterStaged(staged, () => blockUntilExists(metadata, 1_000));
     await done;
     expect(appeared).toBe(false);
     expect(existsSync(metadata)).toBe(true);
@@ -86,11 +71,8 @@ describe("background saves write and commit from a worker thread (file://, copy 
   it("aborts on the worker when the caller's signal fires, leaving no files", async () => {
     const url = await locations.file();
     const controller = new AbortController();
-    const { done } = await asyncSave(state(), {
-      checkpointId: url,
-      signal: controller.signal,
-      processGroup: new AfterPlanGroup(() => controller.abort()),
-    });
+    const { staged, done } = await asyncSave(state(), { checkpointId: url, signal: controller.signal });
+    await afterStaged(staged, () => controller.abort());
     await expect(done).rejects.toMatchObject({ code: "cancelled" });
     const dir = fileURLToPath(url);
     expect(existsSync(dir) ? readdirSync(dir) : []).toEqual([]);

@@ -1,6 +1,6 @@
 import { flattenStateDict } from "./flatten.js";
 import { checkpointOptionsOf } from "./checkpoint-location.js";
-import { type SaveOptions, type SaveResult, type WriteAndCommit, saveLeaves, writeAndCommit } from "./save.js";
+import { type CommitLeaves, type SaveOptions, type SaveResult, planAndCommit, saveLeaves } from "./save.js";
 import { StagingPool, type StagingStrategy, stageLeaves } from "./staging.js";
 import type { StateDict } from "./state-dict.js";
 import { canUploadInWorker, uploadInWorker } from "./upload-thread.js";
@@ -61,7 +61,7 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   const done = snapshot.then((s) =>
     schedule(async () => {
       try {
-        return await saveLeaves(s.leaves, options, started, options.uploadWorker === false ? writeAndCommit : offloaded);
+        return await saveLeaves(s.leaves, options, started, options.uploadWorker === false ? planAndCommit : offloaded);
       } finally {
         s.release();
       }
@@ -72,6 +72,6 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   return { staged, done };
 }
 
-/** Writes from the upload worker when it can, from this thread when it cannot. */
-const offloaded: WriteAndCommit = (prepared, location, options) =>
-  canUploadInWorker(prepared, location) ? uploadInWorker(prepared, location, options) : writeAndCommit(prepared, location, options);
+/** Plans, writes and commits on the upload worker when it can, on this thread when it cannot. */
+const offloaded: CommitLeaves = (leaves, location, options) =>
+  canUploadInWorker(leaves, location, options) ? uploadInWorker(leaves, location, options) : planAndCommit(leaves, location, options);

@@ -65,22 +65,26 @@ export async function save(stateDict: StateDict, checkpointIdOrOptions: string |
   return saveLeaves(await flattenStateDict(stateDict), checkpointOptionsOf(checkpointIdOrOptions), started);
 }
 
-/** Writes a rank's files and commits: `writeAndCommit` here, or the same on another thread. */
-export type WriteAndCommit = (prepared: PreparedSave, location: OpenedCheckpoint, options: SaveOptions) => Promise<Omit<SaveResult, "seconds">>;
+/** Plans, writes and commits a rank's leaves at an opened location: `planAndCommit` here, or the same on another thread. */
+export type CommitLeaves = (leaves: readonly Leaf[], location: OpenedCheckpoint, options: SaveOptions) => Promise<Omit<SaveResult, "seconds">>;
 
 /**
- * Plans, writes and commits already flattened (and, for a background save, staged) leaves.
- * `write` may move the writing elsewhere once the plan is agreed (a background save's worker).
+ * Saves already flattened (and, for a background save, staged) leaves. `commit` may plan, write
+ * and commit elsewhere (a background save's upload worker).
  */
-export async function saveLeaves(leaves: readonly Leaf[], options: SaveOptions, started = performance.now(), write: WriteAndCommit = writeAndCommit): Promise<SaveResult> {
+export async function saveLeaves(leaves: readonly Leaf[], options: SaveOptions, started = performance.now(), commit: CommitLeaves = planAndCommit): Promise<SaveResult> {
   const location = await openCheckpoint(options);
   try {
-    const prepared = await planSave(leaves, location, options);
-    const result = await write(prepared, location, options);
+    const result = await commit(leaves, location, options);
     return { ...result, seconds: (performance.now() - started) / 1000 };
   } finally {
     await location.release();
   }
+}
+
+/** Collective: `planSave`, then `writeAndCommit`. */
+export async function planAndCommit(leaves: readonly Leaf[], location: OpenedCheckpoint, options: SaveOptions): Promise<Omit<SaveResult, "seconds">> {
+  return writeAndCommit(await planSave(leaves, location, options), location, options);
 }
 
 /** A plan agreed by every rank, ready to write. */

@@ -1,11 +1,12 @@
 import { type CheckpointErrorCode, type CheckpointErrorContext, CheckpointError } from "./errors.js";
-import type { PreparedSave, SaveOptions, SaveResult } from "./save.js";
+import type { Leaf } from "./flatten.js";
+import type { SaveOptions, SaveResult } from "./save.js";
 import type { PortableStorage } from "./storage/storage-adapter.js";
 
 /** The save options a worker thread can use: plain data (the abort signal is forwarded as a message). */
 export type PortableSaveOptions = Pick<SaveOptions, "blockSize" | "concurrency" | "retry" | "metadata">;
 
-/** A rank's share of a save, for the upload worker: its files, written from shared memory, then the commit. */
+/** A rank's share of a save, for the upload worker: its staged leaves, planned with the other ranks, written from shared memory, then committed. */
 export interface UploadJob {
   readonly job: number;
   readonly storage: PortableStorage;
@@ -13,7 +14,7 @@ export interface UploadJob {
   readonly where: string;
   readonly rank: number;
   readonly worldSize: number;
-  readonly prepared: PreparedSave;
+  readonly leaves: readonly Leaf[];
   readonly options: PortableSaveOptions;
 }
 

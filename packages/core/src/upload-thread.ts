@@ -3,7 +3,7 @@ import type { OpenedCheckpoint } from "./checkpoint-location.js";
 import { CheckpointError } from "./errors.js";
 import type { Leaf } from "./flatten.js";
 import type { ProcessGroup } from "./process-group.js";
-import type { PreparedSave, SaveOptions, SaveResult } from "./save.js";
+import type { SaveOptions, SaveResult } from "./save.js";
 import { type FromUploadWorker, type ToUploadWorker, errorFromWire, errorToWire } from "./upload-protocol.js";
 
 /**
@@ -45,18 +45,19 @@ function shared(leaf: Leaf): boolean {
 }
 
 /**
- * Whether a save can be written from the upload worker: the storage says how another thread
- * opens it, and every byte to write is in shared memory (what copy staging produces), so the
- * worker reads the staged buffers in place. Tensors held by reference live in tfjs's memory,
- * which only the training thread can read.
+ * Whether a save can be planned, written and committed by the upload worker: the storage says
+ * how another thread opens it, every byte to write is in shared memory (what copy staging
+ * produces), so the worker reads the staged buffers in place, and the plan is the default
+ * planner's. Tensors held by reference live in tfjs's memory, and a custom planner is an object,
+ * both of which only the calling thread can use.
  */
-export function canUploadInWorker(prepared: PreparedSave, location: OpenedCheckpoint): boolean {
-  return location.storage.portable !== undefined && prepared.leaves.every(shared);
+export function canUploadInWorker(leaves: readonly Leaf[], location: OpenedCheckpoint, options: SaveOptions): boolean {
+  return location.storage.portable !== undefined && options.planner === undefined && leaves.every(shared);
 }
 
 /**
- * The worker thread that writes and commits background saves: one per process, spawned on
- * first use, holding the process open only while it has jobs. Each job runs `writeAndCommit`
+ * The worker thread that plans, writes and commits background saves: one per process, spawned
+ * on first use, holding the process open only while it has jobs. Each job runs `planAndCommit`
  * there, on an event loop of its own: every file-system completion of a save then costs the
  * training thread nothing, where on the training thread each one waits for the training loop
  * to yield (once per step). The calling thread keeps the process group; the worker's
@@ -67,7 +68,7 @@ class UploadThread {
   readonly #jobs = new Map<number, Job>();
   #next = 0;
 
-  run(prepared: PreparedSave, location: OpenedCheckpoint, options: SaveOptions): Promise<Written> {
+  run(leaves: readonly Leaf[], location: OpenedCheckpoint, options: SaveOptions): Promise<Written> {
     const worker = this.#spawn();
     const job = this.#next++;
     const { group, storage } = location;
@@ -84,7 +85,7 @@ class UploadThread {
         where: location.where,
         rank: group.rank,
         worldSize: group.worldSize,
-        prepared,
+        leaves,
         options: { blockSize: options.blockSize, concurrency: options.concurrency, retry: options.retry, metadata: options.metadata },
       });
       if (options.signal?.aborted) onAbort();
@@ -170,7 +171,7 @@ export function startUploadWorker(): void {
   uploads.start();
 }
 
-/** `writeAndCommit`, run on the upload worker thread; call only when `canUploadInWorker` says so. */
-export function uploadInWorker(prepared: PreparedSave, location: OpenedCheckpoint, options: SaveOptions): Promise<Written> {
-  return uploads.run(prepared, location, options);
+/** `planAndCommit`, run on the upload worker thread; call only when `canUploadInWorker` says so. */
+export function uploadInWorker(leaves: readonly Leaf[], location: OpenedCheckpoint, options: SaveOptions): Promise<Written> {
+  return uploads.run(leaves, location, options);
 }

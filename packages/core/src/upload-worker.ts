@@ -5,7 +5,7 @@ import { parentPort } from "node:worker_threads";
 import type { OpenedCheckpoint } from "./checkpoint-location.js";
 import { CheckpointError } from "./errors.js";
 import { type ProcessGroup, SingleProcessGroup } from "./process-group.js";
-import { writeAndCommit } from "./save.js";
+import { planAndCommit } from "./save.js";
 import type { PortableStorage, StorageAdapter } from "./storage/storage-adapter.js";
 import { type FromUploadWorker, type ToUploadWorker, type UploadJob, errorFromWire, errorToWire } from "./upload-protocol.js";
 
@@ -70,7 +70,7 @@ async function run(job: UploadJob): Promise<void> {
     storage = await openPortable(job.storage);
     const group = job.worldSize === 1 ? new SingleProcessGroup() : new ForwardedGroup(job.job, job.rank, job.worldSize);
     const location: OpenedCheckpoint = { storage, dir: job.dir, where: job.where, group, release: async () => undefined };
-    const result = await writeAndCommit(job.prepared, location, { ...job.options, signal: controller.signal });
+    const result = await planAndCommit(job.leaves, location, { ...job.options, signal: controller.signal });
     reply = { type: "done", job: job.job, result };
   } catch (error) {
     reply = { type: "failed", job: job.job, error: errorToWire(error) };
