@@ -30,8 +30,10 @@ function blockingHandle(fd: number, direct: boolean): FileHandleLike {
  * node:fs through its synchronous calls, behind the promise interface the adapter uses: each
  * call runs on the calling thread and settles before it returns (failures still reject, with
  * node's error codes). For a thread that does nothing else, the upload worker: there one thread
- * copies a save's bytes into the page cache, where the asynchronous calls would spread that copy
+ * copies what goes through the page cache, where the asynchronous calls would spread that copy
  * over libuv's pool of four threads, all competing with the training thread for the CPU.
+ * Writes to a file opened with O_DIRECT are the exception: they copy nothing, so they go to
+ * libuv, and the worker fills the next buffer while the disk takes the last one. fsync too.
  */
 export const blockingFs: FsPromisesLike = {
   async open(path, flags, mode) {
