@@ -1,4 +1,4 @@
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { DefaultSavePlanner, type HostTensor, asyncSave, hostTensor, load, openStorage } from "@cairn/core";
@@ -76,6 +76,18 @@ describe("background saves write and commit from a worker thread (file://, copy 
     await expect(done).rejects.toMatchObject({ code: "cancelled" });
     const dir = fileURLToPath(url);
     expect(existsSync(dir) ? readdirSync(dir) : []).toEqual([]);
+  });
+
+  it.runIf(process.platform === "linux")("runs at nice 19, so the training thread wins the CPU", async () => {
+    const { done } = await asyncSave(state(), await locations.file());
+    await done;
+    // Field 19 of a thread's stat is its nice value; the name in parentheses may hold spaces.
+    const nice = readdirSync("/proc/self/task").map((tid) => {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
+    });
+    expect(nice).toContain(19);
+    expect(nice).toContain(0);
   });
 
   it("is used only where the worker can reach the storage: memory:// has no portable description", async () => {

@@ -1,3 +1,4 @@
+import { isMainThread } from "node:worker_threads";
 import { blockChecksumsAsync } from "./checksum-workers.js";
 import type { OpenedCheckpoint } from "./checkpoint-location.js";
 import { crc32c } from "./crc32c.js";
@@ -20,7 +21,11 @@ export interface WrittenChunk {
 
 /** Items are read and checksummed in groups of up to this many bytes (one item if larger). */
 const GROUP_BYTES = 64 << 20;
-/** Runs of items smaller than this are copied into one buffer, so they go out in a single write. */
+/**
+ * Runs of items smaller than this are copied into one buffer, so they go out in a single write:
+ * on the main thread, where each write's completion may wait for a training step. Off it (the
+ * upload worker) turns cost nothing, and the copy would only add memory traffic beside training.
+ */
 const COALESCE_BELOW = 4 << 20;
 
 /** Consecutive items of a file, each group at most GROUP_BYTES unless a single item is larger. */
@@ -131,7 +136,7 @@ export async function writeDataFile(
           },
         });
       });
-      yield* coalesce(current.datas);
+      yield* isMainThread ? coalesce(current.datas) : current.datas;
     }
   };
   await withRetry(() => location.storage.write(joinPath(location.dir, file.name), body(), { size: layout.fileSize, signal: options.signal }), {
