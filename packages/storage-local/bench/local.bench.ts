@@ -2,13 +2,14 @@
 // 2,000 small ones) with Cairn, beside node:fs writing and reading the same bytes into the
 // same files, fsynced the same way, in the same run. Prints MB/s, the ratio to the baseline
 // and peak RSS. Each phase runs in its own process; rounds alternate Cairn and node:fs.
-// Loads are measured from a warm page cache and, where this process may drop the kernel's
-// caches (root on Linux), from a cold one, as a restore on a fresh machine would be.
+// Loads are measured from a warm page cache (every file read once first: Cairn's O_DIRECT save
+// leaves nothing cached) and, where this process may drop the kernel's caches (root on Linux),
+// from a cold one, as a restore on a fresh machine would be.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { dropCaches, median } from "./bench-support.js";
+import { dropCaches, median, warmCache } from "./bench-support.js";
 import { runTypeScript } from "@cairn/core/testing";
 
 const child = fileURLToPath(new URL("./local-bench-child.ts", import.meta.url));
@@ -37,6 +38,7 @@ for (let round = 0; round < rounds; round++) {
   try {
     for (const phase of phases) {
       if (phase.endsWith(":cold")) await dropCaches();
+      if (phase.endsWith(":warm")) await warmCache(root);
       const r = await run(phase, join(root, "cairn"), root);
       results.get(phase)!.push(r);
       console.log(`round ${round + 1}: ${phase.padEnd(16)} ${(r.bytes / MiB / r.seconds).toFixed(0).padStart(6)} MB/s  peak RSS ${Math.round(r.peakRss / MiB)} MiB`);
