@@ -138,21 +138,12 @@ describe("file:// direct writes", () => {
     expect((await readFile(join(dir, "metadata.json"))).equals(pattern(1000, 7))).toBe(true);
   });
 
-  it("falls back to buffered writes where the file system refuses O_DIRECT at open, and does not ask again", async () => {
-    const { storage, dir, rec } = await fixture({ refuseOpen: true });
-    const body = parts((5 << 20) + 7);
-    await storage.write("a", stream(body));
-    await storage.write("b", stream(body));
-    expect((await readFile(join(dir, "a"))).equals(joined(body))).toBe(true);
-    expect((await readFile(join(dir, "b"))).equals(joined(body))).toBe(true);
-    expect(rec.flags.filter(isDirect)).toHaveLength(1);
-    expect((await readdir(dir)).sort()).toEqual(["a", "b"]);
-    expect(rec.open).toBe(0);
-  });
-
-  it("falls back to buffered writes where the first direct write is refused", async () => {
-    const { storage, dir, rec } = await fixture({ refuseWrite: true });
-    const body = parts((6 << 20) + 4097);
+  it.each([
+    ["at open", { refuseOpen: true }, (5 << 20) + 7],
+    ["on the first write", { refuseWrite: true }, (6 << 20) + 4097],
+  ])("falls back to buffered writes where the file system refuses O_DIRECT %s, and does not ask again", async (_, faults, size) => {
+    const { storage, dir, rec } = await fixture(faults);
+    const body = parts(size);
     await storage.write("a", stream(body));
     await storage.write("b", stream(body));
     expect((await readFile(join(dir, "a"))).equals(joined(body))).toBe(true);
