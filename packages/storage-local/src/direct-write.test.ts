@@ -155,7 +155,14 @@ describe("file:// direct writes", () => {
 
   it("rejects when a direct write fails mid-file, leaving no object, no temp file and no open descriptor", async () => {
     const { storage, dir, rec } = await fixture({ failDirectWrite: 2 });
-    await expect(storage.write("a", stream(parts(20 << 20)))).rejects.toMatchObject({
+    // Parts arrive slowly, so the failed write is not awaited until long after it failed.
+    async function* slowly(): AsyncGenerator<Uint8Array> {
+      for (const part of parts(20 << 20)) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        yield part;
+      }
+    }
+    await expect(storage.write("a", slowly())).rejects.toMatchObject({
       code: "storage",
       message: expect.stringContaining("no space left"),
     });

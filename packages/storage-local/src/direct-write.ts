@@ -54,6 +54,16 @@ async function writeFully(handle: FileHandleLike, buffer: Uint8Array, length: nu
 const roundUp = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;
 
 /**
+ * The write, marked handled: it may fail while the body is still being read, long before it is
+ * awaited (when its buffer comes round again, or at the end), which must not count as an
+ * unhandled rejection.
+ */
+function handled(write: Promise<void>): Promise<void> {
+  write.catch(() => undefined);
+  return write;
+}
+
+/**
  * Writes a body into a file opened with O_DIRECT, so its bytes go from memory to the device
  * without being copied into the page cache. That copy, not the disk, is what a big buffered
  * write costs: in a VM it takes seconds of kernel CPU per GiB (docs/benchmarks.md), which a
@@ -113,7 +123,7 @@ export async function writeDirect(
         filled += n;
         if (filled === BUFFER_BYTES) {
           const write = flush(current, BUFFER_BYTES, position);
-          pending[current] = write;
+          pending[current] = handled(write);
           // The first write decides direct or buffered before any other is started.
           if (position === 0) await write;
           position += BUFFER_BYTES;
@@ -124,7 +134,7 @@ export async function writeDirect(
       }
     }
     if (filled > 0) {
-      pending[current] = flush(current, filled, position);
+      pending[current] = handled(flush(current, filled, position));
       position += filled;
     }
     await settle();
