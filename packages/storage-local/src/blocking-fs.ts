@@ -1,4 +1,5 @@
-import { closeSync, constants, fsync, ftruncateSync, linkSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmdirSync, statSync, unlinkSync, write, writeSync } from "node:fs";
+import { closeSync, fsync, ftruncateSync, linkSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmdirSync, statSync, unlinkSync, write, writeSync } from "node:fs";
+import { opensDirect } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-storage-adapter.js";
 
 function blockingHandle(fd: number, direct: boolean): FileHandleLike {
@@ -37,8 +38,7 @@ function blockingHandle(fd: number, direct: boolean): FileHandleLike {
  */
 export const blockingFs: FsPromisesLike = {
   async open(path, flags, mode) {
-    const direct = typeof flags === "number" && constants.O_DIRECT !== undefined && (flags & constants.O_DIRECT) !== 0;
-    return blockingHandle(openSync(path, flags, mode), direct);
+    return blockingHandle(openSync(path, flags, mode), opensDirect(flags));
   },
   async mkdir(path, options) {
     return mkdirSync(path, options);

@@ -46,7 +46,13 @@ function giveBack(buffers: readonly Uint8Array[]): void {
   for (const buffer of buffers) if (free.length < KEEP_FREE) free.push(buffer);
 }
 
-async function writeFully(handle: FileHandleLike, buffer: Uint8Array, length: number, position: number): Promise<void> {
+/** Whether open flags ask for O_DIRECT. */
+export function opensDirect(flags: string | number): boolean {
+  return typeof flags === "number" && constants.O_DIRECT !== undefined && (flags & constants.O_DIRECT) !== 0;
+}
+
+/** Writes `length` bytes of `buffer` at `position`, however many writes the file system takes for them. */
+export async function writeFully(handle: FileHandleLike, buffer: Uint8Array, length: number, position: number): Promise<void> {
   let done = 0;
   while (done < length) done += (await handle.write(buffer, done, length - done, position + done)).bytesWritten;
 }
@@ -85,13 +91,12 @@ export async function writeDirect(
   const buffers = Array.from({ length: BUFFERS_PER_FILE }, takeBuffer);
   const pending: (Promise<void> | undefined)[] = buffers.map(() => undefined);
   let direct = true;
-  let probed = false;
   let current = 0;
   let filled = 0;
   let position = 0;
   const flush = async (k: number, length: number, at: number): Promise<void> => {
-    if (!probed) {
-      probed = true;
+    // The first write, the one at 0, probes whether the file system takes direct writes.
+    if (at === 0) {
       try {
         await writeFully(handle, buffers[k]!, roundUp(length), at);
       } catch (error) {

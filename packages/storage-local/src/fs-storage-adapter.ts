@@ -15,7 +15,7 @@ import {
   checkRelativePath,
   notFound,
 } from "@cairn/core";
-import { directCreateFlags, directIoAvailable, writeDirect } from "./direct-write.js";
+import { directCreateFlags, directIoAvailable, writeDirect, writeFully } from "./direct-write.js";
 
 /** The subset of `fs.promises` the adapter uses; node:fs and memfs both provide it. */
 export interface FsPromisesLike {
@@ -74,17 +74,13 @@ async function writeWindowed(handle: FileHandleLike, body: Iterable<Uint8Array> 
   const inflight = new Set<Promise<void>>();
   let inflightBytes = 0;
   let failure: { error: unknown } | undefined;
-  const writeAt = async (part: Uint8Array, position: number): Promise<void> => {
-    let done = 0;
-    while (done < part.byteLength) done += (await handle.write(part, done, part.byteLength - done, position + done)).bytesWritten;
-  };
   try {
     let position = 0;
     for await (const part of body) {
       check();
       while (inflight.size >= WRITE_WINDOW_COUNT || (inflight.size > 0 && inflightBytes + part.byteLength > WRITE_WINDOW_BYTES)) await Promise.race(inflight);
       if (failure) throw failure.error;
-      const write = writeAt(part, position)
+      const write = writeFully(handle, part, part.byteLength, position)
         .catch((error: unknown) => {
           failure ??= { error };
         })
