@@ -19,13 +19,15 @@ interface Recorded {
   flags: (string | number)[];
   /** [position, length] of every write on a handle opened with O_DIRECT. */
   directWrites: [number, number][];
+  /** The memory each direct write was made from. */
+  sources: ArrayBufferLike[];
   open: number;
 }
 
 /** node:fs that records opens and direct writes, and can refuse O_DIRECT or fail the nth direct write like a kernel would. */
 function recordingFs(faults: { refuseOpen?: boolean; refuseWrite?: boolean; failDirectWrite?: number } = {}): { fs: FsPromisesLike; rec: Recorded } {
   const base = nodeFs as unknown as FsPromisesLike;
-  const rec: Recorded = { flags: [], directWrites: [], open: 0 };
+  const rec: Recorded = { flags: [], directWrites: [], sources: [], open: 0 };
   const fail = (code: string, message: string): Error => Object.assign(new Error(`${code}: ${message}`), { code });
   const fs: FsPromisesLike = {
     ...base,
@@ -51,6 +53,7 @@ function recordingFs(faults: { refuseOpen?: boolean; refuseWrite?: boolean; fail
           if (direct) {
             if (faults.refuseWrite) throw fail("EINVAL", "invalid argument, write");
             rec.directWrites.push([position ?? -1, length]);
+            rec.sources.push(buffer.buffer);
             if (rec.directWrites.length === faults.failDirectWrite) throw fail("ENOSPC", "no space left on device, write");
           }
           return handle.write(buffer, offset, length, position);
@@ -129,6 +132,26 @@ describe("file:// direct writes", () => {
     expect((await readFile(join(dir, "exact"))).equals(joined(exact))).toBe(true);
     expect(rec.flags.filter(isDirect)).toHaveLength(1);
     expect(rec.directWrites.reduce((n, [, length]) => n + length, 0)).toBe(8 << 20);
+  });
+
+  it.each([true, false])("with pageAligned %s, writes page-aligned parts straight from the body's memory, and copies the rest", async (pageAligned) => {
+    const { storage, dir, rec } = await fixture();
+    // A page-aligned body as core's staging lays one out: a WebAssembly memory, file offset = memory offset.
+    const memory = new Uint8Array(new WebAssembly.Memory({ initial: 256, maximum: 256, shared: true }).buffer);
+    const size = (10 << 20) + 5000;
+    memory.set(pattern(size, 11));
+    // Parts: one of 5 MiB + 100 from the start (5 MiB in place, the 100-byte tail copied), one
+    // starting off a page (copied), one from a page boundary once the copies are flushed.
+    const cuts = [0, (5 << 20) + 100, 9 << 20, size];
+    const body = cuts.slice(1).map((end, k) => memory.subarray(cuts[k]!, end));
+    await storage.write("data.safetensors", stream(body), { size, pageAligned });
+    expect((await readFile(join(dir, "data.safetensors"))).equals(memory.subarray(0, size))).toBe(true);
+    const inPlace = rec.directWrites.filter((_, k) => rec.sources[k] === memory.buffer);
+    // The last part: its whole pages in place, its last 904 bytes copied and padded.
+    expect(inPlace).toEqual(pageAligned ? [[0, 4 << 20], [4 << 20, 1 << 20], [9 << 20, (1 << 20) + 4096]] : []);
+    for (const [position, length] of rec.directWrites) expect([position % 4096, length % 4096]).toEqual([0, 0]);
+    expect(rec.directWrites.reduce((n, [, length]) => n + length, 0)).toBe(Math.ceil(size / 4096) * 4096);
+    expect(rec.open).toBe(0);
   });
 
   it("writes small objects (metadata.json) through the page cache", async () => {

@@ -77,6 +77,11 @@ function handled(write: Promise<void>): Promise<void> {
  * written in whole blocks, several at a time; the last block is padded and the file truncated to
  * the body's length.
  *
+ * With `inPlace` (the body's memory is page-aligned: `WriteOptions.pageAligned`), a part that
+ * starts on a page boundary while no copied bytes are pending is written straight from its own
+ * memory, all but its last partial page, without the copy: a background save staged in the data
+ * files' layout (core's staging) is written this way.
+ *
  * If the file system refuses the first direct write (EINVAL: no O_DIRECT there, or a stricter
  * alignment), the file is reopened through `reopenBuffered` and written through the page cache
  * instead. Takes over `handle`: returns the handle the caller syncs and closes (`handle`, or the
@@ -87,6 +92,7 @@ export async function writeDirect(
   body: Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
   check: () => void,
   reopenBuffered: () => Promise<FileHandleLike>,
+  inPlace = false,
 ): Promise<FileHandleLike> {
   const buffers = Array.from({ length: BUFFERS_PER_FILE }, takeBuffer);
   const pending: (Promise<void> | undefined)[] = buffers.map(() => undefined);
@@ -94,22 +100,33 @@ export async function writeDirect(
   let current = 0;
   let filled = 0;
   let position = 0;
-  const flush = async (k: number, length: number, at: number): Promise<void> => {
+  /** Writes `length` bytes of `source` (an aligned buffer, or page-aligned memory of the body's) at `at`. */
+  const flush = async (source: Uint8Array, length: number, at: number): Promise<void> => {
     // The first write, the one at 0, probes whether the file system takes direct writes.
     if (at === 0) {
       try {
-        await writeFully(handle, buffers[k]!, roundUp(length), at);
+        await writeFully(handle, source, roundUp(length), at);
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
         direct = false;
         const refused = handle;
         handle = await reopenBuffered();
         await refused.close().catch(() => undefined);
-        await writeFully(handle, buffers[k]!, length, at);
+        await writeFully(handle, source, length, at);
       }
       return;
     }
-    await writeFully(handle, buffers[k]!, direct ? roundUp(length) : length, at);
+    await writeFully(handle, source, direct ? roundUp(length) : length, at);
+  };
+  /** Starts writing `length` bytes of `source` from slot `current`, then waits until the next slot is free. */
+  const start = async (source: Uint8Array, length: number): Promise<void> => {
+    const write = flush(source, length, position);
+    pending[current] = handled(write);
+    // The first write decides direct or buffered before any other is started.
+    if (position === 0) await write;
+    position += length;
+    current = (current + 1) % buffers.length;
+    await pending[current];
   };
   // Every write started has settled before this returns or throws: the caller closes the handle.
   const settle = async (): Promise<void> => {
@@ -121,25 +138,28 @@ export async function writeDirect(
     for await (const part of body) {
       check();
       let taken = 0;
+      if (inPlace && filled === 0 && part.byteOffset % ALIGN === 0) {
+        const whole = part.byteLength - (part.byteLength % ALIGN);
+        while (taken < whole) {
+          const n = Math.min(whole - taken, BUFFER_BYTES);
+          await start(part.subarray(taken, taken + n), n);
+          taken += n;
+          check();
+        }
+      }
       while (taken < part.byteLength) {
         const n = Math.min(part.byteLength - taken, BUFFER_BYTES - filled);
         buffers[current]!.set(part.subarray(taken, taken + n), filled);
         taken += n;
         filled += n;
         if (filled === BUFFER_BYTES) {
-          const write = flush(current, BUFFER_BYTES, position);
-          pending[current] = handled(write);
-          // The first write decides direct or buffered before any other is started.
-          if (position === 0) await write;
-          position += BUFFER_BYTES;
-          current = (current + 1) % buffers.length;
           filled = 0;
-          await pending[current];
+          await start(buffers[current]!, BUFFER_BYTES);
         }
       }
     }
     if (filled > 0) {
-      pending[current] = handled(flush(current, filled, position));
+      pending[current] = handled(flush(buffers[current]!, filled, position));
       position += filled;
     }
     await settle();

@@ -185,7 +185,7 @@ export class FsStorageAdapter implements StorageAdapter {
         handle = await writeDirect(opened.handle, parts, check, async () => {
           this.#directIo = false;
           return this.#fs.open(temp, "r+");
-        });
+        }, options.pageAligned === true);
       } else {
         handle = opened.handle;
         await writeWindowed(handle, parts, check);

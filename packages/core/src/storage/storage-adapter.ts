@@ -25,6 +25,14 @@ export interface WriteOptions {
   /** The body's total size, when known; adapters may use it to pick a single or multipart upload. */
   readonly size?: number;
   readonly signal?: AbortSignal;
+  /**
+   * Every part of the body is a view of memory whose buffer starts on a page boundary (a
+   * WebAssembly memory; core's staging lays a background save out this way). An adapter that
+   * writes past the page cache (file:// with O_DIRECT) may then write a part that starts on a
+   * page boundary straight from its memory instead of copying it into aligned buffers. The body's
+   * memory must not change until the write settles. Others ignore it.
+   */
+  readonly pageAligned?: boolean;
 }
 
 export interface ReadOptions {
