@@ -55,7 +55,9 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   const options = checkpointOptionsOf(checkpointIdOrOptions);
   const started = performance.now();
   const pool = options.pool ?? new StagingPool();
-  const snapshot = flattenStateDict(stateDict).then((leaves) => stageLeaves(leaves, options.staging ?? "copy", pool, options.signal));
+  // With the default planner, copies are staged in the data files' layout (see stageLeaves).
+  const layout = options.planner === undefined ? { filesPerRank: options.concurrency ?? 4 } : undefined;
+  const snapshot = flattenStateDict(stateDict).then((leaves) => stageLeaves(leaves, options.staging ?? "copy", pool, options.signal, layout));
   const staged = snapshot.then((s) => ({ bytes: s.copiedBytes, seconds: (performance.now() - started) / 1000 }));
   const schedule = options.schedule ?? (<T>(upload: () => Promise<T>) => upload());
   const done = snapshot.then((s) =>

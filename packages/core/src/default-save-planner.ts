@@ -117,7 +117,7 @@ function checkCoverage(holders: ReadonlyMap<string, ReadonlyMap<number, WriteIte
 }
 
 /** Largest first onto the emptiest file; each file then keeps its items in the rank's leaf order. */
-function spreadOverFiles(items: readonly WriteItem[], rank: number, context: GlobalPlanContext): DataFilePlan[] {
+export function spreadOverFiles(items: readonly WriteItem[], rank: number, context: GlobalPlanContext): DataFilePlan[] {
   const count = Math.max(1, Math.min(context.filesPerRank, items.length));
   const files = Array.from({ length: count }, () => ({ bytes: 0, items: [] as WriteItem[] }));
   for (const item of [...items].sort((a, b) => b.byteLength - a.byteLength)) {

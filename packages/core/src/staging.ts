@@ -1,7 +1,12 @@
 import { arrayConstructorFor, byteSize } from "./dtypes.js";
 import { CheckpointError, throwIfAborted } from "./errors.js";
 import { type Leaf, tensorBytes } from "./flatten.js";
+import { DefaultSavePlanner, spreadOverFiles } from "./default-save-planner.js";
+import { MAX_PAGE_ALIGNED_BYTES, isPageAligned, pageAlignedAvailable, pageAlignedSharedBytes } from "./page-aligned.js";
+import type { SafetensorsLayout } from "./safetensors.js";
+import type { WriteItem } from "./save-planner.js";
 import type { HostTensor, TensorLike } from "./state-dict.js";
+import { dataFileLayout } from "./write-data-file.js";
 
 /**
  * How a background save snapshots tensors before `saveAsync` returns.
@@ -30,7 +35,8 @@ export interface StagingPoolOptions {
  */
 export class StagingPool {
   readonly #maxBytes: number;
-  readonly #free = new Map<number, Uint8Array[]>();
+  /** Free buffers by kind and size: `s<bytes>` shared, `p<bytes>` page-aligned shared. */
+  readonly #free = new Map<string, Uint8Array[]>();
   #allocated = 0;
   #inUse = 0;
   readonly #waiting: (() => void)[] = [];
@@ -48,8 +54,11 @@ export class StagingPool {
     return this.#inUse;
   }
 
-  /** Buffers of the given sizes, all at once (so two saves never each hold half of what they need). */
-  async acquire(sizes: readonly number[], signal?: AbortSignal): Promise<Uint8Array[]> {
+  /**
+   * Buffers of the given sizes, all at once (so two saves never each hold half of what they
+   * need), in shared memory; those with `pageAligned[i]` start on a page boundary.
+   */
+  async acquire(sizes: readonly number[], signal?: AbortSignal, pageAligned: readonly boolean[] = []): Promise<Uint8Array[]> {
     const total = sizes.reduce((a, b) => a + b, 0);
     if (total > this.#maxBytes) {
       throw new CheckpointError(
@@ -60,13 +69,14 @@ export class StagingPool {
     for (;;) {
       throwIfAborted(signal, "staging");
       if (this.#inUse + total <= this.#maxBytes) {
-        const wanted = new Map<number, number>();
-        for (const size of sizes) wanted.set(size, (wanted.get(size) ?? 0) + 1);
+        const keys = sizes.map((size, i) => `${pageAligned[i] === true ? "p" : "s"}${size}`);
+        const wanted = new Map<string, number>();
+        for (const key of keys) wanted.set(key, (wanted.get(key) ?? 0) + 1);
         let reusable = 0;
-        for (const [size, count] of wanted) reusable += size * Math.min(count, this.#free.get(size)?.length ?? 0);
+        for (const [key, count] of wanted) reusable += sizeOf(key) * Math.min(count, this.#free.get(key)?.length ?? 0);
         const over = this.#allocated + (total - reusable) - this.#maxBytes;
         if (over > 0) this.#dropFree(over, wanted);
-        return sizes.map((size) => this.#take(size));
+        return keys.map((key) => this.#take(key));
       }
       await new Promise<void>((resolve) => this.#waiting.push(resolve));
     }
@@ -75,9 +85,10 @@ export class StagingPool {
   release(buffers: readonly Uint8Array[]): void {
     for (const buffer of buffers) {
       this.#inUse -= buffer.byteLength;
-      const list = this.#free.get(buffer.byteLength) ?? [];
+      const key = `${isPageAligned(buffer.buffer) ? "p" : "s"}${buffer.byteLength}`;
+      const list = this.#free.get(key) ?? [];
       list.push(buffer);
-      this.#free.set(buffer.byteLength, list);
+      this.#free.set(key, list);
     }
     for (const wake of this.#waiting.splice(0)) wake();
   }
@@ -89,33 +100,72 @@ export class StagingPool {
   }
 
   /** Frees unused buffers this request will not reuse, until `bytes` are freed. */
-  #dropFree(bytes: number, wanted: ReadonlyMap<number, number>): void {
-    for (const [size, list] of this.#free) {
-      while (list.length > (wanted.get(size) ?? 0) && bytes > 0) {
+  #dropFree(bytes: number, wanted: ReadonlyMap<string, number>): void {
+    for (const [key, list] of this.#free) {
+      while (list.length > (wanted.get(key) ?? 0) && bytes > 0) {
         list.pop();
-        this.#allocated -= size;
-        bytes -= size;
+        this.#allocated -= sizeOf(key);
+        bytes -= sizeOf(key);
       }
-      if (list.length === 0) this.#free.delete(size);
+      if (list.length === 0) this.#free.delete(key);
     }
   }
 
-  #take(size: number): Uint8Array {
+  #take(key: string): Uint8Array {
+    const size = sizeOf(key);
     this.#inUse += size;
-    const reused = this.#free.get(size)?.pop();
+    const reused = this.#free.get(key)?.pop();
     if (reused) return reused;
     this.#allocated += size;
-    return new Uint8Array(new SharedArrayBuffer(size));
+    return key.startsWith("p") ? pageAlignedSharedBytes(size) : new Uint8Array(new SharedArrayBuffer(size));
   }
 }
+
+const sizeOf = (key: string): number => Number(key.slice(1));
 
 /** A snapshot of a state dict's leaves that training can no longer change. */
 export interface StagedLeaves {
   readonly leaves: Leaf[];
-  /** Bytes copied into staging buffers. */
+  /** Bytes of tensors and blobs copied into staging buffers. */
   readonly copiedBytes: number;
   /** Gives the buffers back to the pool and drops the tensor clones; call once the upload has ended. */
   release(): void;
+}
+
+/** How the save that follows will lay out this rank's data files, so copies can be staged in that layout. */
+export interface StagingLayout {
+  /** Data files per rank (`SaveOptions.concurrency`, default 4). */
+  readonly filesPerRank: number;
+}
+
+/**
+ * Files smaller than this are staged leaf by leaf: storage writes them through the page cache,
+ * which gains nothing from their layout.
+ */
+const SEGMENT_MIN_BYTES = 1 << 20;
+
+interface Segment {
+  readonly items: readonly WriteItem[];
+  readonly layout: SafetensorsLayout;
+}
+
+/**
+ * The data files the default planner gives this rank if it writes every item it holds (always,
+ * with one rank; with several, unless replicated items go to another rank), as staging segments:
+ * those big enough to gain, small enough for one WebAssembly memory, and whose items' offsets
+ * suit their typed arrays.
+ */
+function plannedSegments(leaves: readonly Leaf[], filesPerRank: number): Segment[] {
+  if (!pageAlignedAvailable) return [];
+  const { items } = new DefaultSavePlanner().createLocalPlan(leaves, 0);
+  return spreadOverFiles(items, 0, { attempt: "staging", filesPerRank })
+    .map((file) => ({ items: file.items, layout: dataFileLayout(file.items).layout }))
+    .filter(
+      ({ items, layout }) =>
+        layout.fileSize >= SEGMENT_MIN_BYTES &&
+        layout.fileSize <= MAX_PAGE_ALIGNED_BYTES &&
+        items.every((item, i) => layout.offsets[i]! % (item.kind === "tensor" ? arrayConstructorFor(item.dtype).BYTES_PER_ELEMENT : 1) === 0),
+    );
 }
 
 interface Cloneable extends TensorLike {
@@ -129,29 +179,53 @@ function cloneable(tensor: TensorLike): tensor is Cloneable {
 /**
  * Snapshots leaves for a background save. Tensor values are read through `data()`, the path a
  * GPU backend needs; nothing assumes they are already on the host.
+ *
+ * With `layout` (the default planner's), copies are staged as the data files will be laid out:
+ * each file's header and items back to back in one page-aligned segment, from which the upload
+ * writes the file without copying it again (file:// writes it past the page cache, straight
+ * from the segment). Leaves in no such segment get buffers of their own.
  */
-export async function stageLeaves(leaves: readonly Leaf[], strategy: StagingStrategy, pool: StagingPool, signal?: AbortSignal): Promise<StagedLeaves> {
+export async function stageLeaves(
+  leaves: readonly Leaf[],
+  strategy: StagingStrategy,
+  pool: StagingPool,
+  signal?: AbortSignal,
+  layout?: StagingLayout,
+): Promise<StagedLeaves> {
   const byReference = (leaf: Leaf): boolean => strategy === "reference" && leaf.kind === "tensor" && leaf.source.kind === "tfjs" && cloneable(leaf.source.tensor);
-  const sizes: number[] = [];
-  for (const leaf of leaves) {
-    if (leaf.kind === "tensor" && !byReference(leaf)) sizes.push(byteSize(leaf.dtype, leaf.shape));
-    else if (leaf.kind === "bytes") sizes.push(leaf.data.byteLength);
-  }
-  const buffers = await pool.acquire(sizes, signal);
+  const segments = layout && strategy === "copy" ? plannedSegments(leaves, layout.filesPerRank) : [];
+  /** Leaf index → where in which segment its bytes go. */
+  const placed = new Map<number, { segment: number; offset: number }>();
+  segments.forEach(({ items, layout }, segment) => items.forEach((item, i) => placed.set(item.leafIndex, { segment, offset: layout.offsets[i]! })));
+  const sizes = segments.map((s) => s.layout.fileSize);
+  let copiedBytes = 0;
+  leaves.forEach((leaf, index) => {
+    if (leaf.kind === "value" || byReference(leaf)) return;
+    const bytes = leaf.kind === "bytes" ? leaf.data.byteLength : byteSize(leaf.dtype, leaf.shape);
+    copiedBytes += bytes;
+    if (!placed.has(index)) sizes.push(bytes);
+  });
+  const buffers = await pool.acquire(sizes, signal, segments.map(() => true));
   const clones: { dispose(): void }[] = [];
   const release = (): void => {
     pool.release(buffers);
     for (const clone of clones.splice(0)) clone.dispose();
   };
   try {
-    let next = 0;
+    segments.forEach((s, k) => buffers[k]!.set(s.layout.header));
+    let next = segments.length;
+    /** The staging buffer for a leaf of `bytes` bytes: its place in a segment, or a buffer of its own. */
+    const target = (index: number, bytes: number): Uint8Array => {
+      const place = placed.get(index);
+      return place ? buffers[place.segment]!.subarray(place.offset, place.offset + bytes) : buffers[next++]!;
+    };
     const staged: Leaf[] = [];
-    for (const leaf of leaves) {
+    for (const [index, leaf] of leaves.entries()) {
       throwIfAborted(signal, "staging");
       if (leaf.kind === "value") {
         staged.push(leaf);
       } else if (leaf.kind === "bytes") {
-        const buffer = buffers[next++]!;
+        const buffer = target(index, leaf.data.byteLength);
         buffer.set(leaf.data);
         staged.push({ kind: "bytes", path: leaf.path, data: buffer });
       } else if (byReference(leaf)) {
@@ -159,14 +233,14 @@ export async function stageLeaves(leaves: readonly Leaf[], strategy: StagingStra
         clones.push(clone);
         staged.push({ ...leaf, source: { kind: "tfjs", tensor: clone } });
       } else {
-        const buffer = buffers[next++]!;
+        const buffer = target(index, byteSize(leaf.dtype, leaf.shape));
         buffer.set(await tensorBytes(leaf));
         const data = new (arrayConstructorFor(leaf.dtype))(buffer.buffer, buffer.byteOffset, buffer.byteLength / arrayConstructorFor(leaf.dtype).BYTES_PER_ELEMENT);
         const tensor = { dtype: leaf.dtype, shape: leaf.shape, data } as HostTensor;
         staged.push({ ...leaf, source: { kind: "host", tensor } });
       }
     }
-    return { leaves: staged, copiedBytes: sizes.reduce((a, b) => a + b, 0), release };
+    return { leaves: staged, copiedBytes, release };
   } catch (error) {
     release();
     throw error;

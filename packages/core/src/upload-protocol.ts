@@ -15,6 +15,8 @@ export interface UploadJob {
   readonly rank: number;
   readonly worldSize: number;
   readonly leaves: readonly Leaf[];
+  /** The staging segments among the leaves' buffers: page-aligned, which the worker cannot tell by itself. */
+  readonly pageAligned: readonly SharedArrayBuffer[];
   readonly options: PortableSaveOptions;
 }
 

@@ -2,6 +2,7 @@ import { Worker } from "node:worker_threads";
 import type { OpenedCheckpoint } from "./checkpoint-location.js";
 import { CheckpointError } from "./errors.js";
 import type { Leaf } from "./flatten.js";
+import { isPageAligned } from "./page-aligned.js";
 import type { ProcessGroup } from "./process-group.js";
 import type { SaveOptions, SaveResult } from "./save.js";
 import { type FromUploadWorker, type ToUploadWorker, errorFromWire, errorToWire } from "./upload-protocol.js";
@@ -36,6 +37,16 @@ interface Job {
   readonly resolve: (result: Written) => void;
   readonly reject: (error: unknown) => void;
   readonly cleanup: () => void;
+}
+
+/** The page-aligned buffers (staging segments) that leaves' bytes are in. */
+function pageAlignedBuffers(leaves: readonly Leaf[]): SharedArrayBuffer[] {
+  const buffers = new Set<SharedArrayBuffer>();
+  for (const leaf of leaves) {
+    const data = leaf.kind === "bytes" ? leaf.data : leaf.kind === "tensor" && leaf.source.kind === "host" ? leaf.source.tensor.data : undefined;
+    if (data?.buffer instanceof SharedArrayBuffer && isPageAligned(data.buffer)) buffers.add(data.buffer);
+  }
+  return [...buffers];
 }
 
 function shared(leaf: Leaf): boolean {
@@ -86,6 +97,7 @@ class UploadThread {
         rank: group.rank,
         worldSize: group.worldSize,
         leaves,
+        pageAligned: pageAlignedBuffers(leaves),
         options: { blockSize: options.blockSize, concurrency: options.concurrency, retry: options.retry, metadata: options.metadata },
       });
       if (options.signal?.aborted) onAbort();

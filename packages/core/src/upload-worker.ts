@@ -6,6 +6,7 @@ import { setPriority } from "node:os";
 import { parentPort } from "node:worker_threads";
 import type { OpenedCheckpoint } from "./checkpoint-location.js";
 import { CheckpointError } from "./errors.js";
+import { markPageAligned } from "./page-aligned.js";
 import { type ProcessGroup, SingleProcessGroup } from "./process-group.js";
 import { planAndCommit } from "./save.js";
 import type { PortableStorage, StorageAdapter } from "./storage/storage-adapter.js";
@@ -84,6 +85,8 @@ async function run(job: UploadJob): Promise<void> {
   aborts.set(job.job, controller);
   let storage: StorageAdapter | undefined;
   let reply: FromUploadWorker;
+  // The same memory the calling thread marked; identity holds within the message.
+  for (const buffer of job.pageAligned) markPageAligned(buffer);
   try {
     storage = await openPortable(job.storage);
     const group = job.worldSize === 1 ? new SingleProcessGroup() : new ForwardedGroup(job.job, job.rank, job.worldSize);

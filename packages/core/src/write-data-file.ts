@@ -2,12 +2,13 @@ import { isMainThread } from "node:worker_threads";
 import { blockChecksumsAsync } from "./checksum-workers.js";
 import type { OpenedCheckpoint } from "./checkpoint-location.js";
 import { crc32c } from "./crc32c.js";
+import { isPageAligned } from "./page-aligned.js";
 import { tensorName } from "./default-save-planner.js";
 import { CheckpointError, throwIfAborted } from "./errors.js";
 import { type Leaf, tensorBytes } from "./flatten.js";
 import { type ChunkMetadata, type DataFileMetadata, FORMAT_MAJOR, FORMAT_NAME } from "./metadata.js";
 import { withRetry } from "./retry.js";
-import { layoutSafetensors, uniqueTensorNames } from "./safetensors.js";
+import { type SafetensorsLayout, layoutSafetensors, uniqueTensorNames } from "./safetensors.js";
 import type { SaveOptions } from "./save.js";
 import type { DataFilePlan, WriteItem } from "./save-planner.js";
 import { displayKey } from "./state-dict.js";
@@ -74,12 +75,45 @@ function* coalesce(datas: readonly Uint8Array[]): Generator<Uint8Array> {
   yield* flush();
 }
 
+/** A data file's tensor names and safetensors layout (header bytes, each item's offset), from its items alone. */
+export function dataFileLayout(items: readonly WriteItem[]): { names: string[]; layout: SafetensorsLayout } {
+  const names = uniqueTensorNames(items.map(tensorName));
+  const layout = layoutSafetensors(
+    items.map((item, i) => ({ name: names[i]!, dtype: item.dtype, shape: item.chunk.sizes, byteLength: item.byteLength })),
+    { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` },
+  );
+  return { names, layout };
+}
+
+/** File offsets in a staged segment's body parts are cut on these boundaries (direct I/O's alignment). */
+const PAGE = 4096;
+
+/**
+ * The page-aligned staging segment that holds this file exactly as laid out (its header, then
+ * its items back to back, file offset = segment offset), when copy staging predicted the plan.
+ */
+function stagedSegment(file: DataFilePlan, leaves: readonly Leaf[], layout: SafetensorsLayout): Uint8Array | undefined {
+  let buffer: ArrayBufferLike | undefined;
+  for (const [i, item] of file.items.entries()) {
+    const leaf = leaves[item.leafIndex]!;
+    const data = leaf.kind === "bytes" ? leaf.data : leaf.kind === "tensor" && leaf.source.kind === "host" ? leaf.source.tensor.data : undefined;
+    if (!data || data.byteOffset !== layout.offsets[i] || data.byteLength !== item.byteLength || (buffer !== undefined && data.buffer !== buffer)) return undefined;
+    buffer = data.buffer;
+  }
+  if (buffer === undefined || !isPageAligned(buffer) || buffer.byteLength < layout.fileSize) return undefined;
+  const segment = new Uint8Array(buffer, 0, layout.fileSize);
+  return Buffer.from(segment.buffer, 0, layout.header.byteLength).equals(layout.header) ? segment : undefined;
+}
+
 /**
  * Streams one data file: the safetensors header (known from shapes alone), then the items'
  * bytes. Items go in groups: a group's bytes are read and checksummed while the previous group
  * is written, with one checksum round trip and few writes per group, because a background save
  * may get only one event-loop turn per training step. At most two groups' bytes are held at once
  * per file. A transient storage failure rewrites the whole file.
+ *
+ * A file staged as a page-aligned segment goes out as slices of that segment, cut on page
+ * boundaries as each group is checksummed, so the storage may write it from there in place.
  */
 export async function writeDataFile(
   file: DataFilePlan,
@@ -88,11 +122,7 @@ export async function writeDataFile(
   options: SaveOptions,
   blockSize: number,
 ): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[] }> {
-  const names = uniqueTensorNames(file.items.map(tensorName));
-  const layout = layoutSafetensors(
-    file.items.map((item, i) => ({ name: names[i]!, dtype: item.dtype, shape: item.chunk.sizes, byteLength: item.byteLength })),
-    { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` },
-  );
+  const { names, layout } = dataFileLayout(file.items);
   const rank = location.group.rank;
   const groups = groupItems(file.items);
   const prepare = async (group: readonly number[]): Promise<{ group: readonly number[]; datas: Uint8Array[]; sums: number[][] }> => {
@@ -111,10 +141,17 @@ export async function writeDataFile(
     }
     return { group, datas, sums: await blockChecksumsAsync(datas, blockSize) };
   };
+  const segment = stagedSegment(file, leaves, layout);
   let chunks: WrittenChunk[] = [];
   const body = async function* (): AsyncGenerator<Uint8Array> {
     chunks = [];
-    yield layout.header;
+    let sent = 0;
+    /** The segment up to `end`, from where the last slice ended. */
+    const slice = function* (end: number): Generator<Uint8Array> {
+      if (end > sent) yield segment!.subarray(sent, end);
+      sent = Math.max(sent, end);
+    };
+    if (!segment) yield layout.header;
     let next = groups.length > 0 ? prepare(groups[0]!) : undefined;
     for (let g = 0; g < groups.length; g++) {
       const current = await next!;
@@ -136,10 +173,17 @@ export async function writeDataFile(
           },
         });
       });
-      yield* isMainThread ? coalesce(current.datas) : current.datas;
+      if (segment) {
+        const last = current.group[current.group.length - 1]!;
+        yield* slice(Math.floor((layout.offsets[last]! + file.items[last]!.byteLength) / PAGE) * PAGE);
+      } else {
+        yield* isMainThread ? coalesce(current.datas) : current.datas;
+      }
     }
+    if (segment) yield* slice(layout.fileSize);
   };
-  await withRetry(() => location.storage.write(joinPath(location.dir, file.name), body(), { size: layout.fileSize, signal: options.signal }), {
+  const writeOptions = { size: layout.fileSize, signal: options.signal, ...(segment ? { pageAligned: true } : {}) };
+  await withRetry(() => location.storage.write(joinPath(location.dir, file.name), body(), writeOptions), {
     policy: options.retry,
     signal: options.signal,
   });

@@ -1,0 +1,41 @@
+/**
+ * Buffers known to start on a page boundary: staging segments, which are WebAssembly memories
+ * (V8 maps those on page boundaries; Node gives no other way to align an ArrayBuffer). JavaScript
+ * cannot see an address, so whoever allocates such a buffer says so here, per thread: the upload
+ * worker marks the segments a job brings.
+ */
+const pageAligned = new WeakSet<ArrayBufferLike>();
+
+/** Shared memory of `bytes` bytes that starts on a page boundary (capacity rounded up to 64 KiB). */
+export function pageAlignedSharedBytes(bytes: number): Uint8Array {
+  const pages = Math.max(1, Math.ceil(bytes / WASM_PAGE));
+  const buffer = new (wasm().Memory)({ initial: pages, maximum: pages, shared: true }).buffer;
+  pageAligned.add(buffer);
+  return new Uint8Array(buffer, 0, bytes);
+}
+
+export function markPageAligned(buffer: ArrayBufferLike): void {
+  pageAligned.add(buffer);
+}
+
+export function isPageAligned(buffer: ArrayBufferLike): boolean {
+  return pageAligned.has(buffer);
+}
+
+const WASM_PAGE = 64 << 10;
+/** The most one WebAssembly memory holds (65,536 pages). */
+export const MAX_PAGE_ALIGNED_BYTES = 65_536 * WASM_PAGE;
+
+/** The part of the WebAssembly API used here; TypeScript declares it only in lib.dom. */
+interface WasmMemoryApi {
+  Memory: new (descriptor: { initial: number; maximum: number; shared: boolean }) => { readonly buffer: SharedArrayBuffer };
+}
+
+const wasmApi = (globalThis as { WebAssembly?: WasmMemoryApi }).WebAssembly;
+
+/** Whether page-aligned memory can be had: not where WebAssembly is off (node --jitless). */
+export const pageAlignedAvailable = typeof wasmApi?.Memory === "function";
+
+function wasm(): WasmMemoryApi {
+  return wasmApi!;
+}

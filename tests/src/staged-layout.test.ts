@@ -1,0 +1,85 @@
+import { BroadcastChannel } from "node:worker_threads";
+import { type HostTensor, asyncSave, hostTensor, load } from "@cairn/core";
+import { afterAll, describe, expect, it, vi } from "vitest";
+import { RECORDED_WRITES, type RecordedWrite, openRecording } from "./fixtures/recording-file-storage.js";
+import { sampleTensor, tempDir } from "./helpers.js";
+
+const channel = new BroadcastChannel(RECORDED_WRITES);
+const recorded: RecordedWrite[] = [];
+channel.onmessage = (event) => recorded.push((event as { data: RecordedWrite }).data);
+afterAll(() => channel.close());
+
+/**
+ * Spread over three files by the default planner (largest first onto the emptiest file, then in
+ * key order): [a], [b, d] and [c, e, f]. In the third, e's float32 values would start at an odd
+ * offset after c's odd length, which no Float32Array can view, so that file is staged leaf by
+ * leaf; the other two are staged in their files' layout.
+ */
+function state(): Record<string, HostTensor | Uint8Array> {
+  return {
+    a: sampleTensor("float32", [393_216], 1),
+    b: sampleTensor("int32", [300_000], 2),
+    c: sampleTensor("uint8", [1_200_001], 3),
+    d: sampleTensor("float64", [150_000], 4),
+    e: sampleTensor("float32", [10], 5),
+    f: new Uint8Array(1000).map((_, i) => (i * 7) & 255),
+  };
+}
+
+describe("copy staging lays data files out as they are written", () => {
+  it.each([
+    ["the upload worker", "worker", {}],
+    ["the calling thread", "main", { uploadWorker: false }],
+  ] as const)(
+    "stages each file it can as one page-aligned segment, header first, which %s writes in page-aligned slices",
+    async (_, thread, options) => {
+      const url = new URL(`file://${await tempDir()}/ckpt`);
+      const before = recorded.length;
+      const saved = state();
+      const { done } = await asyncSave(saved, { storage: openRecording(url), concurrency: 3, ...options });
+      await done;
+      const writes = await vi.waitFor(() => {
+        const data = recorded.slice(before).filter((w) => w.path.endsWith(".safetensors"));
+        expect(data).toHaveLength(3);
+        return data;
+      });
+      expect(writes.map((w) => w.thread)).toEqual([thread, thread, thread]);
+      const inPlace = writes.filter((w) => w.pageAligned);
+      expect(inPlace).toHaveLength(2);
+      for (const { parts } of inPlace) {
+        // Slices of one segment, back to back from its start (the header), each from a page boundary.
+        let at = 0;
+        for (const part of parts) {
+          expect(part).toMatchObject({ shared: true, byteOffset: at });
+          expect(part.byteOffset % 4096).toBe(0);
+          at += part.byteLength;
+        }
+      }
+      // The third file: its header from ordinary memory, then its leaves' own staging buffers
+      // (on the calling thread, all three, under 4 MiB, are coalesced into one ordinary buffer).
+      const [other] = writes.filter((w) => !w.pageAligned);
+      expect(other!.parts[0]).toMatchObject({ shared: false, byteOffset: 0 });
+      expect(other!.parts.slice(1).map((p) => p.shared)).toEqual(thread === "worker" ? [true, true, true] : [false]);
+
+      const back = (await load(url.href)) as Record<string, HostTensor | Uint8Array>;
+      for (const [key, value] of Object.entries(saved)) {
+        const want = value instanceof Uint8Array ? value : value.data;
+        const got = back[key] instanceof Uint8Array ? (back[key] as Uint8Array) : (back[key] as HostTensor).data;
+        expect(Buffer.from(got.buffer, got.byteOffset, got.byteLength).equals(Buffer.from(want.buffer, want.byteOffset, want.byteLength)), key).toBe(true);
+      }
+    },
+  );
+
+  it("stages leaf by leaf where the layout is not the default planner's, or files are small", async () => {
+    const url = new URL(`file://${await tempDir()}/ckpt`);
+    const before = recorded.length;
+    const small = { x: hostTensor("float32", [1000], new Float32Array(1000).fill(3)) };
+    await (await asyncSave(small, { storage: openRecording(url), uploadWorker: false })).done;
+    const writes = await vi.waitFor(() => {
+      const data = recorded.slice(before).filter((w) => w.path.endsWith(".safetensors"));
+      expect(data).toHaveLength(1);
+      return data;
+    });
+    expect(writes[0]!.pageAligned).toBe(false);
+  });
+});
