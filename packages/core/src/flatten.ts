@@ -261,6 +261,12 @@ export async function flattenTarget(stateDict: StateDict): Promise<FlattenedTarg
   return { leaves, statefuls };
 }
 
+/** What a leaf holds in host memory: a blob, or a host tensor's data; nothing for tfjs tensors and values. */
+export function hostDataOf(leaf: Leaf): ArrayBufferView | undefined {
+  if (leaf.kind === "bytes") return leaf.data;
+  return leaf.kind === "tensor" && leaf.source.kind === "host" ? leaf.source.tensor.data : undefined;
+}
+
 /**
  * The bytes of a tensor leaf, read through the tfjs `data()` path for tfjs tensors (the values
  * may be on a device). Host tensors are returned as a view, without copying.

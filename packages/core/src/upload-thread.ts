@@ -1,7 +1,7 @@
 import { Worker } from "node:worker_threads";
 import type { OpenedCheckpoint } from "./checkpoint-location.js";
 import { CheckpointError } from "./errors.js";
-import type { Leaf } from "./flatten.js";
+import { type Leaf, hostDataOf } from "./flatten.js";
 import { isPageAligned } from "./page-aligned.js";
 import type { ProcessGroup } from "./process-group.js";
 import type { SaveOptions, SaveResult } from "./save.js";
@@ -43,16 +43,14 @@ interface Job {
 function pageAlignedBuffers(leaves: readonly Leaf[]): SharedArrayBuffer[] {
   const buffers = new Set<SharedArrayBuffer>();
   for (const leaf of leaves) {
-    const data = leaf.kind === "bytes" ? leaf.data : leaf.kind === "tensor" && leaf.source.kind === "host" ? leaf.source.tensor.data : undefined;
-    if (data?.buffer instanceof SharedArrayBuffer && isPageAligned(data.buffer)) buffers.add(data.buffer);
+    const buffer = hostDataOf(leaf)?.buffer;
+    if (buffer instanceof SharedArrayBuffer && isPageAligned(buffer)) buffers.add(buffer);
   }
   return [...buffers];
 }
 
 function shared(leaf: Leaf): boolean {
-  if (leaf.kind === "value") return true;
-  if (leaf.kind === "bytes") return leaf.data.buffer instanceof SharedArrayBuffer;
-  return leaf.source.kind === "host" && leaf.source.tensor.data.buffer instanceof SharedArrayBuffer;
+  return leaf.kind === "value" || hostDataOf(leaf)?.buffer instanceof SharedArrayBuffer;
 }
 
 /**

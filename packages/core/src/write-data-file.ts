@@ -5,7 +5,7 @@ import { crc32c } from "./crc32c.js";
 import { isPageAligned } from "./page-aligned.js";
 import { tensorName } from "./default-save-planner.js";
 import { CheckpointError, throwIfAborted } from "./errors.js";
-import { type Leaf, tensorBytes } from "./flatten.js";
+import { type Leaf, hostDataOf, tensorBytes } from "./flatten.js";
 import { type ChunkMetadata, type DataFileMetadata, FORMAT_MAJOR, FORMAT_NAME } from "./metadata.js";
 import { withRetry } from "./retry.js";
 import { type SafetensorsLayout, layoutSafetensors, uniqueTensorNames } from "./safetensors.js";
@@ -95,8 +95,7 @@ const PAGE = 4096;
 function stagedSegment(file: DataFilePlan, leaves: readonly Leaf[], layout: SafetensorsLayout): Uint8Array | undefined {
   let buffer: ArrayBufferLike | undefined;
   for (const [i, item] of file.items.entries()) {
-    const leaf = leaves[item.leafIndex]!;
-    const data = leaf.kind === "bytes" ? leaf.data : leaf.kind === "tensor" && leaf.source.kind === "host" ? leaf.source.tensor.data : undefined;
+    const data = hostDataOf(leaves[item.leafIndex]!);
     if (!data || data.byteOffset !== layout.offsets[i] || data.byteLength !== item.byteLength || (buffer !== undefined && data.buffer !== buffer)) return undefined;
     buffer = data.buffer;
   }
