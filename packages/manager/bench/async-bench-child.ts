@@ -1,10 +1,13 @@
 // One run of the async-save benchmark, in its own process (so peak RSS is its own):
 //   <mode> <root>   mode: sync | copy | reference
-// A 1 GiB state dict of tfjs tensors (three 256 MiB and 2,000 small ones) is saved twice, as a
-// training job saves again and again. The first save also allocates the staging pool and starts
-// the upload worker thread; only how long it blocked is reported. For the second, the child
-// reports how long the call blocked, when the checkpoint committed, and the step time of a small
-// tfjs training loop before the save and while it is in flight (until its `committed` event).
+// A 1 GiB state dict of tfjs tensors (three 256 MiB and 2,000 small ones) is saved again and
+// again, as a training job saves. The first save also allocates the staging pool and starts the
+// upload worker thread; only how long it blocked is reported. The next CAIRN_BENCH_SAVES (default
+// 5) are measured, each after ten idle training steps: how long the call blocked and when the
+// checkpoint committed (medians), and the mean step time of a small tfjs training loop over
+// every idle step and over every step while a save was in flight (until its `committed` event).
+// One save is in flight for only a handful of steps, too few to resolve a 10 % difference on
+// this machine; five give some thirty.
 import * as tf from "@tensorflow/tfjs";
 import { CheckpointManager } from "@cairn/manager";
 
@@ -42,47 +45,64 @@ async function stepTime(steps: number, until?: Promise<unknown>): Promise<{ ms: 
 for (let i = 0; i < 5; i++) trainStep();
 const idle = await stepTime(40);
 
-const manager = new CheckpointManager(root, 1, { staging: mode === "reference" ? "reference" : "copy", checkpointOnPreemption: false });
+const SAVES = Number(process.env.CAIRN_BENCH_SAVES ?? 5);
+const manager = new CheckpointManager(root, 1, { staging: mode === "reference" ? "reference" : "copy", checkpointOnPreemption: false, maxToKeep: 2 });
+const committed = new Map<number, () => void>();
 let committedAt = 0;
-let secondCommitted: () => void;
-const second = new Promise<void>((resolve) => (secondCommitted = resolve));
 manager.on("committed", ({ step }) => {
   committedAt = performance.now();
-  if (step === 1) secondCommitted();
+  committed.get(step)?.();
 });
 const first = performance.now();
 if (mode === "sync") await manager.save(0, state, { force: true });
 else await manager.saveAsync(0, state, { force: true });
 const firstBlockedMs = performance.now() - first;
 await manager.join();
-const started = performance.now();
-let blocked: number;
-let busy: { ms: number; steps: number } | undefined;
-if (mode === "sync") {
-  await manager.save(1, state);
-  blocked = performance.now() - started;
-  committedAt = performance.now();
-} else {
-  await manager.saveAsync(1, state);
-  blocked = performance.now() - started;
-  // Steps until the commit: after it the manager's bookkeeping (retention) still runs on this
-  // thread until join() resolves, but the save is no longer in flight.
-  busy = await stepTime(1, second);
-  await manager.join();
+const blocked: number[] = [];
+const seconds: number[] = [];
+let idleMs = idle.ms * idle.steps;
+let idleSteps = idle.steps;
+let busyMs = 0;
+let busySteps = 0;
+for (let step = 1; step <= SAVES; step++) {
+  // Idle steps before each save, so a drift in the machine's speed during the run shows on both sides.
+  const before = await stepTime(10);
+  idleMs += before.ms * before.steps;
+  idleSteps += before.steps;
+  const done = new Promise<void>((resolve) => committed.set(step, resolve));
+  const started = performance.now();
+  if (mode === "sync") {
+    await manager.save(step, state);
+    blocked.push(performance.now() - started);
+    committedAt = performance.now();
+  } else {
+    await manager.saveAsync(step, state);
+    blocked.push(performance.now() - started);
+    // Steps until the commit: after it the manager's bookkeeping (retention) still runs on this
+    // thread until join() resolves, but the save is no longer in flight.
+    const busy = await stepTime(1, done);
+    busyMs += busy.ms * busy.steps;
+    busySteps += busy.steps;
+    await manager.join();
+  }
+  seconds.push((committedAt - started) / 1000);
 }
 await manager.close();
-const seconds = (committedAt - started) / 1000;
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+const blockedMs = median(blocked);
+const totalSeconds = median(seconds);
 process.stdout.write(
   JSON.stringify({
     mode,
     bytes,
+    saves: SAVES,
     firstBlockedMs,
-    blockedMs: blocked,
-    totalSeconds: seconds,
-    backgroundMBps: bytes / MiB / ((committedAt - started - blocked) / 1000),
-    idleStepMs: idle.ms,
-    busyStepMs: busy?.ms,
-    busySteps: busy?.steps,
+    blockedMs,
+    totalSeconds,
+    backgroundMBps: bytes / MiB / (totalSeconds - blockedMs / 1000),
+    idleStepMs: idleMs / idleSteps,
+    busyStepMs: busySteps > 0 ? busyMs / busySteps : undefined,
+    busySteps,
     peakRss: process.resourceUsage().maxRSS * 1024,
   }),
 );

@@ -3,7 +3,8 @@
 // for CAIRN_BENCH_ROUNDS rounds (default 3) of all three. Prints how long each call blocked
 // training (and the ratio to the synchronous save), background throughput against the
 // synchronous save, peak RSS, and the step time of a tfjs training loop (cpu backend) without
-// and with the save in flight; then the medians beside the issue's targets.
+// and with a save in flight, over several saves per process (see async-bench-child.ts); then the
+// medians beside the issue's targets.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -23,6 +24,7 @@ interface Run {
   idleStepMs: number;
   busyStepMs?: number;
   busySteps?: number;
+  saves: number;
   peakRss: number;
 }
 
@@ -49,7 +51,9 @@ for (let round = 0; round < ROUNDS; round++) {
 }
 
 const syncMBps = (r: Run): number => r.bytes / MiB / r.totalSeconds;
-console.log(`\nasync saves, ${(rounds[0]!.sync.bytes / MiB).toFixed(0)} MiB of tfjs tensors to file://, the second save of each process (MB/s = MiB/s)`);
+console.log(
+  `\nasync saves, ${(rounds[0]!.sync.bytes / MiB).toFixed(0)} MiB of tfjs tensors to file://, ${rounds[0]!.sync.saves} saves per process after the first (medians; step times are means over all of them; MB/s = MiB/s)`,
+);
 console.log("| round | save | blocks training (first save) | vs sync save | committed after | background MB/s | vs sync MB/s | train step idle → during | slowdown | peak RSS |");
 console.log("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
 const ratios: Record<string, { blocked: number[]; throughput: number[]; slowdown: number[] }> = {};
