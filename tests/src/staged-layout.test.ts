@@ -1,5 +1,5 @@
 import { BroadcastChannel } from "node:worker_threads";
-import { type HostTensor, asyncSave, hostTensor, load } from "@cairn/core";
+import { DefaultSavePlanner, type HostTensor, asyncSave, hostTensor, load } from "@cairn/core";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { RECORDED_WRITES, type RecordedWrite, openRecording } from "./fixtures/recording-file-storage.js";
 import { sampleTensor, tempDir } from "./helpers.js";
@@ -70,16 +70,20 @@ describe("copy staging lays data files out as they are written", () => {
     },
   );
 
-  it("stages leaf by leaf where the layout is not the default planner's, or files are small", async () => {
+  it.each([
+    ["files are small", { x: hostTensor("float32", [1000], new Float32Array(1000).fill(3)) }, {}],
+    ["the plan comes from a planner object", { x: sampleTensor("float32", [1 << 19], 6) }, { planner: new DefaultSavePlanner() }],
+  ])("stages leaf by leaf where %s", async (_, small, options) => {
     const url = new URL(`file://${await tempDir()}/ckpt`);
     const before = recorded.length;
-    const small = { x: hostTensor("float32", [1000], new Float32Array(1000).fill(3)) };
-    await (await asyncSave(small, { storage: openRecording(url), uploadWorker: false })).done;
+    await (await asyncSave(small, { storage: openRecording(url), uploadWorker: false, ...options })).done;
     const writes = await vi.waitFor(() => {
       const data = recorded.slice(before).filter((w) => w.path.endsWith(".safetensors"));
       expect(data).toHaveLength(1);
       return data;
     });
     expect(writes[0]!.pageAligned).toBe(false);
+    const back = (await load(url.href)) as Record<string, HostTensor>;
+    expect(Buffer.from(back.x!.data.buffer).equals(Buffer.from(small.x.data.buffer))).toBe(true);
   });
 });
