@@ -79,3 +79,4 @@ export { type TfjsModule, tfjsModule } from "./tfjs.js";
 export { type AsyncSaveOptions, type AsyncSaveHandle, type StagedInfo, asyncSave } from "./async-save.js";
 export { startUploadWorker } from "./upload-thread.js";
 export { type StagingStrategy, type StagingPoolOptions, type StagedLeaves, StagingPool, stageLeaves } from "./staging.js";
+export { pageAlignedAvailable, pageAlignedSharedBytes } from "./page-aligned.js";

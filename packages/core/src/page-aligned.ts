@@ -6,10 +6,14 @@
  */
 const pageAligned = new WeakSet<ArrayBufferLike>();
 
-/** Shared memory of `bytes` bytes that starts on a page boundary (capacity rounded up to 64 KiB). */
+/**
+ * Shared memory of `bytes` bytes that starts on a page boundary (capacity rounded up to 64 KiB):
+ * staging segments, and the aligned buffers file:// copies into for O_DIRECT. Needs
+ * `pageAlignedAvailable`.
+ */
 export function pageAlignedSharedBytes(bytes: number): Uint8Array {
   const pages = Math.max(1, Math.ceil(bytes / WASM_PAGE));
-  const buffer = new (wasm().Memory)({ initial: pages, maximum: pages, shared: true }).buffer;
+  const buffer = new wasmApi!.Memory({ initial: pages, maximum: pages, shared: true }).buffer;
   pageAligned.add(buffer);
   return new Uint8Array(buffer, 0, bytes);
 }
@@ -35,7 +39,3 @@ const wasmApi = (globalThis as { WebAssembly?: WasmMemoryApi }).WebAssembly;
 
 /** Whether page-aligned memory can be had: not where WebAssembly is off (node --jitless). */
 export const pageAlignedAvailable = typeof wasmApi?.Memory === "function";
-
-function wasm(): WasmMemoryApi {
-  return wasmApi!;
-}

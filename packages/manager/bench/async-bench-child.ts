@@ -10,6 +10,7 @@
 // this machine; five give some thirty.
 import * as tf from "@tensorflow/tfjs";
 import { CheckpointManager } from "@cairn/manager";
+import { median } from "./bench-support.js";
 
 const [mode, root] = process.argv.slice(2) as ["sync" | "copy" | "reference", string];
 await tf.setBackend("cpu");
@@ -88,7 +89,6 @@ for (let step = 1; step <= SAVES; step++) {
   seconds.push((committedAt - started) / 1000);
 }
 await manager.close();
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 const blockedMs = median(blocked);
 const totalSeconds = median(seconds);
 process.stdout.write(

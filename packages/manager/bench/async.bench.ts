@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { runTypeScript } from "@cairn/core/testing";
+import { median } from "./bench-support.js";
 
 const child = fileURLToPath(new URL("./async-bench-child.ts", import.meta.url));
 const MiB = 1 << 20;
@@ -30,7 +31,6 @@ interface Run {
 
 const ROUNDS = Number(process.env.CAIRN_BENCH_ROUNDS ?? 3);
 const MODES = ["sync", "copy", "reference"] as const;
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 
 /** Each round runs every mode, so a round's figures share the machine's state of the moment. */
 const rounds: Record<(typeof MODES)[number], Run>[] = [];

@@ -3,6 +3,7 @@ import { promises as nodeFs } from "node:fs";
 import { mkdtemp, readFile, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pageAlignedSharedBytes } from "@cairn/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { directIoAvailable } from "./direct-write.js";
 import { type FileHandleLike, type FsPromisesLike, FsStorageAdapter } from "./fs-storage-adapter.js";
@@ -104,10 +105,6 @@ async function* stream(chunks: readonly Uint8Array[]): AsyncGenerator<Uint8Array
 
 const joined = (chunks: readonly Uint8Array[]): Buffer => Buffer.concat(chunks);
 
-/** The part of the WebAssembly API used here; TypeScript declares it only in lib.dom. */
-const wasm = (globalThis as unknown as { WebAssembly: { Memory: new (d: { initial: number; maximum: number; shared: boolean }) => { buffer: SharedArrayBuffer } } })
-  .WebAssembly;
-
 describe("file:// direct writes", () => {
   it("is available on Linux", () => {
     expect(directIoAvailable).toBe(process.platform === "linux");
@@ -141,7 +138,7 @@ describe("file:// direct writes", () => {
   it.each([true, false])("with pageAligned %s, writes page-aligned parts straight from the body's memory, and copies the rest", async (pageAligned) => {
     const { storage, dir, rec } = await fixture();
     // A page-aligned body as core's staging lays one out: a WebAssembly memory, file offset = memory offset.
-    const memory = new Uint8Array(new wasm.Memory({ initial: 256, maximum: 256, shared: true }).buffer);
+    const memory = pageAlignedSharedBytes(16 << 20);
     const size = (10 << 20) + 5000;
     memory.set(pattern(size, 11));
     // Parts: one of 5 MiB + 100 from the start (5 MiB in place, the 100-byte tail copied), one

@@ -1,4 +1,5 @@
 import { constants } from "node:fs";
+import { pageAlignedAvailable, pageAlignedSharedBytes } from "@cairn/core";
 import type { FileHandleLike } from "./fs-storage-adapter.js";
 
 /**
@@ -16,30 +17,20 @@ const BUFFER_BYTES = 4 << 20;
 const BUFFERS_PER_FILE = 4;
 /** Buffers kept for the next writes: enough for the four files a save writes at once. */
 const KEEP_FREE = 4 * BUFFERS_PER_FILE;
-const WASM_PAGE = 64 << 10;
 
 const free: Uint8Array[] = [];
 
-/** The part of the WebAssembly API used here; TypeScript declares it only in lib.dom. */
-interface WasmMemoryApi {
-  Memory: new (descriptor: { initial: number; maximum: number }) => { readonly buffer: ArrayBuffer };
-}
-const wasm = (globalThis as { WebAssembly?: WasmMemoryApi }).WebAssembly;
-
 /** Whether this platform can write with O_DIRECT from aligned memory (Linux, with WebAssembly). */
-export const directIoAvailable = constants.O_DIRECT !== undefined && wasm !== undefined;
+export const directIoAvailable = constants.O_DIRECT !== undefined && pageAlignedAvailable;
 
 /** Flags for creating a temp file to be written with O_DIRECT (exclusive, as the buffered path's "wx"). */
 export function directCreateFlags(): number {
   return constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_DIRECT!;
 }
 
-/**
- * A page-aligned buffer. Node gives no way to align an ArrayBuffer, but V8 maps a WebAssembly
- * memory on page boundaries, and O_DIRECT wants aligned addresses.
- */
+/** A page-aligned buffer (core's WebAssembly memory), as O_DIRECT wants. */
 function takeBuffer(): Uint8Array {
-  return free.pop() ?? new Uint8Array(new wasm!.Memory({ initial: BUFFER_BYTES / WASM_PAGE, maximum: BUFFER_BYTES / WASM_PAGE }).buffer);
+  return free.pop() ?? pageAlignedSharedBytes(BUFFER_BYTES);
 }
 
 function giveBack(buffers: readonly Uint8Array[]): void {
