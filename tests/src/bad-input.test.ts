@@ -1,6 +1,6 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
-import { type StateDict, hostTensor, save } from "@cairn/core";
+import { type StateDict, asyncSave, hostTensor, save } from "@cairn/core";
 import { describe, expect, it } from "vitest";
 import { tempDir } from "./helpers.js";
 
@@ -52,5 +52,24 @@ describe("bad input to save is invalid_argument and writes nothing", () => {
     t.isDisposed = true;
     await expect(saving).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringContaining("disposed") });
     expect((await readdir(dir).catch(() => [])).filter((f) => f === "metadata.json")).toEqual([]);
+  });
+});
+
+describe("bad save options are invalid_argument and write nothing", () => {
+  it.each([
+    [{ blockSize: 0 }, /blockSize must be a positive whole number \(default 1048576 bytes\), not 0/],
+    [{ blockSize: -4096 }, /blockSize.*not -4096/],
+    [{ blockSize: 1.5 }, /blockSize.*not 1\.5/],
+    [{ blockSize: Number.NaN }, /blockSize.*not NaN/],
+    [{ concurrency: 0 }, /concurrency must be a positive whole number \(default 4 files\), not 0/],
+    [{ concurrency: "4" }, /concurrency.*not 4/],
+  ])("%j", async (options, message) => {
+    const dir = join(await tempDir(), "ckpt");
+    const state = { t: hostTensor("float32", [1024]) };
+    await expect(save(state, { checkpointId: dir, ...(options as object) })).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringMatching(message) });
+    const { staged, done } = await asyncSave(state, { checkpointId: dir, ...(options as object) });
+    await expect(staged).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringMatching(message) });
+    await expect(done).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(readdir(dir)).rejects.toMatchObject({ code: "ENOENT" });
   });
 });

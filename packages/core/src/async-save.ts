@@ -1,6 +1,6 @@
 import { flattenStateDict } from "./flatten.js";
 import { checkpointOptionsOf } from "./checkpoint-location.js";
-import { type CommitLeaves, type SaveOptions, type SaveResult, planAndCommit, saveLeaves } from "./save.js";
+import { type CommitLeaves, type SaveOptions, type SaveResult, checkSaveOptions, planAndCommit, saveLeaves } from "./save.js";
 import { StagingPool, type StagingStrategy, stageLeaves } from "./staging.js";
 import type { StateDict } from "./state-dict.js";
 import { canUploadInWorker, uploadInWorker } from "./upload-thread.js";
@@ -57,7 +57,10 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   const pool = options.pool ?? new StagingPool();
   // With the default planner, copies are staged in the data files' layout (see stageLeaves).
   const layout = options.planner === undefined ? { filesPerRank: options.concurrency ?? 4 } : undefined;
-  const snapshot = flattenStateDict(stateDict).then((leaves) => stageLeaves(leaves, options.staging ?? "copy", pool, options.signal, layout));
+  const snapshot = flattenStateDict(stateDict).then((leaves) => {
+    checkSaveOptions(options);
+    return stageLeaves(leaves, options.staging ?? "copy", pool, options.signal, layout);
+  });
   const staged = snapshot.then((s) => ({ bytes: s.copiedBytes, seconds: (performance.now() - started) / 1000 }));
   const schedule = options.schedule ?? (<T>(upload: () => Promise<T>) => upload());
   const done = snapshot.then((s) =>

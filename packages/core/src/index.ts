@@ -72,7 +72,7 @@ export { type SavePlanner, type SavePlan, type WriteItem, type PlannedValue, typ
 export { DefaultSavePlanner } from "./default-save-planner.js";
 export { type LoadPlanner, type LoadPlan, type LoadRequest, type ReadItem } from "./load-planner.js";
 export { DefaultLoadPlanner } from "./default-load-planner.js";
-export { type SaveOptions, type SaveResult, save } from "./save.js";
+export { type SaveOptions, type SaveResult, checkSaveOptions, save } from "./save.js";
 export { commitMetadata } from "./commit-metadata.js";
 export { type LoadOptions, type LoadResult, load, readMetadata } from "./load.js";
 export { type TfjsModule, tfjsModule } from "./tfjs.js";

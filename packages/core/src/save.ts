@@ -44,6 +44,20 @@ export interface SaveResult {
   readonly seconds: number;
 }
 
+/**
+ * Refuses a `blockSize` or `concurrency` that is not a positive whole number (a zero block size
+ * would never finish checksumming), before anything is staged or written.
+ */
+export function checkSaveOptions(options: Pick<SaveOptions, "blockSize" | "concurrency">, prefix = ""): void {
+  const defaults = { blockSize: `${DEFAULT_BLOCK_SIZE} bytes`, concurrency: "4 files" } as const;
+  for (const name of ["blockSize", "concurrency"] as const) {
+    const value: unknown = options[name];
+    if (value !== undefined && !(typeof value === "number" && Number.isSafeInteger(value) && value > 0)) {
+      throw new CheckpointError("invalid_argument", `${prefix}${name} must be a positive whole number (default ${defaults[name]}), not ${String(value)}`);
+    }
+  }
+}
+
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */
 type RankOutcome =
   | { readonly ok: true; readonly files: Record<string, DataFileMetadata>; readonly chunks: WrittenChunk[]; readonly bytes: number }
@@ -62,7 +76,9 @@ type RankOutcome =
  */
 export async function save(stateDict: StateDict, checkpointIdOrOptions: string | SaveOptions): Promise<SaveResult> {
   const started = performance.now();
-  return saveLeaves(await flattenStateDict(stateDict), checkpointOptionsOf(checkpointIdOrOptions), started);
+  const options = checkpointOptionsOf(checkpointIdOrOptions);
+  checkSaveOptions(options);
+  return saveLeaves(await flattenStateDict(stateDict), options, started);
 }
 
 /** Plans, writes and commits a rank's leaves at an opened location: `planAndCommit` here, or the same on another thread. */

@@ -1,4 +1,4 @@
-import { CheckpointError, type LoadOptions, type ProcessGroup, type SaveOptions, type StagingStrategy, type StorageOptions, isCoordinated } from "@cairn/core";
+import { CheckpointError, type LoadOptions, checkSaveOptions, type ProcessGroup, type SaveOptions, type StagingStrategy, type StorageOptions, isCoordinated } from "@cairn/core";
 import type { PreemptionSource, SignalTarget } from "./preemption.js";
 import type { RetentionOptions } from "./retention-policy.js";
 
@@ -61,6 +61,8 @@ export function checkOptions(options: CheckpointManagerOptions): void {
   count("keepPeriod", 1);
   count("maxPendingAsync", 1);
   count("stagingBudget", 1);
+  if (options.save !== undefined && (typeof options.save !== "object" || options.save === null)) fail("save", "an object of save options", options.save);
+  if (options.save !== undefined) checkSaveOptions(options.save, "CheckpointManager option save.");
   if (options.staging !== undefined && options.staging !== "copy" && options.staging !== "reference") fail("staging", '"copy" or "reference"', options.staging);
   if (options.uploadWorker !== undefined && typeof options.uploadWorker !== "boolean") fail("uploadWorker", "a boolean", options.uploadWorker);
   if (options.checkpointOnPreemption !== undefined && typeof options.checkpointOnPreemption !== "boolean") fail("checkpointOnPreemption", "a boolean", options.checkpointOnPreemption);

@@ -209,6 +209,8 @@ describe("CheckpointManager construction", () => {
     [1, { bestFn: () => 1, bestMode: "largest" }, /bestMode must be "max" or "min"/],
     [1, { readOnly: "yes" }, /readOnly must be a boolean/],
     [1, { uploadWorker: "no" }, /uploadWorker must be a boolean/],
+    [1, { save: { blockSize: 0 } }, /option save\.blockSize must be a positive whole number/],
+    [1, { save: 4 }, /option save must be an object/],
   ])("rejects saveInterval %s with options %j", (interval, options, message) => {
     expect(() => new CheckpointManager("memory://x/y", interval, options as never)).toThrow(expect.objectContaining({ code: "invalid_argument", message: expect.stringMatching(message) }));
   });
