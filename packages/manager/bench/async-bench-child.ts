@@ -1,5 +1,9 @@
 // One run of the async-save benchmark, in its own process (so peak RSS is its own):
-//   <mode> <root>   mode: sync | copy | reference
+//   <mode> <root>   mode: sync | copy | reference | rawfs | rawfs-direct
+// rawfs and rawfs-direct are baselines without Cairn: the same bytes, in one buffer, written to
+// one file per save with node:fs by a worker thread of its own (write in 64 MiB calls, then
+// fsync): through the page cache, or with O_DIRECT from page-aligned memory as Cairn's file://
+// writes. Their step times show what writing 1 GiB at all costs the training loop here.
 // A 1 GiB state dict of tfjs tensors (three 256 MiB and 2,000 small ones) is saved again and
 // again, as a training job saves. The first save also allocates the staging pool and starts the
 // upload worker thread; only how long it blocked is reported. The next CAIRN_BENCH_SAVES (default
@@ -8,11 +12,15 @@
 // every idle step and over every step while a save was in flight (until its `committed` event).
 // One save is in flight for only a handful of steps, too few to resolve a 10 % difference on
 // this machine; five give some thirty.
+import { rmSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
 import * as tf from "@tensorflow/tfjs";
+import { pageAlignedSharedBytes } from "@cairn/core";
 import { CheckpointManager } from "@cairn/manager";
 import { median } from "./bench-support.js";
 
-const [mode, root] = process.argv.slice(2) as ["sync" | "copy" | "reference", string];
+const [mode, root] = process.argv.slice(2) as ["sync" | "copy" | "reference" | "rawfs" | "rawfs-direct", string];
 await tf.setBackend("cpu");
 const MiB = 1 << 20;
 
@@ -47,18 +55,86 @@ for (let i = 0; i < 5; i++) trainStep();
 const idle = await stepTime(40);
 
 const SAVES = Number(process.env.CAIRN_BENCH_SAVES ?? 5);
-const manager = new CheckpointManager(root, 1, { staging: mode === "reference" ? "reference" : "copy", checkpointOnPreemption: false, maxToKeep: 2 });
-const committed = new Map<number, () => void>();
 let committedAt = 0;
-manager.on("committed", ({ step }) => {
-  committedAt = performance.now();
-  committed.get(step)?.();
-});
+
+/** One save: resolves when the call returns (training may go on), with when it is committed. */
+type SaveOnce = (step: number, force?: boolean) => Promise<{ committed: Promise<void> }>;
+let saveOnce: SaveOnce;
+let settle: () => Promise<void>;
+let close: () => Promise<void>;
+
+if (mode === "rawfs" || mode === "rawfs-direct") {
+  const direct = mode === "rawfs-direct";
+  // O_DIRECT writes whole pages: the buffer is rounded up, the file cut back to size.
+  const all = direct ? pageAlignedSharedBytes(Math.ceil(bytes / 4096) * 4096) : new Uint8Array(new SharedArrayBuffer(bytes));
+  let at = 0;
+  for (const t of Object.values(state)) {
+    const data = t.dataSync() as Float32Array;
+    all.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at);
+    at += data.byteLength;
+  }
+  const writer = new Worker(
+    `const { parentPort } = require("node:worker_threads");
+     const fs = require("node:fs");
+     parentPort.on("message", ({ path, buffer, size, direct }) => {
+       const view = new Uint8Array(buffer);
+       const fd = fs.openSync(path, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | (direct ? fs.constants.O_DIRECT : 0));
+       for (let at = 0; at < view.length; ) at += fs.writeSync(fd, view, at, Math.min(64 << 20, view.length - at), at);
+       if (direct) fs.ftruncateSync(fd, size);
+       fs.fsyncSync(fd);
+       fs.closeSync(fd);
+       parentPort.postMessage("done");
+     });`,
+    { eval: true },
+  );
+  const dir = fileURLToPath(root);
+  let previous: string | undefined;
+  saveOnce = async (step) => {
+    const path = `${dir}-${step}.bin`;
+    const committed = new Promise<void>((resolve) =>
+      writer.once("message", () => {
+        committedAt = performance.now();
+        if (previous !== undefined) rmSync(previous, { force: true });
+        previous = path;
+        resolve();
+      }),
+    );
+    writer.postMessage({ path, buffer: all.buffer, size: bytes, direct });
+    return { committed };
+  };
+  settle = async () => undefined;
+  close = async () => {
+    await writer.terminate();
+    if (previous !== undefined) rmSync(previous, { force: true });
+  };
+} else {
+  const manager = new CheckpointManager(root, 1, { staging: mode === "reference" ? "reference" : "copy", checkpointOnPreemption: false, maxToKeep: 2 });
+  const commits = new Map<number, () => void>();
+  manager.on("committed", ({ step }) => {
+    committedAt = performance.now();
+    commits.get(step)?.();
+  });
+  saveOnce = async (step, force = false) => {
+    const committed = new Promise<void>((resolve) => commits.set(step, resolve));
+    if (mode === "sync") {
+      await manager.save(step, state, { force });
+      committedAt = performance.now();
+    } else {
+      await manager.saveAsync(step, state, { force });
+    }
+    return { committed };
+  };
+  // After the commit the manager's bookkeeping (retention) still runs on this thread until
+  // join() resolves, but the save is no longer in flight.
+  settle = () => manager.join();
+  close = () => manager.close();
+}
+
 const first = performance.now();
-if (mode === "sync") await manager.save(0, state, { force: true });
-else await manager.saveAsync(0, state, { force: true });
+const firstSave = await saveOnce(0, true);
 const firstBlockedMs = performance.now() - first;
-await manager.join();
+await firstSave.committed;
+await settle();
 const blocked: number[] = [];
 const seconds: number[] = [];
 let idleMs = idle.ms * idle.steps;
@@ -70,25 +146,19 @@ for (let step = 1; step <= SAVES; step++) {
   const before = await stepTime(10);
   idleMs += before.ms * before.steps;
   idleSteps += before.steps;
-  const done = new Promise<void>((resolve) => committed.set(step, resolve));
   const started = performance.now();
-  if (mode === "sync") {
-    await manager.save(step, state);
-    blocked.push(performance.now() - started);
-    committedAt = performance.now();
-  } else {
-    await manager.saveAsync(step, state);
-    blocked.push(performance.now() - started);
-    // Steps until the commit: after it the manager's bookkeeping (retention) still runs on this
-    // thread until join() resolves, but the save is no longer in flight.
-    const busy = await stepTime(1, done);
+  const { committed } = await saveOnce(step);
+  blocked.push(performance.now() - started);
+  if (mode !== "sync") {
+    const busy = await stepTime(1, committed);
     busyMs += busy.ms * busy.steps;
     busySteps += busy.steps;
-    await manager.join();
   }
+  await committed;
+  await settle();
   seconds.push((committedAt - started) / 1000);
 }
-await manager.close();
+await close();
 const blockedMs = median(blocked);
 const totalSeconds = median(seconds);
 process.stdout.write(
