@@ -1,7 +1,7 @@
 import { flattenStateDict } from "./flatten.js";
 import { checkpointOptionsOf } from "./checkpoint-location.js";
 import { type CommitLeaves, type SaveOptions, type SaveResult, checkSaveOptions, planAndCommit, saveLeaves } from "./save.js";
-import { StagingPool, type StagingStrategy, stageLeaves } from "./staging.js";
+import { type StagingLayout, StagingPool, type StagingStrategy, copyInBackground, stageLeaves } from "./staging.js";
 import type { StateDict } from "./state-dict.js";
 import { canUploadInWorker, uploadInWorker } from "./upload-thread.js";
 
@@ -14,10 +14,11 @@ export interface AsyncSaveOptions extends SaveOptions {
   readonly schedule?: <T>(upload: () => Promise<T>) => Promise<T>;
   /**
    * Write and commit from a worker thread when the storage can be opened there (file://) and
-   * the staged bytes are in shared memory (`"copy"` staging): default true. The training
-   * thread then only plans the save and relays collectives. False, or when either condition
-   * fails, the upload runs on the calling thread's event loop, as asynchronous I/O between
-   * its turns.
+   * the default planner plans the save: default true. The bytes go to the worker in shared
+   * memory: copy-staged, or, with `"reference"` staging, copied in the background a slice per
+   * event-loop turn (if they fit the pool's budget). The training thread then only relays
+   * collectives. False, or when a condition fails, the upload runs on the calling thread's
+   * event loop, as asynchronous I/O between its turns.
    */
   readonly uploadWorker?: boolean;
 }
@@ -40,9 +41,10 @@ export interface AsyncSaveHandle {
 /**
  * Saves in the background, like `torch.distributed.checkpoint.async_save`: the state is
  * snapshotted into host memory (`staged`), then written and committed while the caller goes on
- * (`done`). Where the storage can be opened from another thread (file://) and the bytes were
- * copy-staged into shared memory, the data files and the commit are written by the upload
- * worker thread; otherwise they are written as asynchronous I/O on the calling thread, with
+ * (`done`). Where the storage can be opened from another thread (file://) and the bytes are in
+ * shared memory (copy-staged, or copied there in the background after reference staging), the
+ * data files and the commit are written by the upload worker thread; otherwise they are
+ * written as asynchronous I/O on the calling thread, with
  * checksums of shared bytes in worker threads. Either way the training thread is not held.
  * Every rank calls it, as with `save`; with several ranks, collectives stay on the calling
  * thread's process group.
@@ -66,7 +68,7 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   const done = snapshot.then((s) =>
     schedule(async () => {
       try {
-        return await saveLeaves(s.leaves, options, started, options.uploadWorker === false ? planAndCommit : offloaded);
+        return await saveLeaves(s.leaves, options, started, options.uploadWorker === false ? planAndCommit : offloaded(pool, layout));
       } finally {
         s.release();
       }
@@ -77,6 +79,25 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   return { staged, done };
 }
 
-/** Plans, writes and commits on the upload worker when it can, on this thread when it cannot. */
-const offloaded: CommitLeaves = (leaves, location, options) =>
-  canUploadInWorker(leaves, location, options) ? uploadInWorker(leaves, location, options) : planAndCommit(leaves, location, options);
+/**
+ * Plans, writes and commits on the upload worker when it can, on this thread when it cannot.
+ * Tensors held by reference reach the worker as copies in the pool, made in the background a
+ * slice per event-loop turn (`copyInBackground`): that is less work for this thread than the
+ * upload from here (which checksums every byte here, and may get one turn per training step for
+ * it), and the worker then writes as for copy staging. Where the copies would not fit the
+ * staging budget, or the worker could not take them anyway, the upload runs here.
+ */
+function offloaded(pool: StagingPool, layout: StagingLayout | undefined): CommitLeaves {
+  return async (leaves, location, options) => {
+    if (canUploadInWorker(leaves, location, options)) return uploadInWorker(leaves, location, options);
+    // Could the worker take these leaves once they are in shared memory?
+    const workerCould = canUploadInWorker([], location, options);
+    const copied = workerCould ? await copyInBackground(leaves, pool, options.signal, layout) : undefined;
+    if (!copied) return planAndCommit(leaves, location, options);
+    try {
+      return await uploadInWorker(copied.leaves, location, options);
+    } finally {
+      copied.release();
+    }
+  };
+}

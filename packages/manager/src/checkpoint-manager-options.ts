@@ -25,7 +25,8 @@ export interface CheckpointManagerOptions extends RetentionOptions {
   readonly staging?: StagingStrategy;
   /**
    * Write and commit background saves from a worker thread, where the storage allows it
-   * (file://) and the staged bytes are shared (`"copy"` staging): default true. See `asyncSave`.
+   * (file://): default true. With `"reference"` staging the held tensors are first copied into
+   * the staging pool in the background, a slice per event-loop turn. See `asyncSave`.
    */
   readonly uploadWorker?: boolean;
   /** Most bytes of host memory for staging buffers; a saveAsync waits for room, and one needing more is refused. */

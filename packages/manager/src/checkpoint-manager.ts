@@ -116,7 +116,7 @@ export class CheckpointManager {
       this.#preemptionSources.push(new SignalPreemptionSource(options.preemptionSignals ?? ["SIGTERM"], options.signalTarget), ...(options.preemptionSources ?? []));
       for (const source of this.#preemptionSources) source.start((reason) => this.#group.post(PREEMPTION_TOPIC, { reason }));
     }
-    if (!options.readOnly && options.uploadWorker !== false && options.staging !== "reference" && writtenByWorker(location)) startUploadWorker();
+    if (!options.readOnly && options.uploadWorker !== false && writtenByWorker(location)) startUploadWorker();
     // A notice on any rank reaches every rank through the group (alone: from this process).
     this.#unsubscribe = this.#group.on(PREEMPTION_TOPIC, (value, from) => this.#onPreemption((value as { reason: string }).reason, from));
   }

@@ -1,0 +1,129 @@
+import "@tensorflow/tfjs-backend-cpu";
+import * as tf from "@tensorflow/tfjs-core";
+import { BroadcastChannel } from "node:worker_threads";
+import { type HostTensor, StagingPool, asyncSave, load } from "@cairn/core";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { RECORDED_WRITES, type RecordedWrite, openRecording } from "./fixtures/recording-file-storage.js";
+import { tempDir } from "./helpers.js";
+
+const channel = new BroadcastChannel(RECORDED_WRITES);
+const recorded: RecordedWrite[] = [];
+channel.onmessage = (event) => recorded.push((event as { data: RecordedWrite }).data);
+afterAll(() => channel.close());
+
+beforeAll(async () => {
+  await tf.setBackend("cpu");
+});
+
+/** The data files written since `before`, once all `count` have been reported. */
+async function dataFileWrites(before: number, count: number): Promise<RecordedWrite[]> {
+  return vi.waitFor(() => {
+    const data = recorded.slice(before).filter((w) => w.path.endsWith(".safetensors"));
+    expect(data).toHaveLength(count);
+    return data;
+  });
+}
+
+/** Four 4 MiB variables and a small one, each with its own values. */
+function variables(): Record<string, tf.Variable> {
+  return tf.tidy(() => {
+    const out: Record<string, tf.Variable> = { small: tf.variable(tf.tensor1d([1, 2, 3])) };
+    for (let i = 0; i < 4; i++) out[`v${i}`] = tf.variable(tf.fill([1 << 20], i + 0.5));
+    return out;
+  });
+}
+
+async function expectSaved(url: URL, want: Record<string, Float32Array>): Promise<void> {
+  const back = (await load(url.href)) as Record<string, HostTensor>;
+  for (const [key, values] of Object.entries(want)) expect(Buffer.from(back[key]!.data.buffer).equals(Buffer.from(values.buffer)), key).toBe(true);
+}
+
+describe("reference staging on file://: held tensors are copied in the background, then written by the upload worker", () => {
+  it("writes each data file from the worker in place, and saves the state as it was at the call", async () => {
+    const url = new URL(`file://${await tempDir()}/ckpt`);
+    const tensorsBefore = tf.memory().numTensors;
+    const state = variables();
+    const want = Object.fromEntries(Object.entries(state).map(([k, v]) => [k, v.dataSync() as Float32Array]));
+    const before = recorded.length;
+    const { staged, done } = await asyncSave(state, { storage: openRecording(url), staging: "reference", concurrency: 2 });
+    expect((await staged).bytes).toBe(0);
+    // Training goes on at once: every variable gets new values, then all are disposed.
+    for (const v of Object.values(state)) tf.tidy(() => v.assign(tf.zerosLike(v)));
+    for (const v of Object.values(state)) v.dispose();
+    await done;
+    const writes = await dataFileWrites(before, 2);
+    expect(writes.map((w) => [w.thread, w.pageAligned])).toEqual([
+      ["worker", true],
+      ["worker", true],
+    ]);
+    await expectSaved(url, want);
+    // The clones that held the tensors are gone once the save is done.
+    expect(tf.memory().numTensors).toBe(tensorsBefore);
+  });
+
+  it("copies a slice per event-loop turn, so a loop that yields once per step keeps stepping", async () => {
+    const url = new URL(`file://${await tempDir()}/ckpt`);
+    let step = 0;
+    const readAt: number[] = [];
+    // tfjs-like tensors that note the training step in which their data is read.
+    const state: Record<string, unknown> = {};
+    const want: Record<string, Float32Array> = {};
+    for (let i = 0; i < 24; i++) {
+      const values = new Float32Array(1 << 20).fill(i);
+      want[`t${i}`] = values;
+      const tensor = {
+        shape: [1 << 20],
+        dtype: "float32",
+        data: async () => {
+          readAt.push(step);
+          return values;
+        },
+        clone: () => ({ ...tensor, dispose: () => undefined }),
+      };
+      state[`t${i}`] = tensor;
+    }
+    const { staged, done } = await asyncSave(state as never, { storage: openRecording(url), staging: "reference" });
+    await staged;
+    let finished = false;
+    void done.then(() => (finished = true));
+    // Training steps of 10 ms of work each, yielding once between steps.
+    while (!finished) {
+      const until = performance.now() + 10;
+      while (performance.now() < until);
+      step++;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await done;
+    expect(readAt).toHaveLength(24);
+    // All 96 MiB in one turn would hold one step for the whole copy; here it is spread over several.
+    expect(new Set(readAt).size).toBeGreaterThanOrEqual(3);
+    await expectSaved(url, want);
+  });
+
+  it.each([
+    ["at all", 1 << 20, 0],
+    // The save's own copy of the host tensor (3 MiB) is held until it ends: waiting for room would never end.
+    ["beside the buffers the save already holds", 20 << 20, 3 << 20],
+  ])("writes from the calling thread, as before, when the copies do not fit the staging budget %s", async (_, maxBytes, hostBytes) => {
+    const url = new URL(`file://${await tempDir()}/ckpt`);
+    const state: Record<string, tf.Variable | HostTensor> = variables();
+    const want = Object.fromEntries(Object.entries(state).map(([k, v]) => [k, (v as tf.Variable).dataSync() as Float32Array]));
+    if (hostBytes > 0) {
+      const host = new Float32Array(hostBytes / 4).fill(7);
+      state.host = { dtype: "float32", shape: [host.length], data: host };
+      want.host = host.slice();
+    }
+    const before = recorded.length;
+    const pool = new StagingPool({ maxBytes });
+    const { done } = await asyncSave(state, { storage: openRecording(url), staging: "reference", concurrency: 2, pool });
+    await done;
+    const writes = await dataFileWrites(before, 2);
+    expect(writes.map((w) => [w.thread, w.pageAligned])).toEqual([
+      ["main", false],
+      ["main", false],
+    ]);
+    expect(pool.allocatedBytes).toBe(hostBytes);
+    await expectSaved(url, want);
+    for (const v of Object.values(state)) if (v instanceof tf.Variable) v.dispose();
+  });
+});
