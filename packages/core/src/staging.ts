@@ -218,21 +218,23 @@ export function copyInBackground(leaves: readonly Leaf[], pool: StagingPool, sig
  * idle loop turns follow at once, so it copies at nearly full speed.
  */
 const PACE_SHARE = 0.1;
-/** Its first turn's work, before there is a gap to measure. */
-const FIRST_SLICE_MS = 1;
 /** A background copy checks the time after each piece of this many bytes (well under a ms). */
 const PACE_PIECE = 4 << 20;
 
 /** Yields to the event loop whenever this turn's share of work is done. */
 class Pace {
-  #until = performance.now() + FIRST_SLICE_MS;
+  #until = 0;
 
-  async tick(): Promise<void> {
+  /** Yields, then sets this turn's share from how long the thread was away. */
+  async yield(): Promise<void> {
     const yielded = performance.now();
-    if (yielded < this.#until) return;
     await new Promise((resolve) => setImmediate(resolve));
     const resumed = performance.now();
     this.#until = resumed + (resumed - yielded) * PACE_SHARE;
+  }
+
+  async tick(): Promise<void> {
+    if (performance.now() >= this.#until) await this.yield();
   }
 }
 
@@ -255,6 +257,10 @@ async function stage(
   options: { signal?: AbortSignal; layout?: StagingLayout; paced?: boolean },
 ): Promise<StagedLeaves | undefined> {
   const { signal, layout } = options;
+  const pace = options.paced === true ? new Pace() : undefined;
+  // Background work starts in a turn of its own: working out the layout of thousands of tensors
+  // takes milliseconds, which must not hold up whatever the caller does next (saveAsync's return).
+  await pace?.yield();
   const byReference = (leaf: Leaf): boolean => strategy === "reference" && leaf.kind === "tensor" && leaf.source.kind === "tfjs" && cloneable(leaf.source.tensor);
   const segments = layout && strategy === "copy" ? plannedSegments(leaves, layout.filesPerRank) : [];
   /** Leaf index → where in which segment its bytes go. */
@@ -271,7 +277,6 @@ async function stage(
   // Never waits for buffers: those it would wait for may be held by this very save, or by saves queued behind it.
   if (options.paced === true && pool.inUseBytes + sizes.reduce((a, b) => a + b, 0) > pool.maxBytes) return undefined;
   const buffers = await pool.acquire(sizes, signal, segments.map(() => true));
-  const pace = options.paced === true ? new Pace() : undefined;
   const clones: { dispose(): void }[] = [];
   const release = (): void => {
     pool.release(buffers);
