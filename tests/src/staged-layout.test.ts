@@ -1,5 +1,5 @@
 import { BroadcastChannel } from "node:worker_threads";
-import { DefaultSavePlanner, type HostTensor, asyncSave, hostTensor, load } from "@cairn/core";
+import { DefaultSavePlanner, type HostTensor, TcpProcessGroup, asyncSave, freePort, hostTensor, load } from "@cairn/core";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { RECORDED_WRITES, type RecordedWrite, openRecording } from "./fixtures/recording-file-storage.js";
 import { sampleTensor, tempDir } from "./helpers.js";
@@ -85,5 +85,34 @@ describe("copy staging lays data files out as they are written", () => {
     expect(writes[0]!.pageAligned).toBe(false);
     const back = (await load(url.href)) as Record<string, HostTensor>;
     expect(Buffer.from(back.x!.data.buffer).equals(Buffer.from(small.x.data.buffer))).toBe(true);
+  });
+
+  it("with two ranks, writes a file the global plan lays out otherwise as before, and every byte lands where the metadata says", async () => {
+    const url = new URL(`file://${await tempDir()}/ckpt`);
+    const port = await freePort();
+    const groups = await Promise.all([0, 1].map((rank) => TcpProcessGroup.connect({ rank, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 10_000 })));
+    // Both ranks hold all three (replicated), so each stages its two predicted files [a, c] and [b].
+    // The global plan writes each once: a and c on rank 0, which spreads them over two files of
+    // one tensor each (not the [a, c] it staged), and b on rank 1, as staged.
+    const replicated = (): Record<string, HostTensor> => ({
+      a: sampleTensor("float32", [1 << 19], 11),
+      b: sampleTensor("float32", [1 << 19], 12),
+      c: sampleTensor("int32", [300_000], 13),
+    });
+    const before = recorded.length;
+    try {
+      const handles = await Promise.all(groups.map((group) => asyncSave(replicated(), { storage: openRecording(url), processGroup: group, concurrency: 2 })));
+      await Promise.all(handles.map((h) => h.done));
+    } finally {
+      await Promise.all(groups.map((g) => g.close()));
+    }
+    const writes = await vi.waitFor(() => {
+      const data = recorded.slice(before).filter((w) => w.path.endsWith(".safetensors"));
+      expect(data).toHaveLength(3);
+      return data;
+    });
+    expect(writes.filter((w) => w.pageAligned)).toHaveLength(1);
+    const back = (await load(url.href)) as Record<string, HostTensor>;
+    for (const [key, value] of Object.entries(replicated())) expect(Buffer.from(back[key]!.data.buffer).equals(Buffer.from(value.data.buffer)), key).toBe(true);
   });
 });
