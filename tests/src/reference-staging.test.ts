@@ -1,5 +1,7 @@
 import "@tensorflow/tfjs-backend-cpu";
 import * as tf from "@tensorflow/tfjs-core";
+import { existsSync, readdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { BroadcastChannel } from "node:worker_threads";
 import { type HostTensor, StagingPool, asyncSave, load } from "@cairn/core";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -125,5 +127,39 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     expect(pool.allocatedBytes).toBe(hostBytes);
     await expectSaved(url, want);
     for (const v of Object.values(state)) if (v instanceof tf.Variable) v.dispose();
+  });
+
+  it.each([
+    ["the caller's signal fires", "cancelled", /the save \(copying held tensors in the background\) was cancelled; nothing was committed/],
+    ["a tensor cannot be read", "invalid_argument", /t4: reading the tfjs tensor failed: device lost/],
+  ])("commits nothing and leaves no file when %s during the background copy", async (_, code, message) => {
+    const url = new URL(`file://${await tempDir()}/ckpt`);
+    const controller = new AbortController();
+    let reads = 0;
+    const state: Record<string, unknown> = {};
+    for (let i = 0; i < 8; i++) {
+      const values = new Float32Array(1 << 20).fill(i);
+      const tensor = {
+        shape: [1 << 20],
+        dtype: "float32",
+        data: async () => {
+          // The fifth read, well into the copy, meets the failure.
+          if (++reads === 5) {
+            if (code === "cancelled") controller.abort(new Error("aborted by the test"));
+            else throw new Error("device lost");
+          }
+          return values;
+        },
+        clone: () => ({ ...tensor, dispose: () => undefined }),
+      };
+      state[`t${i}`] = tensor;
+    }
+    const pool = new StagingPool();
+    const { staged, done } = await asyncSave(state as never, { storage: openRecording(url), staging: "reference", signal: controller.signal, pool });
+    await staged;
+    await expect(done).rejects.toMatchObject({ code, message: expect.stringMatching(message) });
+    const dir = fileURLToPath(url);
+    expect(existsSync(dir) ? readdirSync(dir) : []).toEqual([]);
+    expect(pool.inUseBytes).toBe(0);
   });
 });

@@ -292,7 +292,7 @@ async function stage(
     };
     const staged: Leaf[] = [];
     for (const [index, leaf] of leaves.entries()) {
-      throwIfAborted(signal, "staging");
+      throwIfAborted(signal, pace ? "the save (copying held tensors in the background)" : "staging");
       if (leaf.kind === "value") {
         staged.push(leaf);
       } else if (leaf.kind === "bytes") {
