@@ -27,12 +27,12 @@ function random(seed: number): () => number {
 }
 
 /**
- * Kills a saving child `waitMs` after it prints `after`: "ready" (about to save: the kill may
+ * Kills a saving child (with the given staging) `waitMs` after it prints `after`: "ready" (about to save: the kill may
  * land anywhere from its first save on, while its upload worker starts) or "committed" (its
  * first checkpoint is in: the kill lands among later saves, whatever the worker took to start).
  */
-async function killAtRandom(root: string, waitMs: number, after: "ready" | "committed"): Promise<void> {
-  const proc = spawnTypeScript(child, [root]);
+async function killAtRandom(root: string, waitMs: number, after: "ready" | "committed", staging: "copy" | "reference"): Promise<void> {
+  const proc = spawnTypeScript(child, [root, staging]);
   let stderr = "";
   let stdout = "";
   proc.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
@@ -58,7 +58,8 @@ describe("crash consistency", () => {
     let restored = 0;
     let latest = -1;
     for (let kill = 0; kill < KILLS; kill++) {
-      await killAtRandom(root, Math.floor(next() * 400), kill % 2 === 0 ? "ready" : "committed");
+      // Each pair of children with copy staging, the next pair with reference staging (whose held tfjs tensors are copied in the background).
+      await killAtRandom(root, Math.floor(next() * 400), kill % 2 === 0 ? "ready" : "committed", kill % 4 < 2 ? "copy" : "reference");
       const manager = new CheckpointManager(root, 1, { checkpointOnPreemption: false, readOnly: true });
       const steps = await manager.allSteps();
       for (const step of steps) {
