@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { BroadcastChannel } from "node:worker_threads";
 import { type HostTensor, StagingPool, asyncSave, load } from "@cairn/core";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { RECORDED_WRITES, type RecordedWrite, openRecording } from "./fixtures/recording-file-storage.js";
+import { RECORDED_WRITES, type RecordedWrite, STARTED_WRITES, openRecording } from "./fixtures/recording-file-storage.js";
 import { tempDir } from "./helpers.js";
 
 const channel = new BroadcastChannel(RECORDED_WRITES);
@@ -61,6 +61,32 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     await expectSaved(url, want);
     // The clones that held the tensors are gone once the save is done.
     expect(tf.memory().numTensors).toBe(tensorsBefore);
+  });
+
+  it("drops the held tensors once they are copied, before the worker writes a byte", async () => {
+    const url = new URL(`file://${await tempDir()}/ckpt`);
+    let disposed = 0;
+    const state: Record<string, unknown> = {};
+    for (let i = 0; i < 4; i++) {
+      const values = new Float32Array(1 << 20).fill(i);
+      const tensor = { shape: [1 << 20], dtype: "float32", data: async () => values, clone: () => ({ ...tensor, dispose: () => disposed++ }) };
+      state[`t${i}`] = tensor;
+    }
+    const starts = new BroadcastChannel(STARTED_WRITES);
+    // How many clones were gone when the worker announced its first data file.
+    const atFirstWrite = new Promise<number>((resolve) => {
+      starts.onmessage = (event) => {
+        if ((event as { data: { path: string } }).data.path.endsWith(".safetensors")) resolve(disposed);
+      };
+    });
+    try {
+      const { done } = await asyncSave(state as never, { storage: openRecording(url), staging: "reference" });
+      await done;
+      expect(await atFirstWrite).toBe(4);
+    } finally {
+      starts.close();
+    }
+    expect(disposed).toBe(4);
   });
 
   it("copies a slice per event-loop turn, so a loop that yields once per step keeps stepping", async () => {

@@ -68,7 +68,7 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   const done = snapshot.then((s) =>
     schedule(async () => {
       try {
-        return await saveLeaves(s.leaves, options, started, options.uploadWorker === false ? planAndCommit : offloaded(pool, layout));
+        return await saveLeaves(s.leaves, options, started, options.uploadWorker === false ? planAndCommit : offloaded(pool, layout, s.dropReferences));
       } finally {
         s.release();
       }
@@ -84,16 +84,19 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
  * Tensors held by reference reach the worker as copies in the pool, made in the background a
  * slice per event-loop turn (`copyInBackground`): that is less work for this thread than the
  * upload from here (which checksums every byte here, and may get one turn per training step for
- * it), and the worker then writes as for copy staging. Where the copies would not fit the
- * staging budget, or the worker could not take them anyway, the upload runs here.
+ * it), and the worker then writes as for copy staging; the held tensors are dropped as soon as
+ * they are copied. Where the copies would not fit the staging budget, or the worker could not
+ * take them anyway, the upload runs here.
  */
-function offloaded(pool: StagingPool, layout: StagingLayout | undefined): CommitLeaves {
+function offloaded(pool: StagingPool, layout: StagingLayout | undefined, dropReferences: () => void): CommitLeaves {
   return async (leaves, location, options) => {
     if (canUploadInWorker(leaves, location, options)) return uploadInWorker(leaves, location, options);
     // Could the worker take these leaves once they are in shared memory?
     const workerCould = canUploadInWorker([], location, options);
     const copied = workerCould ? await copyInBackground(leaves, pool, options.signal, layout) : undefined;
     if (!copied) return planAndCommit(leaves, location, options);
+    // The clones' (device) memory is not read again: the worker writes the copies.
+    dropReferences();
     try {
       return await uploadInWorker(copied.leaves, location, options);
     } finally {

@@ -15,11 +15,12 @@ import { dataFileLayout } from "./write-data-file.js";
  *   a device→host read and a memcpy before returning, and one copy of the state in host memory.
  * - `"reference"`: tfjs tensors are held by `clone()`, which shares their data without copying
  *   (a tfjs tensor's data never changes; `Variable.assign` swaps in new data), so returning is
- *   nearly instant; the device memory of every tensor stays alive until the save ends, and the
- *   device→host read happens in the background. Host tensors and blobs, being mutable, are
- *   copied as with `"copy"`. Where the upload worker can write the save, the held tensors are
- *   then copied into the pool in the background, a slice per event-loop turn
- *   (`copyInBackground`), so host memory for one copy is needed during the upload after all.
+ *   nearly instant; the device memory of every tensor stays alive until its bytes are read
+ *   for the upload, and the device→host read happens in the background. Host tensors and blobs,
+ *   being mutable, are copied as with `"copy"`. Where the upload worker can write the save, the
+ *   held tensors are copied into the pool in the background, a slice per event-loop turn
+ *   (`copyInBackground`), and dropped once copied, so host memory for one copy is needed during
+ *   the upload after all; otherwise they are held until the upload ends.
  */
 export type StagingStrategy = "copy" | "reference";
 
@@ -137,6 +138,8 @@ export interface StagedLeaves {
   readonly copiedBytes: number;
   /** Gives the buffers back to the pool and drops the tensor clones; call once the upload has ended. */
   release(): void;
+  /** Drops the tensor clones alone, freeing their (device) memory, once nothing will read them (their bytes were copied). */
+  dropReferences(): void;
 }
 
 /** How the save that follows will lay out this rank's data files, so copies can be staged in that layout. */
@@ -278,9 +281,12 @@ async function stage(
   if (options.paced === true && pool.inUseBytes + sizes.reduce((a, b) => a + b, 0) > pool.maxBytes) return undefined;
   const buffers = await pool.acquire(sizes, signal, segments.map(() => true));
   const clones: { dispose(): void }[] = [];
+  const dropReferences = (): void => {
+    for (const clone of clones.splice(0)) clone.dispose();
+  };
   const release = (): void => {
     pool.release(buffers);
-    for (const clone of clones.splice(0)) clone.dispose();
+    dropReferences();
   };
   try {
     segments.forEach((s, k) => buffers[k]!.set(s.layout.header));
@@ -311,7 +317,7 @@ async function stage(
         staged.push({ ...leaf, source: { kind: "host", tensor } });
       }
     }
-    return { leaves: staged, copiedBytes, release };
+    return { leaves: staged, copiedBytes, release, dropReferences };
   } catch (error) {
     release();
     throw error;
