@@ -4,26 +4,30 @@ import { existsSync, readdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { BroadcastChannel } from "node:worker_threads";
 import { type HostTensor, StagingPool, asyncSave, load } from "@cairn/core";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { RECORDED_WRITES, type RecordedWrite, STARTED_WRITES, openRecording } from "./fixtures/recording-file-storage.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { STARTED_WRITES, openRecording } from "./fixtures/recording-file-storage.js";
 import { tempDir } from "./helpers.js";
-
-const channel = new BroadcastChannel(RECORDED_WRITES);
-const recorded: RecordedWrite[] = [];
-channel.onmessage = (event) => recorded.push((event as { data: RecordedWrite }).data);
-afterAll(() => channel.close());
+import { dataFileWrites, writesSoFar } from "./recorded-writes.js";
 
 beforeAll(async () => {
   await tf.setBackend("cpu");
 });
 
-/** The data files written since `before`, once all `count` have been reported. */
-async function dataFileWrites(before: number, count: number): Promise<RecordedWrite[]> {
-  return vi.waitFor(() => {
-    const data = recorded.slice(before).filter((w) => w.path.endsWith(".safetensors"));
-    expect(data).toHaveLength(count);
-    return data;
-  });
+/**
+ * A tfjs-like float32 tensor of 1 Mi `values`, as reference staging holds it (by `clone()`):
+ * `read` runs as its data is read (and may throw), `disposed` as a clone is disposed.
+ */
+function heldTensor(values: Float32Array, hooks: { read?: () => void; disposed?: () => void } = {}): unknown {
+  const tensor = {
+    shape: [1 << 20],
+    dtype: "float32",
+    data: async () => {
+      hooks.read?.();
+      return values;
+    },
+    clone: () => ({ ...tensor, dispose: () => hooks.disposed?.() }),
+  };
+  return tensor;
 }
 
 /** Four 4 MiB variables and a small one, each with its own values. */
@@ -46,7 +50,7 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     const tensorsBefore = tf.memory().numTensors;
     const state = variables();
     const want = Object.fromEntries(Object.entries(state).map(([k, v]) => [k, v.dataSync() as Float32Array]));
-    const before = recorded.length;
+    const before = writesSoFar();
     const { staged, done } = await asyncSave(state, { storage: openRecording(url), staging: "reference", concurrency: 2 });
     expect((await staged).bytes).toBe(0);
     // Training goes on at once: every variable gets new values, then all are disposed.
@@ -67,11 +71,7 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     const url = new URL(`file://${await tempDir()}/ckpt`);
     let disposed = 0;
     const state: Record<string, unknown> = {};
-    for (let i = 0; i < 4; i++) {
-      const values = new Float32Array(1 << 20).fill(i);
-      const tensor = { shape: [1 << 20], dtype: "float32", data: async () => values, clone: () => ({ ...tensor, dispose: () => disposed++ }) };
-      state[`t${i}`] = tensor;
-    }
+    for (let i = 0; i < 4; i++) state[`t${i}`] = heldTensor(new Float32Array(1 << 20).fill(i), { disposed: () => disposed++ });
     const starts = new BroadcastChannel(STARTED_WRITES);
     // How many clones were gone when the worker announced its first data file.
     const atFirstWrite = new Promise<number>((resolve) => {
@@ -99,16 +99,7 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     for (let i = 0; i < 24; i++) {
       const values = new Float32Array(1 << 20).fill(i);
       want[`t${i}`] = values;
-      const tensor = {
-        shape: [1 << 20],
-        dtype: "float32",
-        data: async () => {
-          readAt.push(step);
-          return values;
-        },
-        clone: () => ({ ...tensor, dispose: () => undefined }),
-      };
-      state[`t${i}`] = tensor;
+      state[`t${i}`] = heldTensor(values, { read: () => readAt.push(step) });
     }
     const { staged, done } = await asyncSave(state as never, { storage: openRecording(url), staging: "reference" });
     await staged;
@@ -141,7 +132,7 @@ describe("reference staging on file://: held tensors are copied in the backgroun
       state.host = { dtype: "float32", shape: [host.length], data: host };
       want.host = host.slice();
     }
-    const before = recorded.length;
+    const before = writesSoFar();
     const pool = new StagingPool({ maxBytes });
     const { done } = await asyncSave(state, { storage: openRecording(url), staging: "reference", concurrency: 2, pool });
     await done;
@@ -163,23 +154,13 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     const controller = new AbortController();
     let reads = 0;
     const state: Record<string, unknown> = {};
-    for (let i = 0; i < 8; i++) {
-      const values = new Float32Array(1 << 20).fill(i);
-      const tensor = {
-        shape: [1 << 20],
-        dtype: "float32",
-        data: async () => {
-          // The fifth read, well into the copy, meets the failure.
-          if (++reads === 5) {
-            if (code === "cancelled") controller.abort(new Error("aborted by the test"));
-            else throw new Error("device lost");
-          }
-          return values;
-        },
-        clone: () => ({ ...tensor, dispose: () => undefined }),
-      };
-      state[`t${i}`] = tensor;
-    }
+    // The fifth read, well into the copy, meets the failure.
+    const read = (): void => {
+      if (++reads !== 5) return;
+      if (code === "cancelled") controller.abort(new Error("aborted by the test"));
+      else throw new Error("device lost");
+    };
+    for (let i = 0; i < 8; i++) state[`t${i}`] = heldTensor(new Float32Array(1 << 20).fill(i), { read });
     const pool = new StagingPool();
     const { staged, done } = await asyncSave(state as never, { storage: openRecording(url), staging: "reference", signal: controller.signal, pool });
     await staged;

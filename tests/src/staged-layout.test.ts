@@ -1,13 +1,8 @@
-import { BroadcastChannel } from "node:worker_threads";
 import { DefaultSavePlanner, type HostTensor, TcpProcessGroup, asyncSave, freePort, hostTensor, load } from "@cairn/core";
-import { afterAll, describe, expect, it, vi } from "vitest";
-import { RECORDED_WRITES, type RecordedWrite, openRecording } from "./fixtures/recording-file-storage.js";
+import { describe, expect, it } from "vitest";
+import { openRecording } from "./fixtures/recording-file-storage.js";
 import { sampleTensor, tempDir } from "./helpers.js";
-
-const channel = new BroadcastChannel(RECORDED_WRITES);
-const recorded: RecordedWrite[] = [];
-channel.onmessage = (event) => recorded.push((event as { data: RecordedWrite }).data);
-afterAll(() => channel.close());
+import { dataFileWrites, writesSoFar } from "./recorded-writes.js";
 
 /**
  * Spread over three files by the default planner (largest first onto the emptiest file, then in
@@ -34,15 +29,11 @@ describe("copy staging lays data files out as they are written", () => {
     "stages each file it can as one page-aligned segment, header first, which %s writes in page-aligned slices",
     async (_, thread, options) => {
       const url = new URL(`file://${await tempDir()}/ckpt`);
-      const before = recorded.length;
+      const before = writesSoFar();
       const saved = state();
       const { done } = await asyncSave(saved, { storage: openRecording(url), concurrency: 3, ...options });
       await done;
-      const writes = await vi.waitFor(() => {
-        const data = recorded.slice(before).filter((w) => w.path.endsWith(".safetensors"));
-        expect(data).toHaveLength(3);
-        return data;
-      });
+      const writes = await dataFileWrites(before, 3);
       expect(writes.map((w) => w.thread)).toEqual([thread, thread, thread]);
       const inPlace = writes.filter((w) => w.pageAligned);
       expect(inPlace).toHaveLength(2);
@@ -75,13 +66,9 @@ describe("copy staging lays data files out as they are written", () => {
     ["the plan comes from a planner object", { x: sampleTensor("float32", [1 << 19], 6) }, { planner: new DefaultSavePlanner() }],
   ])("stages leaf by leaf where %s", async (_, small, options) => {
     const url = new URL(`file://${await tempDir()}/ckpt`);
-    const before = recorded.length;
+    const before = writesSoFar();
     await (await asyncSave(small, { storage: openRecording(url), uploadWorker: false, ...options })).done;
-    const writes = await vi.waitFor(() => {
-      const data = recorded.slice(before).filter((w) => w.path.endsWith(".safetensors"));
-      expect(data).toHaveLength(1);
-      return data;
-    });
+    const writes = await dataFileWrites(before, 1);
     expect(writes[0]!.pageAligned).toBe(false);
     const back = (await load(url.href)) as Record<string, HostTensor>;
     expect(Buffer.from(back.x!.data.buffer).equals(Buffer.from(small.x.data.buffer))).toBe(true);
@@ -99,18 +86,14 @@ describe("copy staging lays data files out as they are written", () => {
       b: sampleTensor("float32", [1 << 19], 12),
       c: sampleTensor("int32", [300_000], 13),
     });
-    const before = recorded.length;
+    const before = writesSoFar();
     try {
       const handles = await Promise.all(groups.map((group) => asyncSave(replicated(), { storage: openRecording(url), processGroup: group, concurrency: 2 })));
       await Promise.all(handles.map((h) => h.done));
     } finally {
       await Promise.all(groups.map((g) => g.close()));
     }
-    const writes = await vi.waitFor(() => {
-      const data = recorded.slice(before).filter((w) => w.path.endsWith(".safetensors"));
-      expect(data).toHaveLength(3);
-      return data;
-    });
+    const writes = await dataFileWrites(before, 3);
     expect(writes.filter((w) => w.pageAligned)).toHaveLength(1);
     const back = (await load(url.href)) as Record<string, HostTensor>;
     for (const [key, value] of Object.entries(replicated())) expect(Buffer.from(back[key]!.data.buffer).equals(Buffer.from(value.data.buffer)), key).toBe(true);
