@@ -44,8 +44,8 @@ export interface AsyncSaveHandle {
  * (`done`). Where the storage can be opened from another thread (file://) and the bytes are in
  * shared memory (copy-staged, or copied there in the background after reference staging), the
  * data files and the commit are written by the upload worker thread; otherwise they are
- * written as asynchronous I/O on the calling thread, with
- * checksums of shared bytes in worker threads. Either way the training thread is not held.
+ * written as asynchronous I/O on the calling thread, with checksums of shared bytes in worker
+ * threads. Either way the training thread is not held.
  * Every rank calls it, as with `save`; with several ranks, collectives stay on the calling
  * thread's process group.
  *
