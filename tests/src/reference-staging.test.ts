@@ -56,7 +56,8 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     // Training goes on at once: every variable gets new values, then all are disposed.
     for (const v of Object.values(state)) tf.tidy(() => v.assign(tf.zerosLike(v)));
     for (const v of Object.values(state)) v.dispose();
-    await done;
+    // What the background copy took of this thread is reported with the result.
+    expect((await done).backgroundCopySeconds).toBeGreaterThan(0);
     const writes = await dataFileWrites(before, 2);
     expect(writes.map((w) => [w.thread, w.pageAligned])).toEqual([
       ["worker", true],
@@ -105,6 +106,7 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     await staged;
     let finished = false;
     void done.then(() => (finished = true));
+    const started = performance.now();
     // Training steps of 10 ms of work each, yielding once between steps.
     while (!finished) {
       const until = performance.now() + 10;
@@ -112,10 +114,14 @@ describe("reference staging on file://: held tensors are copied in the backgroun
       step++;
       await new Promise((resolve) => setImmediate(resolve));
     }
-    await done;
+    const elapsedMs = performance.now() - started;
+    const { backgroundCopySeconds } = await done;
     expect(readAt).toHaveLength(24);
     // All 96 MiB in one turn would hold one step for the whole copy; here it is spread over several.
     expect(new Set(readAt).size).toBeGreaterThanOrEqual(3);
+    // The reported copy time is this thread's copying alone: it fits in what the steps left of the time.
+    expect(backgroundCopySeconds).toBeGreaterThan(0);
+    expect(backgroundCopySeconds! * 1000).toBeLessThan(elapsedMs - 10 * step);
     await expectSaved(url, want);
   });
 
@@ -135,7 +141,8 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     const before = writesSoFar();
     const pool = new StagingPool({ maxBytes });
     const { done } = await asyncSave(state, { storage: openRecording(url), staging: "reference", concurrency: 2, pool });
-    await done;
+    // Nothing was copied in the background.
+    expect((await done).backgroundCopySeconds).toBeUndefined();
     const writes = await dataFileWrites(before, 2);
     expect(writes.map((w) => [w.thread, w.pageAligned])).toEqual([
       ["main", false],

@@ -98,7 +98,7 @@ function offloaded(pool: StagingPool, layout: StagingLayout | undefined, dropRef
     // The clones' (device) memory is not read again: the worker writes the copies.
     dropReferences();
     try {
-      return await uploadInWorker(copied.leaves, location, options);
+      return { ...(await uploadInWorker(copied.leaves, location, options)), backgroundCopySeconds: copied.copySeconds };
     } finally {
       copied.release();
     }

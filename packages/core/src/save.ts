@@ -42,6 +42,12 @@ export interface SaveResult {
   /** Entries in the checkpoint (all ranks). */
   readonly entries: number;
   readonly seconds: number;
+  /**
+   * Seconds the calling thread spent, after `staged`, copying tensors held by reference into
+   * shared memory for the upload worker (reference staging's background copy: the memcpy
+   * alone). What that strategy costs the training thread; absent when nothing was copied then.
+   */
+  readonly backgroundCopySeconds?: number;
 }
 
 /**

@@ -136,6 +136,8 @@ export interface StagedLeaves {
   readonly leaves: Leaf[];
   /** Bytes of tensors and blobs copied into staging buffers. */
   readonly copiedBytes: number;
+  /** Seconds this thread spent copying them (the memcpy alone, not reading tensors or waiting between pieces). */
+  readonly copySeconds: number;
   /** Gives the buffers back to the pool and drops the tensor clones; call once the upload has ended. */
   release(): void;
   /** Drops the tensor clones alone, freeing their (device) memory, once nothing will read them (their bytes were copied). */
@@ -241,16 +243,19 @@ class Pace {
   }
 }
 
-/** Copies `source` into `target`, in pieces between which `pace` may yield. */
-async function copyInto(target: Uint8Array, source: Uint8Array, pace: Pace | undefined): Promise<void> {
-  if (!pace) {
-    target.set(source);
-    return;
+/**
+ * Copies `source` into `target`, in pieces between which `pace` may yield; returns the
+ * milliseconds this thread spent copying (not waiting between pieces).
+ */
+async function copyInto(target: Uint8Array, source: Uint8Array, pace: Pace | undefined): Promise<number> {
+  let ms = 0;
+  for (let at = 0; at < source.byteLength; at += pace ? PACE_PIECE : source.byteLength) {
+    const started = performance.now();
+    target.set(pace ? source.subarray(at, at + PACE_PIECE) : source, at);
+    ms += performance.now() - started;
+    await pace?.tick();
   }
-  for (let at = 0; at < source.byteLength; at += PACE_PIECE) {
-    target.set(source.subarray(at, at + PACE_PIECE), at);
-    await pace.tick();
-  }
+  return ms;
 }
 
 async function stage(
@@ -291,6 +296,7 @@ async function stage(
   try {
     segments.forEach((s, k) => buffers[k]!.set(s.layout.header));
     let next = segments.length;
+    let copyMs = 0;
     /** The staging buffer for a leaf of `bytes` bytes: its place in a segment, or a buffer of its own. */
     const target = (index: number, bytes: number): Uint8Array => {
       const place = placed.get(index);
@@ -303,7 +309,7 @@ async function stage(
         staged.push(leaf);
       } else if (leaf.kind === "bytes") {
         const buffer = target(index, leaf.data.byteLength);
-        await copyInto(buffer, leaf.data, pace);
+        copyMs += await copyInto(buffer, leaf.data, pace);
         staged.push({ kind: "bytes", path: leaf.path, data: buffer });
       } else if (byReference(leaf)) {
         const clone = (leaf.source.tensor as Cloneable).clone();
@@ -311,13 +317,13 @@ async function stage(
         staged.push({ ...leaf, source: { kind: "tfjs", tensor: clone } });
       } else {
         const buffer = target(index, byteSize(leaf.dtype, leaf.shape));
-        await copyInto(buffer, await tensorBytes(leaf), pace);
+        copyMs += await copyInto(buffer, await tensorBytes(leaf), pace);
         const data = new (arrayConstructorFor(leaf.dtype))(buffer.buffer, buffer.byteOffset, buffer.byteLength / arrayConstructorFor(leaf.dtype).BYTES_PER_ELEMENT);
         const tensor = { dtype: leaf.dtype, shape: leaf.shape, data } as HostTensor;
         staged.push({ ...leaf, source: { kind: "host", tensor } });
       }
     }
-    return { leaves: staged, copiedBytes, release, dropReferences };
+    return { leaves: staged, copiedBytes, copySeconds: copyMs / 1000, release, dropReferences };
   } catch (error) {
     release();
     throw error;

@@ -1,6 +1,9 @@
 import { EventEmitter } from "node:events";
+import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import * as tf from "@tensorflow/tfjs";
 import { CheckpointError, type HostTensor, type StateDict, type WriteBody, type WriteOptions, hostTensor, openStorage } from "@cairn/core";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
@@ -80,7 +83,7 @@ describe("CheckpointManager.saveAsync", () => {
 
   it("emits staged and committed with step, bytes and seconds", async () => {
     const mgr = new CheckpointManager(memoryRoot(), 1);
-    const seen: [string, ManagerEvents["committed"]][] = [];
+    const seen: [string, ManagerEvents["staged"] | ManagerEvents["committed"]][] = [];
     mgr.on("staged", (e) => seen.push(["staged", e]));
     const off = mgr.on("committed", (e) => seen.push(["committed", e]));
     await mgr.saveAsync(3, state(3));
@@ -92,6 +95,26 @@ describe("CheckpointManager.saveAsync", () => {
     expect(seen[0]![1].bytes).toBe(16);
     expect(seen[1]![1].bytes).toBeGreaterThan(16);
     expect(seen[1]![1].seconds).toBeGreaterThan(0);
+    // Copy staging copies nothing after staged.
+    expect(seen[1]![1]).toMatchObject({ backgroundCopySeconds: 0 });
+  });
+
+  it("reports in committed what reference staging's background copy took of the training thread (file://)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "cairn-manager-async-"));
+    try {
+      const mgr = new CheckpointManager(`file://${dir}/run`, 1, { staging: "reference" });
+      const committed: ManagerEvents["committed"][] = [];
+      mgr.on("committed", (e) => committed.push(e));
+      const v = tf.variable(tf.fill([1 << 20], 2));
+      await mgr.saveAsync(1, { v });
+      v.dispose();
+      await mgr.close();
+      expect(committed.map((e) => e.step)).toEqual([1]);
+      expect(committed[0]!.backgroundCopySeconds).toBeGreaterThan(0);
+      expect(committed[0]!.backgroundCopySeconds).toBeLessThan(committed[0]!.seconds);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("never fails silently: an upload failing mid-file rejects the next call once, emits error, commits nothing", async () => {

@@ -298,7 +298,7 @@ export class CheckpointManager {
     group: ProcessGroup,
   ): Promise<void> {
     store.remember({ step, time: Date.parse(savedAt), metrics });
-    this.#events.emit("committed", { step, bytes: result.bytes, seconds: result.seconds });
+    this.#events.emit("committed", { step, bytes: result.bytes, seconds: result.seconds, backgroundCopySeconds: result.backgroundCopySeconds ?? 0 });
     const retention = this.#background.then(() =>
       this.#group.rank === 0
         ? store.applyRetention(this.#options, this.#options.leftoverAgeMs ?? 24 * 3600 * 1000, this.#now(), new Set(this.#pending.keys()))

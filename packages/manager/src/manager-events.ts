@@ -2,8 +2,11 @@
 export interface ManagerEvents {
   /** A saveAsync's state is snapshotted: training may change it now. */
   staged: { readonly step: number; readonly bytes: number; readonly seconds: number };
-  /** A step is committed (its metadata.json written). */
-  committed: { readonly step: number; readonly bytes: number; readonly seconds: number };
+  /**
+   * A step is committed (its metadata.json written). `backgroundCopySeconds`: what reference
+   * staging's background copy took of this thread (see `SaveResult`); 0 for other saves.
+   */
+  committed: { readonly step: number; readonly bytes: number; readonly seconds: number; readonly backgroundCopySeconds: number };
   /** A background save or deletion failed; the error also rejects the next call. */
   error: { readonly step?: number; readonly error: unknown };
   /** A preemption notice arrived; the next save takes a checkpoint whatever the interval. */
