@@ -45,7 +45,8 @@ export interface SaveResult {
   /**
    * Seconds the calling thread spent, after `staged`, copying tensors held by reference into
    * shared memory for the upload worker (reference staging's background copy: the memcpy
-   * alone). What that strategy costs the training thread; absent when nothing was copied then.
+   * alone, so a lower bound on what that strategy costs the training thread); absent when
+   * nothing was copied then.
    */
   readonly backgroundCopySeconds?: number;
 }
