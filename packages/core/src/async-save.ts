@@ -1,6 +1,6 @@
 import { flattenStateDict } from "./flatten.js";
 import { checkpointOptionsOf } from "./checkpoint-location.js";
-import { type CommitLeaves, type SaveOptions, type SaveResult, checkSaveOptions, planAndCommit, saveLeaves } from "./save.js";
+import { type CommitLeaves, DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions, planAndCommit, saveLeaves } from "./save.js";
 import { type StagingLayout, StagingPool, type StagingStrategy, copyInBackground, stageLeaves } from "./staging.js";
 import type { StateDict } from "./state-dict.js";
 import { canUploadInWorker, uploadInWorker } from "./upload-thread.js";
@@ -57,8 +57,8 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   const options = checkpointOptionsOf(checkpointIdOrOptions);
   const started = performance.now();
   const pool = options.pool ?? new StagingPool();
-  // With the default planner, copies are staged in the data files' layout (see stageLeaves).
-  const layout = options.planner === undefined ? { filesPerRank: options.concurrency ?? 4 } : undefined;
+  // With the default planner, copies are staged in the data files' layout (see stageLeaves): as many files as `save` will write.
+  const layout = options.planner === undefined ? { filesPerRank: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY } : undefined;
   const snapshot = flattenStateDict(stateDict).then((leaves) => {
     checkSaveOptions(options);
     return stageLeaves(leaves, options.staging ?? "copy", pool, options.signal, layout);

@@ -51,12 +51,15 @@ export interface SaveResult {
   readonly backgroundCopySeconds?: number;
 }
 
+/** Data files each rank writes, at once, when `SaveOptions.concurrency` is not given. */
+export const DEFAULT_SAVE_CONCURRENCY = 4;
+
 /**
  * Refuses a `blockSize` or `concurrency` that is not a positive whole number (a zero block size
  * would never finish checksumming), before anything is staged or written.
  */
 export function checkSaveOptions(options: Pick<SaveOptions, "blockSize" | "concurrency">, prefix = ""): void {
-  const defaults = { blockSize: `${DEFAULT_BLOCK_SIZE} bytes`, concurrency: "4 files" } as const;
+  const defaults = { blockSize: `${DEFAULT_BLOCK_SIZE} bytes`, concurrency: `${DEFAULT_SAVE_CONCURRENCY} files` } as const;
   for (const name of ["blockSize", "concurrency"] as const) {
     const value: unknown = options[name];
     if (value !== undefined && !(typeof value === "number" && Number.isSafeInteger(value) && value > 0)) {
@@ -133,7 +136,7 @@ export async function planSave(leaves: readonly Leaf[], location: OpenedCheckpoi
     try {
       decision = exists
         ? { error: "exists" }
-        : planner.createGlobalPlan(plans, { attempt: randomBytes(6).toString("hex"), filesPerRank: options.concurrency ?? 4 });
+        : planner.createGlobalPlan(plans, { attempt: randomBytes(6).toString("hex"), filesPerRank: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY });
     } catch (error) {
       plannerError = error;
       decision = { error: (error as Error).message };
@@ -210,7 +213,7 @@ export async function writeAndCommit(
 }
 
 async function writeRankFiles(prepared: PreparedSave, location: OpenedCheckpoint, options: SaveOptions, blockSize: number): Promise<RankOutcome> {
-  const queue = new PQueue({ concurrency: Math.max(1, options.concurrency ?? 4) });
+  const queue = new PQueue({ concurrency: Math.max(1, options.concurrency ?? DEFAULT_SAVE_CONCURRENCY) });
   const files: Record<string, DataFileMetadata> = {};
   const chunks: WrittenChunk[] = [];
   let bytes = 0;

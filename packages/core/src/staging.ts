@@ -146,7 +146,7 @@ export interface StagedLeaves {
 
 /** How the save that follows will lay out this rank's data files, so copies can be staged in that layout. */
 export interface StagingLayout {
-  /** Data files per rank (`SaveOptions.concurrency`, default 4). */
+  /** Data files per rank (`SaveOptions.concurrency`, default `DEFAULT_SAVE_CONCURRENCY`). */
   readonly filesPerRank: number;
 }
 
