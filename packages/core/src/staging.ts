@@ -77,7 +77,7 @@ export class StagingPool {
     for (;;) {
       throwIfAborted(signal, "staging");
       if (this.#inUse + total <= this.#maxBytes) {
-        const keys = sizes.map((size, i) => `${pageAligned[i] === true ? "p" : "s"}${size}`);
+        const keys = sizes.map((size, i) => keyOf(size, pageAligned[i] === true));
         const wanted = new Map<string, number>();
         for (const key of keys) wanted.set(key, (wanted.get(key) ?? 0) + 1);
         let reusable = 0;
@@ -93,7 +93,7 @@ export class StagingPool {
   release(buffers: readonly Uint8Array[]): void {
     for (const buffer of buffers) {
       this.#inUse -= buffer.byteLength;
-      const key = `${isPageAligned(buffer.buffer) ? "p" : "s"}${buffer.byteLength}`;
+      const key = keyOf(buffer.byteLength, isPageAligned(buffer.buffer));
       const list = this.#free.get(key) ?? [];
       list.push(buffer);
       this.#free.set(key, list);
@@ -129,6 +129,8 @@ export class StagingPool {
   }
 }
 
+/** A free-list key: `p<bytes>` for page-aligned buffers, `s<bytes>` for other shared ones. */
+const keyOf = (bytes: number, pageAligned: boolean): string => `${pageAligned ? "p" : "s"}${bytes}`;
 const sizeOf = (key: string): number => Number(key.slice(1));
 
 /** A snapshot of a state dict's leaves that training can no longer change. */
