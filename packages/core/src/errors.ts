@@ -11,6 +11,10 @@ export type CheckpointErrorCode =
   | "invalid_argument"
   | "unsupported_version"
   | "unsupported_protocol"
+  /** Storage refused the operation: read-only file system, missing permission, denied credentials. */
+  | "permission_denied"
+  /** Storage is full (ENOSPC, EDQUOT): nothing more can be written until space is freed. */
+  | "no_space"
   | "storage"
   | "cancelled"
   | "timeout"
