@@ -216,6 +216,6 @@ describe("CheckpointManager construction", () => {
   });
 
   it("rejects an unknown URL protocol at once, naming the known ones", () => {
-    expect(() => new CheckpointManager("ftp://host/run", 1)).toThrow(expect.objectContaining({ code: "invalid_argument", message: expect.stringMatching(/ftp:\/\/.*known: .*file.*gs.*memory.*s3/) }));
+    expect(() => new CheckpointManager("ftp://host/run", 1)).toThrow(expect.objectContaining({ code: "unsupported_protocol", message: expect.stringMatching(/ftp:\/\/.*known: .*file.*gs.*memory.*s3/) }));
   });
 });

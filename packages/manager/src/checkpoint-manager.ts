@@ -10,7 +10,7 @@ import {
   SingleProcessGroup,
   StagingPool,
   asyncSave,
-  knownProtocols,
+  checkStorageUrl,
   load,
   openStorage,
   save,
@@ -93,10 +93,7 @@ export class CheckpointManager {
     }
     checkOptions(options);
     if (typeof location === "string") {
-      const protocol = storageUrl(location).protocol.replace(/:$/, "");
-      if (!knownProtocols().includes(protocol)) {
-        throw new CheckpointError("invalid_argument", `unknown storage protocol ${protocol}:// in ${JSON.stringify(location)}; known: ${knownProtocols().join(", ")}`);
-      }
+      checkStorageUrl(location);
     } else if (typeof location?.read !== "function") {
       throw new CheckpointError("invalid_argument", "the checkpoint location must be a URL, a path or a StorageAdapter");
     }

@@ -2,7 +2,7 @@ import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { runTypeScript } from "../testing/run-typescript.js";
-import { openStorage, redactUrl, registerStorage, storageUrl } from "./storage-registry.js";
+import { checkStorageUrl, openStorage, redactUrl, registerStorage, storageUrl } from "./storage-registry.js";
 
 describe("storage registry", () => {
   it("treats plain paths as file:// URLs", () => {
@@ -25,11 +25,15 @@ describe("storage registry", () => {
     }
   });
 
-  it("says how to register an unknown protocol", async () => {
-    await expect(openStorage("ftp://host/x")).rejects.toMatchObject({
+  it("says how to register an unknown protocol, listing the known ones and the package adding each", async () => {
+    const expected = {
       code: "unsupported_protocol",
-      message: expect.stringContaining('registerStorage("ftp", factory)'),
-    });
+      context: { protocol: "ftp" },
+      message: expect.stringMatching(/known: .*s3:\/\/ \(@cairn\/storage-s3\).*registerStorage\("ftp", factory\)/),
+    };
+    await expect(openStorage("ftp://host/x")).rejects.toMatchObject(expected);
+    expect(() => checkStorageUrl("ftp://host/x")).toThrow(expect.objectContaining(expected));
+    expect(checkStorageUrl("gs://bucket/run").protocol).toBe("gs:");
   });
 
   it("uses a registered factory and passes its options through", async () => {

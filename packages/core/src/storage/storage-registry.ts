@@ -38,6 +38,32 @@ export function knownProtocols(): string[] {
   return [...new Set([...factories.keys(), ...Object.keys(KNOWN_PACKAGES)])].sort();
 }
 
+/** "file, memory (@cairn/storage-local), s3 (@cairn/storage-s3), …": what can be opened, and the package that adds each. */
+function protocolList(): string {
+  return knownProtocols()
+    .map((p) => (factories.has(p) ? `${p}://` : `${p}:// (${KNOWN_PACKAGES[p]})`))
+    .join(", ");
+}
+
+function unknownProtocol(protocol: string, url: URL): CheckpointError {
+  return new CheckpointError(
+    "unsupported_protocol",
+    `no storage is registered for ${protocol}:// URLs (${redactUrl(url)}); known: ${protocolList()}. Register one with registerStorage("${protocol}", factory)`,
+    { context: { protocol } },
+  );
+}
+
+/**
+ * The URL of a location whose protocol `openStorage` can serve, checked without opening it
+ * (a constructor that opens storage later calls this first). Unknown: `unsupported_protocol`.
+ */
+export function checkStorageUrl(urlOrPath: string): URL {
+  const url = storageUrl(urlOrPath);
+  const protocol = url.protocol.replace(/:$/, "");
+  if (!factories.has(protocol) && KNOWN_PACKAGES[protocol] === undefined) throw unknownProtocol(protocol, url);
+  return url;
+}
+
 /** A URL for a URL string or a plain path; a plain path (relative or absolute) means `file://`. */
 export function storageUrl(urlOrPath: string): URL {
   if (/^[a-zA-Z][a-zA-Z0-9+.-]*:\/\//.test(urlOrPath)) return new URL(urlOrPath);
@@ -59,7 +85,7 @@ export function redactUrl(url: URL): string {
  * well-known package; if that cannot be resolved the error names the package to install.
  */
 export async function openStorage(urlOrPath: string, options: StorageOptions = {}): Promise<StorageAdapter> {
-  const url = storageUrl(urlOrPath);
+  const url = checkStorageUrl(urlOrPath);
   const protocol = url.protocol.replace(/:$/, "");
   let factory = factories.get(protocol);
   const known = KNOWN_PACKAGES[protocol];
@@ -76,12 +102,6 @@ export async function openStorage(urlOrPath: string, options: StorageOptions = {
       );
     }
   }
-  if (!factory) {
-    throw new CheckpointError(
-      "unsupported_protocol",
-      `no storage is registered for ${protocol}:// URLs (${redactUrl(url)}); known protocols: ${knownProtocols().join(", ")}. Register one with registerStorage("${protocol}", factory)`,
-      { context: { protocol } },
-    );
-  }
+  if (!factory) throw unknownProtocol(protocol, url);
   return factory(url, options);
 }
