@@ -62,6 +62,7 @@ export {
 } from "./storage/storage-adapter.js";
 export { ReadTarget, splitHead } from "./storage/read-target.js";
 export { type StorageFactory, type StorageOptions, registerStorage, registeredProtocols, knownProtocols, checkStorageUrl, openStorage, storageUrl, redactUrl } from "./storage/storage-registry.js";
+export { type ProgressDeadline, type ProgressDeadlineOptions, DEFAULT_PROGRESS_TIMEOUT_MS, progressDeadline, touching } from "./storage/progress-deadline.js";
 export { type RetryPolicy, type RetryOptions, DEFAULT_RETRY_POLICY, TRANSIENT_NETWORK_CODES, withRetry, isTransient, sleep } from "./retry.js";
 export { type ProcessGroup, type CoordinatedProcessGroup, SingleProcessGroup, isCoordinated } from "./process-group.js";
 export { type TcpProcessGroupOptions, TcpProcessGroup } from "./tcp-process-group.js";

@@ -61,7 +61,10 @@ export const TRANSIENT_NETWORK_CODES: ReadonlySet<string> = new Set([
   "UND_ERR_SOCKET",
 ]);
 
-/** Whether an error is worth retrying: a storage error its adapter marked transient. */
+/**
+ * Whether an error is worth retrying: a storage error its adapter marked transient (a reset, a
+ * 429 or 5xx, a short body, a transfer stalled past its `progressDeadline`).
+ */
 export function isTransient(error: unknown): error is CheckpointError {
   return isCheckpointError(error, "storage") && error.transient;
 }
