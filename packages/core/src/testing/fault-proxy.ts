@@ -5,8 +5,25 @@ import type { AddressInfo, Socket } from "node:net";
 export type FaultAction =
   /** Answer with this status (and body) without reaching the server; the request body is drained first. */
   | { readonly kind: "status"; readonly status: number; readonly body?: string; readonly headers?: Readonly<Record<string, string>> }
-  /** Drop the connection: after `afterBytes` of the request body reached the server, or of the response reached the client. */
+  /**
+   * Drop the connection: after `afterBytes` of the request body reached the server, or of the
+   * response body reached the client (a body no longer than that is passed whole, so
+   * `afterBytes: 0` does not lose an empty answer: use "lose" for that).
+   */
   | { readonly kind: "reset"; readonly phase: "request" | "response"; readonly afterBytes?: number }
+  /**
+   * Stop sending while keeping the connection open, until the client gives up or the proxy
+   * closes. "request": the first `afterBytes` of the request body reach the server, the rest is
+   * swallowed and no answer ever comes (an upload that hangs; the server never sees the whole
+   * body unless it was that short). "response": the status, headers and first `afterBytes` of
+   * the body reach the client, then nothing more, the end included (a download that hangs).
+   */
+  | { readonly kind: "stall"; readonly phase: "request" | "response"; readonly afterBytes?: number }
+  /**
+   * Lose the response: the request reaches the server whole and its answer is read in full (the
+   * request took effect), then the client's connection is dropped before a byte of the answer.
+   */
+  | { readonly kind: "lose" }
   /** Wait before forwarding. */
   | { readonly kind: "delay"; readonly ms: number }
   /** Forward, but flip one byte of the response body at `offset` (silent corruption on the wire). */
@@ -46,8 +63,8 @@ export interface ProxiedRequest {
 
 /**
  * An HTTP proxy between a storage client and a real protocol server on 127.0.0.1 that injects
- * faults by rule: error statuses (412, 429, 503 SlowDown, 500), connections reset mid-body,
- * delays, corrupted bytes. Faults are injected below the adapter, on the wire, so the
+ * faults by rule: error statuses (412, 429, 503 SlowDown, 500; a storm is a rule with `times`),
+ * connections reset mid-body, stalled bodies, lost responses, delays, corrupted bytes. Faults are injected below the adapter, on the wire, so the
  * adapter's own error handling and core's retry policy are what get tested.
  */
 export class FaultProxy {
@@ -178,8 +195,24 @@ export class FaultProxy {
         headers: { ...req.headers, host: this.#target.host },
       },
       (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
         up.on("error", () => res.socket?.destroy());
+        if (action?.kind === "lose") {
+          up.resume();
+          up.on("end", () => res.socket?.destroy());
+          return;
+        }
+        if (action?.kind === "stall" && action.phase === "request") {
+          up.resume();
+          return;
+        }
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        if (action?.kind === "stall") {
+          res.flushHeaders();
+          // The rest of the answer is never sent; the server's side is let go when the client gives up.
+          passThenHold(up, res, action.afterBytes ?? 0, () => up.pause());
+          res.on("close", () => up.destroy());
+          return;
+        }
         if (action?.kind === "reset" && action.phase === "response") {
           // A response shorter than the limit ends normally, or its keep-alive socket would stay busy.
           passThenDrop(up, res, action.afterBytes ?? 0, () => {
@@ -206,6 +239,12 @@ export class FaultProxy {
       },
     );
     upstream.on("error", () => res.socket?.destroy());
+    if (action?.kind === "stall" && action.phase === "request") {
+      // The rest of the body is read and dropped rather than left unread: a paused socket would never notice the client leave.
+      passThenHold(req, upstream, action.afterBytes ?? 0, () => req.resume());
+      res.on("close", () => upstream.destroy());
+      return;
+    }
     if (action?.kind === "reset" && action.phase === "request") {
       passThenDrop(req, upstream, action.afterBytes ?? 0, () => {
         upstream.destroy();
@@ -244,4 +283,23 @@ function passThenDrop(source: IncomingMessage, sink: { write(chunk: Buffer): unk
   source.on("end", () => {
     if (!dropped) sink.end();
   });
+}
+
+/**
+ * Forwards at most the first `limit` bytes of a body from `source` to `sink`, then calls `hold`
+ * and forwards nothing more, the body's end included: the receiver waits for bytes that never come.
+ */
+function passThenHold(source: IncomingMessage, sink: { write(chunk: Buffer): unknown }, limit: number, hold: () => void): void {
+  let passed = 0;
+  const onData = (chunk: Buffer): void => {
+    const take = Math.min(chunk.byteLength, limit - passed);
+    if (take > 0) sink.write(chunk.subarray(0, take));
+    passed += take;
+    if (passed >= limit) {
+      source.off("data", onData);
+      hold();
+    }
+  };
+  if (limit <= 0) hold();
+  else source.on("data", onData);
 }
