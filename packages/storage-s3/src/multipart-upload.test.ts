@@ -102,6 +102,48 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
       expect(Buffer.from(await storage.read("big.bin")).equals(first)).toBe(true);
     });
 
+    it("completes a write whose CompleteMultipartUpload answer was lost: the stored object confirms it", async () => {
+      storage = await openStorage(server.url("lost-complete"), server.storageOptions());
+      const data = randomBytes(12 * MiB + 7);
+      server.proxy.addRule({ match: s3Operation.completeMultipartUpload, action: { kind: "reset", phase: "response", afterBytes: 0 } });
+      await storage.write("big.bin", streamed(data));
+      expect(server.proxy.faults("reset").map((r) => r.method)).toEqual(["POST"]);
+      // The retry found the upload gone (fauxqs: NoSuchUpload) or unanswerable (s3rver: 500s) and asked the object.
+      expect(server.proxy.requests.filter(s3Operation.completeMultipartUpload).length).toBeGreaterThan(1);
+      expect(Buffer.from(await storage.read("big.bin")).equals(data)).toBe(true);
+    });
+
+    it("fails a Complete that never reached the server once the object proves not to be the upload, and aborts it", async () => {
+      storage = await openStorage(server.url("never-complete"), server.storageOptions());
+      const before = randomBytes(12 * MiB);
+      // An object of the same size already there: only its ETag (fauxqs) tells it is not this upload.
+      if (kind === "fauxqs") await storage.write("big.bin", streamed(before));
+      server.proxy.requests.length = 0;
+      server.proxy.addRule({ match: s3Operation.completeMultipartUpload, times: Infinity, action: { kind: "status", status: 503, body: s3ErrorBody("SlowDown", "Please reduce your request rate.") } });
+      const error = await rejection(storage.write("big.bin", streamed(randomBytes(12 * MiB))));
+      expect(error.code).toBe("storage");
+      expect(error.message).toMatch(/^\[s3\] completing the multipart upload of s3:\/\/cairn-test\/never-complete-[^ ]+\/big\.bin failed: SlowDown/);
+      expect(server.proxy.requests.filter(s3Operation.abortMultipartUpload)).toHaveLength(1);
+      server.proxy.clearRules();
+      if (kind === "fauxqs") expect(Buffer.from(await storage.read("big.bin")).equals(before)).toBe(true);
+      else expect(await storage.stat("big.bin")).toBeNull();
+    });
+
+    it("reports an abort that failed beside the write's own error, which keeps its code and cause", async () => {
+      storage = await openStorage(server.url("abort-fails"), server.storageOptions());
+      server.proxy.addRule({ match: s3Operation.part(2), times: Infinity, action: { kind: "status", status: 400, body: s3ErrorBody("InvalidArgument", "Part number must be an integer") } });
+      // s3rver implements no AbortMultipartUpload (405); fauxqs is made to refuse it.
+      server.proxy.addRule({ match: s3Operation.abortMultipartUpload, times: Infinity, action: { kind: "status", status: 403, body: s3ErrorBody("AccessDenied", "Access Denied") } });
+      const error = await rejection(storage.write("big.bin", streamed(randomBytes(12 * MiB))));
+      expect(error.code).toBe("storage");
+      expect(error.message).toMatch(/^\[s3\] uploading part 2 of .* failed: InvalidArgument: .*; aborting multipart upload \S+ failed too \(.*\), so its parts stay stored until a lifecycle rule/);
+      expect(error.cause).toBeInstanceOf(AggregateError);
+      const [original, abortFailure] = (error.cause as AggregateError).errors as [CheckpointError, CheckpointError];
+      expect(original.message).toMatch(/^\[s3\] uploading part 2 of/);
+      expect(original.cause).toMatchObject({ name: "InvalidArgument" });
+      expect(abortFailure.message).toMatch(/^\[s3\] aborting the multipart upload of/);
+    });
+
     it("cancels a multipart write when its signal aborts and leaves no object", async () => {
       storage = await openStorage(server.url("cancel"), server.storageOptions());
       const controller = new AbortController();
@@ -116,5 +158,19 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
       expect(await storage.stat("big.bin")).toBeNull();
       expect(server.proxy.requests.filter(s3Operation.abortMultipartUpload)).toHaveLength(1);
     });
+
+    if (kind === "fauxqs") {
+      // s3rver keeps no multipart ETag, so nothing there can prove a create-only object is this upload's.
+      it("completes an ifAbsent write whose Complete answer was lost: the retry's 412 is checked against the object", async () => {
+        storage = await openStorage(server.url("lost-create"), server.storageOptions());
+        const data = randomBytes(12 * MiB);
+        server.proxy.addRule({ match: s3Operation.completeMultipartUpload, action: { kind: "reset", phase: "response", afterBytes: 0 } });
+        await storage.write("big.bin", streamed(data), { ifAbsent: true });
+        expect(server.proxy.faults().map((r) => r.fault)).toEqual(["reset", "precondition"]);
+        expect(Buffer.from(await storage.read("big.bin")).equals(data)).toBe(true);
+        // Another create-only write still finds it there.
+        expect((await rejection(storage.write("big.bin", streamed(randomBytes(12 * MiB)), { ifAbsent: true }))).code).toBe("already_exists");
+      });
+    }
   });
 }

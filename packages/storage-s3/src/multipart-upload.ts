@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import {
   AbortMultipartUploadCommand,
   type CompletedPart,
@@ -9,7 +10,7 @@ import {
 } from "@aws-sdk/client-s3";
 import { CheckpointError, cancelledError, crc32c } from "@cairn/core";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
-import { s3CodeOf } from "./s3-error.js";
+import { isTransientS3Error, s3CodeOf } from "./s3-error.js";
 import type { Semaphore } from "./semaphore.js";
 
 /** S3 numbers parts 1 to 10,000. */
@@ -144,9 +145,8 @@ export async function multipartUpload(
     // Lets the producer's generator run its cleanup; it is idle here, waiting for the next pull.
     await source.rest.return(undefined).catch(() => undefined);
     await Promise.allSettled(inflight);
-    await abortUpload(client, context, { key, path, uploadId });
     // The first part to fail says why; what failed after it (waits, siblings) was only cancelled by it.
-    throw failure ? failure.error : error;
+    throw await abortUpload(client, context, { key, path, uploadId }, failure ? failure.error : error);
   } finally {
     signal?.removeEventListener("abort", onAbort);
   }
@@ -182,6 +182,12 @@ async function uploadPart(
   return { PartNumber: part.partNumber, ETag: result.ETag, ...(checksum ? { ChecksumCRC32C: checksum } : {}) };
 }
 
+/**
+ * CompleteMultipartUpload, retried. An attempt whose answer never came (a reset, a timeout, a
+ * 5xx) may still have completed the upload, and a retry then sees NoSuchUpload, 412 for
+ * `ifAbsent`, or a 5xx from a server that cannot complete twice: before failing, the object
+ * itself is asked whether it is this upload (`isCompletedUpload`).
+ */
 async function complete(
   client: S3Client,
   context: S3CallContext,
@@ -190,47 +196,119 @@ async function complete(
   total: number,
   options: MultipartUploadOptions,
 ): Promise<void> {
-  await s3Call(
-    context,
-    { op: "completing the multipart upload of", key: upload.key, path: upload.path, ifAbsent: options.ifAbsent },
-    async (attempt) => {
-      try {
-        await client.send(
-          new CompleteMultipartUploadCommand({
-            Bucket: context.bucket,
-            Key: upload.key,
-            UploadId: upload.uploadId,
-            MultipartUpload: { Parts: parts },
-            ...(options.ifAbsent ? { IfNoneMatch: "*" } : {}),
-          }),
-          { abortSignal: options.signal },
-        );
-      } catch (error) {
-        // A retry after a lost response finds the upload already completed: the object is ours.
-        if (attempt > 1 && s3CodeOf(error) === "NoSuchUpload" && (await sizeOf(client, context.bucket, upload.key)) === total) return;
-        throw error;
-      }
-    },
-    options.signal,
-  );
-}
-
-async function sizeOf(client: S3Client, bucket: string, key: string): Promise<number | undefined> {
+  let ambiguous = false;
   try {
-    return (await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))).ContentLength;
-  } catch {
-    return undefined;
+    await s3Call(
+      context,
+      { op: "completing the multipart upload of", key: upload.key, path: upload.path, ifAbsent: options.ifAbsent },
+      async () => {
+        try {
+          await client.send(
+            new CompleteMultipartUploadCommand({
+              Bucket: context.bucket,
+              Key: upload.key,
+              UploadId: upload.uploadId,
+              MultipartUpload: { Parts: parts },
+              ...(options.ifAbsent ? { IfNoneMatch: "*" } : {}),
+            }),
+            { abortSignal: options.signal },
+          );
+        } catch (error) {
+          if (isTransientS3Error(error)) ambiguous = true;
+          throw error;
+        }
+      },
+      options.signal,
+    );
+  } catch (error) {
+    if (ambiguous && !options.signal?.aborted && (await isCompletedUpload(client, context, upload, parts, total, options.ifAbsent))) return;
+    throw error;
   }
 }
 
 /**
- * Best effort: a failure to abort must not hide why the write failed. A bucket lifecycle rule
- * (AbortIncompleteMultipartUpload) is the backstop for uploads nobody could abort.
+ * Whether the object at the upload's key is what completing this upload stored: its size is
+ * the parts' total, and the multipart ETag (MD5 of the parts' MD5s, "-N") and composite
+ * CRC32C, where the server keeps them, are the ones the parts give. Size alone (s3rver keeps
+ * neither) is enough for an overwrite, which another writer could replace anyway, but not for
+ * `ifAbsent`, which must never claim another writer's object. A failed HEAD is a no.
  */
-async function abortUpload(client: S3Client, context: S3CallContext, upload: { key: string; path: string; uploadId: string }): Promise<void> {
-  await s3Call(context, { op: "aborting the multipart upload of", key: upload.key, path: upload.path }, () =>
-    client.send(new AbortMultipartUploadCommand({ Bucket: context.bucket, Key: upload.key, UploadId: upload.uploadId })),
-  ).catch(() => undefined);
+async function isCompletedUpload(
+  client: S3Client,
+  context: S3CallContext,
+  upload: { key: string; path: string },
+  parts: readonly CompletedPart[],
+  total: number,
+  ifAbsent: boolean,
+): Promise<boolean> {
+  let head;
+  try {
+    head = await s3Call(context, { op: "checking", key: upload.key, path: upload.path }, () =>
+      client.send(new HeadObjectCommand({ Bucket: context.bucket, Key: upload.key, ChecksumMode: "ENABLED" })),
+    );
+  } catch {
+    return false;
+  }
+  if (head.ContentLength !== total) return false;
+  let proven = false;
+  const etag = /^"?([0-9a-f]{32})-(\d+)"?$/i.exec(head.ETag ?? "");
+  if (etag) {
+    if (etag[1]!.toLowerCase() !== multipartETag(parts) || Number(etag[2]) !== parts.length) return false;
+    proven = true;
+  }
+  if (head.ChecksumCRC32C?.includes("-")) {
+    if (head.ChecksumCRC32C !== compositeCrc32c(parts)) return false;
+    proven = true;
+  }
+  return proven || !ifAbsent;
+}
+
+/** S3's ETag of a multipart object: the MD5 of the parts' binary MD5s (undefined when a part's ETag is no MD5). */
+function multipartETag(parts: readonly CompletedPart[]): string | undefined {
+  const md5 = createHash("md5");
+  for (const part of parts) {
+    const hex = /^"?([0-9a-f]{32})"?$/i.exec(part.ETag ?? "")?.[1];
+    if (hex === undefined) return undefined;
+    md5.update(Buffer.from(hex, "hex"));
+  }
+  return md5.digest("hex");
+}
+
+/** S3's composite CRC32C of a multipart object: the CRC32C of the parts' big-endian CRC32Cs, "-N". */
+function compositeCrc32c(parts: readonly CompletedPart[]): string | undefined {
+  const joined = Buffer.alloc(4 * parts.length);
+  for (const [i, part] of parts.entries()) {
+    if (part.ChecksumCRC32C === undefined) return undefined;
+    const value = Buffer.from(part.ChecksumCRC32C, "base64");
+    if (value.byteLength !== 4) return undefined;
+    value.copy(joined, 4 * i);
+  }
+  return `${crc32cBase64(crc32c(joined))}-${parts.length}`;
+}
+
+/**
+ * Aborts the upload after `failure` and returns the error to throw: `failure` itself, or, when
+ * the abort fails too, the same error with the abort's failure beside it (cause: an
+ * AggregateError of both), so the orphaned parts are reported without hiding why the write
+ * failed. A bucket lifecycle rule (AbortIncompleteMultipartUpload) removes such uploads.
+ */
+async function abortUpload(client: S3Client, context: S3CallContext, upload: { key: string; path: string; uploadId: string }, failure: unknown): Promise<unknown> {
+  try {
+    await s3Call(context, { op: "aborting the multipart upload of", key: upload.key, path: upload.path }, () =>
+      client.send(new AbortMultipartUploadCommand({ Bucket: context.bucket, Key: upload.key, UploadId: upload.uploadId })),
+    );
+    return failure;
+  } catch (abortFailure) {
+    // Gone already (completed, or aborted by a lifecycle rule): nothing is left behind.
+    if (abortFailure instanceof CheckpointError && s3CodeOf(abortFailure.cause) === "NoSuchUpload") return failure;
+    const original = failure instanceof CheckpointError ? failure : undefined;
+    const why = abortFailure instanceof Error ? abortFailure.message : String(abortFailure);
+    return new CheckpointError(
+      original?.code ?? "storage",
+      `${original?.message ?? `[s3] writing s3://${context.bucket}/${upload.key} failed: ${String(failure)}`}; aborting multipart upload ${upload.uploadId} failed too (${why}), so its parts stay stored until a lifecycle rule (AbortIncompleteMultipartUpload) removes them`,
+      { cause: new AggregateError([failure, abortFailure], "the write failed, then aborting its multipart upload failed"), context: original?.context ?? { path: upload.path, protocol: "s3" } },
+    );
+  }
 }
 
 function bytes(n: number): string {
