@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type DType, type HostTensor, DTYPE_NAMES, hostTensor, numel } from "@cairn/core";
@@ -67,4 +67,23 @@ export function sameBits(a: HostTensor, b: HostTensor): boolean {
   const x = new Uint8Array(a.data.buffer, a.data.byteOffset, a.data.byteLength);
   const y = new Uint8Array(b.data.buffer, b.data.byteOffset, b.data.byteLength);
   return Buffer.from(x).equals(Buffer.from(y));
+}
+
+/** Rewrites a file:// checkpoint's metadata.json as `edit` returns it (the way a crafted checkpoint is made). */
+export async function rewriteMetadata(dir: string, edit: (metadata: Record<string, unknown>) => unknown): Promise<void> {
+  const path = join(dir, "metadata.json");
+  const metadata = JSON.parse(await readFile(path, "utf8")) as Record<string, unknown>;
+  await writeFile(path, JSON.stringify(edit(metadata)));
+}
+
+/** Everything a prototype pollution would change: the own keys of the prototypes every object shares. */
+export function sharedPrototypes(): Record<string, string[]> {
+  const keys = (o: object): string[] => Reflect.ownKeys(o).map(String).sort();
+  return {
+    object: keys(Object.prototype),
+    array: keys(Array.prototype),
+    function: keys(Function.prototype),
+    literal: keys(Object.getPrototypeOf({}) as object),
+    nullLiteral: [String(Object.getPrototypeOf(Object.prototype))],
+  };
 }

@@ -62,3 +62,16 @@ export function cancelledError(signal: AbortSignal, what: string): CheckpointErr
 export function throwIfAborted(signal: AbortSignal | undefined, what: string): void {
   if (signal?.aborted) throw cancelledError(signal, what);
 }
+
+/** An offending argument as a message shows it: its type, and its value when that is short. */
+export function describeValue(value: unknown): string {
+  if (value === null) return "null";
+  if (value === undefined) return "undefined";
+  if (typeof value === "string") return `the string ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`;
+  if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") return `the ${typeof value} ${String(value)}`;
+  if (typeof value === "function") return "a function";
+  if (typeof value === "symbol") return "a symbol";
+  if (Array.isArray(value)) return `an array of length ${value.length}`;
+  const name = (Object.getPrototypeOf(value) as { constructor?: { name?: unknown } } | null)?.constructor?.name;
+  return typeof name === "string" && name !== "Object" ? `a ${name}` : "an object";
+}

@@ -12,6 +12,7 @@ import {
   type TensorLike,
   checkHostData,
   displayKey,
+  isForbiddenKey,
   unsupportedDType,
 } from "./state-dict.js";
 
@@ -52,7 +53,11 @@ export type TensorSource =
   | { readonly kind: "tfjs"; readonly tensor: TensorLike };
 
 /** tfjs dtypes that have a format v1 equivalent. */
-const TFJS_DTYPES: Readonly<Record<string, DType>> = { float32: "float32", int32: "int32", bool: "bool" };
+const TFJS_DTYPES: ReadonlyMap<string, DType> = new Map([
+  ["float32", "float32"],
+  ["int32", "int32"],
+  ["bool", "bool"],
+]);
 
 type Classified =
   | { readonly type: "leaf"; readonly leaf: Leaf }
@@ -88,7 +93,7 @@ function isPlainObject(value: Record<string, unknown>): boolean {
 }
 
 export function tfjsDType(tensor: TensorLike, path: KeyPath): DType {
-  const dtype = TFJS_DTYPES[tensor.dtype];
+  const dtype = TFJS_DTYPES.get(tensor.dtype);
   if (dtype === undefined) {
     throw invalid(path, `tfjs tensors of dtype ${JSON.stringify(tensor.dtype)} cannot be checkpointed; use float32, int32 or bool`);
   }
@@ -235,6 +240,9 @@ async function walk(
   };
   const visitContainer = async (container: object, entries: readonly [string | number, unknown][], path: KeyPath): Promise<void> => {
     for (const [key, child] of entries) {
+      if (isForbiddenKey(key)) {
+        throw invalid([...path, key], `the key ${JSON.stringify(key)} is not allowed (loaded into an object it would reach Object.prototype); rename it`);
+      }
       await visit(child, [...path, key], (replacement) => {
         (container as Record<string | number, StateValue>)[key] = replacement;
       });

@@ -8,7 +8,7 @@ import { type FlattenedTarget, type Leaf, flattenTarget, leafBox, tfjsDType } fr
 import type { LoadPlanner, LoadRequest } from "./load-planner.js";
 import { type CheckpointMetadata, METADATA_FILE, parseMetadata, valueOf } from "./metadata.js";
 import { withRetry } from "./retry.js";
-import { type HostTensor, type StateDict, type StateValue, type VariableLike, displayKey, pathId } from "./state-dict.js";
+import { type HostTensor, type KeyPath, type StateDict, type StateValue, type VariableLike, displayKey, isForbiddenKey, pathId } from "./state-dict.js";
 import { joinPath } from "./storage/storage-adapter.js";
 import { type TfjsModule, tfjsModule } from "./tfjs.js";
 
@@ -216,21 +216,21 @@ function requestFor(leaf: Leaf): LoadRequest {
 
 /** Destinations for every entry of a checkpoint, built into `root` as nested objects and arrays. */
 function wholeCheckpoint(metadata: CheckpointMetadata, root: StateDict): Destination[] {
+  const place = containerBuilder(root);
   return metadata.entries.map((entry): Destination => {
-    const place = (value: StateValue): void => setPath(root, entry.key, value);
     // Everything is placed now, in the entries' order, so the rebuilt objects keep the saved key order.
     if (entry.kind === "value") {
-      place(valueOf(entry) as StateValue);
+      place(entry.key, valueOf(entry) as StateValue);
       return { request: { key: entry.key, kind: "value" }, box: fullBox([]), buffer: new Uint8Array(0), finish: () => undefined };
     }
     if (entry.kind === "bytes") {
       const data = new Uint8Array(entry.byteLength);
-      place(data);
+      place(entry.key, data);
       return { request: { key: entry.key, kind: "bytes" }, box: fullBox([entry.byteLength]), buffer: data, finish: () => undefined };
     }
     const data = allocate(entry.dtype, numel(entry.shape));
     const tensor: HostTensor = { dtype: entry.dtype, shape: [...entry.shape], data };
-    place(tensor);
+    place(entry.key, tensor);
     return {
       request: { key: entry.key, kind: "tensor", dtype: entry.dtype, shape: entry.shape, box: fullBox(entry.shape) },
       box: fullBox(entry.shape),
@@ -240,13 +240,39 @@ function wholeCheckpoint(metadata: CheckpointMetadata, root: StateDict): Destina
   });
 }
 
-function setPath(root: StateDict, path: readonly (string | number)[], value: StateValue): void {
-  let node: Record<string | number, StateValue> = root;
-  for (let i = 0; i < path.length - 1; i++) {
-    const key = path[i]!;
-    node[key] ??= (typeof path[i + 1] === "number" ? [] : {}) as StateValue;
-    node = node[key] as Record<string | number, StateValue>;
-  }
-  node[path[path.length - 1]!] = value;
+/**
+ * A guarded setter for the object a load without target returns. Stored key paths are hostile:
+ * it descends only into containers it made itself (own properties, never inherited ones), never
+ * assigns a key that reaches a prototype, and refuses paths that collide or leave array holes.
+ */
+function containerBuilder(root: StateDict): (path: KeyPath, value: StateValue) => void {
+  const made = new WeakSet<object>([root]);
+  return (path, value) => {
+    const conflict = (problem: string): CheckpointError =>
+      new CheckpointError("corrupt", `${METADATA_FILE}: key ${displayKey(path)} ${problem}; the checkpoint cannot be read`, { context: { key: displayKey(path) } });
+    let node: Record<string | number, StateValue> | StateValue[] = root;
+    for (let i = 0; i < path.length; i++) {
+      const key = path[i]!;
+      if (isForbiddenKey(key)) throw conflict(`holds ${JSON.stringify(key)}, which would reach Object.prototype`);
+      if (Array.isArray(node) ? typeof key !== "number" || key > node.length : typeof key !== "string") {
+        throw conflict("does not fit the containers its other entries make (an index into an object, a name into an array, or an array hole)");
+      }
+      const exists = Object.hasOwn(node, key);
+      if (i === path.length - 1) {
+        if (exists) throw conflict("is stored twice, or is both a value and a container");
+        (node as Record<string | number, StateValue>)[key] = value;
+        return;
+      }
+      if (exists) {
+        const child = (node as Record<string | number, StateValue>)[key];
+        if (typeof child !== "object" || child === null || !made.has(child)) throw conflict("is both a value and a container");
+        node = child as Record<string, StateValue>;
+      } else {
+        const child: Record<string, StateValue> | StateValue[] = typeof path[i + 1] === "number" ? [] : {};
+        made.add(child);
+        (node as Record<string | number, StateValue>)[key] = child as StateValue;
+        node = child;
+      }
+    }
+  };
 }
-

@@ -44,7 +44,32 @@ describe("metadata.json parsing", () => {
     ["a chunk of the wrong length", encode({ ...valid, entries: [{ ...valid.entries[0], chunks: [{ ...valid.entries[0]!.chunks![0], byteLength: 15 }] }] })],
     ["too few checksums", encode({ ...valid, entries: [{ ...valid.entries[0], chunks: [{ ...valid.entries[0]!.chunks![0], crc32c: [] }] }] })],
     ["an unknown dtype", encode({ ...valid, entries: [{ ...valid.entries[0], dtype: "complex64" }] })],
+    ["an empty key path", encode({ ...valid, entries: [{ kind: "value", key: [], value: 1 }] })],
+    ["a value that is not a leaf", encode({ ...valid, entries: [{ kind: "value", key: ["v"], value: { a: 1 } }] })],
+    ["an unknown special number", encode({ ...valid, entries: [{ kind: "value", key: ["v"], special: "Zero" }] })],
+    ["a file name with a slash", new TextEncoder().encode(JSON.stringify(valid).replaceAll("d.safetensors", "../d.safetensors"))],
+    ["a header longer than its file", encode({ ...valid, files: { "d.safetensors": { rank: 0, size: 100, headerLength: 96, headerCrc32c: 1 } } })],
+    ["a chunk past the end of its file", encode({ ...valid, files: { "d.safetensors": { rank: 0, size: 80, headerLength: 64, headerCrc32c: 1 } } })],
+    ["a chunk outside its tensor", encode({ ...valid, entries: [{ ...valid.entries[0], chunks: [{ ...valid.entries[0]!.chunks![0], offsets: [1] }] }] })],
+    ["chunks that do not fill the tensor", encode({ ...valid, entries: [{ ...valid.entries[0], shape: [8] }] })],
   ])("reports %s as corrupt", (_, bytes) => {
     expect(() => parseMetadata(bytes, "m")).toThrow(expect.objectContaining({ code: "corrupt" }));
+  });
+
+  it.each([
+    ["__proto__ in a key path", { ...valid, entries: [{ kind: "value", key: ["a", "__proto__", "x"], value: 1 }] }, /entry a\.__proto__\.x has the key "__proto__"/],
+    ["constructor in a key path", { ...valid, entries: [{ kind: "value", key: ["constructor"], value: 1 }] }, /entry constructor has the key "constructor"/],
+    ["prototype in a key path", { ...valid, entries: [{ kind: "value", key: [0, "prototype"], value: 1 }] }, /"prototype"/],
+    ["__proto__ in user metadata", JSON.parse(JSON.stringify(valid).replace('"user":{', '"user":{"__proto__":{"polluted":1},')) as unknown, /the key "__proto__"/],
+    ["constructor as a file name", JSON.parse(JSON.stringify(valid).replaceAll("d.safetensors", "constructor")) as unknown, /"constructor"/],
+  ])("refuses %s as corrupt, naming the key", (_, metadata, message) => {
+    expect(() => parseMetadata(encode(metadata), "m")).toThrow(expect.objectContaining({ code: "corrupt", message: expect.stringMatching(message) }));
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it("gives files a null prototype, so a stored name never reads an inherited property", () => {
+    const { files } = parseMetadata(encode(valid), "m");
+    expect(Object.getPrototypeOf(files)).toBeNull();
+    expect(files.toString).toBeUndefined();
   });
 });

@@ -1,6 +1,6 @@
-import { type DType, byteSize, isDType } from "./dtypes.js";
+import { type DType, byteSize, isDType, numel } from "./dtypes.js";
 import { CheckpointError } from "./errors.js";
-import type { JsonPrimitive, KeyPath } from "./state-dict.js";
+import { type JsonPrimitive, type KeyPath, isForbiddenKey } from "./state-dict.js";
 
 /** The file that commits a checkpoint: written last, its presence means the checkpoint is complete. */
 export const METADATA_FILE = "metadata.json";
@@ -72,6 +72,7 @@ export interface CheckpointMetadata {
   /** ISO 8601 time the checkpoint was committed. */
   readonly createdAt: string;
   readonly checksum: { readonly algorithm: "crc32c"; readonly blockSize: number };
+  /** Keyed by file name; parsed metadata has a null-prototype object here. */
   readonly files: Readonly<Record<string, DataFileMetadata>>;
   readonly entries: readonly EntryMetadata[];
   /** What the caller passed as `metadata` (step, metrics, anything JSON). */
@@ -124,8 +125,9 @@ function isCounts(value: unknown): value is number[] {
 export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetadata {
   let raw: unknown;
   try {
-    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes), refuseForbiddenKeys);
   } catch (cause) {
+    if (cause instanceof CheckpointError) throw corrupt(where, cause.message);
     throw new CheckpointError("corrupt", `${where}: not valid JSON; the checkpoint cannot be read`, { cause, context: { path: where } });
   }
   if (!isRecord(raw) || raw.format !== FORMAT_NAME) throw corrupt(where, `not a ${FORMAT_NAME} metadata file`);
@@ -144,29 +146,66 @@ export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetad
   }
   if (!isCount(raw.worldSize) || raw.worldSize === 0) throw corrupt(where, "worldSize must be a positive integer");
   if (!isRecord(raw.files)) throw corrupt(where, "files must be an object");
+  // Null prototype: file names come from storage and index this object.
+  const files = Object.create(null) as Record<string, DataFileMetadata>;
   for (const [name, file] of Object.entries(raw.files)) {
+    if (!isDataFileName(name)) throw corrupt(where, `file name ${JSON.stringify(name)} is not a plain file name`);
     if (!isRecord(file) || !isCount(file.size) || !isCount(file.headerLength) || !isCount(file.headerCrc32c) || !isCount(file.rank)) {
       throw corrupt(where, `file ${JSON.stringify(name)} needs rank, size, headerLength and headerCrc32c`);
     }
+    if (8 + file.headerLength > file.size) throw corrupt(where, `file ${JSON.stringify(name)} has a header longer than the file`);
+    files[name] = file as unknown as DataFileMetadata;
   }
   if (!Array.isArray(raw.entries)) throw corrupt(where, "entries must be an array");
   const blocks = checksum.blockSize;
-  for (const entry of raw.entries as unknown[]) checkEntry(entry, raw.files, blocks, where);
+  for (const entry of raw.entries as unknown[]) checkEntry(entry, files, blocks, where);
   if (raw.user !== undefined && !isRecord(raw.user)) throw corrupt(where, "user must be an object");
-  return { ...(raw as unknown as CheckpointMetadata), user: (raw.user as Record<string, unknown> | undefined) ?? {} };
+  return { ...(raw as unknown as CheckpointMetadata), files, user: (raw.user as Record<string, unknown> | undefined) ?? {} };
 }
 
-function checkEntry(entry: unknown, files: Record<string, unknown>, blockSize: number, where: string): void {
+/**
+ * A data file name as `metadata.json` may list it: one path segment (no `/`, `.` or `..`, no
+ * NUL), and none of the keys that reach a prototype. Writers check their planners' names with it.
+ */
+export function isDataFileName(name: string): boolean {
+  return name.length > 0 && name !== "." && name !== ".." && !/[/\\\0]/.test(name) && !isForbiddenKey(name);
+}
+
+/** JSON.parse reviver: no object in metadata.json may have a key that reaches a prototype when merged. */
+function refuseForbiddenKeys(this: unknown, key: string, value: unknown): unknown {
+  if (!Array.isArray(this) && isForbiddenKey(key)) throw new CheckpointError("corrupt", `it holds the key ${JSON.stringify(key)}, which Cairn never writes`);
+  return value;
+}
+
+const SPECIALS: ReadonlySet<unknown> = new Set(["NaN", "Infinity", "-Infinity", "-0"]);
+
+/** What `save` stores inline: a JSON primitive, an empty object or array, or one of the special numbers. */
+function isStoredValue(entry: Record<string, unknown>): boolean {
+  if (entry.special !== undefined) return SPECIALS.has(entry.special);
+  const { value } = entry;
+  if (value === null || value === undefined || ["string", "number", "boolean"].includes(typeof value)) return true;
+  return typeof value === "object" && Object.keys(value).length === 0;
+}
+
+function checkEntry(entry: unknown, files: Record<string, DataFileMetadata>, blockSize: number, where: string): void {
   if (!isRecord(entry) || !Array.isArray(entry.key) || !entry.key.every((k) => typeof k === "string" || isCount(k))) {
     throw corrupt(where, `entry ${JSON.stringify(entry)?.slice(0, 200)} has no valid key path`);
   }
   const key = (entry.key as (string | number)[]).join(".");
-  if (entry.kind === "value") return;
+  if (entry.key.length === 0) throw corrupt(where, "an entry has an empty key path");
+  const forbidden = (entry.key as (string | number)[]).find(isForbiddenKey);
+  if (forbidden !== undefined) throw corrupt(where, `entry ${key} has the key ${JSON.stringify(forbidden)}, which Cairn never writes (it would reach Object.prototype when loaded)`);
+  if (entry.kind === "value") {
+    if (!isStoredValue(entry)) throw corrupt(where, `value ${key} must hold a JSON primitive, {} or [], or a special number`);
+    return;
+  }
   if (entry.kind !== "tensor" && entry.kind !== "bytes") throw corrupt(where, `entry ${key} has unknown kind ${JSON.stringify(entry.kind)}`);
   if (entry.kind === "tensor" && (!isDType(entry.dtype) || !isCounts(entry.shape))) throw corrupt(where, `tensor ${key} needs a known dtype and a shape`);
   if (entry.kind === "bytes" && !isCount(entry.byteLength)) throw corrupt(where, `bytes ${key} needs a byteLength`);
   if (!Array.isArray(entry.chunks)) throw corrupt(where, `entry ${key} needs chunks`);
   const dtype: DType = entry.kind === "tensor" ? (entry.dtype as DType) : "uint8";
+  const shape = entry.kind === "tensor" ? (entry.shape as number[]) : [entry.byteLength as number];
+  let elements = 0;
   for (const chunk of entry.chunks as unknown[]) {
     if (
       !isRecord(chunk) ||
@@ -183,5 +222,15 @@ function checkEntry(entry: unknown, files: Record<string, unknown>, blockSize: n
     if (chunk.byteLength !== byteSize(dtype, chunk.sizes) || chunk.crc32c.length !== Math.ceil(chunk.byteLength / blockSize)) {
       throw corrupt(where, `entry ${key} has a chunk whose byte length or checksums do not match its sizes`);
     }
+    const { offsets, sizes } = chunk;
+    if (offsets.length !== shape.length || sizes.length !== shape.length || shape.some((d, i) => offsets[i]! + sizes[i]! > d)) {
+      throw corrupt(where, `entry ${key} has a chunk outside its shape ${JSON.stringify(shape)}`);
+    }
+    const file = files[chunk.file]!;
+    if (chunk.byteLength > 0 && (chunk.byteOffset < 8 + file.headerLength || chunk.byteOffset + chunk.byteLength > file.size)) {
+      throw corrupt(where, `entry ${key} has a chunk outside the data section of ${chunk.file}`);
+    }
+    elements += numel(sizes);
   }
+  if (elements !== numel(shape)) throw corrupt(where, `entry ${key}: its chunks hold ${elements} elements, not the ${numel(shape)} of its shape`);
 }

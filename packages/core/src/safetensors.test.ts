@@ -39,4 +39,22 @@ describe("safetensors layout", () => {
     broken[9] = 0x5b;
     expect(() => parseSafetensorsHeader(broken)).toThrow(expect.objectContaining({ code: "corrupt" }));
   });
+
+  it("parses hostile headers into null-prototype metadata and reports malformed entries as corrupt", () => {
+    const header = (json: string): Uint8Array => {
+      const body = new TextEncoder().encode(json);
+      const bytes = new Uint8Array(8 + body.byteLength);
+      new DataView(bytes.buffer).setBigUint64(0, BigInt(body.byteLength), true);
+      bytes.set(body, 8);
+      return bytes;
+    };
+    const parsed = parseSafetensorsHeader(header('{"__metadata__":{"__proto__":"x"},"constructor":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'));
+    expect(Object.getPrototypeOf(parsed.metadata)).toBeNull();
+    expect(Object.keys(parsed.metadata)).toEqual(["__proto__"]);
+    expect(parsed.tensors.get("constructor")?.dataOffsets).toEqual([0, 1]);
+    expect(({} as Record<string, unknown>).x).toBeUndefined();
+    for (const bad of ['{"x":null}', '{"x":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}}', '{"x":{"dtype":"U8","shape":[1],"data_offsets":[2,1]}}', '{"__metadata__":{"a":1}}']) {
+      expect(() => parseSafetensorsHeader(header(bad)), bad).toThrow(expect.objectContaining({ code: "corrupt" }));
+    }
+  });
 });

@@ -65,22 +65,32 @@ export function parseSafetensorsHeader(bytes: Uint8Array, file = "safetensors fi
   }
   let parsed: unknown;
   try {
-    parsed = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + length)));
+    parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(8, 8 + length)));
   } catch (cause) {
     throw new CheckpointError("corrupt", `${file}: header is not valid JSON`, { cause, context: { file } });
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
     throw new CheckpointError("corrupt", `${file}: header is not a JSON object`, { context: { file } });
   }
+  const malformed = (what: string): CheckpointError => new CheckpointError("corrupt", `${file}: header entry ${JSON.stringify(what)} is malformed`, { context: { file } });
   const tensors = new Map<string, { dtype: string; shape: number[]; dataOffsets: [number, number] }>();
-  let metadata: Record<string, string> = {};
+  // Null prototype: the names come from the file.
+  const metadata = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(parsed as Record<string, unknown>)) {
     if (name === "__metadata__") {
-      metadata = value as Record<string, string>;
+      if (typeof value !== "object" || value === null || Array.isArray(value)) throw malformed(name);
+      for (const [k, v] of Object.entries(value)) {
+        if (typeof v !== "string") throw malformed(name);
+        metadata[k] = v;
+      }
       continue;
     }
-    const v = value as { dtype: string; shape: number[]; data_offsets: [number, number] };
-    tensors.set(name, { dtype: v.dtype, shape: v.shape, dataOffsets: v.data_offsets });
+    const v = value as { dtype?: unknown; shape?: unknown; data_offsets?: unknown } | null;
+    const counts = (x: unknown): x is number[] => Array.isArray(x) && x.every((n) => Number.isSafeInteger(n) && (n as number) >= 0);
+    if (typeof v !== "object" || v === null || typeof v.dtype !== "string" || !counts(v.shape) || !counts(v.data_offsets) || v.data_offsets.length !== 2 || v.data_offsets[0]! > v.data_offsets[1]!) {
+      throw malformed(name);
+    }
+    tensors.set(name, { dtype: v.dtype, shape: v.shape, dataOffsets: [v.data_offsets[0]!, v.data_offsets[1]!] });
   }
   return { headerLength: length, metadata, tensors };
 }

@@ -3,7 +3,7 @@ import PQueue from "p-queue";
 import { type OpenedCheckpoint, type CheckpointOptions, checkpointOptionsOf, openCheckpoint } from "./checkpoint-location.js";
 import { commitMetadata } from "./commit-metadata.js";
 import { DefaultSavePlanner } from "./default-save-planner.js";
-import { CheckpointError, cancelledError, throwIfAborted } from "./errors.js";
+import { CheckpointError, cancelledError, describeValue, throwIfAborted } from "./errors.js";
 import { type Leaf, flattenStateDict } from "./flatten.js";
 import {
   type ChunkMetadata,
@@ -15,9 +15,10 @@ import {
   FORMAT_MINOR,
   FORMAT_NAME,
   METADATA_FILE,
+  isDataFileName,
 } from "./metadata.js";
 import type { DataFilePlan, GlobalSavePlan, SavePlan, SavePlanner } from "./save-planner.js";
-import { type StateDict, pathId } from "./state-dict.js";
+import { type StateDict, isForbiddenKey, pathId } from "./state-dict.js";
 import { joinPath } from "./storage/storage-adapter.js";
 import { type WrittenChunk, writeDataFile } from "./write-data-file.js";
 
@@ -58,7 +59,7 @@ export const DEFAULT_SAVE_CONCURRENCY = 4;
  * Refuses a `blockSize` or `concurrency` that is not a positive whole number (a zero block size
  * would never finish checksumming), before anything is staged or written.
  */
-export function checkSaveOptions(options: Pick<SaveOptions, "blockSize" | "concurrency">, prefix = ""): void {
+export function checkSaveOptions(options: Pick<SaveOptions, "blockSize" | "concurrency" | "metadata">, prefix = ""): void {
   const defaults = { blockSize: `${DEFAULT_BLOCK_SIZE} bytes`, concurrency: `${DEFAULT_SAVE_CONCURRENCY} files` } as const;
   for (const name of ["blockSize", "concurrency"] as const) {
     const value: unknown = options[name];
@@ -66,6 +67,31 @@ export function checkSaveOptions(options: Pick<SaveOptions, "blockSize" | "concu
       throw new CheckpointError("invalid_argument", `${prefix}${name} must be a positive whole number (default ${defaults[name]}), not ${String(value)}`);
     }
   }
+  const { metadata } = options as { metadata?: unknown };
+  if (metadata === undefined) return;
+  if (typeof metadata !== "object" || metadata === null || Array.isArray(metadata)) {
+    throw new CheckpointError("invalid_argument", `${prefix}metadata must be a plain object of JSON values (step, metrics…), not ${describeValue(metadata)}`);
+  }
+  checkUserMetadata(metadata, `${prefix}metadata`);
+}
+
+/**
+ * User metadata is stored as JSON and read back by `readMetadata`: a plain object of JSON values
+ * (anything with `toJSON`, like a Date, as JSON.stringify writes it), without keys that reach a prototype.
+ */
+function checkUserMetadata(value: unknown, where: string, ancestors = new Set<object>()): void {
+  const refuse = (problem: string): CheckpointError => new CheckpointError("invalid_argument", `${where}: ${problem}`, { context: { key: where } });
+  if (typeof value === "bigint" || typeof value === "function" || typeof value === "symbol") throw refuse(`a ${typeof value} cannot be stored as JSON`);
+  if (typeof value !== "object" || value === null || typeof (value as { toJSON?: unknown }).toJSON === "function") return;
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (!Array.isArray(value) && proto !== Object.prototype && proto !== null) throw refuse("must be a plain object of JSON values");
+  if (ancestors.has(value)) throw refuse("contains a cycle");
+  ancestors.add(value);
+  for (const [key, child] of Object.entries(value)) {
+    if (isForbiddenKey(key)) throw new CheckpointError("invalid_argument", `${where}.${key}: the key ${JSON.stringify(key)} is not allowed (read back into an object it would reach Object.prototype); rename it`, { context: { key: `${where}.${key}` } });
+    checkUserMetadata(child, `${where}.${key}`, ancestors);
+  }
+  ancestors.delete(value);
 }
 
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */
@@ -147,6 +173,8 @@ export async function planSave(leaves: readonly Leaf[], location: OpenedCheckpoi
     if (plan.error === "exists") throw alreadyCommitted(location);
     throw plannerError ?? new CheckpointError("invalid_argument", `the coordinator could not plan the save: ${plan.error}`);
   }
+  const badName = plan.files.flat().find((file) => !isDataFileName(file.name));
+  if (badName) throw new CheckpointError("invalid_argument", `the save planner named a data file ${JSON.stringify(badName.name)}; data file names must be single path segments, not "__proto__", "constructor" or "prototype"`);
   return { leaves, plan, myFiles: plan.files[group.rank] ?? [], plans };
 }
 
@@ -214,7 +242,8 @@ export async function writeAndCommit(
 
 async function writeRankFiles(prepared: PreparedSave, location: OpenedCheckpoint, options: SaveOptions, blockSize: number): Promise<RankOutcome> {
   const queue = new PQueue({ concurrency: Math.max(1, options.concurrency ?? DEFAULT_SAVE_CONCURRENCY) });
-  const files: Record<string, DataFileMetadata> = {};
+  // Null prototype: a planner names the files, and a name is a key here.
+  const files = Object.create(null) as Record<string, DataFileMetadata>;
   const chunks: WrittenChunk[] = [];
   let bytes = 0;
   // allSettled, not all: every write must have finished or failed before a failed save removes its files.
@@ -258,7 +287,7 @@ function buildMetadata(
   options: SaveOptions,
   blockSize: number,
 ): CheckpointMetadata {
-  const files: Record<string, DataFileMetadata> = {};
+  const files = Object.create(null) as Record<string, DataFileMetadata>;
   const byKey = new Map<string, EntryMetadata & { chunks?: ChunkMetadata[] }>();
   for (const outcome of outcomes) {
     Object.assign(files, outcome.files);

@@ -73,6 +73,16 @@ export function displayKey(path: KeyPath): string {
   return path.length === 0 ? "<root>" : path.join(".");
 }
 
+/**
+ * Keys no state dict, metadata.json or user metadata may hold: assigned or merged into an
+ * ordinary object, they reach its prototype (and through it every object of the process).
+ */
+const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
+
+export function isForbiddenKey(key: string | number): boolean {
+  return typeof key === "string" && FORBIDDEN_KEYS.has(key);
+}
+
 /** A stable string for a key path, for maps and comparisons (not for display). */
 export function pathId(path: KeyPath): string {
   return JSON.stringify(path);
