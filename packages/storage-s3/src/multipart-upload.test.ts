@@ -70,11 +70,11 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
       expect(server.proxy.requests.filter(s3Operation.putObject)).toHaveLength(4);
     });
 
-    it("rejects a permanent 403 clearly, stores nothing and aborts the multipart upload", async () => {
+    it("rejects a permanent 403 as permission_denied, stores nothing and aborts the multipart upload", async () => {
       storage = await openStorage(server.url("denied"), server.storageOptions());
       server.proxy.addRule({ match: s3Operation.part(3), times: Infinity, action: { kind: "status", status: 403, body: s3ErrorBody("AccessDenied", "Access Denied") } });
       const error = await rejection(storage.write("big.bin", streamed(randomBytes(30 * MiB))));
-      expect(error.code).toBe("storage");
+      expect(error.code).toBe("permission_denied");
       expect(error.transient).toBe(false);
       expect(error.message).toMatch(/^\[s3\] uploading part 3 of s3:\/\/cairn-test\/denied-[^ ]+\/big\.bin was refused: AccessDenied: Access Denied, HTTP 403/);
       expect(server.proxy.requests.filter(s3Operation.part(3))).toHaveLength(1);
@@ -105,9 +105,9 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
     it("completes a write whose CompleteMultipartUpload answer was lost: the stored object confirms it", async () => {
       storage = await openStorage(server.url("lost-complete"), server.storageOptions());
       const data = randomBytes(12 * MiB + 7);
-      server.proxy.addRule({ match: s3Operation.completeMultipartUpload, action: { kind: "reset", phase: "response", afterBytes: 0 } });
+      server.proxy.addRule({ match: s3Operation.completeMultipartUpload, action: { kind: "lose" } });
       await storage.write("big.bin", streamed(data));
-      expect(server.proxy.faults("reset").map((r) => r.method)).toEqual(["POST"]);
+      expect(server.proxy.faults("lose").map((r) => r.method)).toEqual(["POST"]);
       // The retry found the upload gone (fauxqs: NoSuchUpload) or unanswerable (s3rver: 500s) and asked the object.
       expect(server.proxy.requests.filter(s3Operation.completeMultipartUpload).length).toBeGreaterThan(1);
       expect(Buffer.from(await storage.read("big.bin")).equals(data)).toBe(true);
@@ -164,9 +164,9 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
       it("completes an ifAbsent write whose Complete answer was lost: the retry's 412 is checked against the object", async () => {
         storage = await openStorage(server.url("lost-create"), server.storageOptions());
         const data = randomBytes(12 * MiB);
-        server.proxy.addRule({ match: s3Operation.completeMultipartUpload, action: { kind: "reset", phase: "response", afterBytes: 0 } });
+        server.proxy.addRule({ match: s3Operation.completeMultipartUpload, action: { kind: "lose" } });
         await storage.write("big.bin", streamed(data), { ifAbsent: true });
-        expect(server.proxy.faults().map((r) => r.fault)).toEqual(["reset", "precondition"]);
+        expect(server.proxy.faults().map((r) => r.fault)).toEqual(["lose", "precondition"]);
         expect(Buffer.from(await storage.read("big.bin")).equals(data)).toBe(true);
         // Another create-only write still finds it there.
         expect((await rejection(storage.write("big.bin", streamed(randomBytes(12 * MiB)), { ifAbsent: true }))).code).toBe("already_exists");

@@ -63,8 +63,58 @@ describe("s3Error", () => {
   });
 
   it("says what to do about a missing bucket or refused credentials", () => {
-    expect(s3Error(sdkError("NoSuchBucket", 404), site).message).toMatch(/bucket b does not exist .*create it or fix the URL$/);
+    const bucket = s3Error(sdkError("NoSuchBucket", 404), site);
+    expect(bucket.code).toBe("not_found");
+    expect(bucket.message).toMatch(/bucket b does not exist .*create it or fix the URL$/);
     expect(s3Error(sdkError("AccessDenied", 403, "Access Denied"), site).message).toMatch(/^\[s3\] writing s3:\/\/b\/run\/1\/metadata.json was refused: .*check the credentials/);
+  });
+
+  it.each([
+    ["AccessDenied", 403],
+    ["InvalidAccessKeyId", 403],
+    ["SignatureDoesNotMatch", 403],
+    ["ExpiredToken", 400],
+    // A HEAD's 403 has no body to name a code.
+    ["Forbidden", 403],
+  ])("maps %s (HTTP %s) to permission_denied, permanent", (name, status) => {
+    const cause = sdkError(name, status);
+    const error = s3Error(cause, site);
+    expect(error.code).toBe("permission_denied");
+    expect(error.transient).toBe(false);
+    expect(error.cause).toBe(cause);
+  });
+
+  it("keeps a 403 that a retry can fix (a skewed clock) transient storage", () => {
+    const error = s3Error(sdkError("RequestTimeTooSkewed", 403), site);
+    expect(error.code).toBe("storage");
+    expect(error.transient).toBe(true);
+  });
+
+  it.each([
+    ["SlowDown", 503],
+    ["TooManyRequests", 429],
+    ["InternalError", 500],
+    ["BadGateway", 502],
+  ])("maps %s (HTTP %s) to transient storage", (name, status) => {
+    const error = s3Error(sdkError(name, status), site);
+    expect([error.code, error.transient]).toEqual(["storage", true]);
+  });
+
+  it("maps network failures to transient storage and keeps them as cause", () => {
+    const cause = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
+    const error = s3Error(cause, site);
+    expect([error.code, error.transient, error.cause]).toEqual(["storage", true, cause]);
+  });
+
+  it("names the settings to fix for a missing region or missing credentials", () => {
+    // Exactly what the SDK throws when no region is configured anywhere.
+    const region = s3Error(new Error("Region is missing"), site);
+    expect(region.code).toBe("invalid_argument");
+    expect(region.message).toMatch(/no AWS region is configured; set storageOptions\.s3\.region, or AWS_REGION/);
+    const credentials = s3Error(sdkError("CredentialsProviderError", undefined, "Could not load credentials from any providers"), site);
+    expect(credentials.code).toBe("permission_denied");
+    expect(credentials.message).toMatch(/no AWS credentials were found .*AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or pass storageOptions\.s3\.credentials/);
+    expect(credentials.cause).toMatchObject({ name: "CredentialsProviderError" });
   });
 
   it("turns an abort into cancelled", () => {

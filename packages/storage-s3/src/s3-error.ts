@@ -26,6 +26,9 @@ const TRANSIENT_S3_CODES = new Set([
   "OperationAborted",
 ]);
 
+/** S3 error codes of refused credentials or permissions, whatever their HTTP status. */
+const DENIED_S3_CODES = new Set(["AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "AllAccessDisabled", "AccountProblem"]);
+
 const TRANSIENT_NAMES = new Set(["TimeoutError", "RequestTimeout", "RequestTimeoutException", "NetworkingError"]);
 
 export function httpStatusOf(error: unknown): number | undefined {
@@ -72,10 +75,12 @@ export interface S3ErrorSite {
 
 /**
  * Translates any failure of an S3 call into a `CheckpointError` whose message starts with
- * `[s3]` and names the bucket and key. An existing `CheckpointError` passes through; an abort
- * of `signal` becomes `cancelled`; a missing object or bucket and refused credentials become
- * permanent errors, throttling and 5xx transient ones. Never includes credentials: only the
- * SDK's error code, message, HTTP status and request id are quoted.
+ * `[s3]` and names the bucket and key, with the SDK's error as `cause`. An existing
+ * `CheckpointError` passes through; an abort of `signal` becomes `cancelled`; a missing object
+ * or bucket is `not_found`, a 412/409 of a create-only write `already_exists`, refused or
+ * missing credentials `permission_denied`, a missing region `invalid_argument`; everything else
+ * is `storage`, transient for throttling, 5xx and network failures. Never includes
+ * credentials: only the SDK's error code, message, HTTP status and request id are quoted.
  */
 export function s3Error(error: unknown, site: S3ErrorSite, signal?: AbortSignal): CheckpointError {
   if (error instanceof CheckpointError) return error;
@@ -85,22 +90,38 @@ export function s3Error(error: unknown, site: S3ErrorSite, signal?: AbortSignal)
   const where = `s3://${site.bucket}/${site.key}`;
   const detail = describe(error, status, s3Code);
   const context = { path: site.path, protocol: "s3" };
+  const transient = isTransientS3Error(error);
   if (site.ifAbsent && (status === 412 || status === 409 || s3Code === "PreconditionFailed" || s3Code === "ConditionalRequestConflict")) {
     return new CheckpointError("already_exists", `[s3] ${where} already exists and was not replaced (${detail})`, { cause: error, context });
   }
   if (s3Code === "NoSuchKey" || (status === 404 && (s3Code === "NotFound" || s3Code === "Error"))) {
     return new CheckpointError("not_found", `[s3] ${where} does not exist`, { cause: error, context });
   }
-  let message = `[s3] ${site.op} ${where} failed: ${detail}`;
   if (s3Code === "NoSuchBucket") {
-    message = `[s3] ${site.op} ${where} failed: bucket ${site.bucket} does not exist (${detail}); create it or fix the URL`;
-  } else if (status === 403 || s3Code === "AccessDenied" || s3Code === "InvalidAccessKeyId" || s3Code === "SignatureDoesNotMatch") {
-    message = `[s3] ${site.op} ${where} was refused: ${detail}; check the credentials and that they may ${site.op.replace(/ing$/, "")} in bucket ${site.bucket}`;
+    return new CheckpointError("not_found", `[s3] ${site.op} ${where} failed: bucket ${site.bucket} does not exist (${detail}); create it or fix the URL`, { cause: error, context });
   }
-  return new CheckpointError("storage", message, {
-    cause: error,
-    context: { ...context, transient: isTransientS3Error(error) },
-  });
+  if (status === undefined && /^Region is missing/i.test((error as SdkErrorShape | undefined)?.message ?? "")) {
+    return new CheckpointError(
+      "invalid_argument",
+      `[s3] ${site.op} ${where}: no AWS region is configured; set storageOptions.s3.region, or AWS_REGION (or a region for AWS_PROFILE in ~/.aws/config)`,
+      { cause: error, context },
+    );
+  }
+  if ((error as SdkErrorShape | undefined)?.name === "CredentialsProviderError") {
+    return new CheckpointError(
+      "permission_denied",
+      `[s3] ${site.op} ${where}: no AWS credentials were found (${detail}); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or pass storageOptions.s3.credentials`,
+      { cause: error, context },
+    );
+  }
+  if (!transient && (status === 403 || DENIED_S3_CODES.has(s3Code))) {
+    return new CheckpointError(
+      "permission_denied",
+      `[s3] ${site.op} ${where} was refused: ${detail}; check the credentials and that they may ${site.op.replace(/ing$/, "")} in bucket ${site.bucket}`,
+      { cause: error, context },
+    );
+  }
+  return new CheckpointError("storage", `[s3] ${site.op} ${where} failed: ${detail}`, { cause: error, context: { ...context, transient } });
 }
 
 function describe(error: unknown, status: number | undefined, s3Code: string): string {

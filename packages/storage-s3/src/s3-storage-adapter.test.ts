@@ -1,7 +1,7 @@
 import { CheckpointError, openStorage } from "@cairn/core";
 import { storageContractSuite } from "@cairn/core/testing";
 import { managerRunSuite } from "@cairn/manager/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type S3ServerKind, type S3TestServer, s3Operation, startS3TestServer } from "../test/s3-test-server.js";
 import { S3StorageAdapter } from "./s3-storage-adapter.js";
 import "./index.js";
@@ -73,6 +73,36 @@ describe("s3:// URLs and options", () => {
     await storage.close();
     await expect(openStorage("s3://key:secret@my-bucket/runs")).rejects.toThrow(/credentials do not belong in the URL/);
     await expect(openStorage("s3://my-bucket/a", { s3: { partSize: MiB } })).rejects.toThrow(/at least 5 MiB/);
+  });
+
+  describe("with no AWS settings anywhere", () => {
+    beforeAll(() => {
+      for (const name of ["AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"]) {
+        vi.stubEnv(name, undefined);
+      }
+      vi.stubEnv("AWS_CONFIG_FILE", "/nonexistent/cairn-test/config");
+      vi.stubEnv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/cairn-test/credentials");
+      vi.stubEnv("AWS_EC2_METADATA_DISABLED", "true");
+    });
+    afterAll(() => {
+      vi.unstubAllEnvs();
+    });
+
+    it("a missing region is invalid_argument naming the option and the variable to set", async () => {
+      const storage = await openStorage("s3://my-bucket/run", { s3: { credentials: { accessKeyId: "x", secretAccessKey: "y" } } });
+      const error = await storage.read("metadata.json").catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/^\[s3\] reading s3:\/\/my-bucket\/run\/metadata\.json: no AWS region is configured; set storageOptions\.s3\.region, or AWS_REGION/) });
+      expect((error as CheckpointError).cause).toBeInstanceOf(Error);
+      await storage.close();
+    });
+
+    it("missing credentials are permission_denied naming the variables and the option to set", async () => {
+      const storage = await openStorage("s3://my-bucket/run", { s3: { region: "us-east-1", endpoint: "http://127.0.0.1:9" } });
+      const error = await storage.write("x", new Uint8Array(1)).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: "permission_denied", message: expect.stringMatching(/AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or pass storageOptions\.s3\.credentials$/) });
+      expect((error as CheckpointError).cause).toMatchObject({ name: "CredentialsProviderError" });
+      await storage.close();
+    });
   });
 
   it("does not close a client it was given", async () => {

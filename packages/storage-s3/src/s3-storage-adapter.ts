@@ -347,7 +347,8 @@ export class S3StorageAdapter implements StorageAdapter {
     try {
       await s3Call(this.#context, { op: "deleting", key, path }, () => this.#client.send(new DeleteObjectCommand({ Bucket: this.#bucket, Key: key })));
     } catch (error) {
-      if (error instanceof CheckpointError && error.code === "not_found") return;
+      // A missing object is deleted already; a missing bucket is a wrong URL, not a done delete.
+      if (error instanceof CheckpointError && error.code === "not_found" && s3CodeOf(error.cause) !== "NoSuchBucket") return;
       throw error;
     }
   }
