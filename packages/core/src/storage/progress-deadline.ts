@@ -53,7 +53,7 @@ export function progressDeadline(ms: number, options: ProgressDeadlineOptions = 
   const what = options.what ?? "a storage request";
   const error = new CheckpointError(
     "storage",
-    `${what} made no progress for ${ms} ms and was aborted; it is retried as a transient failure (raise the adapter's progressTimeoutMs if the network is this slow)`,
+    `${what} made no progress for ${ms} ms and was aborted (a stalled or cut connection); if the network is this slow, raise the adapter's progressTimeoutMs`,
     { context: { ...options.context, transient: true } },
   );
   let last = now();

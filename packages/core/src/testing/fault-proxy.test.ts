@@ -135,6 +135,15 @@ describe("FaultProxy stalls and lost responses", () => {
     expect(seen.get("/stall-up")!.answered).toBe(false);
   });
 
+  it("ends a body cleanly after afterBytes, without its Content-Length", async () => {
+    proxy.addRule({ match: (r) => r.url === "/short", action: { kind: "truncate", afterBytes: 30_000 } });
+    const res = await fetch(`${proxy.url}/short`);
+    expect(res.headers.get("content-length")).toBeNull();
+    expect((await res.arrayBuffer()).byteLength).toBe(30_000);
+    // The connection is still good for the next request.
+    expect((await (await fetch(`${proxy.url}/after-short`)).arrayBuffer()).byteLength).toBe(body.byteLength);
+  });
+
   it("loses a response: the server handled the request, the client gets a dropped connection", async () => {
     proxy.addRule({ match: (r) => r.url === "/lost", action: { kind: "lose" } });
     await expect(fetch(`${proxy.url}/lost`, { method: "PUT", body: new Uint8Array(5000) }).then((r) => r.arrayBuffer())).rejects.toThrow();

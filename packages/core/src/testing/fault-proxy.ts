@@ -24,6 +24,12 @@ export type FaultAction =
    * request took effect), then the client's connection is dropped before a byte of the answer.
    */
   | { readonly kind: "lose" }
+  /**
+   * End the response body cleanly after `afterBytes`, its `Content-Length` removed so it goes
+   * chunked: a short body the client can tell from a whole one only by what it asked for (or by
+   * `Content-Range`), as when a middlebox cuts it.
+   */
+  | { readonly kind: "truncate"; readonly afterBytes: number }
   /** Wait before forwarding. */
   | { readonly kind: "delay"; readonly ms: number }
   /** Forward, but flip one byte of the response body at `offset` (silent corruption on the wire). */
@@ -64,7 +70,8 @@ export interface ProxiedRequest {
 /**
  * An HTTP proxy between a storage client and a real protocol server on 127.0.0.1 that injects
  * faults by rule: error statuses (412, 429, 503 SlowDown, 500; a storm is a rule with `times`),
- * connections reset mid-body, stalled bodies, lost responses, delays, corrupted bytes. Faults are injected below the adapter, on the wire, so the
+ * connections reset mid-body, stalled bodies, lost responses, bodies cut short, delays,
+ * corrupted bytes. Faults are injected below the adapter, on the wire, so the
  * adapter's own error handling and core's retry policy are what get tested.
  */
 export class FaultProxy {
@@ -203,6 +210,19 @@ export class FaultProxy {
         }
         if (action?.kind === "stall" && action.phase === "request") {
           up.resume();
+          return;
+        }
+        if (action?.kind === "truncate") {
+          const headers = { ...up.headers };
+          delete headers["content-length"];
+          res.writeHead(up.statusCode ?? 502, headers);
+          passThenHold(up, res, action.afterBytes, () => {
+            res.end();
+            // The rest of the server's answer is unwanted: its connection goes, the client's stays.
+            up.removeAllListeners("error").on("error", () => undefined);
+            up.destroy();
+          });
+          up.on("end", () => res.end());
           return;
         }
         res.writeHead(up.statusCode ?? 502, up.headers);
