@@ -1,5 +1,5 @@
 import { flattenStateDict } from "./flatten.js";
-import { checkpointOptionsOf } from "./checkpoint-location.js";
+import { checkOption, checkpointOptionsOf } from "./checkpoint-location.js";
 import { type CommitLeaves, DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions, planAndCommit, saveLeaves } from "./save.js";
 import { type StagingLayout, StagingPool, type StagingStrategy, copyInBackground, stageLeaves } from "./staging.js";
 import type { StateDict } from "./state-dict.js";
@@ -49,18 +49,19 @@ export interface AsyncSaveHandle {
  * Every rank calls it, as with `save`; with several ranks, collectives stay on the calling
  * thread's process group.
  *
- * Bad input rejects `staged` (and `done`) with `invalid_argument`, having written nothing.
+ * A bad location or option of a background save rejects the call with `invalid_argument`; a
+ * bad state dict or save option rejects `staged` (and `done`), having written nothing.
  * Both promises are marked handled here, so awaiting only one of them never produces an
  * unhandled rejection; await `done` to learn whether the checkpoint committed.
  */
 export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: string | AsyncSaveOptions): Promise<AsyncSaveHandle> {
-  const options = checkpointOptionsOf(checkpointIdOrOptions);
+  const options = asyncSaveOptionsOf(checkpointIdOrOptions);
   const started = performance.now();
   const pool = options.pool ?? new StagingPool();
   // With the default planner, copies are staged in the data files' layout (see stageLeaves): as many files as `save` will write.
   const layout = options.planner === undefined ? { filesPerRank: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY } : undefined;
   const snapshot = flattenStateDict(stateDict).then((leaves) => {
-    checkSaveOptions(options);
+    checkSaveOptions(options, "asyncSave: option ");
     return stageLeaves(leaves, options.staging ?? "copy", pool, options.signal, layout);
   });
   const staged = snapshot.then((s) => ({ bytes: s.copiedBytes, seconds: (performance.now() - started) / 1000 }));
@@ -77,6 +78,19 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   staged.catch(() => undefined);
   done.catch(() => undefined);
   return { staged, done };
+}
+
+const STAGING_STRATEGIES: ReadonlySet<unknown> = new Set<StagingStrategy>(["copy", "reference"]);
+
+/** The options of the call itself: where, and the options only a background save has; save's own are checked once staged, as for `save`. */
+function asyncSaveOptionsOf(idOrOptions: string | AsyncSaveOptions): AsyncSaveOptions {
+  const options = checkpointOptionsOf(idOrOptions, "asyncSave");
+  const prefix = "asyncSave: option ";
+  checkOption(options, "staging", (v) => STAGING_STRATEGIES.has(v), `one of ${[...STAGING_STRATEGIES].map((s) => JSON.stringify(s)).join(", ")}`, prefix);
+  checkOption(options, "pool", (v) => v instanceof StagingPool, "a StagingPool", prefix);
+  checkOption(options, "schedule", (v) => typeof v === "function", "a function", prefix);
+  checkOption(options, "uploadWorker", (v) => typeof v === "boolean", "true or false", prefix);
+  return options;
 }
 
 /**

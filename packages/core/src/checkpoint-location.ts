@@ -1,4 +1,4 @@
-import { CheckpointError } from "./errors.js";
+import { CheckpointError, describeValue } from "./errors.js";
 import type { ProcessGroup } from "./process-group.js";
 import { SingleProcessGroup } from "./process-group.js";
 import type { RetryPolicy } from "./retry.js";
@@ -32,9 +32,66 @@ export interface OpenedCheckpoint {
   release(): Promise<void>;
 }
 
-/** Every entry point takes a URL or path, or options: this makes options of either. */
-export function checkpointOptionsOf<T extends CheckpointOptions>(idOrOptions: string | T): T {
-  return typeof idOrOptions === "string" ? ({ checkpointId: idOrOptions } as T) : idOrOptions;
+/**
+ * Every entry point takes a URL or path, or options: this makes options of either, and refuses
+ * anything else, or options of the wrong types, with `invalid_argument` (`call` names the
+ * entry point in messages).
+ */
+export function checkpointOptionsOf<T extends CheckpointOptions>(idOrOptions: string | T, call = "openCheckpoint"): T {
+  if (typeof idOrOptions === "string") {
+    if (idOrOptions === "") throw invalidArgument(`${call}: the checkpoint URL or path is empty`);
+    return { checkpointId: idOrOptions } as T;
+  }
+  if (typeof idOrOptions !== "object" || idOrOptions === null || Array.isArray(idOrOptions)) {
+    throw invalidArgument(`${call}: pass a checkpoint URL or path, or options with checkpointId (or storage and path), not ${describeValue(idOrOptions)}`);
+  }
+  const prefix = `${call}: option `;
+  checkOption(idOrOptions, "checkpointId", (v) => typeof v === "string" && v !== "", "a non-empty URL or path string", prefix);
+  checkOption(idOrOptions, "storage", hasMembers(["read", "write", "stat", "list", "delete", "close"], ["root", "protocol"]), "a StorageAdapter", prefix);
+  checkOption(idOrOptions, "path", (v) => typeof v === "string", "a string", prefix);
+  checkOption(idOrOptions, "storageOptions", isObject, "an object", prefix);
+  checkOption(idOrOptions, "processGroup", isProcessGroup, "a ProcessGroup (rank < worldSize, allGather, broadcast, barrier)", prefix);
+  checkOption(idOrOptions, "signal", (v) => v instanceof AbortSignal, "an AbortSignal", prefix);
+  checkOption(idOrOptions, "retry", isRetryPolicy, "a partial RetryPolicy of non-negative numbers (maxAttempts at least 1)", prefix);
+  if (idOrOptions.checkpointId === undefined && idOrOptions.storage === undefined) {
+    throw invalidArgument(`${call}: say where the checkpoint is: pass a URL or path, or { checkpointId }, or { storage, path }`);
+  }
+  return idOrOptions;
+}
+
+function invalidArgument(message: string): CheckpointError {
+  return new CheckpointError("invalid_argument", message);
+}
+
+/** Refuses an option that is set but not `expected` with `invalid_argument`, naming the option and the value it got. */
+export function checkOption(options: object, name: string, valid: (value: unknown) => boolean, expected: string, prefix = ""): void {
+  const value = (options as Record<string, unknown>)[name];
+  if (value !== undefined && !valid(value)) throw invalidArgument(`${prefix}${name} must be ${expected}, not ${describeValue(value)}`);
+}
+
+export function isPositiveInteger(value: unknown): boolean {
+  return typeof value === "number" && Number.isSafeInteger(value) && value > 0;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null;
+}
+
+/** An object with these methods (and these fields set): what duck-typed options are checked by. */
+export function hasMembers(methods: readonly string[], fields: readonly string[] = []): (value: unknown) => boolean {
+  return (value) => isObject(value) && methods.every((m) => typeof value[m] === "function") && fields.every((f) => value[f] !== undefined);
+}
+
+function isProcessGroup(value: unknown): boolean {
+  if (!hasMembers(["allGather", "broadcast", "barrier"])(value)) return false;
+  const { rank, worldSize } = value as { rank: unknown; worldSize: unknown };
+  return isPositiveInteger(worldSize) && Number.isSafeInteger(rank) && (rank as number) >= 0 && (rank as number) < (worldSize as number);
+}
+
+function isRetryPolicy(value: unknown): boolean {
+  if (!isObject(value)) return false;
+  const numbers = ["maxAttempts", "baseDelayMs", "maxDelayMs", "maxElapsedMs"].every((k) => value[k] === undefined || (typeof value[k] === "number" && (value[k] as number) >= 0));
+  return numbers && (value.maxAttempts === undefined || (value.maxAttempts as number) >= 1);
 }
 
 export async function openCheckpoint(idOrOptions: string | CheckpointOptions): Promise<OpenedCheckpoint> {
@@ -50,9 +107,6 @@ export async function openCheckpoint(idOrOptions: string | CheckpointOptions): P
       release: async () => undefined,
     };
   }
-  if (options.checkpointId === undefined) {
-    throw new CheckpointError("invalid_argument", "say where the checkpoint is: pass a URL or path, or { checkpointId }, or { storage, path }");
-  }
-  const storage = await openStorage(options.checkpointId, options.storageOptions);
+  const storage = await openStorage(options.checkpointId!, options.storageOptions);
   return { storage, dir: "", where: storage.root, group, release: () => storage.close() };
 }

@@ -1,6 +1,6 @@
 import { type DType, type TypedArray, bytesOf, isDType, validateShape } from "./dtypes.js";
 import type { Box } from "./box.js";
-import { CheckpointError } from "./errors.js";
+import { CheckpointError, describeValue } from "./errors.js";
 import { type ShardedTensor, isShardedTensor, shardBoxes } from "./sharded-tensor.js";
 import {
   type HostTensor,
@@ -201,7 +201,7 @@ async function walk(
   onStateful: (target: StatefulTarget) => void,
 ): Promise<void> {
   if (!isObject(root) || Array.isArray(root) || ArrayBuffer.isView(root) || isTensorLike(root)) {
-    throw new CheckpointError("invalid_argument", "a state dict must be a plain object of named values");
+    throw new CheckpointError("invalid_argument", `a state dict must be a plain object of named values, not ${describeValue(root)}`);
   }
   const ancestors = new Set<object>();
   const visit = async (value: unknown, path: KeyPath, replace: (value: StateValue) => void): Promise<void> => {

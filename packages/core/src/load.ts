@@ -1,8 +1,8 @@
 import type { Box } from "./box.js";
-import { type CheckpointOptions, type OpenedCheckpoint, checkpointOptionsOf, openCheckpoint } from "./checkpoint-location.js";
+import { type CheckpointOptions, type OpenedCheckpoint, checkOption, checkpointOptionsOf, hasMembers, isPositiveInteger, openCheckpoint } from "./checkpoint-location.js";
 import { DefaultLoadPlanner } from "./default-load-planner.js";
 import { type DType, allocate, bytesOf, itemSize, numel } from "./dtypes.js";
-import { CheckpointError, isCheckpointError, throwIfAborted } from "./errors.js";
+import { CheckpointError, describeValue, isCheckpointError, throwIfAborted } from "./errors.js";
 import { readRanges } from "./read-ranges.js";
 import { type FlattenedTarget, type Leaf, flattenTarget, leafBox, tfjsDType } from "./flatten.js";
 import type { LoadPlanner, LoadRequest } from "./load-planner.js";
@@ -45,7 +45,7 @@ export interface LoadResult {
  * `not_committed` (a save that never finished); one with nothing is `not_found`.
  */
 export async function readMetadata(checkpointIdOrOptions: string | CheckpointOptions): Promise<CheckpointMetadata> {
-  const options = checkpointOptionsOf(checkpointIdOrOptions);
+  const options = checkpointOptionsOf(checkpointIdOrOptions, "readMetadata");
   const location = await openCheckpoint(options);
   try {
     return (await readCheckpointMetadata(location, options)).metadata;
@@ -93,10 +93,23 @@ export function load(checkpointIdOrOptions: string | LoadOptions): Promise<State
 export async function load(first: StateDict | string | LoadOptions, second?: string | LoadOptions): Promise<LoadResult | StateDict> {
   if (second === undefined) {
     const root: StateDict = {};
-    await loadInto(undefined, checkpointOptionsOf(first as string | LoadOptions), root);
+    await loadInto(undefined, loadOptionsOf(first as string | LoadOptions), root);
     return root;
   }
-  return loadInto(first as StateDict, checkpointOptionsOf(second));
+  if (typeof first !== "object" || first === null || Array.isArray(first)) {
+    throw new CheckpointError("invalid_argument", `load: the target must be a state dict (a plain object of named values), not ${describeValue(first)}; call load(checkpoint) to load without a target`);
+  }
+  return loadInto(first as StateDict, loadOptionsOf(second));
+}
+
+function loadOptionsOf(idOrOptions: string | LoadOptions): LoadOptions {
+  const options = checkpointOptionsOf(idOrOptions, "load");
+  const prefix = "load: option ";
+  checkOption(options, "planner", hasMembers(["createLoadPlan"]), "a LoadPlanner (with createLoadPlan)", prefix);
+  checkOption(options, "partial", (v) => typeof v === "boolean", "true or false", prefix);
+  for (const name of ["concurrency", "maxReadBytes", "maxInflightBytes"]) checkOption(options, name, isPositiveInteger, "a positive whole number", prefix);
+  checkOption(options, "tf", hasMembers(["tensor"]), "the tfjs module (with tensor())", prefix);
+  return options;
 }
 
 /** A destination for requested bytes: a host buffer laid out as `box`, finished once all reads land. */

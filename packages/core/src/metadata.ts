@@ -1,5 +1,5 @@
 import { type DType, byteSize, isDType, numel } from "./dtypes.js";
-import { CheckpointError } from "./errors.js";
+import { CheckpointError, describeValue } from "./errors.js";
 import { type JsonPrimitive, type KeyPath, isForbiddenKey } from "./state-dict.js";
 
 /** The file that commits a checkpoint: written last, its presence means the checkpoint is complete. */
@@ -123,6 +123,9 @@ function isCounts(value: unknown): value is number[] {
  * malformed is `corrupt`, so a reader never acts on half-understood metadata.
  */
 export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetadata {
+  if (!(bytes instanceof Uint8Array)) {
+    throw new CheckpointError("invalid_argument", `parseMetadata: pass the bytes of ${METADATA_FILE} as a Uint8Array, not ${describeValue(bytes)}`);
+  }
   let raw: unknown;
   try {
     raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes), refuseForbiddenKeys);

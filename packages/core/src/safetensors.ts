@@ -1,5 +1,5 @@
 import { type DType, safetensorsDType } from "./dtypes.js";
-import { CheckpointError } from "./errors.js";
+import { CheckpointError, describeValue } from "./errors.js";
 
 /** One tensor of a safetensors file, in file order. */
 export interface SafetensorsTensor {
@@ -58,6 +58,9 @@ export interface ParsedSafetensorsHeader {
 
 /** Parses the JSON header of a safetensors file from its first `8 + headerLength` bytes. */
 export function parseSafetensorsHeader(bytes: Uint8Array, file = "safetensors file"): ParsedSafetensorsHeader {
+  if (!(bytes instanceof Uint8Array)) {
+    throw new CheckpointError("invalid_argument", `parseSafetensorsHeader: pass the file's first bytes as a Uint8Array, not ${describeValue(bytes)}`);
+  }
   if (bytes.byteLength < 8) throw new CheckpointError("corrupt", `${file}: shorter than the 8-byte header length`, { context: { file } });
   const length = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
   if (bytes.byteLength < 8 + length) {

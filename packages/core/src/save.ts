@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import PQueue from "p-queue";
-import { type OpenedCheckpoint, type CheckpointOptions, checkpointOptionsOf, openCheckpoint } from "./checkpoint-location.js";
+import { type OpenedCheckpoint, type CheckpointOptions, checkOption, checkpointOptionsOf, hasMembers, isPositiveInteger, openCheckpoint } from "./checkpoint-location.js";
 import { commitMetadata } from "./commit-metadata.js";
 import { DefaultSavePlanner } from "./default-save-planner.js";
 import { CheckpointError, cancelledError, describeValue, throwIfAborted } from "./errors.js";
@@ -56,17 +56,14 @@ export interface SaveResult {
 export const DEFAULT_SAVE_CONCURRENCY = 4;
 
 /**
- * Refuses a `blockSize` or `concurrency` that is not a positive whole number (a zero block size
- * would never finish checksumming), before anything is staged or written.
+ * Refuses save options of the wrong type before anything is staged or written: a `blockSize` or
+ * `concurrency` that is not a positive whole number (a zero block size would never finish
+ * checksumming), a planner without its methods, user metadata that is not plain JSON.
  */
-export function checkSaveOptions(options: Pick<SaveOptions, "blockSize" | "concurrency" | "metadata">, prefix = ""): void {
-  const defaults = { blockSize: `${DEFAULT_BLOCK_SIZE} bytes`, concurrency: `${DEFAULT_SAVE_CONCURRENCY} files` } as const;
-  for (const name of ["blockSize", "concurrency"] as const) {
-    const value: unknown = options[name];
-    if (value !== undefined && !(typeof value === "number" && Number.isSafeInteger(value) && value > 0)) {
-      throw new CheckpointError("invalid_argument", `${prefix}${name} must be a positive whole number (default ${defaults[name]}), not ${String(value)}`);
-    }
-  }
+export function checkSaveOptions(options: Pick<SaveOptions, "blockSize" | "concurrency" | "metadata" | "planner">, prefix = ""): void {
+  checkOption(options, "blockSize", isPositiveInteger, `a positive whole number (default ${DEFAULT_BLOCK_SIZE} bytes)`, prefix);
+  checkOption(options, "concurrency", isPositiveInteger, `a positive whole number (default ${DEFAULT_SAVE_CONCURRENCY} files)`, prefix);
+  checkOption(options, "planner", hasMembers(["createLocalPlan", "createGlobalPlan"]), "a SavePlanner (with createLocalPlan and createGlobalPlan)", prefix);
   const { metadata } = options as { metadata?: unknown };
   if (metadata === undefined) return;
   if (typeof metadata !== "object" || metadata === null || Array.isArray(metadata)) {
@@ -112,8 +109,8 @@ type RankOutcome =
  */
 export async function save(stateDict: StateDict, checkpointIdOrOptions: string | SaveOptions): Promise<SaveResult> {
   const started = performance.now();
-  const options = checkpointOptionsOf(checkpointIdOrOptions);
-  checkSaveOptions(options);
+  const options = checkpointOptionsOf(checkpointIdOrOptions, "save");
+  checkSaveOptions(options, "save: option ");
   return saveLeaves(await flattenStateDict(stateDict), options, started);
 }
 

@@ -9,7 +9,7 @@ import {
   numel,
   validateShape,
 } from "./dtypes.js";
-import { CheckpointError } from "./errors.js";
+import { CheckpointError, describeValue } from "./errors.js";
 import type { ShardedTensor } from "./sharded-tensor.js";
 
 /**
@@ -107,7 +107,7 @@ export function unsupportedDType(dtype: unknown, where: string): CheckpointError
 
 export function checkHostData(dtype: DType, shape: readonly number[], data: unknown, where: string): asserts data is TypedArray {
   if (!matchesArrayType(dtype, data)) {
-    const got = ArrayBuffer.isView(data) ? data.constructor.name : typeof data;
+    const got = ArrayBuffer.isView(data) ? data.constructor.name : describeValue(data);
     throw new CheckpointError(
       "invalid_argument",
       `${where}: ${dtype} data must be a ${expectedArrayName(dtype)}, got ${got}`,
