@@ -19,6 +19,8 @@ export interface CommandContext {
   readonly signal: AbortSignal;
   readonly stdout: Output;
   readonly now: () => number;
+  /** True when memory:// storage ends with this command: it is the last of the chain and the process exits after it. */
+  readonly memoryVanishes: boolean;
   /** A progress bar on a terminal (never with `--json`), nothing otherwise. */
   progress(label: string, total: number): Progress;
   /** Prints the result: `value` as one line of JSON with `--json`, else `text`. */
@@ -53,6 +55,7 @@ export function makeContext(options: {
   signal: AbortSignal;
   stdout: Output;
   now: () => number;
+  memoryVanishes: boolean;
 }): CommandContext {
   return {
     ...options,

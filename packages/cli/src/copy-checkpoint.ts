@@ -4,13 +4,11 @@ import {
   type DataFileMetadata,
   type StorageAdapter,
   CheckpointError,
-  METADATA_FILE,
-  isCheckpointError,
   joinPath,
-  parseMetadata,
   withRetry,
 } from "@cairn/core";
 import PQueue from "p-queue";
+import { checkpointDestination, commitCheckpoint } from "./commit-checkpoint.js";
 import { checkPiece, filePieces, readPieces, throwIfDamaged, verifyCheckpoint } from "./verify-checkpoint.js";
 
 export interface CopyOptions {
@@ -23,12 +21,16 @@ export interface CopyOptions {
   /** Called with the bytes of data files written, and of the copy read back, for progress. */
   readonly onWrite?: (bytes: number) => void;
   readonly onReadBack?: (bytes: number) => void;
+  /** Replace a checkpoint committed at the destination (see `commitCheckpoint`) instead of refusing it. */
+  readonly force?: boolean;
 }
 
 export interface CopyResult {
   readonly bytes: number;
   readonly files: number;
   readonly metadata: CheckpointMetadata;
+  /** Data files of a replaced checkpoint that could not be deleted. */
+  readonly leftFiles: readonly string[];
 }
 
 /** Data files get names unique to this copy (`data-r<rank>-<n>-<attempt>`), so two copies racing for one destination never share a file. */
@@ -50,7 +52,8 @@ function renameFiles(metadata: CheckpointMetadata, attempt: string): Map<string,
  * `metadata.json` is written last, with an atomic create, so the copy is committed only once
  * complete. The copy's metadata differs from the source's only in its data file names.
  *
- * Throws `already_exists` if the destination holds a committed checkpoint, `corrupt` if the
+ * Throws `already_exists` if the destination holds a committed checkpoint (unless `force`: then it
+ * is replaced once the copy is complete, and stays readable if the copy fails), `corrupt` if the
  * source (or the written copy) is damaged; on any failure the copy's files are removed.
  */
 export async function copyCheckpoint(
@@ -58,12 +61,7 @@ export async function copyCheckpoint(
   destination: { storage: StorageAdapter; dir: string; where: string },
   options: CopyOptions = {},
 ): Promise<CopyResult> {
-  const metadataPath = joinPath(destination.dir, METADATA_FILE);
-  const exists = (): CheckpointError =>
-    new CheckpointError("already_exists", `a checkpoint is already committed at ${destination.where}; choose a new location or delete that one first (cairn rm)`, {
-      context: { path: destination.where },
-    });
-  if ((await destination.storage.stat(metadataPath)) !== null) throw exists();
+  const replacing = await checkpointDestination(destination.storage, destination.dir, destination.where, options.force === true, options.signal);
   const { metadata } = source;
   const attempt = randomBytes(6).toString("hex");
   const names = renameFiles(metadata, attempt);
@@ -120,18 +118,8 @@ export async function copyCheckpoint(
     if (options.readBack ?? true) {
       throwIfDamaged(await verifyCheckpoint(destination.storage, destination.dir, copied, { signal: options.signal, onRead: options.onReadBack }), `the copy at ${destination.where}`);
     }
-    try {
-      await withRetry(
-        () => destination.storage.write(metadataPath, new TextEncoder().encode(JSON.stringify(copied)), { ifAbsent: true, signal: options.signal }),
-        { signal: options.signal },
-      );
-    } catch (error) {
-      if (!isCheckpointError(error, "already_exists")) throw error;
-      // A retried create may find its own earlier attempt, which did commit.
-      const existing = parseMetadata(await destination.storage.read(metadataPath), metadataPath);
-      if (!Object.keys(existing.files).some((f) => f.endsWith(`-${attempt}.safetensors`))) throw exists();
-    }
-    return { bytes, files: written.length, metadata: copied };
+    const leftFiles = await commitCheckpoint(destination.storage, destination.dir, copied, attempt, destination.where, replacing, options.signal);
+    return { bytes, files: written.length, metadata: copied, leftFiles };
   } catch (error) {
     await Promise.all(written.map((path) => destination.storage.delete(path).catch(() => undefined)));
     throw error;

@@ -43,6 +43,8 @@ export interface CliIO {
   readonly stderr: Output;
   readonly signal?: AbortSignal;
   readonly now?: () => number;
+  /** Set when memory:// storage outlives `runCli` (a caller that goes on using it); the bin's ends with it. */
+  readonly keepsMemory?: boolean;
 }
 
 function optionLines(options: Readonly<Record<string, OptionSpec>>): string[] {
@@ -99,8 +101,30 @@ function storageOptionsOf(raw: string | boolean | undefined): StorageOptions {
   return parsed as StorageOptions;
 }
 
+/** Edit distance (insertions, deletions, substitutions) between two short strings. */
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
+}
+
+/** The command a mistyped name most likely meant: the nearest within two edits (or a third of its length). */
+export function nearestCommand(name: string): string | undefined {
+  const limit = Math.max(2, Math.floor(name.length / 3));
+  let best: { name: string; distance: number } | undefined;
+  for (const c of COMMANDS) {
+    const distance = editDistance(name.toLowerCase(), c.name);
+    if (distance <= limit && (!best || distance < best.distance)) best = { name: c.name, distance };
+  }
+  return best?.name;
+}
+
 /** Runs one command's arguments; resolves its exit code, writing errors as one line on stderr. */
-async function runOne(argv: readonly string[], io: CliIO, signal: AbortSignal): Promise<number> {
+async function runOne(argv: readonly string[], io: CliIO, signal: AbortSignal, last: boolean): Promise<number> {
   const [name, ...rest] = argv;
   const command = COMMANDS.find((c) => c.name === name);
   const json = rest.includes("--json");
@@ -119,7 +143,8 @@ async function runOne(argv: readonly string[], io: CliIO, signal: AbortSignal): 
     return EXIT.ok;
   }
   if (!command) {
-    return fail(EXIT.usage, "usage", `unknown command ${JSON.stringify(name)}; commands: ${COMMANDS.map((c) => c.name).join(", ")} (cairn --help)`);
+    const near = nearestCommand(name);
+    return fail(EXIT.usage, "usage", `unknown command ${JSON.stringify(name)}; ${near ? `did you mean ${near}? ` : ""}commands: ${COMMANDS.map((c) => c.name).join(", ")} (cairn --help)`);
   }
   try {
     const { values, positionals } = (() => {
@@ -136,7 +161,7 @@ async function runOne(argv: readonly string[], io: CliIO, signal: AbortSignal): 
     if (positionals.length < command.minArgs || positionals.length > command.maxArgs) {
       throw new UsageError(`expected ${command.args}, got ${positionals.length} argument${positionals.length === 1 ? "" : "s"}`);
     }
-    const context = makeContext({ json, storageOptions: storageOptionsOf(values["storage-options"]), signal, stdout: io.stdout, now: io.now ?? Date.now });
+    const context = makeContext({ json, storageOptions: storageOptionsOf(values["storage-options"]), signal, stdout: io.stdout, now: io.now ?? Date.now, memoryVanishes: last && io.keepsMemory !== true });
     return (await command.run(context, positionals, values)) ?? EXIT.ok;
   } catch (error) {
     if (error instanceof UsageError) return fail(EXIT.usage, "usage", `${error.message}; see cairn ${command.name} --help`);
@@ -177,8 +202,8 @@ export async function runCli(argv: readonly string[], io: CliIO = { stdout: proc
       io.stderr.write(`cairn: ${THEN} needs a command on each side; see cairn --help\n`);
       return EXIT.usage;
     }
-    for (const command of commands) {
-      const code = await runOne(command, io, signal);
+    for (const [i, command] of commands.entries()) {
+      const code = await runOne(command, io, signal, i === commands.length - 1);
       if (code !== EXIT.ok) return code;
     }
     return EXIT.ok;

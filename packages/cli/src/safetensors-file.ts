@@ -16,6 +16,7 @@ import {
 } from "@cairn/core";
 import type { CheckpointReader, SourceTensor } from "./checkpoint-reader.js";
 import { prefetched } from "./prefetch.js";
+import { checkKeyPath, forbiddenKeyReason, parseStoredJson } from "./stored-keys.js";
 import type { EntrySource } from "./write-checkpoint.js";
 
 /** The `__metadata__` field that lets `import` rebuild a checkpoint exactly: key paths, kinds, values, user metadata. */
@@ -38,6 +39,8 @@ export interface ExportOptions {
   /** Bytes of a tensor assembled and written at once (default 8 MiB). */
   readonly readBytes?: number;
   readonly onWrite?: (bytes: number) => void;
+  /** Replace an existing file (all-or-nothing: the old one stays whole until the new one is complete). */
+  readonly force?: boolean;
 }
 
 /**
@@ -46,10 +49,20 @@ export interface ExportOptions {
  * was saved in. Streamed: `readBytes` of a tensor at a time are assembled from the chunks'
  * verified blocks and written, so memory stays bounded whatever the checkpoint's size. Key
  * paths, kinds, inline values and user metadata go in `__metadata__.cairn`, so `import` rebuilds
- * the checkpoint exactly; other tools see plain tensors.
+ * the checkpoint exactly; other tools see plain tensors. An existing file is `already_exists`
+ * unless `force`; the write is all-or-nothing either way (an atomic create without `force`).
  */
-export async function exportSafetensors(reader: CheckpointReader, out: { storage: StorageAdapter; name: string }, options: ExportOptions = {}): Promise<{ bytes: number; tensors: number }> {
+export async function exportSafetensors(
+  reader: CheckpointReader,
+  out: { storage: StorageAdapter; name: string; where?: string },
+  options: ExportOptions = {},
+): Promise<{ bytes: number; tensors: number }> {
   const { metadata } = reader;
+  const force = options.force === true;
+  if (!force && (await withRetry(() => out.storage.stat(out.name), { signal: options.signal })) !== null) {
+    const where = out.where ?? out.name;
+    throw new CheckpointError("already_exists", `${where} already exists; choose another name or pass --force to replace it`, { context: { path: where } });
+  }
   const tensors = metadata.entries.flatMap((e) => (e.kind === "value" ? [] : [reader.tensor(e)]));
   const names = uniqueTensorNames(tensors.map((t) => displayKey(t.key)));
   let next = 0;
@@ -77,7 +90,7 @@ export async function exportSafetensors(reader: CheckpointReader, out: { storage
       }
     }
   };
-  await withRetry(() => out.storage.write(out.name, body(), { size: file.fileSize, signal: options.signal }), { signal: options.signal });
+  await withRetry(() => out.storage.write(out.name, body(), { size: file.fileSize, signal: options.signal, ifAbsent: !force }), { signal: options.signal });
   return { bytes: file.fileSize, tensors: tensors.length };
 }
 
@@ -109,12 +122,13 @@ export async function readSafetensorsHeader(storage: StorageAdapter, name: strin
     throw bad(where, "its header is not UTF-8 JSON");
   }
   if (typeof header !== "object" || header === null || Array.isArray(header)) throw bad(where, "its header is not a JSON object");
-  let metadata: Record<string, string> = {};
+  // Null prototype: the names come from the file and index this object.
+  const metadata = Object.create(null) as Record<string, string>;
   const tensors: SafetensorsFile["tensors"][number][] = [];
   for (const [name, value] of Object.entries(header as Record<string, unknown>)) {
     if (name === "__metadata__") {
-      if (typeof value !== "object" || value === null || Object.values(value).some((v) => typeof v !== "string")) throw bad(where, "__metadata__ must map strings to strings");
-      metadata = value as Record<string, string>;
+      if (typeof value !== "object" || value === null || Array.isArray(value) || Object.values(value).some((v) => typeof v !== "string")) throw bad(where, "__metadata__ must map strings to strings");
+      Object.assign(metadata, value);
       continue;
     }
     const v = value as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
@@ -151,6 +165,7 @@ export async function readSafetensorsHeader(storage: StorageAdapter, name: strin
 /** The key path of a tensor from a foreign file: its name split at dots, as torch's fully qualified names are. */
 function keysFromNames(file: SafetensorsFile, where: string): Map<string, KeyPath> {
   const keys = new Map(file.tensors.map((t) => [t.name, t.name.split(".")]));
+  for (const [name, key] of keys) checkKeyPath(key, where, "invalid_argument", `tensor name ${name} would be the key path ${JSON.stringify(key)}`);
   const ids = new Set([...keys.values()].map((k) => pathId(k)));
   for (const [name, key] of keys) {
     for (let n = 1; n < key.length; n++) {
@@ -172,8 +187,9 @@ function exportedLayout(file: SafetensorsFile, where: string): ExportedLayout | 
   const invalid = (problem: string): CheckpointError => bad(where, `__metadata__.${CAIRN_METADATA_KEY} ${problem}`);
   let layout: ExportedLayout;
   try {
-    layout = JSON.parse(raw) as ExportedLayout;
-  } catch {
+    layout = parseStoredJson(raw, (key) => invalid(`holds the key ${JSON.stringify(key)}: ${forbiddenKeyReason(key)}`)) as ExportedLayout;
+  } catch (error) {
+    if (error instanceof CheckpointError) throw error;
     throw invalid("is not JSON");
   }
   if (layout?.version !== 1 || !Array.isArray(layout.entries)) throw invalid("is not a Cairn export layout of version 1");
@@ -181,6 +197,7 @@ function exportedLayout(file: SafetensorsFile, where: string): ExportedLayout | 
   const claimed = new Set<string>();
   for (const entry of layout.entries) {
     if (!Array.isArray(entry?.key) || !entry.key.every((k: unknown) => typeof k === "string" || (Number.isSafeInteger(k) && (k as number) >= 0))) throw invalid("has an entry without a key path");
+    checkKeyPath(entry.key, where, "corrupt", `__metadata__.${CAIRN_METADATA_KEY} names the key path ${JSON.stringify(entry.key)}`);
     if (entry.kind === "value") continue;
     if ((entry.kind !== "tensor" && entry.kind !== "bytes") || !names.has(entry.name) || claimed.has(entry.name)) {
       throw invalid(`names tensor ${JSON.stringify(entry.name)}, which the file does not hold once`);

@@ -11,8 +11,6 @@ import {
   FORMAT_MAJOR,
   FORMAT_MINOR,
   FORMAT_NAME,
-  METADATA_FILE,
-  commitMetadata,
   crc32c,
   displayKey,
   joinPath,
@@ -22,6 +20,7 @@ import {
   withRetry,
 } from "@cairn/core";
 import type { SourceTensor } from "./checkpoint-reader.js";
+import { checkpointDestination, commitCheckpoint } from "./commit-checkpoint.js";
 import { prefetched } from "./prefetch.js";
 
 export interface WriteCheckpointOptions {
@@ -37,12 +36,16 @@ export interface WriteCheckpointOptions {
   readonly signal?: AbortSignal;
   /** Called with the bytes of tensor data written, for progress. */
   readonly onWrite?: (bytes: number) => void;
+  /** Replace a checkpoint committed at `dir` (see `commitCheckpoint`) instead of refusing it. */
+  readonly force?: boolean;
 }
 
 export interface WrittenCheckpoint {
   readonly bytes: number;
   readonly files: number;
   readonly entries: number;
+  /** Data files of a replaced checkpoint that could not be deleted. */
+  readonly leftFiles: readonly string[];
 }
 
 /** An entry to write: a tensor read from somewhere in ranges, or an inline value. */
@@ -70,16 +73,12 @@ function groupIntoFiles(tensors: readonly SourceTensor[], maxBytes: number): Sou
  * attempt), `metadata.json` last with an atomic create; a failure removes this attempt's files
  * and commits nothing. Each tensor is stored whole, as one chunk, as `save` stores an unsharded one.
  *
- * Throws `already_exists` if `dir` already holds a committed checkpoint.
+ * Throws `already_exists` if `dir` already holds a committed checkpoint, unless `force`: then the
+ * old one is replaced only once the new one is complete, and stays readable if this fails.
  */
 export async function writeCheckpoint(storage: StorageAdapter, dir: string, entries: readonly EntrySource[], options: WriteCheckpointOptions = {}): Promise<WrittenCheckpoint> {
-  const metadataPath = joinPath(dir, METADATA_FILE);
   const where = `${storage.root.replace(/\/$/, "")}${dir ? `/${dir}` : ""}`;
-  const exists = (): CheckpointError =>
-    new CheckpointError("already_exists", `a checkpoint is already committed at ${where}; choose a new location or delete that one first (cairn rm)`, {
-      context: { path: where },
-    });
-  if ((await storage.stat(metadataPath)) !== null) throw exists();
+  const replacing = await checkpointDestination(storage, dir, where, options.force === true, options.signal);
   const blockSize = options.blockSize ?? DEFAULT_BLOCK_SIZE;
   const readBytes = Math.max(blockSize, Math.floor((options.readBytes ?? 8 << 20) / blockSize) * blockSize);
   const attempt = randomBytes(6).toString("hex");
@@ -150,8 +149,8 @@ export async function writeCheckpoint(storage: StorageAdapter, dir: string, entr
       }),
       user: options.user ?? {},
     };
-    await commitMetadata(storage, dir, metadata, attempt, exists, { signal: options.signal });
-    return { bytes, files: groups.length, entries: entries.length };
+    const leftFiles = await commitCheckpoint(storage, dir, metadata, attempt, where, replacing, options.signal);
+    return { bytes, files: groups.length, entries: entries.length, leftFiles };
   } catch (error) {
     await Promise.all(written.map((name) => storage.delete(joinPath(dir, name)).catch(() => undefined)));
     throw error;

@@ -77,12 +77,13 @@ describe("every command on memory:// (one process: a --then chain through the bi
 });
 
 describe("memory:// in this process (runCli, for what a shell cannot set up)", () => {
-  function io(): { stdout: { write: (s: string) => boolean; text: string }; stderr: { write: (s: string) => boolean; text: string } } {
+  // memory:// outlives runCli here: this process goes on reading it.
+  function io(): { stdout: { write: (s: string) => boolean; text: string }; stderr: { write: (s: string) => boolean; text: string }; keepsMemory: true } {
     const make = (): { write: (s: string) => boolean; text: string } => {
       const out = { text: "", write: (s: string) => ((out.text += s), true) };
       return out;
     };
-    return { stdout: make(), stderr: make() };
+    return { stdout: make(), stderr: make(), keepsMemory: true };
   }
 
   it("verify names the damaged key of a memory:// checkpoint with a flipped byte, exit 3; cp refuses to copy it", async () => {

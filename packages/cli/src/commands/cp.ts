@@ -1,7 +1,8 @@
 import type { CommandSpec } from "../command.js";
 import { copyCheckpoint } from "../copy-checkpoint.js";
+import { refuseInsideSource, refuseVanishingMemory } from "../destination.js";
 import { formatBytes } from "../progress-bar.js";
-import { dataBytes, withCheckpoint, withLocation } from "./open.js";
+import { dataBytes, leftNote, withCheckpoint, withLocation } from "./open.js";
 
 export const cpCommand: CommandSpec = {
   name: "cp",
@@ -10,13 +11,18 @@ export const cpCommand: CommandSpec = {
   help: [
     "Streams every data file, checking each byte against the source's CRC32C checksums on the way (a damaged source is never copied), reads the copy back and checks it, then writes metadata.json last with an atomic create: the copy is committed only once complete. On failure the copy's files are removed.",
     "The copy's data files get new names unique to this copy; everything else in metadata.json (entries, checksums, createdAt, user metadata) is the source's.",
+    "The destination must lie outside the source. A checkpoint already committed there is replaced only with --force: the copy's data files are written beside the old ones, metadata.json is then replaced in one all-or-nothing write, and only then are the old data files deleted; a failure before that leaves the old checkpoint whole and readable.",
+    "memory:// storage lives as long as the cairn process: a copy to memory:// must be used by a later command of the same run (--then), else it is refused.",
   ],
   options: {
+    force: { type: "boolean", help: "replace a checkpoint committed at the destination" },
     "no-read-back": { type: "boolean", help: "skip reading the copy back before committing (the bytes sent are still checked)" },
   },
   minArgs: 2,
   maxArgs: 2,
   async run(context, [src, dst], options) {
+    refuseVanishingMemory(dst!, context.memoryVanishes, "copy");
+    await refuseInsideSource(src!, dst!, "checkpoint");
     return withCheckpoint(context, src!, (source, metadata) =>
       withLocation(context, dst!, async (destination) => {
         const readBack = options["no-read-back"] !== true;
@@ -24,12 +30,12 @@ export const cpCommand: CommandSpec = {
         const result = await copyCheckpoint(
           { storage: source.storage, dir: "", metadata, where: source.where },
           { storage: destination.storage, dir: "", where: destination.where },
-          { signal: context.signal, readBack, onWrite: (n) => progress.advance(n), onReadBack: (n) => progress.advance(n) },
+          { signal: context.signal, readBack, force: options.force === true, onWrite: (n) => progress.advance(n), onReadBack: (n) => progress.advance(n) },
         );
         progress.finish();
         context.result(
-          { source: source.where, destination: destination.where, files: result.files, bytes: result.bytes, readBack },
-          `copied ${source.where} to ${destination.where}: ${result.files} data files, ${formatBytes(result.bytes)}${readBack ? ", read back and verified" : ""}`,
+          { source: source.where, destination: destination.where, files: result.files, bytes: result.bytes, readBack, leftFiles: result.leftFiles },
+          `copied ${source.where} to ${destination.where}: ${result.files} data files, ${formatBytes(result.bytes)}${readBack ? ", read back and verified" : ""}${leftNote(result.leftFiles)}`,
         );
       }),
     );

@@ -31,6 +31,11 @@ export function dataBytes(metadata: CheckpointMetadata): number {
   return Object.values(metadata.files).reduce((n, f) => n + f.size, 0);
 }
 
+/** Text for a result: the data files of a replaced checkpoint that could not be deleted, if any. */
+export function leftNote(files: readonly string[]): string {
+  return files.length === 0 ? "" : `; the replaced checkpoint's data files ${files.join(", ")} could not be deleted (nothing refers to them: delete them when convenient)`;
+}
+
 /** Rows as aligned columns, the first row a header. */
 export function table(rows: readonly (readonly string[])[]): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? "").length)));

@@ -1,9 +1,10 @@
 import type { CommandSpec } from "../command.js";
 import { CheckpointReader } from "../checkpoint-reader.js";
+import { refuseInsideSource, refuseVanishingMemory } from "../destination.js";
 import { formatBytes } from "../progress-bar.js";
 import { MODEL_FILE, WEIGHTS_FILE, tfjsModelEntries, writeTfjsModel } from "../tfjs/tfjs-model-files.js";
 import { writeCheckpoint } from "../write-checkpoint.js";
-import { withCheckpoint, withFile, withLocation } from "./open.js";
+import { leftNote, withCheckpoint, withFile, withLocation } from "./open.js";
 
 export const fromTfjsCommand: CommandSpec = {
   name: "from-tfjs",
@@ -11,19 +12,25 @@ export const fromTfjsCommand: CommandSpec = {
   summary: "make a checkpoint from a tfjs model.json and its weight files",
   help: [
     "Each weight becomes a tensor entry keyed weights/<tfjs weight name>; the topology, format and the rest of model.json become the checkpoint's user metadata (\"tfjs\"), so cairnIO and cairn to-tfjs give the model back. Weight files are read in ranges (bounded memory); quantized weights are refused.",
+    "A checkpoint already committed at the destination is replaced only with --force, as cairn import does.",
   ],
+  options: {
+    force: { type: "boolean", help: "replace a checkpoint committed at the destination" },
+  },
   minArgs: 2,
   maxArgs: 2,
-  async run(context, [model, url]) {
+  async run(context, [model, url], options) {
+    refuseVanishingMemory(url!, context.memoryVanishes, "converted checkpoint");
+    await refuseInsideSource(model!, url!, "file");
     return withFile(context, model!, (input) =>
       withLocation(context, url!, async (location) => {
         const { entries, user } = await tfjsModelEntries(input.storage, input.name, input.where);
         const progress = context.progress("converting", entries.reduce((n, e) => n + (e.kind === "value" ? 0 : e.byteLength), 0));
-        const result = await writeCheckpoint(location.storage, "", entries, { user, signal: context.signal, onWrite: (n) => progress.advance(n) });
+        const result = await writeCheckpoint(location.storage, "", entries, { user, signal: context.signal, force: options.force === true, onWrite: (n) => progress.advance(n) });
         progress.finish();
         context.result(
-          { model: input.where, checkpoint: location.where, weights: result.entries, bytes: result.bytes },
-          `converted ${input.where} into ${location.where}: ${result.entries} weights, ${formatBytes(result.bytes)}`,
+          { model: input.where, checkpoint: location.where, weights: result.entries, bytes: result.bytes, leftFiles: result.leftFiles },
+          `converted ${input.where} into ${location.where}: ${result.entries} weights, ${formatBytes(result.bytes)}${leftNote(result.leftFiles)}`,
         );
       }),
     );
@@ -36,10 +43,13 @@ export const toTfjsCommand: CommandSpec = {
   summary: `write the tfjs model a checkpoint holds as <dir>/${MODEL_FILE} + ${WEIGHTS_FILE}`,
   help: [
     "For checkpoints saved with cairnIO or made by cairn from-tfjs. The result loads with tf.loadLayersModel (file:// with tfjs-node, or served over http). Weights are streamed, every block checked; model.json is written last.",
+    "The directory must lie outside the checkpoint and hold neither file: an existing model is never replaced (delete it first).",
   ],
   minArgs: 2,
   maxArgs: 2,
   async run(context, [url, dir]) {
+    refuseVanishingMemory(dir!, context.memoryVanishes, "model");
+    await refuseInsideSource(url!, dir!, "checkpoint");
     return withCheckpoint(context, url!, (location, metadata) =>
       withLocation(context, dir!, async (out) => {
         const reader = new CheckpointReader(location.storage, "", metadata, { signal: context.signal });

@@ -2,6 +2,7 @@ import { type StorageAdapter, CheckpointError, withRetry } from "@cairn/core";
 import type { io } from "@tensorflow/tfjs-core";
 import type { CheckpointReader, SourceTensor } from "../checkpoint-reader.js";
 import { prefetched } from "../prefetch.js";
+import { forbiddenKeyReason, parseStoredJson } from "../stored-keys.js";
 import type { EntrySource } from "../write-checkpoint.js";
 import { USER_KEY, type TfjsModelInfo, modelInfoOf, tfjsModelOf, weightKey, weightLayout } from "./tfjs-model.js";
 
@@ -53,7 +54,8 @@ export async function tfjsModelEntries(
 ): Promise<{ entries: EntrySource[]; user: { [USER_KEY]: TfjsModelInfo } }> {
   let model: io.ModelJSON;
   try {
-    model = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(await storage.read(name))) as io.ModelJSON;
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(await storage.read(name));
+    model = parseStoredJson(text, (key) => invalidModel(where, forbiddenKeyReason(key))) as io.ModelJSON;
   } catch (error) {
     if (error instanceof CheckpointError) throw error;
     throw invalidModel(where, "not UTF-8 JSON");
@@ -134,7 +136,7 @@ export async function writeTfjsModel(
       }
     }
   };
-  await withRetry(() => out.storage.write(WEIGHTS_FILE, body(), { size, signal: options.signal }), { signal: options.signal });
+  await withRetry(() => out.storage.write(WEIGHTS_FILE, body(), { size, signal: options.signal, ifAbsent: true }), { signal: options.signal });
   const model: io.ModelJSON = {
     ...(info as io.ModelJSON),
     weightsManifest: [{ paths: [WEIGHTS_FILE], weights: weights.map((w) => w.spec) }],
