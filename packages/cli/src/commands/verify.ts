@@ -1,21 +1,34 @@
-import { CheckpointError } from "@cairn/core";
+import { type CheckpointMetadata, CheckpointError, METADATA_FILE, isCheckpointError } from "@cairn/core";
 import type { CommandSpec } from "../command.js";
+import { checkpointMetadata } from "../location.js";
 import { formatBytes } from "../progress-bar.js";
 import { verifyCheckpoint } from "../verify-checkpoint.js";
-import { dataBytes, withCheckpoint } from "./open.js";
+import { dataBytes, withLocation } from "./open.js";
 
 export const verifyCommand: CommandSpec = {
   name: "verify",
   args: "<checkpoint>",
   summary: "read every byte of a checkpoint and check it against its CRC32C checksums",
   help: [
-    "Checks each data file's size and header checksum, every checksum block of every chunk, and that each tensor's chunks tile it exactly. Damage does not stop the check: every damaged entry is named.",
+    "Checks metadata.json (a damaged or hostile one, e.g. holding a key like __proto__, is damage), each data file's size and header checksum, every checksum block of every chunk, and that each tensor's chunks tile it exactly. Damage does not stop the check: every damaged entry is named.",
     "Exit code 0 when everything matches, 3 when anything is damaged (the damaged keys are printed, and named on stderr).",
   ],
   minArgs: 1,
   maxArgs: 1,
   async run(context, [url]) {
-    return withCheckpoint(context, url!, async (location, metadata) => {
+    return withLocation(context, url!, async (location) => {
+      let metadata: CheckpointMetadata;
+      try {
+        metadata = await checkpointMetadata(location, context.signal);
+      } catch (error) {
+        if (!isCheckpointError(error, "corrupt")) throw error;
+        const damaged = [{ file: METADATA_FILE, problem: error.message }];
+        context.result(
+          { checkpoint: location.where, ok: false, entries: 0, files: 0, bytes: 0, damagedKeys: [], damaged },
+          `DAMAGED: ${location.where}: its ${METADATA_FILE} cannot be read\n  ${error.message}`,
+        );
+        throw error;
+      }
       const progress = context.progress("verifying", dataBytes(metadata));
       const report = await verifyCheckpoint(location.storage, "", metadata, { signal: context.signal, onRead: (n) => progress.advance(n) });
       progress.finish();

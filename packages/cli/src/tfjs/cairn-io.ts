@@ -47,7 +47,8 @@ export function cairnIO(url: string, options: CairnIOOptions = {}): io.IOHandler
       }
       await ready();
       const data = weightBytes(artifacts.weightData);
-      const weights: Record<string, HostTensor> = {};
+      // Null prototype: weight names index it (weightLayout refuses the names that reach a prototype).
+      const weights = Object.create(null) as Record<string, HostTensor>;
       let at = 0;
       for (const spec of artifacts.weightSpecs ?? []) {
         const { dtype, byteLength } = weightLayout(spec, url);

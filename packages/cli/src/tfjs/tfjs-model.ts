@@ -1,5 +1,6 @@
 import { type DType, type KeyPath, type TensorEntry, CheckpointError, type CheckpointMetadata } from "@cairn/core";
 import type { io } from "@tensorflow/tfjs-core";
+import { checkKeyPath } from "../stored-keys.js";
 
 /**
  * How a tfjs model lives in a Cairn checkpoint: each weight is a tensor entry keyed
@@ -49,12 +50,13 @@ export function weightLayout(spec: io.WeightsManifestEntry, where: string): { dt
   if (typeof spec.name !== "string" || !Array.isArray(spec.shape) || !spec.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
     throw new CheckpointError("invalid_argument", `${where}: a weight spec needs a name and a shape of non-negative integers, got ${JSON.stringify(spec).slice(0, 200)}`);
   }
+  checkKeyPath(weightKey(spec.name), where, "invalid_argument", `weight ${spec.name}`);
   return { dtype: known.dtype, byteLength: spec.shape.reduce((a, b) => a * b, 1) * known.size };
 }
 
 export function modelInfoOf(source: Partial<Record<(typeof MODEL_FIELDS)[number], unknown>>): TfjsModelInfo {
   const info: Record<string, unknown> = {};
-  for (const field of MODEL_FIELDS) if (source[field] !== undefined) info[field] = source[field];
+  for (const field of MODEL_FIELDS) if (Object.hasOwn(source, field) && source[field] !== undefined) info[field] = source[field];
   return info as TfjsModelInfo;
 }
 
@@ -65,7 +67,7 @@ export function modelInfoOf(source: Partial<Record<(typeof MODEL_FIELDS)[number]
  */
 export function tfjsModelOf(metadata: CheckpointMetadata, where: string): { info: TfjsModelInfo; weights: { entry: TensorEntry; spec: io.WeightsManifestEntry }[] } {
   const info = metadata.user[USER_KEY];
-  if (typeof info !== "object" || info === null || !("modelTopology" in info)) {
+  if (typeof info !== "object" || info === null || !Object.hasOwn(info, "modelTopology")) {
     throw new CheckpointError(
       "invalid_argument",
       `${where} holds no tfjs model (no user metadata "${USER_KEY}" with a modelTopology); save one with model.save(cairnIO(url)) or cairn from-tfjs`,
