@@ -1,6 +1,13 @@
-import { type StorageAdapter, CheckpointError, readMetadata } from "@cairn/core";
-import { type RetentionOptions, type StepMetadata, StepStore, parseStep, stepDir } from "@cairn/manager";
+import { type CheckpointErrorCode, type StorageAdapter, CheckpointError, readMetadata } from "@cairn/core";
+import { type RetentionOptions, StepStore, parseStep, stepDir, stepsToDelete } from "@cairn/manager";
 import PQueue from "p-queue";
+
+/** What went wrong with one step: a command reports it and goes on with the others. */
+export interface StepProblem {
+  readonly step: number;
+  readonly code: CheckpointErrorCode | "internal";
+  readonly message: string;
+}
 
 /** A step directory under a manager's root, committed or a leftover of a save that never committed. */
 export interface StepListing {
@@ -9,18 +16,32 @@ export interface StepListing {
   /** Objects and bytes under `<root>/<step>/`. */
   readonly objects: number;
   readonly bytes: number;
-  /** Committed: when it was saved (the manager's `savedAt`, else the commit time). Leftover: its newest object's time, if storage knows it. */
+  /** Committed: when it was saved (the manager's `savedAt`, else the commit time). Leftover: its newest object's time, if storage knows every object's. */
   readonly time?: string;
   readonly metrics: Readonly<Record<string, number>>;
+  /** Set when the step has a metadata.json that cannot be read (damaged, foreign, unreadable): why. */
+  readonly error?: { readonly code: StepProblem["code"]; readonly message: string };
+}
+
+function problemOf(step: number, error: unknown): StepProblem {
+  if (error instanceof CheckpointError) return { step, code: error.code, message: error.message };
+  return { step, code: "internal", message: error instanceof Error ? error.message : String(error) };
+}
+
+/** The numbers of a stored metrics object; anything else in it is not a metric. */
+function metricsOf(value: unknown): Record<string, number> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return {};
+  return Object.fromEntries(Object.entries(value).filter((e): e is [string, number] => typeof e[1] === "number"));
 }
 
 /**
  * Every step directory under `root`, ascending, named as the manager names them (canonical
  * decimals; anything else is not a step). Committed steps get their time and metrics from
- * their metadata; nothing is deleted or changed.
+ * their metadata; one whose metadata cannot be read is listed with its `error`, never allowed
+ * to stop the listing. Nothing is deleted or changed.
  */
 export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepListing[]; others: number }> {
-  const dirs = new Map<number, { objects: number; bytes: number; newest?: number; committed: boolean }>();
+  const dirs = new Map<number, { objects: number; bytes: number; newest?: number; unknownAge: boolean; committed: boolean }>();
   let others = 0;
   for await (const object of storage.list("")) {
     const [dir, name, extra] = object.path.split("/");
@@ -29,10 +50,11 @@ export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepL
       others++;
       continue;
     }
-    const entry = dirs.get(step) ?? { objects: 0, bytes: 0, committed: false };
+    const entry = dirs.get(step) ?? { objects: 0, bytes: 0, unknownAge: false, committed: false };
     entry.objects++;
     entry.bytes += object.size;
     if (object.modified) entry.newest = Math.max(entry.newest ?? 0, object.modified.getTime());
+    else entry.unknownAge = true;
     if (name === "metadata.json" && extra === undefined) entry.committed = true;
     dirs.set(step, entry);
   }
@@ -42,11 +64,19 @@ export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepL
       .sort(([a], [b]) => a - b)
       .map(([step, d]) =>
         queue.add(async (): Promise<StepListing> => {
-          const leftover = { step, committed: false, objects: d.objects, bytes: d.bytes, metrics: {}, ...(d.newest ? { time: new Date(d.newest).toISOString() } : {}) };
+          const known = d.newest !== undefined && !d.unknownAge;
+          const leftover = { step, committed: false, objects: d.objects, bytes: d.bytes, metrics: {}, ...(known ? { time: new Date(d.newest!).toISOString() } : {}) };
           if (!d.committed) return leftover;
-          const metadata = await readMetadata({ storage, path: stepDir(step) });
-          const user = metadata.user as Partial<StepMetadata>;
-          return { ...leftover, committed: true, time: user.savedAt ?? metadata.createdAt, metrics: user.metrics ?? {} };
+          try {
+            const metadata = await readMetadata({ storage, path: stepDir(step) });
+            const savedAt = metadata.user.savedAt;
+            return { ...leftover, committed: true, time: typeof savedAt === "string" ? savedAt : metadata.createdAt, metrics: metricsOf(metadata.user.metrics) };
+          } catch (error) {
+            const problem = problemOf(step, error);
+            // Deleted between the listing and the read (another manager's retention): a leftover now, if anything.
+            if (problem.code === "not_found" || problem.code === "not_committed") return leftover;
+            return { ...leftover, committed: true, error: { code: problem.code, message: problem.message } };
+          }
         }),
       ),
   );
@@ -54,11 +84,39 @@ export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepL
 }
 
 /**
+ * One error for the steps a command could not handle, after it handled the rest: `corrupt`
+ * when every one is damaged (exit code 3), else the first other problem's code.
+ */
+export function stepsError(problems: readonly StepProblem[], what: string, where: string): CheckpointError {
+  const other = problems.find((p) => p.code !== "corrupt");
+  const code: CheckpointErrorCode = other === undefined ? "corrupt" : other.code === "internal" ? "storage" : other.code;
+  const list = problems.map((p) => `step ${p.step} (${p.message})`).join("; ");
+  return new CheckpointError(code, `${what} under ${where}: ${list}`, { context: { path: where, step: problems[0]?.step } });
+}
+
+/** Deletes one step, its metadata.json first, as the manager does: a crash midway leaves an uncommitted leftover. */
+async function deleteEach(storage: StorageAdapter, steps: readonly number[]): Promise<{ deleted: number[]; failed: StepProblem[] }> {
+  const store = new StepStore(storage);
+  const deleted: number[] = [];
+  const failed: StepProblem[] = [];
+  for (const step of steps) {
+    try {
+      await store.deleteStep(step);
+      deleted.push(step);
+    } catch (error) {
+      failed.push(problemOf(step, error));
+    }
+  }
+  return { deleted, failed };
+}
+
+/**
  * Deletes steps, committed or leftovers, as the manager deletes them: `metadata.json` first,
  * so a crash midway leaves an uncommitted leftover, never a damaged committed step. A step
  * with nothing under it is `not_found`, naming the steps there are; nothing is deleted then.
+ * A step that cannot be deleted does not stop the others: it is in `failed`.
  */
-export async function removeSteps(storage: StorageAdapter, steps: readonly number[]): Promise<void> {
+export async function removeSteps(storage: StorageAdapter, steps: readonly number[]): Promise<{ deleted: number[]; failed: StepProblem[] }> {
   const { steps: present } = await listSteps(storage);
   const missing = steps.filter((s) => !present.some((p) => p.step === s));
   if (missing.length > 0) {
@@ -68,25 +126,32 @@ export async function removeSteps(storage: StorageAdapter, steps: readonly numbe
       { context: { path: storage.root } },
     );
   }
-  const store = new StepStore(storage);
-  for (const step of steps) await store.deleteStep(step);
+  return deleteEach(storage, steps);
 }
 
 /**
- * Applies the manager's retention rules to a root, as a `CheckpointManager` would after a save:
- * committed steps no policy keeps are deleted (the newest is always kept), and leftovers of saves
- * that never committed are deleted once their newest object is older than `leftoverAgeMs`.
- * Resolves what was deleted.
+ * Applies the manager's retention rules (its `stepsToDelete`) to a root, as a `CheckpointManager`
+ * would after a save: committed steps no policy keeps are deleted (the newest is always kept), and
+ * leftovers of saves that never committed are deleted once their newest object is older than
+ * `leftoverAgeMs` (one of unknown age is never). A damaged step is neither kept nor deleted: it is
+ * in `damaged`, left for a person to look at; a step that cannot be deleted is in `failed`, and
+ * neither stops the rest.
  */
 export async function collectGarbage(
   storage: StorageAdapter,
   retention: RetentionOptions,
   leftoverAgeMs: number,
   now: number,
-): Promise<{ steps: number[]; leftovers: number[] }> {
-  const before = await listSteps(storage);
-  const deleted = await new StepStore(storage).applyRetention(retention, leftoverAgeMs, now, new Set());
-  const after = new Set((await listSteps(storage)).steps.map((s) => s.step));
-  const leftovers = before.steps.filter((s) => !s.committed && !after.has(s.step)).map((s) => s.step);
-  return { steps: deleted, leftovers };
+): Promise<{ steps: number[]; leftovers: number[]; damaged: StepProblem[]; failed: StepProblem[] }> {
+  const { steps } = await listSteps(storage);
+  const damaged = steps.flatMap((s) => (s.error ? [{ step: s.step, ...s.error }] : []));
+  const committed = steps.filter((s) => s.committed && !s.error);
+  const expired = stepsToDelete(
+    committed.map((s) => ({ step: s.step, time: Date.parse(s.time ?? ""), metrics: s.metrics })),
+    retention,
+  );
+  const old = steps.filter((s) => !s.committed && s.time !== undefined && now - Date.parse(s.time) >= leftoverAgeMs).map((s) => s.step);
+  const a = await deleteEach(storage, expired);
+  const b = await deleteEach(storage, old);
+  return { steps: a.deleted, leftovers: b.deleted, damaged, failed: [...a.failed, ...b.failed] };
 }

@@ -1,6 +1,6 @@
 import type { RetentionOptions } from "@cairn/manager";
 import { UsageError, type CommandSpec, durationOption, integerOption } from "../command.js";
-import { collectGarbage } from "../steps.js";
+import { collectGarbage, stepsError } from "../steps.js";
 import { withLocation } from "./open.js";
 
 export const gcCommand: CommandSpec = {
@@ -10,6 +10,7 @@ export const gcCommand: CommandSpec = {
   help: [
     "The rules are CheckpointManager's: a step is kept if any rule keeps it (--keep newest or best N, --keep-period, --keep-interval), and the newest committed step is never deleted. Without --keep every committed step is kept and only leftovers go.",
     "Leftovers (step directories without metadata.json) are deleted once their newest file is older than --leftover-age (default 24h), so a save still running elsewhere is never touched.",
+    "A step whose metadata.json cannot be read is neither kept nor deleted: it is reported, as is a step that cannot be deleted; the other steps are handled all the same and the exit code is then non-zero (3 when every problem is damage).",
   ],
   options: {
     keep: { type: "string", value: "<n>", help: "keep the newest n committed steps (with --best: the best n)" },
@@ -32,19 +33,23 @@ export const gcCommand: CommandSpec = {
       maxToKeep: integerOption(options, "keep") ?? 0,
       ...(keepPeriod ? { keepPeriod } : {}),
       ...(keepInterval ? { keepTimeInterval: keepInterval } : {}),
-      ...(metric ? { bestFn: (metrics: Readonly<Record<string, number>>) => metrics[metric], bestMode: mode ?? "max" } : {}),
+      ...(metric ? { bestFn: (metrics: Readonly<Record<string, number>>) => (Object.hasOwn(metrics, metric) ? metrics[metric] : undefined), bestMode: mode ?? "max" } : {}),
     };
     const leftoverAge = durationOption(options, "leftover-age") ?? 24 * 3_600_000;
     return withLocation(context, root!, async (location) => {
-      const { steps, leftovers } = await collectGarbage(location.storage, retention, leftoverAge, context.now());
-      const text =
-        steps.length + leftovers.length === 0
-          ? `nothing to delete under ${location.where}`
-          : [
-              ...(steps.length ? [`deleted step${steps.length === 1 ? "" : "s"} ${steps.join(", ")}`] : []),
-              ...(leftovers.length ? [`deleted leftover${leftovers.length === 1 ? "" : "s"} ${leftovers.join(", ")}`] : []),
-            ].join("\n");
-      context.result({ root: location.where, deletedSteps: steps, deletedLeftovers: leftovers }, text);
+      const { steps, leftovers, damaged, failed } = await collectGarbage(location.storage, retention, leftoverAge, context.now());
+      const lines = [
+        ...(steps.length ? [`deleted step${steps.length === 1 ? "" : "s"} ${steps.join(", ")}`] : []),
+        ...(leftovers.length ? [`deleted leftover${leftovers.length === 1 ? "" : "s"} ${leftovers.join(", ")}`] : []),
+        ...damaged.map((d) => `skipped damaged step ${d.step}: ${d.message}`),
+        ...failed.map((f) => `could not delete step ${f.step}: ${f.message}`),
+      ];
+      context.result(
+        { root: location.where, deletedSteps: steps, deletedLeftovers: leftovers, damaged, failed },
+        lines.length === 0 ? `nothing to delete under ${location.where}` : lines.join("\n"),
+      );
+      const problems = [...damaged, ...failed];
+      if (problems.length > 0) throw stepsError(problems, `${damaged.length} damaged step(s) skipped, ${failed.length} step(s) not deleted`, location.where);
     });
   },
 };

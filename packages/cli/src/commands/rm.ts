@@ -2,7 +2,7 @@ import { CheckpointError, METADATA_FILE } from "@cairn/core";
 import { parseStep } from "@cairn/manager";
 import { UsageError, type CommandSpec } from "../command.js";
 import { checkpointMetadata } from "../location.js";
-import { removeSteps } from "../steps.js";
+import { removeSteps, stepsError } from "../steps.js";
 import { withLocation } from "./open.js";
 
 export const rmCommand: CommandSpec = {
@@ -10,7 +10,7 @@ export const rmCommand: CommandSpec = {
   args: "<checkpoint> | <root> <step>...",
   summary: "delete a checkpoint, or steps under a CheckpointManager root",
   help: [
-    "cairn rm <root> <step>... deletes those steps, committed or leftovers, as the manager does: metadata.json first, so an interrupted delete leaves an uncommitted leftover (never a damaged committed step), which cairn gc removes.",
+    "cairn rm <root> <step>... deletes those steps, committed or leftovers, as the manager does: metadata.json first, so an interrupted delete leaves an uncommitted leftover (never a damaged committed step), which cairn gc removes. A step that cannot be deleted does not stop the others: it is reported and the exit code is non-zero.",
     "cairn rm <checkpoint> deletes one committed checkpoint: its metadata.json, then the data files it lists; other files there are left alone.",
   ],
   minArgs: 1,
@@ -23,8 +23,12 @@ export const rmCommand: CommandSpec = {
     });
     return withLocation(context, url!, async (location) => {
       if (steps.length > 0) {
-        await removeSteps(location.storage, steps);
-        context.result({ root: location.where, deleted: steps }, `deleted step${steps.length === 1 ? "" : "s"} ${steps.join(", ")} under ${location.where}`);
+        const { deleted, failed } = await removeSteps(location.storage, steps);
+        context.result(
+          { root: location.where, deleted, failed },
+          deleted.length === 0 ? `deleted no step under ${location.where}` : `deleted step${deleted.length === 1 ? "" : "s"} ${deleted.join(", ")} under ${location.where}`,
+        );
+        if (failed.length > 0) throw stepsError(failed, `could not delete ${failed.length} of ${steps.length} steps`, location.where);
         return;
       }
       const metadata = await checkpointMetadata(location, context.signal).catch((error: unknown) => {
