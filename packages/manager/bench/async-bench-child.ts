@@ -187,8 +187,12 @@ if (mode === "rawfs" || mode === "rawfs-direct" || mode === "overlap") {
   };
   // After the commit the manager's bookkeeping (retention) still runs on this thread until
   // join() resolves, but the save is no longer in flight.
-  settle = () => manager.join();
-  close = () => manager.close();
+  settle = async () => {
+    await manager.join();
+  };
+  close = async () => {
+    await manager.close();
+  };
 }
 
 const first = performance.now();

@@ -10,7 +10,7 @@ import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CheckpointManager } from "./checkpoint-manager.js";
 import type { ManagerEvents } from "./manager-events.js";
-import { MetadataPreemptionSource } from "./preemption.js";
+import { MetadataPreemptionSource } from "./metadata-preemption.js";
 
 beforeAll(async () => {
   await tf.setBackend("cpu");
@@ -128,7 +128,7 @@ describe("CheckpointManager.saveAsync", () => {
     const next = await mgr.saveAsync(3, state(3)).catch((e: unknown) => e);
     expect(next).toBeInstanceOf(CheckpointError);
     expect((next as CheckpointError).message).toContain("injected failure");
-    expect(errors).toEqual([{ step: 2, error: next }]);
+    expect(errors).toEqual([{ step: 2, error: next, operation: "save" }]);
     expect(await mgr.saveAsync(3, state(3))).toBe(true);
     await mgr.close();
     expect(await new CheckpointManager(inner, 1).allSteps()).toEqual([1, 3]);

@@ -1,4 +1,5 @@
-import { CheckpointError, type LoadOptions, checkSaveOptions, type ProcessGroup, type SaveOptions, type StagingStrategy, type StorageOptions, isCoordinated } from "@cairn/core";
+import { CheckpointError, type LoadOptions, type StorageAdapter, checkStorageUrl, storageUrl, checkSaveOptions, type ProcessGroup, type SaveOptions, type StagingStrategy, type StorageOptions, isCoordinated } from "@cairn/core";
+import { invalid } from "./manager-arguments.js";
 import type { PreemptionSource, SignalTarget } from "./preemption.js";
 import type { RetentionOptions } from "./retention-policy.js";
 
@@ -48,7 +49,7 @@ export interface CheckpointManagerOptions extends RetentionOptions {
 }
 
 function fail(name: string, expected: string, value: unknown): never {
-  throw new CheckpointError("invalid_argument", `CheckpointManager option ${name} must be ${expected}, got ${typeof value === "function" ? "a function" : JSON.stringify(value) ?? String(value)}`);
+  throw invalid(`CheckpointManager option ${name}`, expected, value);
 }
 
 /** Rejects options of the wrong type before anything touches storage. */
@@ -73,6 +74,10 @@ export function checkOptions(options: CheckpointManagerOptions): void {
   if (options.preemptionSources !== undefined && (!Array.isArray(options.preemptionSources) || !options.preemptionSources.every((s) => typeof s?.start === "function" && typeof s?.stop === "function"))) {
     fail("preemptionSources", "an array of PreemptionSource objects (start, stop)", options.preemptionSources);
   }
+  const target = options.signalTarget;
+  if (target !== undefined && (typeof target !== "object" || target === null || typeof target.on !== "function" || typeof target.off !== "function")) {
+    fail("signalTarget", "an object with on and off (like process or an EventEmitter)", target);
+  }
   const positive = (name: keyof CheckpointManagerOptions): void => {
     const value = options[name];
     if (value !== undefined && (typeof value !== "number" || !(value > 0) || !Number.isFinite(value))) fail(name, "a positive number of ms", value);
@@ -94,5 +99,23 @@ export function checkOptions(options: CheckpointManagerOptions): void {
   for (const name of ["storageOptions", "save", "load"] as const) {
     const value = options[name];
     if (value !== undefined && (typeof value !== "object" || value === null)) fail(name, "an object", value);
+  }
+}
+
+/** Checks what a CheckpointManager is constructed with, before anything touches storage. */
+export function checkManagerArguments(location: unknown, saveInterval: unknown, options: CheckpointManagerOptions): asserts location is string | StorageAdapter {
+  if (typeof saveInterval !== "number" || !Number.isSafeInteger(saveInterval) || saveInterval < 1) throw invalid("saveInterval", "an integer of at least 1", saveInterval);
+  checkOptions(options);
+  if (typeof location === "string") {
+    checkStorageUrl(location);
+  } else if (typeof location !== "object" || location === null || typeof (location as Partial<StorageAdapter>).read !== "function") {
+    throw invalid("the checkpoint location", "a URL, a path or a StorageAdapter", location);
+  }
+  const worldSize = options.processGroup?.worldSize ?? 1;
+  if (worldSize > 1 && typeof location === "string" && storageUrl(location).protocol === "memory:") {
+    throw new CheckpointError(
+      "invalid_argument",
+      `memory:// storage lives in one process, but the process group has ${worldSize} ranks; use storage every rank shares (file:// on a shared filesystem, s3://, gs://)`,
+    );
   }
 }

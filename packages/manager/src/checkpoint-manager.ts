@@ -1,7 +1,6 @@
 import {
   CheckpointError,
   type CoordinatedProcessGroup,
-  type LoadOptions,
   type LoadResult,
   type ProcessGroup,
   type SaveResult,
@@ -10,7 +9,6 @@ import {
   SingleProcessGroup,
   StagingPool,
   asyncSave,
-  checkStorageUrl,
   load,
   openStorage,
   save,
@@ -19,13 +17,17 @@ import {
 } from "@cairn/core";
 import "@cairn/storage-local";
 import PQueue from "p-queue";
-import { type CheckpointManagerOptions, checkOptions } from "./checkpoint-manager-options.js";
+import { type CheckpointManagerOptions, checkManagerArguments } from "./checkpoint-manager-options.js";
+import { type RestoreOptions, type SaveStepOptions, checkListener, checkRestoreArguments, checkSaveStepOptions, checkStateDict } from "./manager-arguments.js";
 import { ManagerEmitter, type ManagerEventName, type ManagerEvents } from "./manager-events.js";
 import { type PreemptionSource, SignalPreemptionSource } from "./preemption.js";
+import { RetentionRunner } from "./retention-runner.js";
 import { checkStep, stepDir } from "./step-naming.js";
-import { type StepMetadata, StepStore } from "./step-store.js";
+import { type RetentionFailure, type StepMetadata, StepStore } from "./step-store.js";
 
 export type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
+export type { RestoreOptions, SaveStepOptions } from "./manager-arguments.js";
+export type { RetentionFailure } from "./step-store.js";
 
 /** The topic a preemption notice is posted on, and the tag of the one collective that agrees on its step. */
 const PREEMPTION_TOPIC = "cairn/preemption";
@@ -37,16 +39,14 @@ function writtenByWorker(location: string | StorageAdapter): boolean {
   return typeof location === "string" ? storageUrl(location).protocol === "file:" : location.portable !== undefined;
 }
 
-/** Per-call options of `save` and `saveAsync`. */
-export interface SaveStepOptions {
-  /** Save whatever the interval says. */
-  readonly force?: boolean;
-  /** Replace a committed step: it is un-committed (its metadata.json deleted) first. */
-  readonly overwrite?: boolean;
-  /** JSON stored with the step, returned by `metadata(step)`. */
-  readonly metadata?: Readonly<Record<string, unknown>>;
-  /** Numbers stored with the step; `bestFn` ranks steps by them. */
-  readonly metrics?: Readonly<Record<string, number>>;
+/** What `join()` and `close()` resolve with once every background upload and retention pass is done. */
+export interface JoinResult {
+  /**
+   * Steps retention should have deleted but could not, as of its latest pass, each with the
+   * error; `step` is undefined when a pass could not list the root. Every later pass retries
+   * them; empty when retention is caught up.
+   */
+  readonly retentionFailures: readonly RetentionFailure[];
 }
 
 /**
@@ -58,11 +58,17 @@ export interface SaveStepOptions {
  * loads one in place.
  *
  * Call order: construct, any number of saves, restores and queries, then `close()` (which
- * waits for background uploads and removes the preemption handlers). Methods reject with
- * `CheckpointError`: `invalid_argument` for bad input (nothing saved is touched),
- * `already_exists` for a committed step saved again without `overwrite`, `not_found` for a
- * missing step; a background failure (an upload or a deletion) rejects the next `save`,
- * `saveAsync`, `restore`, `join` or `close`, once, and is emitted as `error`.
+ * waits for background uploads and retention and removes the preemption handlers). Methods
+ * throw `CheckpointError`: `invalid_argument` for bad arguments, with the offending value
+ * (nothing saved is touched), `already_exists` for a committed step saved again without
+ * `overwrite`, `not_found` for a missing step. A failed background upload is never silent: it
+ * is emitted as `error` and rejects the next `save`, `saveAsync`, `restore`, `join` or `close`,
+ * once. A step retention cannot delete fails nothing: it is emitted as `error` (operation
+ * `"retention"`), listed in what `join()` and `close()` resolve, and retried by every later pass.
+ *
+ * Several managers may write under one root (a trainer and an evaluator): a step another one
+ * deleted meanwhile counts as deleted, and a step whose metadata is damaged or foreign is
+ * reported (`error`, operation `"listing"`) and skipped by listing and retention, never deleted.
  */
 export class CheckpointManager {
   readonly saveInterval: number;
@@ -77,6 +83,8 @@ export class CheckpointManager {
   readonly #group: CoordinatedProcessGroup;
   readonly #unsubscribe: () => void;
   #store: Promise<StepStore> | undefined;
+  #retention: RetentionRunner | undefined;
+  /** Several ranks only: the barriers after each commit, in order. */
   #background: Promise<void> = Promise.resolve();
   #backgroundError: unknown;
   #preemptionNotice: string | undefined;
@@ -85,25 +93,11 @@ export class CheckpointManager {
   #preemptionTarget: number | undefined;
   #lastStep = -1;
   #preemptionStep: number | undefined;
-  #closed = false;
+  #closed: JoinResult | undefined;
 
   constructor(location: string | StorageAdapter, saveInterval: number, options: CheckpointManagerOptions = {}) {
-    if (!Number.isSafeInteger(saveInterval) || saveInterval < 1) {
-      throw new CheckpointError("invalid_argument", `saveInterval must be an integer of at least 1, got ${String(saveInterval)}`);
-    }
-    checkOptions(options);
-    if (typeof location === "string") {
-      checkStorageUrl(location);
-    } else if (typeof location?.read !== "function") {
-      throw new CheckpointError("invalid_argument", "the checkpoint location must be a URL, a path or a StorageAdapter");
-    }
+    checkManagerArguments(location, saveInterval, options);
     this.#group = (options.processGroup as CoordinatedProcessGroup | undefined) ?? new SingleProcessGroup();
-    if (this.#group.worldSize > 1 && typeof location === "string" && storageUrl(location).protocol === "memory:") {
-      throw new CheckpointError(
-        "invalid_argument",
-        `memory:// storage lives in one process, but the process group has ${this.#group.worldSize} ranks; use storage every rank shares (file:// on a shared filesystem, s3://, gs://)`,
-      );
-    }
     this.#location = location;
     this.saveInterval = saveInterval;
     this.#options = options;
@@ -111,7 +105,12 @@ export class CheckpointManager {
     this.#uploads = new PQueue({ concurrency: options.maxPendingAsync ?? 1 });
     if ((options.checkpointOnPreemption ?? true) && !options.readOnly) {
       this.#preemptionSources.push(new SignalPreemptionSource(options.preemptionSignals ?? ["SIGTERM"], options.signalTarget), ...(options.preemptionSources ?? []));
-      for (const source of this.#preemptionSources) source.start((reason) => this.#group.post(PREEMPTION_TOPIC, { reason }));
+      for (const source of this.#preemptionSources) {
+        source.start(
+          (reason) => this.#group.post(PREEMPTION_TOPIC, { reason }),
+          (error) => this.#events.report({ error, operation: "preemption" }),
+        );
+      }
     }
     if (!options.readOnly && options.uploadWorker !== false && writtenByWorker(location)) startUploadWorker();
     // A notice on any rank reaches every rank through the group (alone: from this process).
@@ -120,6 +119,7 @@ export class CheckpointManager {
 
   /** Subscribes to `staged`, `committed`, `error` or `preemption`; returns the unsubscribe function. */
   on<E extends ManagerEventName>(event: E, listener: (payload: ManagerEvents[E]) => void): () => void {
+    checkListener(event, listener);
     return this.#events.on(event, listener);
   }
 
@@ -156,9 +156,11 @@ export class CheckpointManager {
     return this.#save(step, stateDict, options, true);
   }
 
-  /** Committed steps, ascending, read from storage. */
+  /** Committed steps, ascending, read from storage once retention caught up with the saves so far (damaged steps are left out). */
   async allSteps(): Promise<number[]> {
-    return (await this.#open()).committedSteps();
+    const store = await this.#open();
+    await this.#retention?.settled();
+    return store.committedSteps();
   }
 
   async latestStep(): Promise<number | undefined> {
@@ -175,10 +177,11 @@ export class CheckpointManager {
    * Loads `step` into `target` in place (strict: every leaf the target asks for must be there;
    * a subtree like `{ model }` is fine). Without a target, resolves the whole state as host values.
    */
-  restore(step: number, target: StateDict, options?: Pick<LoadOptions, "partial" | "signal">): Promise<LoadResult>;
+  restore(step: number, target: StateDict, options?: RestoreOptions): Promise<LoadResult>;
   restore(step: number): Promise<StateDict>;
-  async restore(step: number, target?: StateDict, options: Pick<LoadOptions, "partial" | "signal"> = {}): Promise<LoadResult | StateDict> {
+  async restore(step: number, target?: StateDict, options: RestoreOptions = {}): Promise<LoadResult | StateDict> {
     checkStep(step);
+    checkRestoreArguments(target, options);
     this.#throwBackgroundError();
     const store = await this.#open();
     await store.requireCommitted(step);
@@ -193,21 +196,28 @@ export class CheckpointManager {
     await (await this.#open()).deleteStep(step);
   }
 
-  /** Waits for every background upload and deletion, and rejects with a failure among them (once). */
-  async join(): Promise<void> {
+  /**
+   * Waits for every background upload and retention pass. Rejects with a failed upload (once);
+   * otherwise resolves what retention could not delete.
+   */
+  async join(): Promise<JoinResult> {
     await this.#drain();
+    await this.#retention?.settled();
     this.#throwBackgroundError();
+    return { retentionFailures: this.#retention?.failures() ?? [] };
   }
 
-  /** Joins, removes the preemption handlers and releases storage and staging buffers. Unusable afterwards. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
+  /** Joins, removes the preemption handlers and releases storage and staging buffers. Unusable afterwards; closing again resolves the same result. */
+  async close(): Promise<JoinResult> {
+    if (this.#closed) return this.#closed;
     for (const source of this.#preemptionSources) source.stop();
     this.#unsubscribe();
+    let result: JoinResult = { retentionFailures: [] };
     try {
-      await this.join();
+      result = await this.join();
+      return result;
     } finally {
-      this.#closed = true;
+      this.#closed = result;
       this.#events.clear();
       this.#pool.clear();
       if (this.#store && typeof this.#location === "string") await (await this.#store).storage.close();
@@ -216,6 +226,8 @@ export class CheckpointManager {
 
   async #save(step: number, stateDict: StateDict, options: SaveStepOptions, background: boolean): Promise<boolean> {
     checkStep(step);
+    checkStateDict(stateDict);
+    checkSaveStepOptions(options);
     this.#lastStep = step;
     this.#throwBackgroundError();
     if (this.#agreement && this.#preemptionTarget === undefined) {
@@ -263,13 +275,12 @@ export class CheckpointManager {
       });
       const info = await staged;
       this.#events.emit("staged", { step, bytes: info.bytes, seconds: info.seconds });
-      const settled = done.then(
-        (result) => this.#committed(store, step, savedAt, metadata.metrics, result, group),
-        (error: unknown) => {
+      const settled = done
+        .then((result) => this.#committed(store, step, savedAt, metadata.metrics, result, group))
+        .catch((error: unknown) => {
           this.#backgroundError ??= error;
-          this.#events.emit("error", { step, error });
-        },
-      );
+          this.#events.report({ step, error, operation: "save" });
+        });
       this.#pending.set(step, settled);
       void settled.finally(() => this.#pending.delete(step));
       if (forPreemption) {
@@ -284,7 +295,8 @@ export class CheckpointManager {
   /**
    * After a commit: alone, retention runs in the background. With several ranks, rank 0 applies
    * it and every rank waits for that (a barrier of the step's own group), so when a save is
-   * done on any rank, `allSteps()` reads the same steps there as on every other rank.
+   * done on any rank, `allSteps()` reads the same steps there as on every other rank. A
+   * retention failure never fails the save (see `RetentionRunner`).
    */
   async #committed(
     store: StepStore,
@@ -296,23 +308,9 @@ export class CheckpointManager {
   ): Promise<void> {
     store.remember({ step, time: Date.parse(savedAt), metrics });
     this.#events.emit("committed", { step, bytes: result.bytes, seconds: result.seconds, backgroundCopySeconds: result.backgroundCopySeconds ?? 0 });
-    const retention = this.#background.then(() =>
-      this.#group.rank === 0
-        ? store.applyRetention(this.#options, this.#options.leftoverAgeMs ?? 24 * 3600 * 1000, this.#now(), new Set(this.#pending.keys()))
-        : undefined,
-    );
-    const reported = retention.then(
-      () => undefined,
-      (error: unknown) => {
-        this.#backgroundError ??= error;
-        this.#events.emit("error", { error });
-      },
-    );
-    if (this.#group.worldSize === 1) {
-      this.#background = reported;
-      return;
-    }
-    this.#background = reported.then(() => group.barrier());
+    const pass = this.#group.rank === 0 ? this.#retention?.schedule() : undefined;
+    if (this.#group.worldSize === 1) return;
+    this.#background = this.#background.then(() => pass).then(() => group.barrier());
     await this.#background;
   }
 
@@ -361,10 +359,22 @@ export class CheckpointManager {
   #open(): Promise<StepStore> {
     if (this.#closed) return Promise.reject(new CheckpointError("invalid_argument", "the CheckpointManager is closed"));
     this.#store ??= (typeof this.#location === "string" ? openStorage(this.#location, this.#options.storageOptions) : Promise.resolve(this.#location)).then(
-      (storage) => new StepStore(storage),
+      (storage) => {
+        const store = new StepStore(storage, (step, error) => this.#events.report({ step, error, operation: "listing" }));
+        this.#retention = new RetentionRunner({
+          store,
+          retention: this.#options,
+          leftoverAgeMs: this.#options.leftoverAgeMs ?? 24 * 3600 * 1000,
+          now: () => this.#now(),
+          busy: () => new Set(this.#pending.keys()),
+          report: ({ step, error }) => this.#events.report({ ...(step === undefined ? {} : { step }), error, operation: "retention" }),
+        });
+        return store;
+      },
     );
     return this.#store;
   }
+
 
   #checkWritable(what: string): void {
     if (this.#options.readOnly) throw new CheckpointError("invalid_argument", `this CheckpointManager is read-only; it cannot ${what}`);

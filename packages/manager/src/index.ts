@@ -1,7 +1,18 @@
-export { CheckpointManager, type CheckpointManagerOptions, type SaveStepOptions, type StepMetadata } from "./checkpoint-manager.js";
-export { type ManagerEvents, type ManagerEventName } from "./manager-events.js";
-export { type PreemptionSource, type SignalTarget, type MetadataPreemptionOptions, SignalPreemptionSource, MetadataPreemptionSource } from "./preemption.js";
+export {
+  CheckpointManager,
+  type CheckpointManagerOptions,
+  type JoinResult,
+  type RestoreOptions,
+  type RetentionFailure,
+  type SaveStepOptions,
+  type StepMetadata,
+} from "./checkpoint-manager.js";
+export { type ManagerEvents, type ManagerEventName, type ManagerOperation } from "./manager-events.js";
+export { type PreemptionSource, type SignalTarget, SignalPreemptionSource } from "./preemption.js";
+export { type MetadataPreemptionOptions, type AwsSpotOptions, MetadataPreemptionSource } from "./metadata-preemption.js";
+export { type MetadataSession } from "./metadata-request.js";
+export { type ImdsSessionOptions, ImdsSession } from "./imds-session.js";
 export { type RetentionOptions, type StepRecord, stepsToDelete } from "./retention-policy.js";
 export { getStateDict, setStateDict, primeOptimizer } from "./tfjs-state.js";
-export { StepStore } from "./step-store.js";
+export { type RetentionPass, type DamagedStepListener, StepStore } from "./step-store.js";
 export { stepDir, parseStep, checkStep } from "./step-naming.js";

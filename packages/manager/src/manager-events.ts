@@ -7,17 +7,32 @@ export interface ManagerEvents {
    * staging's background copy took of this thread (see `SaveResult`); 0 for other saves.
    */
   committed: { readonly step: number; readonly bytes: number; readonly seconds: number; readonly backgroundCopySeconds: number };
-  /** A background save or deletion failed; the error also rejects the next call. */
-  error: { readonly step?: number; readonly error: unknown };
+  /**
+   * Something failed in the background. `operation` says what: `"save"` (a background upload;
+   * its error also rejects the next call once), `"retention"` (a step could not be deleted:
+   * saving goes on, the next pass retries, `join()` lists it), `"listing"` (a committed step's
+   * metadata is damaged or foreign: it is skipped), `"preemption"` (a notice source cannot reach
+   * its endpoint, so notices may be missed). Reported once per step or outage.
+   */
+  error: { readonly step?: number; readonly error: unknown; readonly operation: ManagerOperation };
   /** A preemption notice arrived; the next save takes a checkpoint whatever the interval. */
   preemption: { readonly reason: string };
 }
 
 export type ManagerEventName = keyof ManagerEvents;
 
+/** What an `error` event is about. */
+export type ManagerOperation = "save" | "retention" | "listing" | "preemption";
+
+const EVENT_NAMES: ReadonlySet<string> = new Set<ManagerEventName>(["staged", "committed", "error", "preemption"]);
+
+export function isManagerEventName(name: unknown): name is ManagerEventName {
+  return typeof name === "string" && EVENT_NAMES.has(name);
+}
+
 /**
  * A small typed emitter. Unlike Node's EventEmitter, an `error` with no listener is not
- * thrown: background failures always surface through the next call anyway.
+ * thrown; `emit` says whether anyone listened, so the manager can warn instead.
  */
 export class ManagerEmitter {
   readonly #listeners = new Map<ManagerEventName, Set<(payload: never) => void>>();
@@ -29,8 +44,27 @@ export class ManagerEmitter {
     return () => set.delete(listener as (payload: never) => void);
   }
 
-  emit<E extends ManagerEventName>(event: E, payload: ManagerEvents[E]): void {
-    for (const listener of this.#listeners.get(event) ?? []) (listener as (p: ManagerEvents[E]) => void)(payload);
+  emit<E extends ManagerEventName>(event: E, payload: ManagerEvents[E]): boolean {
+    const listeners = [...(this.#listeners.get(event) ?? [])];
+    for (const listener of listeners) {
+      try {
+        (listener as (p: ManagerEvents[E]) => void)(payload);
+      } catch (error) {
+        // A throwing listener surfaces as an uncaught exception, as with EventEmitter, without breaking the manager's own bookkeeping.
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
+    }
+    return listeners.length > 0;
+  }
+
+  /** Emits `error`; with nobody listening, a failure that rejects no call becomes a process warning rather than nothing. */
+  report(payload: ManagerEvents["error"]): void {
+    if (this.emit("error", payload) || payload.operation === "save") return;
+    const what = payload.step === undefined ? payload.operation : `${payload.operation} of step ${payload.step}`;
+    const message = payload.error instanceof Error ? payload.error.message : typeof payload.error === "string" ? payload.error : "a value that is not an Error";
+    process.emitWarning(`CheckpointManager: ${what} failed: ${message}`, { code: "CAIRN_BACKGROUND_FAILURE" });
   }
 
   clear(): void {

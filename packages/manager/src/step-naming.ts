@@ -1,4 +1,5 @@
 import { CheckpointError } from "@cairn/core";
+import { describeValue } from "./manager-arguments.js";
 
 /**
  * Steps live in directories named by the plain decimal step (`<root>/100/`), as torch_xla and
@@ -17,7 +18,7 @@ export function parseStep(name: string): number | undefined {
 /** Steps are non-negative safe integers; anything else is `invalid_argument`. */
 export function checkStep(step: unknown, what = "step"): number {
   if (typeof step !== "number" || !Number.isSafeInteger(step) || step < 0) {
-    throw new CheckpointError("invalid_argument", `${what} must be a non-negative integer no larger than ${Number.MAX_SAFE_INTEGER}, got ${String(step)}`);
+    throw new CheckpointError("invalid_argument", `${what} must be a non-negative integer no larger than ${Number.MAX_SAFE_INTEGER}, got ${describeValue(step)}`);
   }
   return step;
 }

@@ -1,6 +1,8 @@
-import { CheckpointError, METADATA_FILE, type StorageAdapter, isCheckpointError, joinPath, readMetadata } from "@cairn/core";
+import { CheckpointError, type CheckpointMetadata, METADATA_FILE, type StorageAdapter, isCheckpointError, joinPath, readMetadata } from "@cairn/core";
+import PQueue from "p-queue";
 import { type RetentionOptions, type StepRecord, stepsToDelete } from "./retention-policy.js";
 import { parseStep, stepDir } from "./step-naming.js";
+import { hostileJsonCopy, metricsOf } from "./stored-values.js";
 
 /** What `metadata(step)` returns, as the manager stores it in each step's user metadata. */
 export interface StepMetadata {
@@ -11,19 +13,53 @@ export interface StepMetadata {
   readonly metadata: Readonly<Record<string, unknown>>;
 }
 
+/** A step retention could not delete, and why; `step` is undefined when the pass failed before reaching any step (listing the root). */
+export interface RetentionFailure {
+  readonly step: number | undefined;
+  readonly error: unknown;
+}
+
+/** What one retention pass did: the committed steps it deleted, and what it could not do (retried by the next pass). */
+export interface RetentionPass {
+  readonly deleted: number[];
+  readonly failures: RetentionFailure[];
+}
+
+/** Called once per step whose metadata.json is present but unusable (damaged, foreign, a newer format); the step is skipped. */
+export type DamagedStepListener = (step: number, error: CheckpointError) => void;
+
+/** Codes that say a step vanished between listing and reading it (another manager deleted it): it is simply not there. */
+const GONE = new Set(["not_found", "not_committed"]);
+/** Codes that say storage failed, not the step: the answer is unknown, so the caller hears of it. */
+const STORAGE_FAILURES = new Set(["storage", "timeout", "cancelled", "permission_denied", "no_space", "process_group"]);
+/** Metadata reads in flight at once when listing many steps. */
+const READ_CONCURRENCY = 8;
+
+function isNotFound(error: unknown): boolean {
+  return isCheckpointError(error, "not_found");
+}
+
 /**
  * The steps under a manager's root: `<root>/<step>/`, committed once `metadata.json` exists.
  * Listing, un-committing deletion, retention and leftover cleanup live here, in one place that
- * ignores anything uncommitted.
+ * ignores anything uncommitted. Another writer may delete steps at any moment: a step that
+ * vanishes midway is treated as gone, never as a failure. A step whose metadata is damaged is
+ * reported (once) and skipped: it is not listed, counted or deleted by retention.
  */
 export class StepStore {
   readonly storage: StorageAdapter;
   readonly #records = new Map<number, StepRecord>();
+  readonly #damaged = new Map<number, CheckpointError>();
+  /** Steps this store un-committed whose other objects it could not all delete: finished by the next pass whatever their age. */
+  readonly #unfinished = new Set<number>();
+  readonly #onDamaged: DamagedStepListener | undefined;
 
-  constructor(storage: StorageAdapter) {
+  constructor(storage: StorageAdapter, onDamaged?: DamagedStepListener) {
     this.storage = storage;
+    this.#onDamaged = onDamaged;
   }
 
+  /** Committed steps whose metadata reads back, ascending. Steps deleted meanwhile and damaged ones are left out. */
   async committedSteps(): Promise<number[]> {
     const steps: number[] = [];
     for await (const object of this.storage.list("")) {
@@ -31,7 +67,9 @@ export class StepStore {
       const step = parseStep(dir ?? "");
       if (step !== undefined && name === METADATA_FILE && extra === undefined) steps.push(step);
     }
-    return steps.sort((a, b) => a - b);
+    const queue = new PQueue({ concurrency: READ_CONCURRENCY });
+    const records = await Promise.all(steps.map((step) => queue.add(() => this.#record(step))));
+    return records.flatMap((record) => (record ? [record.step] : [])).sort((a, b) => a - b);
   }
 
   async isCommitted(step: number): Promise<boolean> {
@@ -50,40 +88,50 @@ export class StepStore {
 
   remember(record: StepRecord): void {
     this.#records.set(record.step, record);
+    this.#damaged.delete(record.step);
+    this.#unfinished.delete(record.step);
   }
 
+  /** What `step` was saved with; stored values are copied into null-prototype objects. */
   async metadata(step: number): Promise<StepMetadata> {
     await this.requireCommitted(step);
-    const user = (await readMetadata({ storage: this.storage, path: stepDir(step) })).user as Partial<StepMetadata>;
-    return { step, savedAt: user.savedAt ?? "", metrics: user.metrics ?? {}, metadata: user.metadata ?? {} };
+    const metadata = await readMetadata({ storage: this.storage, path: stepDir(step) });
+    const user = metadata.user;
+    const custom = hostileJsonCopy(user.metadata);
+    return {
+      step,
+      savedAt: typeof user.savedAt === "string" ? user.savedAt : "",
+      metrics: metricsOf(user.metrics),
+      metadata: typeof custom === "object" && custom !== null && !Array.isArray(custom) ? (custom as Record<string, unknown>) : Object.create(null),
+    };
   }
 
-  /** Deletes a step, its metadata.json first: a crash midway leaves an uncommitted leftover, never a damaged committed step. */
+  /**
+   * Deletes a step, its metadata.json first: a crash midway leaves an uncommitted leftover, never
+   * a damaged committed step. Objects already gone are fine; a failure is thrown after every
+   * object was tried, and the next retention pass finishes the step.
+   */
   async deleteStep(step: number): Promise<void> {
     const dir = stepDir(step);
-    await this.storage.delete(joinPath(dir, METADATA_FILE));
+    await this.storage.delete(joinPath(dir, METADATA_FILE)).catch((error: unknown) => {
+      if (!isNotFound(error)) throw error;
+    });
     this.#records.delete(step);
+    this.#damaged.delete(step);
+    this.#unfinished.add(step);
     const rest: string[] = [];
     for await (const object of this.storage.list(`${dir}/`)) rest.push(object.path);
-    await Promise.all(rest.map((path) => this.storage.delete(path)));
-  }
-
-  async #record(step: number): Promise<StepRecord> {
-    const cached = this.#records.get(step);
-    if (cached) return cached;
-    const metadata = await readMetadata({ storage: this.storage, path: stepDir(step) });
-    const user = metadata.user as Partial<StepMetadata>;
-    const record = { step, time: Date.parse(user.savedAt ?? metadata.createdAt), metrics: user.metrics ?? {} };
-    this.#records.set(step, record);
-    return record;
+    await this.#deleteAll(rest);
+    this.#unfinished.delete(step);
   }
 
   /**
    * Deletes the committed steps retention no longer keeps, and the leftovers of saves that never
-   * committed once their newest object is older than `leftoverAgeMs`, so a save still running
-   * elsewhere is never touched. `busy` steps (saves in flight here) are left alone.
+   * committed once their newest object is older than `leftoverAgeMs` (so a save still running
+   * elsewhere is never touched) or that this store left unfinished. `busy` steps (saves in flight
+   * here) are left alone. A step that fails is recorded and the pass goes on with the others.
    */
-  async applyRetention(options: RetentionOptions, leftoverAgeMs: number, now: number, busy: ReadonlySet<number>): Promise<number[]> {
+  async retain(options: RetentionOptions, leftoverAgeMs: number, now: number, busy: ReadonlySet<number>): Promise<RetentionPass> {
     const committed = new Set<number>();
     const objects = new Map<number, { paths: string[]; newest: number }>();
     for await (const object of this.storage.list("")) {
@@ -97,19 +145,78 @@ export class StepStore {
       entry.newest = Math.max(entry.newest, object.modified?.getTime() ?? Infinity);
       objects.set(step, entry);
     }
-    const records = await Promise.all([...committed].map((step) => this.#record(step)));
-    const deleted = stepsToDelete(records, options).filter((step) => !busy.has(step));
-    for (const step of deleted) await this.deleteStep(step);
-    for (const [step, { paths, newest }] of objects) {
-      if (committed.has(step) || busy.has(step) || now - newest < leftoverAgeMs) continue;
-      await Promise.all(
-        paths.map((path) =>
-          this.storage.delete(path).catch((error: unknown) => {
-            if (!isCheckpointError(error, "not_found")) throw error;
-          }),
-        ),
-      );
+    for (const step of this.#records.keys()) if (!committed.has(step)) this.#records.delete(step);
+    for (const step of this.#damaged.keys()) if (!committed.has(step)) this.#damaged.delete(step);
+    const failures: RetentionFailure[] = [];
+    const records: StepRecord[] = [];
+    const queue = new PQueue({ concurrency: READ_CONCURRENCY });
+    await Promise.all(
+      [...committed].map((step) =>
+        queue.add(async () => {
+          try {
+            const record = await this.#record(step);
+            if (record) records.push(record);
+          } catch (error) {
+            failures.push({ step, error });
+          }
+        }),
+      ),
+    );
+    // Unfinished steps someone else finished, or saved anew, are no longer this store's to finish.
+    for (const step of this.#unfinished) if (!objects.has(step) || committed.has(step)) this.#unfinished.delete(step);
+    const deleted: number[] = [];
+    for (const step of stepsToDelete(records, options).filter((s) => !busy.has(s))) {
+      try {
+        await this.deleteStep(step);
+        deleted.push(step);
+      } catch (error) {
+        failures.push({ step, error });
+      }
     }
-    return deleted;
+    for (const [step, { paths, newest }] of objects) {
+      if (committed.has(step) || busy.has(step) || (!this.#unfinished.has(step) && now - newest < leftoverAgeMs)) continue;
+      try {
+        await this.#deleteAll(paths);
+        this.#unfinished.delete(step);
+      } catch (error) {
+        failures.push({ step, error });
+      }
+    }
+    return { deleted, failures: failures.sort((a, b) => (a.step ?? -1) - (b.step ?? -1)) };
+  }
+
+  async #deleteAll(paths: readonly string[]): Promise<void> {
+    const results = await Promise.allSettled(paths.map((path) => this.storage.delete(path)));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected" && !isNotFound(r.reason));
+    if (failed) throw failed.reason;
+  }
+
+  /**
+   * What retention knows of a committed step, read once and cached. Undefined for a step that
+   * vanished since it was listed, or whose metadata is damaged (reported once); storage failures are thrown.
+   */
+  async #record(step: number): Promise<StepRecord | undefined> {
+    const cached = this.#records.get(step);
+    if (cached) return cached;
+    if (this.#damaged.has(step)) return undefined;
+    let metadata: CheckpointMetadata;
+    try {
+      metadata = await readMetadata({ storage: this.storage, path: stepDir(step) });
+    } catch (error) {
+      if (isCheckpointError(error) && GONE.has(error.code)) return undefined;
+      if (isCheckpointError(error) && STORAGE_FAILURES.has(error.code)) throw error;
+      const damaged = isCheckpointError(error)
+        ? error
+        : new CheckpointError("corrupt", `step ${step} under ${this.storage.root} has metadata that cannot be read; it is skipped`, { cause: error, context: { step } });
+      this.#damaged.set(step, damaged);
+      this.#onDamaged?.(step, damaged);
+      return undefined;
+    }
+    const user = metadata.user;
+    const saved = typeof user.savedAt === "string" ? Date.parse(user.savedAt) : NaN;
+    const created = Date.parse(metadata.createdAt);
+    const record = { step, time: Number.isFinite(saved) ? saved : Number.isFinite(created) ? created : 0, metrics: metricsOf(user.metrics) };
+    this.#records.set(step, record);
+    return record;
   }
 }

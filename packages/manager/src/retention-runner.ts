@@ -1,0 +1,67 @@
+import type { RetentionOptions } from "./retention-policy.js";
+import type { RetentionFailure, StepStore } from "./step-store.js";
+
+export interface RetentionRunnerOptions {
+  readonly store: StepStore;
+  readonly retention: RetentionOptions;
+  readonly leftoverAgeMs: number;
+  readonly now: () => number;
+  /** Steps with a save in flight, read as each pass starts: never deleted. */
+  readonly busy: () => ReadonlySet<number>;
+  /** Called when a step starts failing (once, until a pass deletes it or no longer needs to). */
+  readonly report: (failure: RetentionFailure) => void;
+}
+
+/**
+ * Runs a manager's retention passes one after another in the background. A deletion that fails
+ * never fails a save: it is reported once, kept in `failures()` while it lasts, and tried again
+ * by every later pass. Commits that ask while a pass is waiting share that pass.
+ */
+export class RetentionRunner {
+  readonly #options: RetentionRunnerOptions;
+  #chain: Promise<void> = Promise.resolve();
+  #queued: Promise<void> | undefined;
+  /** Keyed by step; `undefined` when a pass could not list the root. */
+  #failures = new Map<number | undefined, unknown>();
+
+  constructor(options: RetentionRunnerOptions) {
+    this.#options = options;
+  }
+
+  /** Queues a pass after the current one; resolves when it ran (it never rejects). */
+  schedule(): Promise<void> {
+    if (this.#queued) return this.#queued;
+    const pass = this.#chain.then(() => {
+      this.#queued = undefined;
+      return this.#run();
+    });
+    this.#queued = pass;
+    this.#chain = pass;
+    return pass;
+  }
+
+  /** Resolves once every pass scheduled so far has run. */
+  settled(): Promise<void> {
+    return this.#chain;
+  }
+
+  /** What retention could not do, as of its latest pass, by step. */
+  failures(): RetentionFailure[] {
+    return [...this.#failures].map(([step, error]) => ({ step, error }));
+  }
+
+  async #run(): Promise<void> {
+    const { store, retention, leftoverAgeMs, now, busy } = this.#options;
+    let next: Map<number | undefined, unknown>;
+    try {
+      const pass = await store.retain(retention, leftoverAgeMs, now(), busy());
+      next = new Map(pass.failures.map((f) => [f.step, f.error]));
+    } catch (error) {
+      // Listing failed: nothing is known about the steps, so their earlier failures stand.
+      next = new Map(this.#failures);
+      next.set(undefined, error);
+    }
+    for (const [step, error] of next) if (!this.#failures.has(step)) this.#options.report({ step, error });
+    this.#failures = next;
+  }
+}

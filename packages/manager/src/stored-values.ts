@@ -1,0 +1,22 @@
+import { CheckpointError } from "@cairn/core";
+
+/** Deeper JSON than this in a step's user metadata is refused rather than copied. */
+const MAX_DEPTH = 256;
+
+/** A step's stored metrics as retention and `metadata(step)` use them: finite numbers only, in a null-prototype object. */
+export function metricsOf(stored: unknown): Record<string, number> {
+  const metrics: Record<string, number> = Object.create(null);
+  if (typeof stored !== "object" || stored === null || Array.isArray(stored)) return metrics;
+  for (const [name, value] of Object.entries(stored)) if (typeof value === "number" && Number.isFinite(value)) metrics[name] = value;
+  return metrics;
+}
+
+/** A copy of JSON read from storage whose objects have no prototype, so no stored key (`__proto__`) can reach one. */
+export function hostileJsonCopy(value: unknown, depth = 0): unknown {
+  if (depth > MAX_DEPTH) throw new CheckpointError("corrupt", `stored metadata nests deeper than ${MAX_DEPTH} levels`);
+  if (Array.isArray(value)) return value.map((item) => hostileJsonCopy(item, depth + 1));
+  if (typeof value !== "object" || value === null) return value;
+  const copy: Record<string, unknown> = Object.create(null);
+  for (const [key, item] of Object.entries(value)) copy[key] = hostileJsonCopy(item, depth + 1);
+  return copy;
+}

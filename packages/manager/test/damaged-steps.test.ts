@@ -1,0 +1,58 @@
+import { type StateDict, hostTensor, openStorage, save } from "@cairn/core";
+import { describe, expect, it } from "vitest";
+import { CheckpointManager } from "../src/checkpoint-manager.js";
+import type { ManagerEvents } from "../src/manager-events.js";
+
+function state(step: number): StateDict {
+  return { w: hostTensor("float32", [4], Float32Array.of(step, step, step, step)), step };
+}
+
+async function names(storage: Awaited<ReturnType<typeof openStorage>>, prefix: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const o of storage.list(prefix)) out.push(o.path);
+  return out.sort();
+}
+
+describe("a root holding damaged and foreign step directories", () => {
+  it("reports each damaged step once and skips it in allSteps, latestStep and retention, which go on with the rest", async () => {
+    const root = `memory://damaged-steps/${process.pid}`;
+    const storage = await openStorage(root);
+    const writer = new CheckpointManager(storage, 1);
+    await writer.save(1, state(1));
+    await writer.save(2, state(2));
+    await writer.close();
+    const good = new TextDecoder().decode(await storage.read("2/metadata.json"));
+    const enc = (text: string): Uint8Array => new TextEncoder().encode(text);
+    await storage.write("5/metadata.json", enc("{not json"));
+    await storage.write("6/metadata.json", enc(good.replace(/"user":\s*\{/, '"user":{"extra":{"__proto__":{"polluted":1}},')));
+    await storage.write("7/metadata.json", enc(good.replace(/"version":\s*"[^"]*"/, '"version":"9.0"')));
+    for (const foreign of ["007", "__proto__", "-3"]) await storage.write(`${foreign}/metadata.json`, enc(good));
+    // A checkpoint another tool wrote with core's save: usable, with user metadata of the wrong types.
+    await save(state(8), { storage, path: "8", metadata: { savedAt: 12345, metrics: { loss: "high", acc: 0.5 } } });
+
+    const mgr = new CheckpointManager(storage, 1, { maxToKeep: 2 });
+    const errors: ManagerEvents["error"][] = [];
+    mgr.on("error", (e) => errors.push(e));
+    expect(await mgr.allSteps()).toEqual([1, 2, 8]);
+    expect(await mgr.latestStep()).toBe(8);
+    expect(errors.map((e) => [e.operation, e.step, (e.error as { code?: string }).code])).toEqual([
+      ["listing", 5, "corrupt"],
+      ["listing", 6, "corrupt"],
+      // A newer major version, or (where metadata.json carries its own checksum) an edited file.
+      ["listing", 7, expect.stringMatching(/^(unsupported_version|corrupt)$/)],
+    ]);
+    expect(await mgr.metadata(8)).toEqual({ step: 8, savedAt: "", metrics: { acc: 0.5 }, metadata: {} });
+
+    await mgr.save(9, state(9));
+    await mgr.save(10, state(10));
+    expect(await mgr.close()).toEqual({ retentionFailures: [] });
+    expect(errors).toHaveLength(3);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    const after = new CheckpointManager(storage, 1, { readOnly: true });
+    after.on("error", () => undefined);
+    expect(await after.allSteps()).toEqual([9, 10]);
+    // Nothing retention does not own was touched.
+    for (const dir of ["5", "6", "7", "007", "__proto__", "-3"]) expect(await names(storage, `${dir}/`)).toEqual([`${dir}/metadata.json`]);
+    await after.close();
+  });
+});
