@@ -54,13 +54,17 @@ export function isCheckpointError(error: unknown, code?: CheckpointErrorCode): e
   return error instanceof CheckpointError && (code === undefined || error.code === code);
 }
 
-/** The error to throw when an `AbortSignal` fired: `cancelled`, carrying the signal's reason. */
-export function cancelledError(signal: AbortSignal, what: string): CheckpointError {
-  return new CheckpointError("cancelled", `${what} was cancelled; nothing was committed`, { cause: signal.reason });
+/**
+ * The error to throw when an `AbortSignal` fired: `cancelled`, carrying the signal's reason.
+ * `outcome` says what the cancelled operation left behind: a write committed nothing; a read
+ * (`null`) has nothing to add.
+ */
+export function cancelledError(signal: AbortSignal, what: string, outcome: string | null = "nothing was committed"): CheckpointError {
+  return new CheckpointError("cancelled", outcome === null ? `${what} was cancelled` : `${what} was cancelled; ${outcome}`, { cause: signal.reason });
 }
 
-export function throwIfAborted(signal: AbortSignal | undefined, what: string): void {
-  if (signal?.aborted) throw cancelledError(signal, what);
+export function throwIfAborted(signal: AbortSignal | undefined, what: string, outcome?: string | null): void {
+  if (signal?.aborted) throw cancelledError(signal, what, outcome);
 }
 
 /** An offending argument as a message shows it: its type, and its value when that is short. */

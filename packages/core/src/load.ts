@@ -2,7 +2,7 @@ import type { Box } from "./box.js";
 import { type CheckpointOptions, type OpenedCheckpoint, checkOption, checkpointOptionsOf, hasMembers, isPositiveInteger, openCheckpoint } from "./checkpoint-location.js";
 import { DefaultLoadPlanner } from "./default-load-planner.js";
 import { type DType, allocate, bytesOf, itemSize, numel } from "./dtypes.js";
-import { CheckpointError, describeValue, isCheckpointError, throwIfAborted } from "./errors.js";
+import { CheckpointError, cancelledError, describeValue, isCheckpointError, throwIfAborted } from "./errors.js";
 import { readRanges } from "./read-ranges.js";
 import { type FlattenedTarget, type Leaf, flattenTarget, leafBox, tfjsDType } from "./flatten.js";
 import type { LoadPlanner, LoadRequest } from "./load-planner.js";
@@ -49,9 +49,16 @@ export async function readMetadata(checkpointIdOrOptions: string | CheckpointOpt
   const location = await openCheckpoint(options);
   try {
     return (await readCheckpointMetadata(location, options)).metadata;
+  } catch (error) {
+    throw cancelledOr(error, options.signal, "reading the metadata");
   } finally {
     await location.release();
   }
+}
+
+/** Whatever layer noticed an abort first (a read, a retry's wait) and however it put it, the caller learns that its read was cancelled. */
+function cancelledOr(error: unknown, signal: AbortSignal | undefined, what: string): unknown {
+  return signal?.aborted ? cancelledError(signal, what, null) : error;
 }
 
 async function readCheckpointMetadata(location: OpenedCheckpoint, options: CheckpointOptions): Promise<{ metadata: CheckpointMetadata; bytes: number }> {
@@ -81,7 +88,9 @@ async function readCheckpointMetadata(location: OpenedCheckpoint, options: Check
  * tfjs variables assigned, immutable tfjs tensors, blobs and values replaced in their parent
  * (the replaced tensors are not disposed: the caller owns them), and `Stateful`s get
  * `loadStateDict` after their leaves are filled. Every block a read touches is checked
- * against its CRC32C. If a load fails midway, host tensors of the target may be partly filled.
+ * against its CRC32C; on network storage (`remote`) a read that fails its check is read once
+ * more before the file is reported damaged. If a load fails midway, host tensors of the target
+ * may be partly filled.
  *
  * Without a target, resolves the whole state dict as host tensors and values.
  *
@@ -125,7 +134,7 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
   const flattened = target ? await flattenTarget(target) : undefined;
   const location = await openCheckpoint(options);
   try {
-    throwIfAborted(options.signal, "the load");
+    throwIfAborted(options.signal, "the load", null);
     const { metadata, bytes: metadataBytes } = await readCheckpointMetadata(location, options);
     const tf = flattened?.leaves.some((l) => l.leaf.kind === "tensor" && l.leaf.source.kind === "tfjs") ? await tfjsModule(options.tf) : undefined;
     const destinations = flattened ? targetDestinations(flattened, metadata, tf) : wholeCheckpoint(metadata, root!);
@@ -151,6 +160,7 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
       },
       {
         headerInFirstRange: location.storage.remote === true,
+        rereadDamaged: location.storage.remote === true,
         concurrency: options.concurrency ?? 8,
         maxReadBytes: options.maxReadBytes ?? 8 << 20,
         maxInflightBytes: options.maxInflightBytes ?? 64 << 20,
@@ -169,6 +179,8 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
       seconds: (performance.now() - started) / 1000,
       metadata,
     };
+  } catch (error) {
+    throw cancelledOr(error, options.signal, "the load");
   } finally {
     await location.release();
   }

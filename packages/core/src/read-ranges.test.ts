@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { bytesOf } from "./dtypes.js";
+import { cancelledError } from "./errors.js";
 import { load, readMetadata } from "./load.js";
 import type { CheckpointMetadata } from "./metadata.js";
 import { save } from "./save.js";
@@ -22,6 +23,10 @@ class RecordingStorageAdapter implements StorageAdapter {
   readonly remote: boolean;
   readonly objects = new Map<string, Uint8Array>();
   readonly reads: RecordedRead[] = [];
+  /** Bytes damaged on the way, not in storage: the last byte a data read returns is flipped on its first read, or on every read. */
+  wireDamage: "none" | "first" | "every" = "none";
+  /** Called before each ranged read, which then honours its signal as adapters do. */
+  beforeRead: () => void = () => undefined;
 
   constructor(remote: boolean) {
     this.remote = remote;
@@ -30,12 +35,21 @@ class RecordingStorageAdapter implements StorageAdapter {
   async read(path: string, range?: ByteRange, options: ReadOptions = {}): Promise<Uint8Array> {
     const data = this.objects.get(path);
     if (!data) throw notFound(this.protocol, path, this.root);
+    if (range) {
+      this.beforeRead();
+      if (options.signal?.aborted) throw cancelledError(options.signal, `[test] reading ${path}`);
+    }
+    const again = this.reads.some((r) => r.path === path && r.offset === range?.offset);
     if (range) this.reads.push({ path, ...range, ...(options.head ? { head: options.head } : {}), ...(options.into ? { into: options.into } : {}) });
     const start = Math.min(range?.offset ?? 0, data.byteLength);
     const end = range ? Math.min(data.byteLength, start + range.length) : data.byteLength;
     const target = new ReadTarget(end - start, options);
     target.set(data.subarray(start, end), 0);
-    return target.result(end - start);
+    const result = target.result(end - start);
+    const damaged = path.includes("data-") && (this.wireDamage === "every" || (this.wireDamage === "first" && !again));
+    const last = result.byteLength > 0 ? result : options.head;
+    if (damaged && last && last.byteLength > 0) last[last.byteLength - 1] = last[last.byteLength - 1]! ^ 0x01;
+    return result;
   }
 
   async write(path: string, body: WriteBody): Promise<void> {
@@ -204,6 +218,56 @@ describe("readRanges: where each data file's header is read", () => {
       }
       expect(messages[0]).toMatchObject({ code: "corrupt", context: { file } });
       expect(messages[1]).toMatchObject({ code: "corrupt", message: (messages[0] as Error).message });
+    }
+  });
+});
+
+describe("readRanges: damage on the wire", () => {
+  /** How many times each data range (path and offset) was read. */
+  const readsPerRange = (storage: RecordingStorageAdapter): number[] => {
+    const counts = new Map<string, number>();
+    for (const r of storage.dataReads()) counts.set(`${r.path}@${r.offset}`, (counts.get(`${r.path}@${r.offset}`) ?? 0) + 1);
+    return [...new Set(counts.values())];
+  };
+
+  it("remote storage: a range that fails its checksum once is read again, and the load succeeds", async () => {
+    const { storage, saved: s } = await saved(2);
+    const remote = behind(storage, true);
+    remote.wireDamage = "first";
+    const target = emptyLike(s);
+    await load(target, { ...LOAD, storage: remote });
+    for (const key of Object.keys(s)) expect(same(target[key]!, s[key]!)).toBe(true);
+    expect(readsPerRange(remote)).toEqual([2]);
+  });
+
+  it("remote storage: damage that persists is corrupt after one more read", async () => {
+    const { storage, saved: s } = await saved(2);
+    const remote = behind(storage, true);
+    remote.wireDamage = "every";
+    await expect(load(emptyLike(s), { ...LOAD, storage: remote, concurrency: 1 })).rejects.toMatchObject({ code: "corrupt" });
+    expect(readsPerRange(remote)).toEqual([2]);
+  });
+
+  it("local storage: a checksum mismatch is corrupt at once, never read again", async () => {
+    const { storage, saved: s } = await saved(2);
+    const local = behind(storage, false);
+    local.wireDamage = "first";
+    await expect(load(emptyLike(s), { ...LOAD, storage: local, concurrency: 1 })).rejects.toMatchObject({ code: "corrupt" });
+    expect(readsPerRange(local)).toEqual([1]);
+  });
+});
+
+describe("a cancelled load", () => {
+  it("says the load was cancelled, not that nothing was committed, whichever layer saw the abort", async () => {
+    const { storage, saved: s } = await saved(1);
+    for (const remote of [false, true]) {
+      const source = behind(storage, remote);
+      const controller = new AbortController();
+      source.beforeRead = () => controller.abort(new Error("stop"));
+      for (const call of [() => load(emptyLike(s), { ...LOAD, storage: source, signal: controller.signal }), () => load({ ...LOAD, storage: source, signal: controller.signal })]) {
+        const error = await call().catch((e: unknown) => e);
+        expect(error).toMatchObject({ code: "cancelled", message: "the load was cancelled" });
+      }
     }
   });
 });

@@ -1,7 +1,7 @@
 import PQueue from "p-queue";
 import { type Box, type RowLayout, copyRows, rowLayout, rowSpan } from "./box.js";
 import { crc32c } from "./crc32c.js";
-import { CheckpointError, throwIfAborted } from "./errors.js";
+import { CheckpointError, isCheckpointError, throwIfAborted } from "./errors.js";
 import type { ReadItem } from "./load-planner.js";
 import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE } from "./metadata.js";
 import type { ReadOptions } from "./storage/storage-adapter.js";
@@ -49,6 +49,8 @@ export interface RangeReadOptions {
   readonly concurrency: number;
   readonly maxReadBytes: number;
   readonly maxInflightBytes: number;
+  /** Read a range or header that fails its checksum (or comes short) once more before reporting it `corrupt`: for network storage. */
+  readonly rereadDamaged: boolean;
   readonly signal?: AbortSignal;
 }
 
@@ -92,45 +94,12 @@ export async function readRanges(
   const pool: Uint8Array[] = [];
   const tasks: Promise<void>[] = [...firstRanges]
     .filter(([, range]) => !withHeader.has(range))
-    .map(([file]) => queue.add(() => verifyHeader(file, metadata, read)));
+    .map(([file]) => queue.add(() => verified(() => verifyHeader(file, metadata, read))));
   for (const range of ranges) {
     tasks.push(
       queue.add(async () => {
-        throwIfAborted(options.signal, "the load");
-        const length = range.end - range.start;
-        const direct = directTarget(range, destinations);
-        const scratch = direct ? undefined : (pool.pop() ?? new Uint8Array(maxRead));
-        // The header and any gap after it, read in this range's request: [0, range.start).
-        const head = withHeader.has(range) ? new Uint8Array(range.start) : undefined;
-        const held = (direct ? 0 : length) + (head?.byteLength ?? 0);
-        await budget.acquire(held);
-        try {
-          const into = direct ?? scratch;
-          const data = head ? await read(range.file, 0, range.end, { into, head }) : await read(range.file, range.start, length, { into });
-          if (head) {
-            // A read that ended before the range says nothing of how much of the header came: read it on its own.
-            if (data.byteLength === 0) await verifyHeader(range.file, metadata, read);
-            else checkHeader(range.file, metadata, head);
-          }
-          if (data.byteLength < length) {
-            const key = destinations[range.pieces[0]!.consumers[0]!.item.request]!.key;
-            throw new CheckpointError("corrupt", `${range.file} is truncated: ${key} needs bytes up to ${range.end} but the file ends at ${range.start + data.byteLength}`, {
-              context: { file: range.file, key },
-            });
-          }
-          for (const piece of range.pieces) {
-            const bytes = data.subarray(piece.start - range.start, piece.end - range.start);
-            verifyPiece(piece, bytes, blockSize, destinations);
-            if (direct && data.buffer === direct.buffer && data.byteOffset === direct.byteOffset) continue;
-            for (const { item, layout } of piece.consumers) {
-              const destination = destinations[item.request]!;
-              copyRows(layout, destination.itemSize, bytes, piece.start - item.chunk.byteOffset, destination.buffer);
-            }
-          }
-        } finally {
-          budget.release(held);
-          if (scratch) pool.push(scratch);
-        }
+        throwIfAborted(options.signal, "the load", null);
+        await verified(() => readRange(range));
       }),
     );
   }
@@ -138,6 +107,54 @@ export async function readRanges(
   const failure = settled.find((s) => s.status === "rejected");
   if (failure) throw failure.reason;
   return { files: firstRanges.size };
+
+  /** Bytes damaged on the wire are not damaged in storage: with `rereadDamaged`, a read failing its check is read once more. */
+  async function verified(readAndCheck: () => Promise<void>): Promise<void> {
+    try {
+      await readAndCheck();
+    } catch (error) {
+      if (!options.rereadDamaged || !isCheckpointError(error, "corrupt")) throw error;
+      await readAndCheck();
+    }
+  }
+
+  /** Reads one range, verifies every block of it (and the header read with it) and copies it into its destinations. */
+  async function readRange(range: RangeRead): Promise<void> {
+    const length = range.end - range.start;
+    const direct = directTarget(range, destinations);
+    const scratch = direct ? undefined : (pool.pop() ?? new Uint8Array(maxRead));
+    // The header and any gap after it, read in this range's request: [0, range.start).
+    const head = withHeader.has(range) ? new Uint8Array(range.start) : undefined;
+    const held = (direct ? 0 : length) + (head?.byteLength ?? 0);
+    await budget.acquire(held);
+    try {
+      const into = direct ?? scratch;
+      const data = head ? await read(range.file, 0, range.end, { into, head }) : await read(range.file, range.start, length, { into });
+      if (head) {
+        // A read that ended before the range says nothing of how much of the header came: read it on its own.
+        if (data.byteLength === 0) await verifyHeader(range.file, metadata, read);
+        else checkHeader(range.file, metadata, head);
+      }
+      if (data.byteLength < length) {
+        const key = destinations[range.pieces[0]!.consumers[0]!.item.request]!.key;
+        throw new CheckpointError("corrupt", `${range.file} is truncated: ${key} needs bytes up to ${range.end} but the file ends at ${range.start + data.byteLength}`, {
+          context: { file: range.file, key },
+        });
+      }
+      for (const piece of range.pieces) {
+        const bytes = data.subarray(piece.start - range.start, piece.end - range.start);
+        verifyPiece(piece, bytes, blockSize, destinations);
+        if (direct && data.buffer === direct.buffer && data.byteOffset === direct.byteOffset) continue;
+        for (const { item, layout } of piece.consumers) {
+          const destination = destinations[item.request]!;
+          copyRows(layout, destination.itemSize, bytes, piece.start - item.chunk.byteOffset, destination.buffer);
+        }
+      }
+    } finally {
+      budget.release(held);
+      if (scratch) pool.push(scratch);
+    }
+  }
 }
 
 async function verifyHeader(file: string, metadata: CheckpointMetadata, read: ReadFn): Promise<void> {
