@@ -5,12 +5,14 @@
 
 Prints every entry; with --json, one JSON object per line with each tensor's dtype, shape and
 the SHA-256 of its little-endian bytes (used by Cairn's tests to check the spec is complete).
-With --verify, checks every block's CRC32C (pure Python: slow, for small checkpoints); with
---check-safetensors, checks every data file the way a safetensors reader does.
+metadata.json's own checksum (format 1.1) is always checked. With --verify, checks every block's
+CRC32C (pure Python: slow, for small checkpoints); with --check-safetensors, checks every data
+file the way a safetensors reader does.
 """
 import hashlib
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -40,6 +42,21 @@ def crc32c(data):
     for b in data:
         c = _TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
     return c ^ 0xFFFFFFFF
+
+
+def parse_metadata(raw):
+    """metadata.json, its checksum checked: from 1.1 on it opens with {"metadataCrc32c":<n>, where n
+    is the CRC32C of the file's bytes without that field ("{" and everything after the prefix)."""
+    prefix = re.match(rb'\{"metadataCrc32c":(\d{1,10}),', raw)
+    if prefix and crc32c(b"{" + raw[prefix.end():]) != int(prefix.group(1)):
+        raise ValueError("metadata.json does not match its checksum: it was changed or damaged")
+    meta = json.loads(raw.decode("utf-8"))
+    major, minor = (int(part) for part in meta["version"].split("."))
+    if meta["format"] != "cairn-checkpoint" or major != 1:
+        raise SystemExit(f"not a Cairn v1 checkpoint: {meta['format']} {meta['version']}")
+    if not prefix and (minor >= 1 or "metadataCrc32c" in meta):
+        raise ValueError(f"metadata.json of version {meta['version']} must open with its checksum")
+    return meta
 
 
 def read_tensor(root, meta, entry, verify=False):
@@ -93,11 +110,8 @@ def main():
     root = sys.argv[1]
     verify = "--verify" in sys.argv
     as_json = "--json" in sys.argv
-    with open(os.path.join(root, "metadata.json"), encoding="utf-8") as f:
-        meta = json.load(f)
-    major = int(meta["version"].split(".")[0])
-    if meta["format"] != "cairn-checkpoint" or major != 1:
-        raise SystemExit(f"not a Cairn v1 checkpoint: {meta['format']} {meta['version']}")
+    with open(os.path.join(root, "metadata.json"), "rb") as f:
+        meta = parse_metadata(f.read())
     if "--check-safetensors" in sys.argv:
         for name in meta["files"]:
             check_safetensors(os.path.join(root, name))

@@ -2,7 +2,7 @@ import { open, readFile, readdir, rm, truncate, writeFile } from "node:fs/promis
 import { join } from "node:path";
 import { type HostTensor, hostTensor, load, readMetadata, save } from "@cairn/core";
 import { describe, expect, it } from "vitest";
-import { sampleTensor, tempDir } from "./helpers.js";
+import { rewriteMetadata, sampleTensor, tempDir } from "./helpers.js";
 
 async function savedCheckpoint(): Promise<{ dir: string; file: string; dataOffset: number; headerLength: number }> {
   const dir = join(await tempDir(), "ckpt");
@@ -58,12 +58,33 @@ describe("damage is detected", () => {
 
   it("a newer major format version is unsupported_version; a newer minor loads", async () => {
     const { dir } = await savedCheckpoint();
-    const path = join(dir, "metadata.json");
-    const metadata = JSON.parse(await readFile(path, "utf8")) as { version: string };
-    await writeFile(path, JSON.stringify({ ...metadata, version: "1.9", addedLater: { x: 1 } }));
+    await rewriteMetadata(dir, (metadata) => ({ ...metadata, version: "1.9", addedLater: { x: 1 } }));
     await load(target(), dir);
-    await writeFile(path, JSON.stringify({ ...metadata, version: "2.0" }));
+    await rewriteMetadata(dir, (metadata) => ({ ...metadata, version: "2.0" }));
     await expect(load(target(), dir)).rejects.toMatchObject({ code: "unsupported_version" });
+  });
+
+  it("a changed value in metadata.json is corrupt: the file opens with its own checksum", async () => {
+    const { dir } = await savedCheckpoint();
+    const path = join(dir, "metadata.json");
+    const text = await readFile(path, "utf8");
+    expect(text).toMatch(/^\{"metadataCrc32c":\d+,"format":"cairn-checkpoint","version":"1\.1",/);
+    expect(text).toContain('"key":["step"],"value":3');
+    await writeFile(path, text.replace('"key":["step"],"value":3', '"key":["step"],"value":4'));
+    const error = await load(dir).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "corrupt", message: expect.stringMatching(/metadata\.json: its bytes do not match their checksum/) });
+    await expect(load(target(), { checkpointId: dir, partial: true })).rejects.toMatchObject({ code: "corrupt" });
+    await expect(readMetadata(dir)).rejects.toMatchObject({ code: "corrupt" });
+  });
+
+  it("a metadata.json of format 1.0, without a checksum, still loads; one of 1.1 without it is corrupt", async () => {
+    const { dir } = await savedCheckpoint();
+    const path = join(dir, "metadata.json");
+    const { metadataCrc32c: _, ...metadata } = JSON.parse(await readFile(path, "utf8")) as Record<string, unknown>;
+    await writeFile(path, JSON.stringify({ ...metadata, version: "1.0" }));
+    expect((await load(dir)).step).toBe(3);
+    await writeFile(path, JSON.stringify(metadata));
+    await expect(load(dir)).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining("must open with its checksum") });
   });
 
   it("a target the checkpoint cannot fill is a mismatch naming key, expected and found", async () => {

@@ -1,7 +1,7 @@
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type DType, type HostTensor, DTYPE_NAMES, hostTensor, numel } from "@cairn/core";
+import { type CheckpointMetadata, type DType, type HostTensor, DTYPE_NAMES, encodeMetadata, hostTensor, numel } from "@cairn/core";
 import { afterAll } from "vitest";
 import "@cairn/storage-local";
 
@@ -69,11 +69,14 @@ export function sameBits(a: HostTensor, b: HostTensor): boolean {
   return Buffer.from(x).equals(Buffer.from(y));
 }
 
-/** Rewrites a file:// checkpoint's metadata.json as `edit` returns it (the way a crafted checkpoint is made). */
+/**
+ * Rewrites a file:// checkpoint's metadata.json as `edit` returns it, with a fresh checksum: the
+ * way a crafted checkpoint is made (the checksum finds damage; it does not authenticate).
+ */
 export async function rewriteMetadata(dir: string, edit: (metadata: Record<string, unknown>) => unknown): Promise<void> {
   const path = join(dir, "metadata.json");
   const metadata = JSON.parse(await readFile(path, "utf8")) as Record<string, unknown>;
-  await writeFile(path, JSON.stringify(edit(metadata)));
+  await writeFile(path, encodeMetadata(edit(metadata) as CheckpointMetadata));
 }
 
 /** Everything a prototype pollution would change: the own keys of the prototypes every object shares. */

@@ -1,8 +1,9 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type HostTensor, save } from "@cairn/core";
+import { type HostTensor, load, save } from "@cairn/core";
 import { describe, expect, it } from "vitest";
 import { DTYPE_NAMES, sampleTensor, tempDir } from "./helpers.js";
 
@@ -45,5 +46,23 @@ describe("docs/format.md is enough to read a checkpoint with json and numpy", ()
     expect(byKey.get(JSON.stringify(["big"]))?.sha256).toBe(digest(big));
     expect(byKey.get(JSON.stringify(["blob"]))?.sha256).toBe(createHash("sha256").update(Uint8Array.of(1, 2, 3)).digest("hex"));
     expect(byKey.get(JSON.stringify(["step"]))?.value).toBe(42);
+  });
+
+  it("docs/read_checkpoint.py checks metadata.json's own checksum: a changed value fails it, as it fails load", async () => {
+    const dir = join(await tempDir(), "ckpt");
+    await save({ step: 42, w: sampleTensor("float32", [4]) }, dir);
+    const path = join(dir, "metadata.json");
+    const text = await readFile(path, "utf8");
+    await writeFile(path, text.replace('"value":42', '"value":43'));
+    const run = spawnSync(pythonWithNumpy(), [reader, dir, "--json"], { encoding: "utf8" });
+    expect(run.status).not.toBe(0);
+    expect(run.stderr).toContain("metadata.json does not match its checksum");
+    await expect(load(dir)).rejects.toMatchObject({ code: "corrupt" });
+    // Without the checksum field, 1.1 metadata is refused; as 1.0 (written before the field existed) it is read.
+    const { metadataCrc32c: _, ...metadata } = JSON.parse(text) as Record<string, unknown>;
+    await writeFile(path, JSON.stringify(metadata));
+    expect(spawnSync(pythonWithNumpy(), [reader, dir, "--json"], { encoding: "utf8" }).stderr).toContain("must open with its checksum");
+    await writeFile(path, JSON.stringify({ ...metadata, version: "1.0" }));
+    expect(execFileSync(pythonWithNumpy(), [reader, dir, "--json", "--verify"], { encoding: "utf8" })).toContain('"value": 42');
   });
 });

@@ -1,5 +1,5 @@
 import { type CheckpointError, isCheckpointError } from "./errors.js";
-import { type CheckpointMetadata, METADATA_FILE, parseMetadata } from "./metadata.js";
+import { type CheckpointMetadata, METADATA_FILE, encodeMetadata, parseMetadata } from "./metadata.js";
 import { type RetryPolicy, withRetry } from "./retry.js";
 import type { StorageAdapter } from "./storage/storage-adapter.js";
 import { joinPath } from "./storage/storage-adapter.js";
@@ -20,7 +20,7 @@ export async function commitMetadata(
   options: { readonly retry?: Partial<RetryPolicy>; readonly signal?: AbortSignal | undefined } = {},
 ): Promise<void> {
   const path = joinPath(dir, METADATA_FILE);
-  const bytes = new TextEncoder().encode(JSON.stringify(metadata));
+  const bytes = encodeMetadata(metadata);
   try {
     await withRetry(() => storage.write(path, bytes, { ifAbsent: true, signal: options.signal }), { policy: options.retry, signal: options.signal });
   } catch (error) {

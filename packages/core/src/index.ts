@@ -43,6 +43,8 @@ export {
   FORMAT_MINOR,
   DEFAULT_BLOCK_SIZE,
   parseMetadata,
+  encodeMetadata,
+  isDataFileName,
   valueOf,
 } from "./metadata.js";
 export { type Box, type RowLayout, intersectBoxes, rowLayout, rowSpan, copyRows } from "./box.js";

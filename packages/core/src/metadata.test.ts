@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { FORMAT_NAME, parseMetadata } from "./metadata.js";
+import { crc32c } from "./crc32c.js";
+import { FORMAT_NAME, encodeMetadata, parseMetadata } from "./metadata.js";
 
 const encode = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value));
 
@@ -26,7 +27,29 @@ const valid = {
 describe("metadata.json parsing", () => {
   it("accepts valid metadata and a newer minor version", () => {
     expect(parseMetadata(encode(valid), "m").entries).toHaveLength(2);
-    expect(parseMetadata(encode({ ...valid, version: "1.7", futureField: true }), "m").version).toBe("1.7");
+    expect(parseMetadata(encodeMetadata({ ...valid, version: "1.7", futureField: true } as never), "m").version).toBe("1.7");
+  });
+
+  it("encodes metadata opened by the CRC32C of its bytes without that field, and checks it when parsing", () => {
+    const bytes = encodeMetadata({ ...valid, version: "1.1" } as never);
+    const text = new TextDecoder().decode(bytes);
+    const [prefix, crc] = /^\{"metadataCrc32c":(\d+),/.exec(text)!;
+    expect(crc32c(new TextEncoder().encode(`{${text.slice(prefix.length)}`))).toBe(Number(crc));
+    const parsed = parseMetadata(bytes, "m");
+    expect(parsed).not.toHaveProperty("metadataCrc32c");
+    expect(new TextDecoder().decode(encodeMetadata({ ...parsed, metadataCrc32c: 1 } as never))).toBe(text);
+    // Every single changed byte is found: by the checksum, the UTF-8 or JSON check, or a checksum field that is no longer first.
+    for (let i = 0; i < bytes.byteLength; i++) {
+      const damaged = bytes.slice();
+      damaged[i] = damaged[i]! ^ 0x04;
+      expect(() => parseMetadata(damaged, "m"), `byte ${i}`).toThrow(expect.objectContaining({ code: "corrupt" }));
+    }
+  });
+
+  it("requires the checksum from version 1.1 on, and first when present", () => {
+    expect(parseMetadata(encode(valid), "m").version).toBe("1.0");
+    expect(() => parseMetadata(encode({ ...valid, version: "1.1" }), "m")).toThrow(expect.objectContaining({ code: "corrupt", message: expect.stringContaining("must open with its checksum") }));
+    expect(() => parseMetadata(encode({ ...valid, metadataCrc32c: 0 }), "m")).toThrow(expect.objectContaining({ code: "corrupt" }));
   });
 
   it("refuses a newer major version with unsupported_version", () => {

@@ -1,12 +1,14 @@
 import { type DType, byteSize, isDType, numel } from "./dtypes.js";
-import { CheckpointError, describeValue } from "./errors.js";
+import { crc32c } from "./crc32c.js";
+import { CheckpointError, describeValue, isCheckpointError } from "./errors.js";
 import { type JsonPrimitive, type KeyPath, isForbiddenKey } from "./state-dict.js";
 
 /** The file that commits a checkpoint: written last, its presence means the checkpoint is complete. */
 export const METADATA_FILE = "metadata.json";
 export const FORMAT_NAME = "cairn-checkpoint";
 export const FORMAT_MAJOR = 1;
-export const FORMAT_MINOR = 0;
+/** 1.1: `metadata.json` opens with `metadataCrc32c`, its own checksum. */
+export const FORMAT_MINOR = 1;
 export const DEFAULT_BLOCK_SIZE = 1 << 20;
 
 /** A piece of a tensor stored in one data file: its place in the global tensor and where its bytes are. */
@@ -119,6 +121,31 @@ function isCounts(value: unknown): value is number[] {
 }
 
 /**
+ * `metadata.json` opens with `{"metadataCrc32c":<n>,`: the CRC32C of the file's bytes without that
+ * field, that is `{` followed by everything after the prefix. Raw bytes, so any reader can check it
+ * without re-encoding JSON the way JavaScript does.
+ */
+const CHECKSUM_FIELD = "metadataCrc32c";
+const CHECKSUM_PREFIX = new RegExp(`^\\{"${CHECKSUM_FIELD}":(\\d{1,10}),`);
+
+/** The bytes of `metadata.json` for `metadata`: compact JSON, opened by its checksum (a stale one in `metadata` is dropped). */
+export function encodeMetadata(metadata: CheckpointMetadata): Uint8Array {
+  const { [CHECKSUM_FIELD]: _stale, ...rest } = metadata as CheckpointMetadata & { [CHECKSUM_FIELD]?: unknown };
+  const body = JSON.stringify(rest);
+  return new TextEncoder().encode(`{"${CHECKSUM_FIELD}":${crc32c(new TextEncoder().encode(body))},${body.slice(1)}`);
+}
+
+/** Checks the checksum `metadata.json` opens with, if it has one; says whether it had one. */
+function verifyChecksum(bytes: Uint8Array, text: string, where: string): boolean {
+  const prefix = CHECKSUM_PREFIX.exec(text);
+  if (!prefix) return false;
+  const body = bytes.slice(prefix[0].length - 1);
+  body[0] = 0x7b; // "{"
+  if (crc32c(body) !== Number(prefix[1])) throw corrupt(where, `its bytes do not match their checksum (${CHECKSUM_FIELD}): it was changed or damaged`);
+  return true;
+}
+
+/**
  * Parses and checks `metadata.json`. A newer major version is `unsupported_version`; anything
  * malformed is `corrupt`, so a reader never acts on half-understood metadata.
  */
@@ -126,11 +153,18 @@ export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetad
   if (!(bytes instanceof Uint8Array)) {
     throw new CheckpointError("invalid_argument", `parseMetadata: pass the bytes of ${METADATA_FILE} as a Uint8Array, not ${describeValue(bytes)}`);
   }
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch (cause) {
+    throw new CheckpointError("corrupt", `${where}: not valid UTF-8; the checkpoint cannot be read`, { cause, context: { path: where } });
+  }
+  const checked = verifyChecksum(bytes, text, where);
   let raw: unknown;
   try {
-    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes), refuseForbiddenKeys);
+    raw = JSON.parse(text, refuseForbiddenKeys);
   } catch (cause) {
-    if (cause instanceof CheckpointError) throw corrupt(where, cause.message);
+    if (isCheckpointError(cause, "corrupt")) throw corrupt(where, cause.message);
     throw new CheckpointError("corrupt", `${where}: not valid JSON; the checkpoint cannot be read`, { cause, context: { path: where } });
   }
   if (!isRecord(raw) || raw.format !== FORMAT_NAME) throw corrupt(where, `not a ${FORMAT_NAME} metadata file`);
@@ -143,6 +177,10 @@ export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetad
       { context: { path: where } },
     );
   }
+  if (!checked && (Number(version[2]) >= 1 || Object.hasOwn(raw, CHECKSUM_FIELD))) {
+    throw corrupt(where, `version ${raw.version as string} must open with its checksum ${CHECKSUM_FIELD}, and does not`);
+  }
+  delete raw[CHECKSUM_FIELD];
   const checksum = raw.checksum;
   if (!isRecord(checksum) || checksum.algorithm !== "crc32c" || !isCount(checksum.blockSize) || checksum.blockSize === 0) {
     throw corrupt(where, "checksum must be { algorithm: \"crc32c\", blockSize > 0 }");
