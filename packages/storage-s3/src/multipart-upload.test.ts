@@ -38,7 +38,7 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
     });
 
     it("retries 503 SlowDown, 500, resets and stalls per request; the streamed object arrives intact", async () => {
-      storage = await openStorage(server.url("transient"), server.storageOptions({ socketTimeoutMs: 1_000 }));
+      storage = await openStorage(server.url("transient"), server.storageOptions({ progressTimeoutMs: 1_000 }));
       const data = randomBytes(23 * MiB + 123);
       const { proxy } = server;
       proxy.addRule({ match: s3Operation.createMultipartUpload, action: { kind: "status", status: 503, body: s3ErrorBody("SlowDown", "Please reduce your request rate.") } });
@@ -50,7 +50,7 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
       expect(proxy.faults().map((f) => f.fault)).toEqual(["status", "status", "status", "reset", "status"]);
 
       proxy.addRule({ match: s3Operation.getObject, action: { kind: "reset", phase: "response", afterBytes: MiB } });
-      // Longer than socketTimeoutMs: the client gives up on the stalled request and retries it.
+      // Longer than progressTimeoutMs: the client gives up on the stalled request and retries it.
       proxy.addRule({ match: s3Operation.getObject, action: { kind: "delay", ms: 2_500 } });
       const back = await storage.read("big.bin");
       expect(Buffer.from(back).equals(data)).toBe(true);

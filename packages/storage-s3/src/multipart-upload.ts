@@ -1,15 +1,14 @@
-import { createHash } from "node:crypto";
 import {
   AbortMultipartUploadCommand,
   type CompletedPart,
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
-  HeadObjectCommand,
   type S3Client,
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
 import { CheckpointError, cancelledError, crc32c } from "@cairn/core";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
+import { isOwnUpload } from "./own-object.js";
 import { isTransientS3Error, s3CodeOf } from "./s3-error.js";
 import type { Semaphore } from "./semaphore.js";
 
@@ -54,7 +53,7 @@ export async function multipartUpload(
   const started = await s3Call(
     context,
     { op: "starting a multipart upload of", key, path },
-    () =>
+    (attempt) =>
       client.send(
         new CreateMultipartUploadCommand({
           Bucket: bucket,
@@ -62,9 +61,9 @@ export async function multipartUpload(
           ContentType: "application/octet-stream",
           ...(options.checksums ? { ChecksumAlgorithm: "CRC32C" } : {}),
         }),
-        { abortSignal: signal },
+        { abortSignal: attempt.signal },
       ),
-    signal,
+    { signal },
   ).catch(async (error: unknown) => {
     source.first.release();
     await source.rest.return(undefined);
@@ -164,7 +163,7 @@ async function uploadPart(
   const result = await s3Call(
     context,
     { op: `uploading part ${part.partNumber} of`, key: part.key, path: part.path },
-    () =>
+    (attempt) =>
       client.send(
         new UploadPartCommand({
           Bucket: context.bucket,
@@ -175,9 +174,9 @@ async function uploadPart(
           ContentLength: bytes.byteLength,
           ...(checksum ? { ChecksumAlgorithm: "CRC32C", ChecksumCRC32C: checksum } : {}),
         }),
-        { abortSignal: signal },
+        { abortSignal: attempt.signal },
       ),
-    signal,
+    { signal, watch: "socket" },
   );
   return { PartNumber: part.partNumber, ETag: result.ETag, ...(checksum ? { ChecksumCRC32C: checksum } : {}) };
 }
@@ -186,7 +185,7 @@ async function uploadPart(
  * CompleteMultipartUpload, retried. An attempt whose answer never came (a reset, a timeout, a
  * 5xx) may still have completed the upload, and a retry then sees NoSuchUpload, 412 for
  * `ifAbsent`, or a 5xx from a server that cannot complete twice: before failing, the object
- * itself is asked whether it is this upload (`isCompletedUpload`).
+ * itself is asked whether it is this upload (`isOwnUpload`).
  */
 async function complete(
   client: S3Client,
@@ -201,7 +200,7 @@ async function complete(
     await s3Call(
       context,
       { op: "completing the multipart upload of", key: upload.key, path: upload.path, ifAbsent: options.ifAbsent },
-      async () => {
+      async (attempt) => {
         try {
           await client.send(
             new CompleteMultipartUploadCommand({
@@ -211,79 +210,19 @@ async function complete(
               MultipartUpload: { Parts: parts },
               ...(options.ifAbsent ? { IfNoneMatch: "*" } : {}),
             }),
-            { abortSignal: options.signal },
+            { abortSignal: attempt.signal },
           );
         } catch (error) {
           if (isTransientS3Error(error)) ambiguous = true;
           throw error;
         }
       },
-      options.signal,
+      { signal: options.signal, watch: "socket" },
     );
   } catch (error) {
-    if (ambiguous && !options.signal?.aborted && (await isCompletedUpload(client, context, upload, parts, total, options.ifAbsent))) return;
+    if (ambiguous && !options.signal?.aborted && (await isOwnUpload(client, context, upload, parts, total, options.ifAbsent))) return;
     throw error;
   }
-}
-
-/**
- * Whether the object at the upload's key is what completing this upload stored: its size is
- * the parts' total, and the multipart ETag (MD5 of the parts' MD5s, "-N") and composite
- * CRC32C, where the server keeps them, are the ones the parts give. Size alone (s3rver keeps
- * neither) is enough for an overwrite, which another writer could replace anyway, but not for
- * `ifAbsent`, which must never claim another writer's object. A failed HEAD is a no.
- */
-async function isCompletedUpload(
-  client: S3Client,
-  context: S3CallContext,
-  upload: { key: string; path: string },
-  parts: readonly CompletedPart[],
-  total: number,
-  ifAbsent: boolean,
-): Promise<boolean> {
-  let head;
-  try {
-    head = await s3Call(context, { op: "checking", key: upload.key, path: upload.path }, () =>
-      client.send(new HeadObjectCommand({ Bucket: context.bucket, Key: upload.key, ChecksumMode: "ENABLED" })),
-    );
-  } catch {
-    return false;
-  }
-  if (head.ContentLength !== total) return false;
-  let proven = false;
-  const etag = /^"?([0-9a-f]{32})-(\d+)"?$/i.exec(head.ETag ?? "");
-  if (etag) {
-    if (etag[1]!.toLowerCase() !== multipartETag(parts) || Number(etag[2]) !== parts.length) return false;
-    proven = true;
-  }
-  if (head.ChecksumCRC32C?.includes("-")) {
-    if (head.ChecksumCRC32C !== compositeCrc32c(parts)) return false;
-    proven = true;
-  }
-  return proven || !ifAbsent;
-}
-
-/** S3's ETag of a multipart object: the MD5 of the parts' binary MD5s (undefined when a part's ETag is no MD5). */
-function multipartETag(parts: readonly CompletedPart[]): string | undefined {
-  const md5 = createHash("md5");
-  for (const part of parts) {
-    const hex = /^"?([0-9a-f]{32})"?$/i.exec(part.ETag ?? "")?.[1];
-    if (hex === undefined) return undefined;
-    md5.update(Buffer.from(hex, "hex"));
-  }
-  return md5.digest("hex");
-}
-
-/** S3's composite CRC32C of a multipart object: the CRC32C of the parts' big-endian CRC32Cs, "-N". */
-function compositeCrc32c(parts: readonly CompletedPart[]): string | undefined {
-  const joined = Buffer.alloc(4 * parts.length);
-  for (const [i, part] of parts.entries()) {
-    if (part.ChecksumCRC32C === undefined) return undefined;
-    const value = Buffer.from(part.ChecksumCRC32C, "base64");
-    if (value.byteLength !== 4) return undefined;
-    value.copy(joined, 4 * i);
-  }
-  return `${crc32cBase64(crc32c(joined))}-${parts.length}`;
 }
 
 /**
@@ -294,8 +233,8 @@ function compositeCrc32c(parts: readonly CompletedPart[]): string | undefined {
  */
 async function abortUpload(client: S3Client, context: S3CallContext, upload: { key: string; path: string; uploadId: string }, failure: unknown): Promise<unknown> {
   try {
-    await s3Call(context, { op: "aborting the multipart upload of", key: upload.key, path: upload.path }, () =>
-      client.send(new AbortMultipartUploadCommand({ Bucket: context.bucket, Key: upload.key, UploadId: upload.uploadId })),
+    await s3Call(context, { op: "aborting the multipart upload of", key: upload.key, path: upload.path }, ({ signal }) =>
+      client.send(new AbortMultipartUploadCommand({ Bucket: context.bucket, Key: upload.key, UploadId: upload.uploadId }), { abortSignal: signal }),
     );
     return failure;
   } catch (abortFailure) {

@@ -1,5 +1,5 @@
 import { S3Client, type S3ClientConfig } from "@aws-sdk/client-s3";
-import { CheckpointError, type StorageAdapter, type StorageOptions, checkRelativePath } from "@cairn/core";
+import { CheckpointError, DEFAULT_PROGRESS_TIMEOUT_MS, type StorageAdapter, type StorageOptions, checkRelativePath } from "@cairn/core";
 import { S3StorageAdapter, type S3StorageAdapterOptions } from "./s3-storage-adapter.js";
 
 /**
@@ -26,12 +26,6 @@ export interface S3StorageOptions extends S3StorageAdapterOptions {
    * S3-compatible servers mishandle them; "WHEN_REQUIRED" limits them to operations that need one.
    */
   readonly requestChecksumCalculation?: S3ClientConfig["requestChecksumCalculation"];
-  /**
-   * A request whose socket moves no bytes for this long (sending or receiving) fails as
-   * transient and is retried (default 30 s). An idle timeout rather than a total one, so a
-   * large part on a slow link is not cut off while it is still moving.
-   */
-  readonly socketTimeoutMs?: number;
   /** Connecting for longer than this fails as transient and is retried (default 10 s). */
   readonly connectionTimeoutMs?: number;
 }
@@ -54,6 +48,7 @@ export function openS3Storage(url: URL, storageOptions: StorageOptions = {}): St
   const path = decodeURIComponent(url.pathname).replace(/^\/+|\/+$/g, "");
   const prefix = path === "" ? "" : `${checkRelativePath("s3", path)}/`;
   if (options.client) return new S3StorageAdapter(options.client, { bucket, prefix }, options);
+  const progress = options.progressTimeoutMs ?? DEFAULT_PROGRESS_TIMEOUT_MS;
   const client = new S3Client({
     ...(options.region ? { region: options.region } : {}),
     ...(options.endpoint ? { endpoint: options.endpoint } : {}),
@@ -63,7 +58,8 @@ export function openS3Storage(url: URL, storageOptions: StorageOptions = {}): St
     // The adapter retries every request through core's policy; SDK retries on top would multiply.
     maxAttempts: 1,
     requestHandler: {
-      socketTimeout: options.socketTimeoutMs ?? 30_000,
+      // The socket's idle timeout is the progress deadline of uploads, whose bytes only it sees.
+      socketTimeout: Number.isFinite(progress) ? progress : 0,
       connectionTimeout: options.connectionTimeoutMs ?? 10_000,
     },
   });

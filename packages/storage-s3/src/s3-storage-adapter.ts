@@ -16,15 +16,18 @@ import {
   type WriteBody,
   type WriteOptions,
   CheckpointError,
+  DEFAULT_PROGRESS_TIMEOUT_MS,
   ReadTarget,
   cancelledError,
   checkRelativePath,
   crc32c,
+  isCheckpointError,
   splitHead,
 } from "@cairn/core";
 import { MAX_PARTS, multipartUpload } from "./multipart-upload.js";
-import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
-import { httpStatusOf, s3CodeOf } from "./s3-error.js";
+import { type S3Attempt, type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
+import { isOwnPut } from "./own-object.js";
+import { httpStatusOf, isTransientS3Error, s3CodeOf } from "./s3-error.js";
 import { Semaphore } from "./semaphore.js";
 import { sliceParts } from "./slice-parts.js";
 
@@ -52,6 +55,15 @@ export interface S3StorageAdapterOptions {
    * adapter retries each request itself; an error it gave up on reaches core as permanent.
    */
   readonly retry?: Partial<RetryPolicy>;
+  /**
+   * A request that makes no progress for this long is aborted and retried as a transient
+   * failure (default 30 s): a GET, HEAD, LIST or DELETE that does not answer, a body that stops
+   * arriving. It is an idle deadline, never a total one, so a large part on a slow link is not
+   * cut off while it moves. Uploads and CompleteMultipartUpload, whose progress only the socket
+   * sees, are watched by the socket timeout of the client the adapter builds (set to this value);
+   * a `client` passed in should set `requestHandler: { socketTimeout }` itself.
+   */
+  readonly progressTimeoutMs?: number;
 }
 
 /** Where the adapter's root is: a bucket and a key prefix ("" or ending in "/"). */
@@ -94,8 +106,12 @@ export class S3StorageAdapter implements StorageAdapter {
   constructor(client: S3Client, location: S3Location, options: S3StorageAdapterOptions = {}, onClose: () => void = () => undefined) {
     const partSize = options.partSize ?? DEFAULT_PART_SIZE;
     const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+    const progressTimeoutMs = options.progressTimeoutMs ?? DEFAULT_PROGRESS_TIMEOUT_MS;
     if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE) {
       throw new CheckpointError("invalid_argument", `[s3] partSize must be a whole number of bytes of at least 5 MiB (S3's minimum part), not ${partSize}`);
+    }
+    if (!(progressTimeoutMs > 0)) {
+      throw new CheckpointError("invalid_argument", `[s3] progressTimeoutMs must be a positive number of milliseconds (Infinity for none), not ${progressTimeoutMs}`);
     }
     if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
       throw new CheckpointError("invalid_argument", `[s3] concurrency must be a whole number of at least 1, not ${concurrency}`);
@@ -107,7 +123,7 @@ export class S3StorageAdapter implements StorageAdapter {
     this.#partSize = partSize;
     this.#checksums = { put: options.checksums?.put ?? true, multipart: options.checksums?.multipart ?? true };
     this.#limiter = new Semaphore(concurrency);
-    this.#context = { bucket: location.bucket, retry: options.retry ?? {} };
+    this.#context = { bucket: location.bucket, retry: options.retry ?? {}, progressTimeoutMs };
     this.#onClose = onClose;
   }
 
@@ -187,7 +203,7 @@ export class S3StorageAdapter implements StorageAdapter {
       return await s3Call(
         this.#context,
         { op: "reading", key, path },
-        async () => {
+        async (attempt) => {
           let response;
           try {
             response = await this.#client.send(
@@ -197,7 +213,7 @@ export class S3StorageAdapter implements StorageAdapter {
                 Range: `bytes=${offset}-${offset + length - 1}`,
                 ...(target?.etag ? { IfMatch: target.etag } : {}),
               }),
-              { abortSignal: signal },
+              { abortSignal: attempt.signal },
             );
           } catch (error) {
             if (httpStatusOf(error) === 416 || s3CodeOf(error) === "InvalidRange") return undefined;
@@ -226,7 +242,7 @@ export class S3StorageAdapter implements StorageAdapter {
           }
           const into = target?.into ?? new Uint8Array(expected);
           // A wider answer than asked is cut to the range (s3rver answers "bytes=0-0" with the whole object).
-          const got = await readBody(response.Body as AsyncIterable<Uint8Array> | undefined, into, skip);
+          const got = await readBody(response.Body as Body | undefined, into, skip, attempt);
           if (got !== expected) {
             throw new CheckpointError("storage", `[s3] reading s3://${this.#bucket}/${key}: the response ended after ${got} of ${expected} bytes`, {
               context: { path, protocol: "s3", transient: true },
@@ -234,7 +250,7 @@ export class S3StorageAdapter implements StorageAdapter {
           }
           return { bytes: into, size, etag: response.ETag };
         },
-        signal,
+        { signal },
       );
     } finally {
       release();
@@ -284,32 +300,50 @@ export class S3StorageAdapter implements StorageAdapter {
     });
   }
 
+  /**
+   * One PutObject, retried. A create-only write whose earlier attempt got no answer may find
+   * its own object on retry (412): it succeeds when the object holds exactly these bytes.
+   */
   async #put(key: string, path: string, bytes: Uint8Array, ifAbsent: boolean, signal: AbortSignal | undefined): Promise<void> {
     const checksum = this.#checksums.put ? crc32cBase64(crc32c(bytes)) : undefined;
-    await s3Call(
-      this.#context,
-      { op: "writing", key, path, ifAbsent },
-      () =>
-        this.#client.send(
-          new PutObjectCommand({
-            Bucket: this.#bucket,
-            Key: key,
-            Body: bytes,
-            ContentLength: bytes.byteLength,
-            ContentType: "application/octet-stream",
-            ...(checksum ? { ChecksumAlgorithm: "CRC32C", ChecksumCRC32C: checksum } : {}),
-            ...(ifAbsent ? { IfNoneMatch: "*" } : {}),
-          }),
-          { abortSignal: signal },
-        ),
-      signal,
-    );
+    let ambiguous = false;
+    try {
+      await s3Call(
+        this.#context,
+        { op: "writing", key, path, ifAbsent },
+        async ({ signal: attemptSignal }) => {
+          try {
+            await this.#client.send(
+              new PutObjectCommand({
+                Bucket: this.#bucket,
+                Key: key,
+                Body: bytes,
+                ContentLength: bytes.byteLength,
+                ContentType: "application/octet-stream",
+                ...(checksum ? { ChecksumAlgorithm: "CRC32C", ChecksumCRC32C: checksum } : {}),
+                ...(ifAbsent ? { IfNoneMatch: "*" } : {}),
+              }),
+              { abortSignal: attemptSignal },
+            );
+          } catch (error) {
+            if (isTransientS3Error(error)) ambiguous = true;
+            throw error;
+          }
+        },
+        { signal, watch: "socket" },
+      );
+    } catch (error) {
+      if (ambiguous && isCheckpointError(error, "already_exists") && (await isOwnPut(this.#client, this.#context, { key, path }, bytes, checksum))) return;
+      throw error;
+    }
   }
 
   async stat(path: string): Promise<ObjectInfo | null> {
     const key = this.#key(path);
     try {
-      const head = await s3Call(this.#context, { op: "checking", key, path }, () => this.#client.send(new HeadObjectCommand({ Bucket: this.#bucket, Key: key })));
+      const head = await s3Call(this.#context, { op: "checking", key, path }, ({ signal }) =>
+        this.#client.send(new HeadObjectCommand({ Bucket: this.#bucket, Key: key }), { abortSignal: signal }),
+      );
       return { path, size: head.ContentLength ?? 0, ...(head.LastModified ? { modified: head.LastModified } : {}) };
     } catch (error) {
       if (error instanceof CheckpointError && error.code === "not_found") return null;
@@ -326,8 +360,8 @@ export class S3StorageAdapter implements StorageAdapter {
     const keyPrefix = prefix === "" ? this.#prefix : this.#key(prefix);
     let token: string | undefined;
     do {
-      const page = await s3Call(this.#context, { op: "listing", key: keyPrefix, path: prefix }, () =>
-        this.#client.send(new ListObjectsV2Command({ Bucket: this.#bucket, Prefix: keyPrefix, ...(token ? { ContinuationToken: token } : {}) })),
+      const page = await s3Call(this.#context, { op: "listing", key: keyPrefix, path: prefix }, ({ signal }) =>
+        this.#client.send(new ListObjectsV2Command({ Bucket: this.#bucket, Prefix: keyPrefix, ...(token ? { ContinuationToken: token } : {}) }), { abortSignal: signal }),
       );
       for (const object of page.Contents ?? []) {
         if (!object.Key?.startsWith(this.#prefix) || object.Key.endsWith("/")) continue;
@@ -345,7 +379,9 @@ export class S3StorageAdapter implements StorageAdapter {
   async delete(path: string): Promise<void> {
     const key = this.#key(path);
     try {
-      await s3Call(this.#context, { op: "deleting", key, path }, () => this.#client.send(new DeleteObjectCommand({ Bucket: this.#bucket, Key: key })));
+      await s3Call(this.#context, { op: "deleting", key, path }, ({ signal }) =>
+        this.#client.send(new DeleteObjectCommand({ Bucket: this.#bucket, Key: key }), { abortSignal: signal }),
+      );
     } catch (error) {
       // A missing object is deleted already; a missing bucket is a wrong URL, not a done delete.
       if (error instanceof CheckpointError && error.code === "not_found" && s3CodeOf(error.cause) !== "NoSuchBucket") return;
@@ -363,8 +399,10 @@ export class S3StorageAdapter implements StorageAdapter {
     for (let at = 0; at < keys.length; at += DELETE_BATCH) {
       const batch = keys.slice(at, at + DELETE_BATCH);
       const first = batch[0]!;
-      const result = await s3Call(this.#context, { op: `deleting ${batch.length} objects from`, key: first.key, path: first.path }, () =>
-        this.#client.send(new DeleteObjectsCommand({ Bucket: this.#bucket, Delete: { Objects: batch.map(({ key }) => ({ Key: key })), Quiet: true } })),
+      const result = await s3Call(this.#context, { op: `deleting ${batch.length} objects from`, key: first.key, path: first.path }, ({ signal }) =>
+        this.#client.send(new DeleteObjectsCommand({ Bucket: this.#bucket, Delete: { Objects: batch.map(({ key }) => ({ Key: key })), Quiet: true } }), {
+          abortSignal: signal,
+        }),
       );
       const refused = (result.Errors ?? []).filter((e) => e.Code !== "NoSuchKey");
       if (refused.length > 0) {
@@ -389,25 +427,39 @@ function parseContentRange(contentRange: string | undefined): { start: number; s
   return match ? { start: Number(match[1]), size: Number(match[2]) } : undefined;
 }
 
+/** A response body as the SDK hands it over in Node: a readable stream. */
+type Body = AsyncIterable<Uint8Array> & { destroy?: (error?: Error) => void };
+
 /**
- * Copies a response body into `into` from `skip` bytes in and returns the bytes copied. Bytes
- * past `into` are read and dropped rather than left unread: breaking off would destroy the
- * socket instead of returning it to the keep-alive pool.
+ * Copies a response body into `into` from `skip` bytes in and returns the bytes copied, touching
+ * the attempt's progress deadline per chunk and destroying the body when the attempt's signal
+ * aborts (a stall, or the caller), so a body that stops never hangs the read. Bytes past `into`
+ * are read and dropped rather than left unread: breaking off would destroy the socket instead
+ * of returning it to the keep-alive pool.
  */
-async function readBody(body: AsyncIterable<Uint8Array> | undefined, into: Uint8Array, skip: number): Promise<number> {
+async function readBody(body: Body | undefined, into: Uint8Array, skip: number, attempt: S3Attempt): Promise<number> {
   if (!body) return 0;
-  let at = 0;
-  let toSkip = skip;
-  for await (const chunk of body) {
-    let piece = chunk;
-    if (toSkip > 0) {
-      const n = Math.min(toSkip, piece.byteLength);
-      piece = piece.subarray(n);
-      toSkip -= n;
+  const onAbort = (): void => body.destroy?.(attempt.signal.reason instanceof Error ? attempt.signal.reason : new Error("aborted"));
+  if (attempt.signal.aborted) onAbort();
+  attempt.signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    let at = 0;
+    let toSkip = skip;
+    attempt.touch();
+    for await (const chunk of body) {
+      attempt.touch();
+      let piece = chunk;
+      if (toSkip > 0) {
+        const n = Math.min(toSkip, piece.byteLength);
+        piece = piece.subarray(n);
+        toSkip -= n;
+      }
+      const n = Math.min(piece.byteLength, into.byteLength - at);
+      into.set(piece.subarray(0, n), at);
+      at += n;
     }
-    const n = Math.min(piece.byteLength, into.byteLength - at);
-    into.set(piece.subarray(0, n), at);
-    at += n;
+    return at;
+  } finally {
+    attempt.signal.removeEventListener("abort", onAbort);
   }
-  return at;
 }

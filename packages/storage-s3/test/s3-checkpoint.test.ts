@@ -74,7 +74,7 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
       proxy.addRule({ match: s3Operation.part(2), action: { kind: "reset", phase: "request", afterBytes: MiB } });
       proxy.addRule({ match: s3Operation.putObject, action: { kind: "status", status: 500, body: s3ErrorBody("InternalError", "We encountered an internal error.") } });
       proxy.addRule({ match: s3Operation.completeMultipartUpload, action: { kind: "delay", ms: 1_500 } });
-      const options = { checkpointId: url, storageOptions: server.storageOptions({ socketTimeoutMs: 1_000 }) };
+      const options = { checkpointId: url, storageOptions: server.storageOptions({ progressTimeoutMs: 1_000 }) };
       await save(stateDict(), options);
       expect(proxy.faults().map((f) => f.fault).sort()).toEqual(["delay", "reset", "status", "status"]);
       // The stalled CompleteMultipartUpload timed out and was sent again.
@@ -83,7 +83,7 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
       await expect(readMetadata(options)).resolves.toMatchObject({ format: expect.anything() });
     });
 
-    it("rejects a permanent 403 clearly, commits nothing and leaves no upload open", async () => {
+    it("rejects a permanent 403 as permission_denied, commits nothing and leaves no upload open", async () => {
       const url = server.url("denied");
       server.proxy.addRule({ match: s3Operation.uploadPart, times: Infinity, action: { kind: "status", status: 403, body: s3ErrorBody("AccessDenied", "Access Denied") } });
       const error = await save(stateDict(), { checkpointId: url, storageOptions: server.storageOptions() }).then(
@@ -91,7 +91,7 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
         (e: unknown) => e as CheckpointError,
       );
       expect(error).toBeInstanceOf(CheckpointError);
-      expect(error!.code).toBe("storage");
+      expect(error!.code).toBe("permission_denied");
       expect(error!.message).toMatch(/\[s3\] uploading part \d+ of s3:\/\/cairn-test\/denied-[^ ]+ was refused: AccessDenied/);
       // One attempt per part: a 403 is not retried, by the adapter or by core.
       expect(server.proxy.faults("status").length).toBeLessThanOrEqual(3);
