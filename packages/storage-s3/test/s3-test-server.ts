@@ -143,6 +143,9 @@ export const s3Operation = {
   completeMultipartUpload: (r: ProxiedRequest): boolean => r.method === "POST" && r.url.includes("uploadId="),
   abortMultipartUpload: (r: ProxiedRequest): boolean => r.method === "DELETE" && r.url.includes("uploadId="),
   getObject: (r: ProxiedRequest): boolean => r.method === "GET" && r.url.includes("x-id=GetObject"),
+  headObject: (r: ProxiedRequest): boolean => r.method === "HEAD",
+  listObjects: (r: ProxiedRequest): boolean => r.method === "GET" && r.url.includes("list-type=2"),
+  deleteObject: (r: ProxiedRequest): boolean => r.method === "DELETE" && !r.url.includes("uploadId="),
   /** UploadPart of one part number. */
   part: (n: number) => (r: ProxiedRequest): boolean => r.method === "PUT" && r.url.includes("x-id=UploadPart") && new URL(r.url, "http://x").searchParams.get("partNumber") === String(n),
 };
