@@ -1,4 +1,15 @@
-import { type CheckpointMetadata, type StorageAdapter, CheckpointError, METADATA_FILE, commitMetadata, isCheckpointError, joinPath, parseMetadata, withRetry } from "@cairn/core";
+import {
+  type CheckpointMetadata,
+  type StorageAdapter,
+  CheckpointError,
+  METADATA_FILE,
+  commitMetadata,
+  encodeMetadata,
+  isCheckpointError,
+  joinPath,
+  parseMetadata,
+  withRetry,
+} from "@cairn/core";
 
 /** A committed checkpoint a write replaces (`--force`): the data files its metadata.json names. */
 export interface ReplacedCheckpoint {
@@ -50,7 +61,7 @@ export async function commitCheckpoint(
     return [];
   }
   const path = joinPath(dir, METADATA_FILE);
-  const bytes = new TextEncoder().encode(JSON.stringify(metadata));
+  const bytes = encodeMetadata(metadata);
   try {
     await withRetry(() => storage.write(path, bytes, { signal }), { signal });
   } catch (error) {
