@@ -1,4 +1,4 @@
-import { open, readFile, readdir, rm, truncate, writeFile } from "node:fs/promises";
+import { appendFile, open, readFile, readdir, rm, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { type HostTensor, hostTensor, load, readMetadata, save } from "@cairn/core";
 import { describe, expect, it } from "vitest";
@@ -46,6 +46,16 @@ describe("damage is detected", () => {
     const { dir, file, dataOffset } = await savedCheckpoint();
     await truncate(join(dir, file), dataOffset + 100);
     await expect(load(target(), dir)).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining("truncated") });
+  });
+
+  it("an extended or missing data file is corrupt, naming the file: a load checks each file's size", async () => {
+    const { dir, file } = await savedCheckpoint();
+    await appendFile(join(dir, file), Uint8Array.of(0));
+    const error = await load(target(), dir).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "corrupt", context: { file }, message: expect.stringMatching(/holds \d+ bytes but metadata\.json says \d+: it was truncated or extended/) });
+    await expect(load(dir)).rejects.toMatchObject({ code: "corrupt" });
+    await rm(join(dir, file));
+    await expect(load(target(), dir)).rejects.toMatchObject({ code: "corrupt", message: `${file} is missing; the data file is damaged` });
   });
 
   it("a checkpoint without metadata.json is not_committed; an empty location is not_found", async () => {

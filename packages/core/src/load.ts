@@ -161,6 +161,7 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
       {
         headerInFirstRange: location.storage.remote === true,
         rereadDamaged: location.storage.remote === true,
+        sizeOf: async (file) => (await withRetry(() => location.storage.stat(joinPath(location.dir, file)), { policy: options.retry, signal: options.signal }))?.size ?? null,
         concurrency: options.concurrency ?? 8,
         maxReadBytes: options.maxReadBytes ?? 8 << 20,
         maxInflightBytes: options.maxInflightBytes ?? 64 << 20,

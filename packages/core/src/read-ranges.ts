@@ -51,16 +51,22 @@ export interface RangeReadOptions {
   readonly maxInflightBytes: number;
   /** Read a range or header that fails its checksum (or comes short) once more before reporting it `corrupt`: for network storage. */
   readonly rereadDamaged: boolean;
+  /** Every data file read from is checked to have the size `metadata.json` records (a truncated or extended file is `corrupt`). */
+  readonly sizeOf: SizeFn;
   readonly signal?: AbortSignal;
 }
 
 /** Reads `[offset, offset + length)` of a data file, as `StorageAdapter.read` does with these options. */
 export type ReadFn = (file: string, offset: number, length: number, options?: Pick<ReadOptions, "into" | "head">) => Promise<Uint8Array>;
 
+/** A data file's size in storage, or null if it is missing, as `StorageAdapter.stat` says. */
+export type SizeFn = (file: string) => Promise<number | null>;
+
 /**
- * Executes a load plan's reads: every data file's header is checked against its CRC32C, each
- * chunk's needed bytes are read in block-aligned pieces (so each block read is verified),
- * neighbouring pieces of a file are merged into one range read, and verified bytes are copied
+ * Executes a load plan's reads: every data file read from must have the size `metadata.json`
+ * records and a header matching its CRC32C; each chunk's needed bytes are read in block-aligned
+ * pieces (so each block read is verified), neighbouring pieces of a file are merged into one
+ * range read, and verified bytes are copied
  * into their destinations. A read that lands in one contiguous run of a destination is read
  * straight into it; others use a small pool of reusable buffers, so a load's extra memory is
  * bounded by concurrency × maxReadBytes (plus headers).
@@ -92,9 +98,8 @@ export async function readRanges(
   const queue = new PQueue({ concurrency: Math.max(1, options.concurrency) });
   const budget = new ByteBudget(options.maxInflightBytes);
   const pool: Uint8Array[] = [];
-  const tasks: Promise<void>[] = [...firstRanges]
-    .filter(([, range]) => !withHeader.has(range))
-    .map(([file]) => queue.add(() => verified(() => verifyHeader(file, metadata, read))));
+  const tasks: Promise<void>[] = [...firstRanges.keys()].map((file) => queue.add(() => verifySize(file, metadata, options.sizeOf)));
+  for (const [file, range] of firstRanges) if (!withHeader.has(range)) tasks.push(queue.add(() => verified(() => verifyHeader(file, metadata, read))));
   for (const range of ranges) {
     tasks.push(
       queue.add(async () => {
@@ -155,6 +160,14 @@ export async function readRanges(
       if (scratch) pool.push(scratch);
     }
   }
+}
+
+async function verifySize(file: string, metadata: CheckpointMetadata, sizeOf: SizeFn): Promise<void> {
+  const expected = metadata.files[file]!.size;
+  const size = await sizeOf(file);
+  if (size === expected) return;
+  const problem = size === null ? "is missing" : `holds ${size} bytes but ${METADATA_FILE} says ${expected}: it was truncated or extended`;
+  throw new CheckpointError("corrupt", `${file} ${problem}; the data file is damaged`, { context: { file } });
 }
 
 async function verifyHeader(file: string, metadata: CheckpointMetadata, read: ReadFn): Promise<void> {
