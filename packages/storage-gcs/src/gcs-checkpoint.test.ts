@@ -154,7 +154,7 @@ describe("faults on the wire", () => {
     });
     const error = (await save(stateDict(), options(url)).catch((e: unknown) => e)) as CheckpointError;
     server.proxy.clearRules();
-    expect(error.code).toBe("storage");
+    expect(error.code).toBe("permission_denied");
     expect(error.message).toMatch(/^\[gs\] write gs:\/\/cairn-test\/denied-.*\.safetensors failed: HTTP 403.*storage\.objects\.create.*credentials/);
     // Permanent: the first refusal of each file is the only one.
     expect(faultsSince(mark, "status").length).toBeGreaterThan(0);

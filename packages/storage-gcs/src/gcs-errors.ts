@@ -11,10 +11,9 @@ export interface GcsErrorSite {
   readonly signal?: AbortSignal;
 }
 
-// Connection-level failures (core's list) and the SDK's own checksum checks: the bytes were
-// damaged on the way, so a new transfer may be clean (on an upload the SDK has already deleted
-// the damaged object).
-const TRANSIENT_CODES = new Set([...TRANSIENT_NETWORK_CODES, "FILE_NO_UPLOAD", "CONTENT_DOWNLOAD_MISMATCH"]);
+// Connection-level failures (core's list) and the SDK's upload checksum check: the bytes were
+// damaged on the way, so a new transfer may be clean (the SDK has already deleted the damaged object).
+const TRANSIENT_CODES = new Set([...TRANSIENT_NETWORK_CODES, "FILE_NO_UPLOAD"]);
 
 const TRANSIENT_STATUSES = new Set([408, 429, 500, 502, 503, 504]);
 
@@ -75,14 +74,16 @@ function reason(error: unknown, status: number | undefined): string {
 }
 
 /**
- * Translates an SDK failure into a `CheckpointError`: 404 → `not_found` (reads), 412 →
- * `already_exists` (creates), an aborted signal → `cancelled`, anything else → `storage`
- * with `context.transient` set for 408/429/5xx and connection failures.
+ * Translates an SDK failure into a `CheckpointError`: 401/403 → `permission_denied`, 404 →
+ * `not_found` (the object on a read, else the bucket), 412 → `already_exists` (creates), an
+ * aborted signal → `cancelled`, anything else → `storage` with `context.transient` set for
+ * 408/429/5xx and connection failures. The SDK's error is kept as `cause`.
  */
 export function toCheckpointError(error: unknown, site: GcsErrorSite): CheckpointError {
   if (isCheckpointError(error)) return error;
   if (site.signal?.aborted) return cancelledError(site.signal, `[gs] ${site.operation} of ${site.object}`);
   const status = httpStatus(error);
+  const context = { path: site.path, protocol: "gs" };
   if (status === 404 && site.operation === "read") {
     const e = notFound("gs", site.path, site.root);
     return new CheckpointError("not_found", `${e.message} (${site.object})`, { context: e.context, cause: error });
@@ -91,16 +92,18 @@ export function toCheckpointError(error: unknown, site: GcsErrorSite): Checkpoin
     const e = alreadyExists("gs", site.path, site.root);
     return new CheckpointError("already_exists", `${e.message} (${site.object})`, { context: e.context, cause: error });
   }
-  const transient = isTransientFailure(error, status);
-  const hint =
-    status === 401 || status === 403
-      ? "; check the credentials and that they may use this bucket"
-      : status === 404
-        ? "; check that the bucket exists"
-        : "";
-  return new CheckpointError("storage", `[gs] ${site.operation} ${site.object} failed: ${reason(error, status)}${hint}`, {
-    context: { path: site.path, protocol: "gs", transient },
-    cause: error,
+  const failed = `[gs] ${site.operation} ${site.object} failed: ${reason(error, status)}`;
+  if (status === 401 || status === 403) {
+    return new CheckpointError("permission_denied", `${failed}; check the credentials and that they may use this bucket`, { context, cause: error });
+  }
+  if (status === 404) return new CheckpointError("not_found", `${failed}; check that the bucket exists`, { context, cause: error });
+  return new CheckpointError("storage", failed, { context: { ...context, transient: isTransientFailure(error, status) }, cause: error });
+}
+
+/** A body cut short or damaged on the way (`detail` says how): a new request may get it whole, so it is transient. */
+export function damagedBody(site: GcsErrorSite, detail: string): CheckpointError {
+  return new CheckpointError("storage", `[gs] ${site.operation} ${site.object} failed: ${detail}`, {
+    context: { path: site.path, protocol: "gs", transient: true },
   });
 }
 
@@ -109,7 +112,7 @@ export function toCheckpointError(error: unknown, site: GcsErrorSite): Checkpoin
  * permanent, so a caller that also retries (core's save and load) does not start over.
  */
 export function exhausted(error: CheckpointError, attempts: number): CheckpointError {
-  return new CheckpointError(error.code, `${error.message} (gave up after ${attempts} attempts)`, {
+  return new CheckpointError(error.code, `${error.message} (gave up after ${attempts} attempt${attempts === 1 ? "" : "s"})`, {
     context: { ...error.context, transient: false },
     cause: error.cause,
   });

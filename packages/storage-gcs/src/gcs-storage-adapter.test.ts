@@ -2,7 +2,8 @@ import { type CheckpointError, type StorageAdapter, openStorage } from "@cairn/c
 import { storageContractSuite } from "@cairn/core/testing";
 import { CRC32C, Storage } from "@google-cloud/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type GcsStorageAdapter, nativeCrc32cValidator } from "./gcs-storage-adapter.js";
+import { nativeCrc32cValidator } from "./gcs-integrity.js";
+import type { GcsStorageAdapter } from "./gcs-storage-adapter.js";
 import "./index.js";
 import { type GcsTestServer, startGcsTestServer } from "./testing/gcs-test-server.js";
 

@@ -3,22 +3,27 @@ import { pipeline } from "node:stream/promises";
 import {
   type ByteRange,
   type ObjectInfo,
+  type ProgressDeadline,
   type ReadOptions,
   type RetryPolicy,
   type StorageAdapter,
   type WriteBody,
   type WriteOptions,
   CheckpointError,
+  DEFAULT_PROGRESS_TIMEOUT_MS,
   ReadTarget,
   checkRelativePath,
   crc32c,
   isTransient,
+  progressDeadline,
   splitHead,
+  touching,
   withRetry,
 } from "@cairn/core";
 import type { Bucket, CRC32CValidator, CreateWriteStreamOptions, File, Storage } from "@google-cloud/storage";
 import PQueue from "p-queue";
-import { type GcsErrorSite, exhausted, httpStatus, toCheckpointError } from "./gcs-errors.js";
+import { type GcsErrorSite, damagedBody, exhausted, httpStatus, toCheckpointError } from "./gcs-errors.js";
+import { type SdkResponse, announcedCrc32c, announcedLength, nativeCrc32cValidator } from "./gcs-integrity.js";
 
 /** Tuning of a `GcsStorageAdapter`; every field has a default. */
 export interface GcsStorageAdapterOptions {
@@ -34,10 +39,15 @@ export interface GcsStorageAdapterOptions {
   readonly deleteConcurrency?: number;
   /** Objects per listing page (default 1,000, the GCS maximum). */
   readonly listPageSize?: number;
-  /** Checksum the SDK verifies on uploads and whole-object downloads (default "crc32c"; `false` to skip). */
+  /** Checksum verified on uploads (by the SDK) and whole-object downloads (by the adapter) (default "crc32c"; `false` to skip). */
   readonly validation?: "crc32c" | false;
   /** Bounds of the adapter's own retries of transient failures (core's `RetryPolicy`). */
   readonly retry?: Partial<RetryPolicy>;
+  /**
+   * How long a request may go without progress (a byte of the body sent or received, an answer)
+   * before it is aborted and retried as a transient failure (default 30 s; `Infinity` for none).
+   */
+  readonly progressTimeoutMs?: number;
 }
 
 const DEFAULTS = {
@@ -48,6 +58,7 @@ const DEFAULTS = {
   deleteConcurrency: 32,
   listPageSize: 1000,
   validation: "crc32c",
+  progressTimeoutMs: DEFAULT_PROGRESS_TIMEOUT_MS,
 } as const;
 
 /**
@@ -61,6 +72,11 @@ const DEFAULTS = {
  * `withRetry`, and an error it gave up on surfaces with `transient: false`. A streamed body cannot
  * be replayed, so a streamed write is tried once and keeps its classification: the caller, who
  * can make the body again (core's save does), retries the whole write.
+ *
+ * Every request runs under a progress deadline (`progressTimeoutMs`): a body that stalls, or
+ * never ends because its connection was cut (node-fetch 2, under the SDK, leaves such a body
+ * open forever), is aborted with a transient error and retried; a body shorter than its answer
+ * announced, or a whole object whose CRC32C is wrong, is a transient error too, never a short read.
  */
 export class GcsStorageAdapter implements StorageAdapter {
   readonly protocol = "gs";
@@ -89,7 +105,7 @@ export class GcsStorageAdapter implements StorageAdapter {
 
   async read(path: string, range?: ByteRange, options: ReadOptions = {}): Promise<Uint8Array> {
     const site = this.#site("read", path, options.signal);
-    if (!range) return splitHead(await this.#retrying(site, () => this.#downloadObject(site)), options.head);
+    if (!range) return splitHead(await this.#retrying(site, (deadline) => this.#downloadObject(site, deadline)), options.head);
     if (range.length <= 0 || range.length >= this.#options.parallelReadMinBytes) {
       // Needs the size anyway: a zero-length read of a missing object is still `not_found`, and a split read is clipped to the object.
       const info = await this.stat(path);
@@ -101,7 +117,7 @@ export class GcsStorageAdapter implements StorageAdapter {
       return target.result(end - range.offset);
     }
     const target = new ReadTarget(range.length, options);
-    return target.result(await this.#retrying(site, () => this.#downloadRange(site, range.offset, range.offset + range.length, target, 0)));
+    return target.result(await this.#retrying(site, (deadline) => this.#downloadRange(site, deadline, range.offset, range.offset + range.length, target, 0)));
   }
 
   async write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {
@@ -118,11 +134,11 @@ export class GcsStorageAdapter implements StorageAdapter {
       sum.writeUInt32BE(crc32c(body));
       const upload = { ...streamOptions, resumable: body.byteLength >= this.#options.singleRequestMaxBytes, metadata: { ...streamOptions.metadata, crc32c: sum.toString("base64") } };
       const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-      return this.#retrying(site, () => this.#upload(site, Readable.from([bytes]), upload));
+      return this.#retrying(site, (deadline) => this.#upload(site, deadline, [bytes], upload));
     }
     const resumable = options.size === undefined || options.size >= this.#options.singleRequestMaxBytes;
     this.#checkOpen(site);
-    await this.#upload(site, Readable.from(body), { ...streamOptions, resumable });
+    await this.#underDeadline(site, (deadline) => this.#upload(site, deadline, body, { ...streamOptions, resumable }));
   }
 
   async stat(path: string): Promise<ObjectInfo | null> {
@@ -197,19 +213,18 @@ export class GcsStorageAdapter implements StorageAdapter {
     if (this.#closed) throw new CheckpointError("storage", `[gs] ${site.operation} ${site.object}: the adapter was closed`, { context: { path: site.path, protocol: "gs" } });
   }
 
-  /** Runs one replayable request under the retry policy; what it gave up on is permanent. */
-  async #retrying<T>(site: GcsErrorSite, request: () => Promise<T>): Promise<T> {
+  /**
+   * Runs one replayable request under the retry policy, each attempt under a progress deadline;
+   * what it gave up on is permanent.
+   */
+  async #retrying<T>(site: GcsErrorSite, request: (deadline: ProgressDeadline) => Promise<T>): Promise<T> {
     this.#checkOpen(site);
     let attempts = 0;
     try {
       return await withRetry(
         async () => {
           attempts++;
-          try {
-            return await request();
-          } catch (error) {
-            throw toCheckpointError(error, site);
-          }
+          return this.#underDeadline(site, request);
         },
         { policy: this.#retry, ...(site.signal ? { signal: site.signal } : {}) },
       );
@@ -218,43 +233,90 @@ export class GcsStorageAdapter implements StorageAdapter {
     }
   }
 
-  async #upload(site: GcsErrorSite, source: Readable, options: CreateWriteStreamOptions): Promise<void> {
-    const sink: Writable = this.#file(site).createWriteStream(options);
+  /**
+   * Runs one attempt of a request with a progress deadline it touches and aborts on. It settles
+   * when the deadline fires even if the request ignores the abort (the SDK's JSON-API calls take
+   * no signal), with the deadline's transient error; the caller's abort gives `cancelled`.
+   */
+  async #underDeadline<T>(site: GcsErrorSite, request: (deadline: ProgressDeadline) => Promise<T>): Promise<T> {
+    const deadline = progressDeadline(this.#options.progressTimeoutMs, {
+      ...(site.signal ? { signal: site.signal } : {}),
+      what: `[gs] ${site.operation} ${site.object}`,
+      context: { path: site.path, protocol: "gs" },
+    });
+    const stopped = new Promise<never>((_, reject) => {
+      const stop = (): void => reject(deadline.expired ? deadline.error : toCheckpointError(deadline.signal.reason, site));
+      if (deadline.signal.aborted) stop();
+      else deadline.signal.addEventListener("abort", stop, { once: true });
+    });
+    stopped.catch(() => undefined);
     try {
-      // Destroying the SDK stream (a failed body, an abort) abandons the upload: the object is never committed.
-      await pipeline(source, sink, site.signal ? { signal: site.signal } : {});
+      return await Promise.race([request(deadline), stopped]);
     } catch (error) {
-      throw toCheckpointError(error, site);
+      throw deadline.expired ? deadline.error : toCheckpointError(error, site);
+    } finally {
+      deadline.clear();
     }
+  }
+
+  /** One upload of `body`; every chunk the SDK takes, every progress report and the answer are progress. */
+  async #upload(site: GcsErrorSite, deadline: ProgressDeadline, body: AsyncIterable<Uint8Array> | Iterable<Uint8Array>, options: CreateWriteStreamOptions): Promise<void> {
+    const sink: Writable = this.#file(site).createWriteStream(options);
+    const touch = (): void => deadline.touch();
+    sink.on("progress", touch).on("response", touch);
+    // Destroying the SDK stream (a failed body, an abort, a stall) abandons the upload: the object is never committed.
+    await pipeline(Readable.from(touching(body, deadline)), sink, { signal: deadline.signal });
   }
 
   /**
    * One GET of the object, or of bytes `[start, end)` of it, handing each chunk of the body to
    * `onChunk` as it arrives, with the response's status. GCS answers a range starting past the
-   * end with 416, which is an empty body.
+   * end with 416, which is an empty body. A body that ends short of the range its answer
+   * announced, or a whole object whose CRC32C differs from `x-goog-hash`, was cut or damaged on
+   * the way: a transient error, never a short or wrong result. The adapter checks the hash
+   * itself, as the SDK skips it when `x-goog-stored-content-encoding` is absent.
    */
-  async #download(site: GcsErrorSite, range: { start: number; end: number } | undefined, onChunk: (chunk: Buffer, status: number | undefined) => void): Promise<void> {
-    const stream = this.#file(site).createReadStream(
-      range ? { start: range.start, end: range.end - 1, validation: false } : { validation: this.#options.validation },
-    );
+  async #download(
+    site: GcsErrorSite,
+    deadline: ProgressDeadline,
+    range: { start: number; end: number } | undefined,
+    onChunk: (chunk: Buffer, status: number | undefined) => void,
+  ): Promise<void> {
+    const stream = this.#file(site).createReadStream({ ...(range ? { start: range.start, end: range.end - 1 } : {}), validation: false });
     let status: number | undefined;
-    stream.on("response", (response: { statusCode?: number }) => (status = response.statusCode));
-    const onAbort = (): void => void stream.destroy(site.signal?.reason);
-    site.signal?.addEventListener("abort", onAbort, { once: true });
+    let announced: number | undefined;
+    let hash: { readonly expected: string; readonly crc: CRC32CValidator } | undefined;
+    stream.on("response", (response: SdkResponse) => {
+      deadline.touch();
+      status = response.statusCode;
+      announced = announcedLength(response);
+      const expected = range || this.#options.validation === false ? undefined : announcedCrc32c(response);
+      hash = expected === undefined ? undefined : { expected, crc: nativeCrc32cValidator() };
+    });
+    const onAbort = (): void => void stream.destroy(deadline.signal.reason);
+    deadline.signal.addEventListener("abort", onAbort, { once: true });
+    let received = 0;
     try {
-      for await (const chunk of stream as AsyncIterable<Buffer>) onChunk(chunk, status);
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        deadline.touch();
+        received += chunk.byteLength;
+        hash?.crc.update(chunk);
+        onChunk(chunk, status);
+      }
     } catch (error) {
       if (range && httpStatus(error) === 416) return;
       throw toCheckpointError(error, site);
     } finally {
-      site.signal?.removeEventListener("abort", onAbort);
+      deadline.signal.removeEventListener("abort", onAbort);
     }
+    if (announced !== undefined && received < announced) throw damagedBody(site, `the body ended after ${received} of ${announced} bytes`);
+    if (hash && !hash.crc.validate(hash.expected)) throw damagedBody(site, `the body's CRC32C (${hash.crc.toString()}) is not the object's (${hash.expected}); ${received} bytes came`);
   }
 
   /** A whole object, of unknown size, gathered in chunks. */
-  async #downloadObject(site: GcsErrorSite): Promise<Uint8Array> {
+  async #downloadObject(site: GcsErrorSite, deadline: ProgressDeadline): Promise<Uint8Array> {
     const chunks: Buffer[] = [];
-    await this.#download(site, undefined, (chunk) => chunks.push(chunk));
+    await this.#download(site, deadline, undefined, (chunk) => chunks.push(chunk));
     const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
     return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
@@ -265,10 +327,10 @@ export class GcsStorageAdapter implements StorageAdapter {
    * Bytes outside the range are dropped: a server that ignores the range sends them (200 with
    * the whole object, as the firebase emulator does for ranges past the end).
    */
-  async #downloadRange(site: GcsErrorSite, start: number, end: number, target: ReadTarget, at: number): Promise<number> {
+  async #downloadRange(site: GcsErrorSite, deadline: ProgressDeadline, start: number, end: number, target: ReadTarget, at: number): Promise<number> {
     let received = 0;
     let skip = 0;
-    await this.#download(site, { start, end }, (chunk, status) => {
+    await this.#download(site, deadline, { start, end }, (chunk, status) => {
       skip = status === 200 ? start : 0;
       const from = Math.max(0, skip - received);
       const to = Math.min(chunk.byteLength, skip + end - start - received);
@@ -290,7 +352,7 @@ export class GcsStorageAdapter implements StorageAdapter {
       const partEnd = Math.min(end, at + this.#options.parallelReadPartBytes + (at === start ? target.headLength : 0));
       parts.push(
         queue.add(async () => {
-          const got = await this.#retrying(site, () => this.#downloadRange(site, partStart, partEnd, target, partStart - start));
+          const got = await this.#retrying(site, (deadline) => this.#downloadRange(site, deadline, partStart, partEnd, target, partStart - start));
           if (got !== partEnd - partStart) {
             throw new CheckpointError("storage", `[gs] read ${site.object} failed: bytes ${partStart}-${partEnd - 1} came back as ${got} bytes; the object changed while it was read`, {
               context: { path: site.path, protocol: "gs", transient: false },
@@ -304,29 +366,6 @@ export class GcsStorageAdapter implements StorageAdapter {
     const failed = settled.find((s) => s.status === "rejected");
     if (failed) throw failed.reason;
   }
-}
-
-/**
- * The SDK's upload and download validation (`validation: "crc32c"`) on core's native CRC32C. The
- * SDK's own validator is byte-at-a-time JavaScript (290 MB/s against 6 GB/s for core's, on the
- * 2-vCPU benchmark machine), run on every byte of every upload. Same checksum, same checks: the
- * SDK compares `toString()`/`validate()` with the hash the server reports after each upload, so a
- * wrong value here fails every write.
- */
-export function nativeCrc32cValidator(): CRC32CValidator {
-  let value = 0;
-  const encoded = (): string => {
-    const bytes = Buffer.alloc(4);
-    bytes.writeUInt32BE(value >>> 0);
-    return bytes.toString("base64");
-  };
-  return {
-    update: (data) => {
-      value = crc32c(data, value);
-    },
-    toString: encoded,
-    validate: (expected) => expected === encoded(),
-  };
 }
 
 function objectInfo(path: string, metadata: { size?: string | number; updated?: string }): ObjectInfo {
