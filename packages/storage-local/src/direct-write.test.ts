@@ -187,8 +187,9 @@ describe("file:// direct writes", () => {
       }
     }
     await expect(storage.write("a", slowly())).rejects.toMatchObject({
-      code: "storage",
+      code: "no_space",
       message: expect.stringContaining("no space left"),
+      cause: { code: "ENOSPC" },
     });
     expect(await readdir(dir)).toEqual([]);
     expect(rec.open).toBe(0);

@@ -10,12 +10,11 @@ import {
   type WriteOptions,
   CheckpointError,
   ReadTarget,
-  alreadyExists,
   cancelledError,
   checkRelativePath,
-  notFound,
 } from "@cairn/core";
 import { directCreateFlags, directIoAvailable, writeDirect, writeFully } from "./direct-write.js";
+import { type FsAction, type FsSite, errnoOf, existingObject, fsError, missingObject } from "./fs-errors.js";
 
 /** The subset of `fs.promises` the adapter uses; node:fs and memfs both provide it. */
 export interface FsPromisesLike {
@@ -57,7 +56,8 @@ export const DIRECT_MIN_BYTES = 1 << 20;
 /** Temp files of in-progress writes; never listed, never mistaken for data. */
 const TEMP_PREFIX = ".cairn-tmp-";
 
-const TRANSIENT_CODES = new Set(["EAGAIN", "EBUSY", "EMFILE", "ENFILE", "EINTR", "EIO", "ETIMEDOUT"]);
+/** Errno names that show the object is not there: nothing at its name, or a file where one of its directories would be. */
+const MISSING_CODES: ReadonlySet<string> = new Set(["ENOENT", "ENOTDIR"]);
 
 /** Bytes of positional writes a file keeps in flight while it pulls the next parts of its body. */
 const WRITE_WINDOW_BYTES = 16 << 20;
@@ -103,6 +103,18 @@ async function writeWindowed(handle: FileHandleLike, body: Iterable<Uint8Array> 
  * and all-or-nothing: a temp file in the target directory, written, fsynced and closed, then
  * renamed into place (or, for `ifAbsent`, hard-linked, because link(2) fails on an existing
  * name where rename(2) would silently replace it), then the directory is fsynced.
+ *
+ * Objects are regular files; a directory is not an object (as a prefix is not one in an object
+ * store): reading it is `not_found`, `stat` is null, deleting it does nothing. Every failure is
+ * a `CheckpointError` whose `cause` is the file system's error:
+ * - `not_found`: `read` of a missing object (ENOENT, or ENOTDIR: a file where a directory of its path would be);
+ * - `already_exists`: an `ifAbsent` write found the name taken (EEXIST from link);
+ * - `permission_denied`: EROFS, EACCES, EPERM (read-only mount, file modes, immutable files);
+ * - `no_space`: ENOSPC, EDQUOT;
+ * - `storage`, transient (retried by core): EMFILE, ENFILE, EAGAIN, EBUSY, EINTR, EIO, ETIMEDOUT,
+ *   ESTALE, and ENOENT while writing (a concurrent delete removed the directory);
+ * - `storage`, permanent: anything else, e.g. a write whose parent is a file or whose name is a directory.
+ * Messages read `[file] <file>: cannot <action>: <what> (<ERRNO>); <what to do>`.
  */
 export class FsStorageAdapter implements StorageAdapter {
   readonly protocol: string;
@@ -130,23 +142,22 @@ export class FsStorageAdapter implements StorageAdapter {
     return posix.join(this.#dir, checkRelativePath(this.protocol, path));
   }
 
-  #error(error: unknown, op: string, path: string): CheckpointError {
-    if (error instanceof CheckpointError) return error;
-    const code = (error as NodeJS.ErrnoException).code ?? "";
-    if (code === "ENOENT") return notFound(this.protocol, path, this.root);
-    return new CheckpointError("storage", `[${this.protocol}] ${op} ${path} under ${this.root} failed: ${(error as Error).message}`, {
-      cause: error,
-      context: { path, protocol: this.protocol, transient: TRANSIENT_CODES.has(code) },
-    });
+  #site(action: FsAction, path: string, file: string): FsSite {
+    return { protocol: this.protocol, root: this.root, path, file, action };
   }
 
   async read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array> {
     const abs = this.#abs(path);
     if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`);
+    const site = this.#site("read", path, abs);
     let handle: FileHandleLike | undefined;
     try {
       const info = await this.#fs.stat(abs);
-      if (!info.isFile()) throw notFound(this.protocol, path, this.root);
+      if (!info.isFile()) {
+        throw new CheckpointError("not_found", `[${this.protocol}] ${path} under ${this.root} is ${info.isDirectory() ? "a directory" : "not a regular file"}, not an object`, {
+          context: { path, protocol: this.protocol },
+        });
+      }
       const start = Math.min(range?.offset ?? 0, info.size);
       const length = Math.max(0, Math.min(range ? range.length : info.size, info.size - start));
       const target = new ReadTarget(length, options);
@@ -161,9 +172,12 @@ export class FsStorageAdapter implements StorageAdapter {
       }
       return target.result(filled);
     } catch (error) {
-      throw this.#error(error, "reading", path);
+      // Missing at stat, or deleted between stat and open.
+      if (MISSING_CODES.has(errnoOf(error))) throw missingObject(error, site);
+      throw fsError(error, site);
     } finally {
-      await handle?.close();
+      // Nothing was written through this handle, so a failing close loses nothing.
+      await handle?.close().catch(() => undefined);
     }
   }
 
@@ -171,6 +185,7 @@ export class FsStorageAdapter implements StorageAdapter {
     const abs = this.#abs(path);
     const dir = posix.dirname(abs);
     const temp = posix.join(dir, `${TEMP_PREFIX}${posix.basename(abs)}-${randomBytes(6).toString("hex")}`);
+    const site = this.#site("write", path, abs);
     let handle: FileHandleLike | undefined;
     let placed = false;
     try {
@@ -197,7 +212,7 @@ export class FsStorageAdapter implements StorageAdapter {
         try {
           await this.#fs.link(temp, abs);
         } catch (error) {
-          if ((error as NodeJS.ErrnoException).code === "EEXIST") throw alreadyExists(this.protocol, path, this.root);
+          if (errnoOf(error) === "EEXIST") throw existingObject(error, site);
           throw error;
         }
       } else {
@@ -206,21 +221,24 @@ export class FsStorageAdapter implements StorageAdapter {
       placed = true;
       await this.#syncDir(dir);
     } catch (error) {
-      throw this.#error(error, "writing", path);
+      throw fsError(error, site);
     } finally {
       await handle?.close().catch(() => undefined);
       if (!placed || options.ifAbsent) await this.#fs.unlink(temp).catch(() => undefined);
     }
   }
 
-  /** Creates the temp file, recreating the directory if a concurrent delete removed it meanwhile. */
+  /**
+   * Creates the temp file, recreating the directory if a concurrent delete removed it meanwhile
+   * (then mkdir itself may fail with ENOENT: node checks an existing directory with a stat that loses the race).
+   */
   async #createTemp(dir: string, temp: string, flags: string | number = "wx"): Promise<FileHandleLike> {
     for (let attempt = 0; ; attempt++) {
-      await this.#fs.mkdir(dir, { recursive: true });
       try {
+        await this.#fs.mkdir(dir, { recursive: true });
         return await this.#fs.open(temp, flags, 0o644);
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "ENOENT" || attempt >= 3) throw error;
+        if (errnoOf(error) !== "ENOENT" || attempt >= 3) throw error;
       }
     }
   }
@@ -230,7 +248,7 @@ export class FsStorageAdapter implements StorageAdapter {
     try {
       return { handle: await this.#createTemp(dir, temp, directCreateFlags()), direct: true };
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
+      if (errnoOf(error) !== "EINVAL") throw error;
       this.#directIo = false;
       // Linux creates the file before it checks O_DIRECT, so this open must not be exclusive (the name is random).
       return { handle: await this.#fs.open(temp, "w", 0o644), direct: false };
@@ -253,8 +271,8 @@ export class FsStorageAdapter implements StorageAdapter {
       const info = await this.#fs.stat(abs);
       return info.isFile() ? { path, size: info.size, modified: info.mtime } : null;
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT" || (error as NodeJS.ErrnoException).code === "ENOTDIR") return null;
-      throw this.#error(error, "stat of", path);
+      if (MISSING_CODES.has(errnoOf(error))) return null;
+      throw fsError(error, this.#site("stat", path, abs));
     }
   }
 
@@ -268,12 +286,12 @@ export class FsStorageAdapter implements StorageAdapter {
 
   async *#walk(rel: string, prefix: string): AsyncGenerator<ObjectInfo> {
     let entries: { name: string | Buffer; isDirectory(): boolean; isFile(): boolean }[];
+    const dir = posix.join(this.#dir, rel);
     try {
-      entries = await this.#fs.readdir(posix.join(this.#dir, rel), { withFileTypes: true });
+      entries = await this.#fs.readdir(dir, { withFileTypes: true });
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "ENOENT" || code === "ENOTDIR") return;
-      throw this.#error(error, "listing", rel || ".");
+      if (MISSING_CODES.has(errnoOf(error))) return;
+      throw fsError(error, this.#site("list", rel || ".", dir));
     }
     const names = entries.map((e) => ({ name: String(e.name), dir: e.isDirectory(), file: e.isFile() }));
     names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -294,11 +312,21 @@ export class FsStorageAdapter implements StorageAdapter {
     try {
       await this.#fs.unlink(abs);
     } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "ENOENT" || code === "ENOTDIR") return;
-      throw this.#error(error, "deleting", path);
+      const errno = errnoOf(error);
+      if (MISSING_CODES.has(errno)) return;
+      // unlink(2) of a directory fails with EISDIR (Linux) or EPERM (POSIX, memfs); a directory is no object to delete.
+      if ((errno === "EISDIR" || errno === "EPERM") && (await this.#isDirectory(abs))) return;
+      throw fsError(error, this.#site("delete", path, abs));
     }
     await this.#removeEmptyParents(posix.dirname(abs));
+  }
+
+  async #isDirectory(abs: string): Promise<boolean> {
+    try {
+      return (await this.#fs.stat(abs)).isDirectory();
+    } catch {
+      return false;
+    }
   }
 
   /** Object stores have no directories; removing emptied ones keeps the two kinds of storage alike. */

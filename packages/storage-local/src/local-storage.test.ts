@@ -109,7 +109,7 @@ describe("file:// writes", () => {
   it("rejects when one of the writes in flight fails, leaving no object and no temp file", async () => {
     const { fs } = recordingFs(7);
     const storage = new FsStorageAdapter("memory", "memory://t", fs, "/t", { syncDirectories: false });
-    await expect(storage.write("f", parts(40, 1000))).rejects.toMatchObject({ code: "storage", message: expect.stringContaining("disk full") });
+    await expect(storage.write("f", parts(40, 1000))).rejects.toMatchObject({ code: "no_space", cause: { code: "ENOSPC", message: "disk full" } });
     expect(await storage.stat("f")).toBeNull();
     expect(await fs.readdir("/t", { withFileTypes: true })).toEqual([]);
   });
