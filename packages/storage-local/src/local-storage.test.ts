@@ -2,7 +2,7 @@ import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { openStorage } from "@cairn/core";
+import { CheckpointError, openStorage } from "@cairn/core";
 import { storageContractSuite } from "@cairn/core/testing";
 import { Volume, createFsFromVolume } from "memfs";
 import { afterAll, describe, expect, it } from "vitest";
@@ -55,6 +55,43 @@ describe("file:// specifics", () => {
     await a.write("x", new Uint8Array([1]));
     expect(await b.stat("x")).toBeNull();
     expect(await (await openStorage("memory://apart")).stat("a/x")).toMatchObject({ size: 1 });
+  });
+});
+
+describe("URLs that name no location", () => {
+  it.each([
+    ["file:///tmp/a%2Fb", 'an encoded "/" (%2F)'],
+    ["file:///tmp/a%2fb", 'an encoded "/" (%2F)'],
+    ["file://host/tmp/x", "write file:///host/tmp/x"],
+    ["file:///tmp/a%00b", "NUL byte"],
+    ["file:///tmp/run?1", 'no query "?1"'],
+    ["file:///tmp/run#1", 'no fragment "#1"'],
+    ["memory://", "memory://<name>/<path>"],
+    ["memory:///a", "memory://<name>/<path>"],
+    ["memory://a%2Fb/c", 'decodes to "a/b"'],
+    ["memory://a/..%2F..%2Fb", 'decodes to "../../b"'],
+    ["memory://%2E%2E/x", 'decodes to ".."'],
+    ["memory://a/%zz", "not valid percent-encoding"],
+    ["memory://a/b#c", 'no fragment "#c"'],
+  ])("refuses %s with invalid_argument naming the URL and what to write", async (url, advice) => {
+    const error = (await openStorage(url).catch((e: unknown) => e)) as CheckpointError;
+    expect(error).toBeInstanceOf(CheckpointError);
+    expect(error.code).toBe("invalid_argument");
+    expect(error.message).toMatch(/^\[(file|memory)\] (file|memory):\/\//);
+    expect(error.message).toContain(advice);
+  });
+
+  it("keeps the TypeError of a URL node cannot turn into a path as the cause", async () => {
+    await expect(openStorage("file://host/tmp/x")).rejects.toMatchObject({ cause: { code: "ERR_INVALID_FILE_URL_HOST" } });
+    await expect(openStorage("file:///tmp/a%2Fb")).rejects.toMatchObject({ cause: { code: "ERR_INVALID_FILE_URL_PATH" } });
+  });
+
+  it("opens the URLs that do name a location, dot segments resolved as URLs resolve them", async () => {
+    expect((await openStorage("file://localhost/tmp/x")).root).toBe("file:///tmp/x");
+    expect((await openStorage("memory://a/%2e%2e/b")).root).toBe("memory://a/b");
+    const spaced = await openStorage("memory://url-ok/with%20space");
+    await spaced.write("x", new Uint8Array([1]));
+    expect(await (await openStorage("memory://url-ok")).stat("with space/x")).toMatchObject({ size: 1 });
   });
 });
 

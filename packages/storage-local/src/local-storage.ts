@@ -1,13 +1,49 @@
 import { promises as nodeFs } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { type StorageAdapter, redactUrl } from "@cairn/core";
+import { CheckpointError, type StorageAdapter, redactUrl } from "@cairn/core";
 import { Volume, createFsFromVolume } from "memfs";
 import { blockingFs } from "./blocking-fs.js";
 import { type FsPromisesLike, FsStorageAdapter } from "./fs-storage-adapter.js";
 
-/** Opens `file://` storage rooted at the URL's directory, with durable (fsynced) writes. */
+function invalidUrl(protocol: string, url: URL, what: string, cause?: unknown): CheckpointError {
+  return new CheckpointError("invalid_argument", `[${protocol}] ${redactUrl(url)}: ${what}`, { cause, context: { path: redactUrl(url), protocol } });
+}
+
+/** A query or fragment names nothing in a path: dropping it silently would point two different URLs at one directory. */
+function refuseQueryAndFragment(protocol: string, url: URL): void {
+  if (url.search || url.hash) {
+    const extra = url.search ? `query "${url.search}"` : `fragment "${url.hash}"`;
+    throw invalidUrl(protocol, url, `a ${protocol}:// URL has no ${extra}; write "?" as %3F and "#" as %23 where a name holds them`);
+  }
+}
+
+/** The directory a `file://` URL names; a URL no local path can come from is `invalid_argument`, never a TypeError. */
+function fileUrlPath(url: URL): string {
+  refuseQueryAndFragment("file", url);
+  let path: string;
+  try {
+    path = fileURLToPath(url);
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code === "ERR_INVALID_FILE_URL_HOST") {
+      throw invalidUrl("file", url, `a file:// URL cannot name a host ("${url.hostname}"); for the local path write file:///${url.hostname}${url.pathname} (three slashes), or a plain path`, error);
+    }
+    if (code === "ERR_INVALID_FILE_URL_PATH") {
+      throw invalidUrl("file", url, 'an encoded "/" (%2F) cannot be part of a file name; separate directories with a plain "/"', error);
+    }
+    throw invalidUrl("file", url, `not a local file URL (${(error as Error).message}); write file:///<absolute path> or a plain path`, error);
+  }
+  if (path.includes("\0")) throw invalidUrl("file", url, "a file name cannot hold a NUL byte (%00); remove it");
+  return path;
+}
+
+/**
+ * Opens `file://` storage rooted at the URL's directory, with durable (fsynced) writes. Throws
+ * `invalid_argument` for a URL that names no local path: with a host, an encoded "/", a NUL
+ * byte, a query or a fragment.
+ */
 export function openFileStorage(url: URL): StorageAdapter {
-  return new FsStorageAdapter("file", redactUrl(url), nodeFs as unknown as FsPromisesLike, fileURLToPath(url), {
+  return new FsStorageAdapter("file", redactUrl(url), nodeFs as unknown as FsPromisesLike, fileUrlPath(url), {
     syncDirectories: true,
     directIo: true,
     portable: { module: import.meta.url, factory: "openFileStorageForWorker", url: url.href },
@@ -19,7 +55,7 @@ export function openFileStorage(url: URL): StorageAdapter {
  * worker): its calls block that thread until done (see `blockingFs`).
  */
 export function openFileStorageForWorker(url: URL): StorageAdapter {
-  return new FsStorageAdapter("file", redactUrl(url), blockingFs, fileURLToPath(url), { syncDirectories: true, directIo: true });
+  return new FsStorageAdapter("file", redactUrl(url), blockingFs, fileUrlPath(url), { syncDirectories: true, directIo: true });
 }
 
 let volume = new Volume();
@@ -37,8 +73,33 @@ export function resetMemoryStorage(): void {
   volume = new Volume();
 }
 
+/**
+ * The directory in the volume a `memory://name/a/b` URL names (`/name/a/b`). Each segment is
+ * decoded on its own and must stay one name, so no two spellings (`%2F`, `..%2F`) reach one place.
+ */
+function memoryDir(url: URL): string {
+  refuseQueryAndFragment("memory", url);
+  if (!url.host) throw invalidUrl("memory", url, "a memory:// URL names its volume first; write memory://<name>/<path>");
+  const names: string[] = [];
+  for (const segment of [url.host, ...url.pathname.split("/")]) {
+    if (segment === "") continue;
+    let name: string;
+    try {
+      name = decodeURIComponent(segment);
+    } catch (error) {
+      throw invalidUrl("memory", url, `"${segment}" is not valid percent-encoding; write "%" as %25`, error);
+    }
+    if (name.includes("/") || name.includes("\0") || name === "." || name === "..") {
+      throw invalidUrl("memory", url, `the segment "${segment}" is not a plain name (it decodes to ${JSON.stringify(name)}); separate names with a plain "/" and leave out "." and ".."`);
+    }
+    names.push(name);
+  }
+  return `/${names.join("/")}`;
+}
+
+/** Opens `memory://name/path` storage; throws `invalid_argument` for a URL without a name or with a segment that is not a plain name. */
 export function openMemoryStorage(url: URL): StorageAdapter {
+  const dir = memoryDir(url);
   const fs = createFsFromVolume(volume).promises as unknown as FsPromisesLike;
-  const dir = `/${decodeURIComponent(url.host)}${decodeURIComponent(url.pathname)}`.replace(/\/+$/, "") || "/";
   return new FsStorageAdapter("memory", redactUrl(url), fs, dir, { syncDirectories: false });
 }
