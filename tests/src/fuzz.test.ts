@@ -4,7 +4,6 @@ import {
   type DType,
   type HostTensor,
   type StateDict,
-  type StateValue,
   CheckpointError,
   bytesOf,
   hostTensor,
