@@ -1,5 +1,6 @@
 import type * as tf from "@tensorflow/tfjs";
 import { CheckpointError, type HostTensor, type StateDict, type StateValue, isTensorLike, tfjsModule } from "@cairn/core";
+import { invalid } from "./manager-arguments.js";
 
 /** A tfjs optimizer's slot: the accumulator kept for one variable. */
 interface OptimizerVariable {
@@ -55,6 +56,25 @@ function modelWeights(model: tf.LayersModel): Map<string, tf.LayerVariable> {
   return weights;
 }
 
+function checkModel(model: unknown, fn: string): asserts model is tf.LayersModel {
+  if (typeof model !== "object" || model === null || !Array.isArray((model as { layers?: unknown }).layers)) throw invalid(`${fn}'s model`, "a tfjs LayersModel", model);
+}
+
+function checkOptimizer(optimizer: unknown, fn: string): asserts optimizer is tf.Optimizer | undefined {
+  if (optimizer !== undefined && (typeof optimizer !== "object" || optimizer === null || typeof (optimizer as { applyGradients?: unknown }).applyGradients !== "function")) {
+    throw invalid(`${fn}'s optimizer`, "a tfjs Optimizer or undefined", optimizer);
+  }
+}
+
+function isObject(value: unknown): value is StateDict {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** The state dict does not have the shape getStateDict gives it (it may come from a foreign or damaged checkpoint). */
+function misshapen(where: string, expected: string): CheckpointError {
+  return new CheckpointError("mismatch", `${where} in the state dict given to setStateDict must be ${expected}; make the state dict with getStateDict(model, optimizer)`, { context: { key: where } });
+}
+
 /** A LayerVariable keeps its value in a tf.Variable, which `read()` returns as is. */
 function variableOf(weight: tf.LayerVariable): tf.Variable {
   return weight.read() as tf.Variable;
@@ -79,6 +99,8 @@ function slotVariableName(slot: OptimizerVariable): string {
  * variables that are not the model's.
  */
 export async function getStateDict(model: tf.LayersModel, optimizer?: tf.Optimizer): Promise<StateDict> {
+  checkModel(model, "getStateDict");
+  checkOptimizer(optimizer, "getStateDict");
   const weights = modelWeights(model);
   const state: StateDict = { model: Object.fromEntries([...weights].map(([key, weight]) => [key, variableOf(weight)])) };
   if (optimizer) state.optim = optimizerState(optimizer, keysByVariableName(weights));
@@ -110,7 +132,7 @@ function optimizerState(optimizer: tf.Optimizer, keys: Map<string, string>): Sta
 async function toTensor(value: StateValue, where: string): Promise<tf.Tensor> {
   if (isTensorLike(value)) return value as unknown as tf.Tensor;
   const host = value as HostTensor;
-  if (host && typeof host === "object" && "dtype" in host && ArrayBuffer.isView(host.data)) {
+  if (host && typeof host === "object" && "dtype" in host && Array.isArray(host.shape) && ArrayBuffer.isView(host.data)) {
     const tfjs = await tfjsModule();
     return tfjs.tensor(host.data, [...host.shape], host.dtype === "bool" ? "bool" : host.dtype) as unknown as tf.Tensor;
   }
@@ -134,29 +156,28 @@ async function assign(variable: tf.Variable, value: StateValue, where: string): 
  * optimizer kind).
  */
 export async function setStateDict(model: tf.LayersModel, optimizer: tf.Optimizer | undefined, stateDict: StateDict): Promise<void> {
+  checkModel(model, "setStateDict");
+  checkOptimizer(optimizer, "setStateDict");
+  if (!isObject(stateDict)) throw invalid("setStateDict's state dict", "an object from getStateDict or a restore", stateDict);
   const weights = modelWeights(model);
-  const saved = stateDict.model as StateDict | undefined;
-  if (!saved) throw new CheckpointError("mismatch", "the state dict has no model entry; make it with getStateDict(model, optimizer)");
-  for (const [key, weight] of weights) {
+  const saved = stateDict.model;
+  if (saved === undefined) throw new CheckpointError("mismatch", "the state dict has no model entry; make it with getStateDict(model, optimizer)");
+  if (!isObject(saved)) throw misshapen("model", "an object of weights");
+  for (const key of weights.keys()) {
     if (!Object.hasOwn(saved, key)) throw new CheckpointError("mismatch", `the state dict has no weight model.${key} for this model`, { context: { key: `model.${key}` } });
-    await assign(variableOf(weight), saved[key]!, `model.${key}`);
   }
-  if (!optimizer) return;
-  const optim = stateDict.optim as StateDict | undefined;
-  const kind = optimizerKind(optimizer);
-  if (!optim || optim.kind !== kind) {
-    throw new CheckpointError("mismatch", `the state dict holds ${optim ? `${String(optim.kind)} optimizer` : "no optimizer"} state, but the optimizer is ${kind}`);
-  }
+  // Everything is checked before anything is assigned, so a state dict that does not fit changes nothing.
+  const optim = optimizer ? optimizerStateOf(stateDict.optim, optimizerKind(optimizer), new Set(weights.keys())) : undefined;
+  for (const [key, weight] of weights) await assign(variableOf(weight), saved[key]!, `model.${key}`);
+  if (!optimizer || !optim) return;
   const internals = optimizer as unknown as OptimizerInternals;
-  internals.iterations_ = optim.iterations as number;
+  internals.iterations_ = optim.iterations;
   const variables = new Map([...weights].map(([key, weight]) => [key, variableOf(weight)]));
   const keys = keysByVariableName(weights);
-  for (const slotName of OPTIMIZER_STATE[kind]!.slots) {
-    const savedSlots = (optim.slots as StateDict)[slotName] as { weight: string; value: StateValue }[];
+  for (const [slotName, savedSlots] of optim.slots) {
     const live = ((internals[slotName] as OptimizerVariable[] | undefined) ??= []);
     for (const [i, { weight, value }] of savedSlots.entries()) {
-      const variable = variables.get(weight);
-      if (!variable) throw new CheckpointError("mismatch", `optimizer state refers to weight ${weight}, which this model does not have`);
+      const variable = variables.get(weight)!;
       if (live[i]) {
         const liveKey = keys.get(slotVariableName(live[i]));
         if (liveKey !== weight) {
@@ -173,9 +194,38 @@ export async function setStateDict(model: tf.LayersModel, optimizer: tf.Optimize
       }
     }
   }
-  for (const name of OPTIMIZER_STATE[kind]!.scalars) {
-    await assign(internals[name] as tf.Variable, (optim.scalars as StateDict)[name]!, `optim.scalars.${name}`);
+  for (const [name, value] of optim.scalars) await assign(internals[name] as tf.Variable, value, `optim.scalars.${name}`);
+}
+
+/** The optimizer part of a state dict, checked against what `kind` keeps and the model's weight keys. */
+function optimizerStateOf(
+  optim: StateValue | undefined,
+  kind: string,
+  weightKeys: ReadonlySet<string>,
+): { iterations: number; slots: Map<string, { weight: string; value: StateValue }[]>; scalars: Map<string, StateValue> } {
+  if (!isObject(optim) || optim.kind !== kind) {
+    throw new CheckpointError("mismatch", `the state dict holds ${isObject(optim) ? `${JSON.stringify(optim.kind)} optimizer` : "no optimizer"} state, but the optimizer is ${kind}`);
   }
+  const { iterations, slots, scalars } = optim;
+  if (typeof iterations !== "number" || !Number.isSafeInteger(iterations) || iterations < 0) throw misshapen("optim.iterations", "a non-negative integer");
+  if (!isObject(slots)) throw misshapen("optim.slots", "an object");
+  if (!isObject(scalars)) throw misshapen("optim.scalars", "an object");
+  const state = { iterations, slots: new Map<string, { weight: string; value: StateValue }[]>(), scalars: new Map<string, StateValue>() };
+  for (const slotName of OPTIMIZER_STATE[kind]!.slots) {
+    const saved = Object.hasOwn(slots, slotName) ? slots[slotName] : undefined;
+    if (!Array.isArray(saved) || !saved.every((slot) => isObject(slot) && typeof slot.weight === "string" && Object.hasOwn(slot, "value"))) {
+      throw misshapen(`optim.slots.${slotName}`, "an array of { weight, value }");
+    }
+    const entries = saved as { weight: string; value: StateValue }[];
+    const stranger = entries.find((slot) => !weightKeys.has(slot.weight));
+    if (stranger) throw new CheckpointError("mismatch", `optimizer state refers to weight ${stranger.weight}, which this model does not have`);
+    state.slots.set(slotName, entries);
+  }
+  for (const name of OPTIMIZER_STATE[kind]!.scalars) {
+    if (!Object.hasOwn(scalars, name)) throw misshapen(`optim.scalars.${name}`, "a tensor");
+    state.scalars.set(name, scalars[name]!);
+  }
+  return state;
 }
 
 /**
@@ -185,6 +235,9 @@ export async function setStateDict(model: tf.LayersModel, optimizer: tf.Optimize
  * so call it only just before restoring (which overwrites that state).
  */
 export async function primeOptimizer(optimizer: tf.Optimizer, model: tf.LayersModel): Promise<void> {
+  checkOptimizer(optimizer, "primeOptimizer");
+  if (optimizer === undefined) throw invalid("primeOptimizer's optimizer", "a tfjs Optimizer", optimizer);
+  checkModel(model, "primeOptimizer");
   const tfjs = (await tfjsModule()) as unknown as typeof tf;
   const gradients: tf.NamedTensorMap = {};
   for (const weight of model.trainableWeights) gradients[variableOf(weight).name] = tfjs.zerosLike(variableOf(weight));
