@@ -151,6 +151,21 @@ export function storageContractSuite(name: string, options: StorageContractOptio
       expect(await storage.stat("a")).toBeNull();
     });
 
+    it("treats a name below an object, and a prefix of objects, as no object", async () => {
+      // A file system has a file or a directory there; an object store has nothing. Both are "missing", never an error of their own.
+      await storage.write("obj", bytes("o"));
+      await storage.write("dir/x", bytes("x"));
+      await expectCode(storage.read("obj/child"), "not_found");
+      await expectCode(storage.read("dir"), "not_found");
+      expect(await storage.stat("obj/child")).toBeNull();
+      expect(await storage.stat("dir")).toBeNull();
+      expect(await collect(storage.list("obj/"))).toEqual([]);
+      await storage.delete("obj/child");
+      await storage.delete("dir");
+      expect(await storage.read("obj")).toEqual(bytes("o"));
+      expect(await storage.read("dir/x")).toEqual(bytes("x"));
+    });
+
     it("creates with ifAbsent and refuses to replace an existing object", async () => {
       await storage.write("once", bytes("winner"), { ifAbsent: true });
       const error = await expectCode(storage.write("once", bytes("loser"), { ifAbsent: true }), "already_exists");
