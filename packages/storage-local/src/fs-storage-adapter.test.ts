@@ -196,14 +196,20 @@ describe("file:// failures on a real file system", () => {
     await expect(onFile.write("x", NEW)).rejects.toMatchObject({ code: "storage", message: expect.stringContaining("a parent of it is a file"), cause: { code: "EEXIST" } });
   });
 
-  it("refuses to replace a directory with an object, and reports an atomic create onto one as already_exists", async () => {
-    const dir = await freshDir();
-    const storage = await openStorage(dir);
-    await storage.write("d/x", OLD);
-    await expect(storage.write("d", NEW)).rejects.toMatchObject({ code: "storage", message: expect.stringContaining("is a directory"), cause: { code: "EISDIR" } });
-    await expect(storage.write("d", NEW, { ifAbsent: true })).rejects.toMatchObject({ code: "already_exists", cause: { code: "EEXIST" } });
-    expect(await filesUnder(dir)).toEqual(["d/x"]);
-  });
+  let memoryRoots = 0;
+  it.each([["file", freshDir], ["memory", async () => `memory://faults-dir/${memoryRoots++}`]] as const)(
+    "%s:// refuses to replace a directory with an object, and reports an atomic create onto one as already_exists",
+    async (_, root) => {
+      const storage = await openStorage(await root());
+      await storage.write("d/x", OLD);
+      await expect(storage.write("d", NEW)).rejects.toMatchObject({ code: "storage", message: expect.stringContaining("is a directory"), cause: { code: "EISDIR" } });
+      await expect(storage.write("d", NEW, { ifAbsent: true })).rejects.toMatchObject({ code: "already_exists", cause: { code: "EEXIST" } });
+      expect(await storage.read("d/x")).toEqual(OLD);
+      const listed: string[] = [];
+      for await (const info of storage.list("")) listed.push(info.path);
+      expect(listed).toEqual(["d/x"]);
+    },
+  );
 
   it("keeps the cause of a lost atomic create and of a missing object", async () => {
     const storage = await openStorage(await freshDir());

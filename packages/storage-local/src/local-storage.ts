@@ -97,9 +97,31 @@ function memoryDir(url: URL): string {
   return `/${names.join("/")}`;
 }
 
+/**
+ * memfs made to refuse what POSIX refuses where it would lose data: its rename onto a directory
+ * replaces the directory and everything in it (rename(2): EISDIR), and its link onto a directory
+ * says ENOENT (link(2): EEXIST).
+ */
+function posixMemfs(memfs: FsPromisesLike): FsPromisesLike {
+  const isDirectory = async (path: string): Promise<boolean> => (await memfs.stat(path).catch(() => undefined))?.isDirectory() === true;
+  const refused = (code: string, syscall: string, from: string, to: string): Error =>
+    Object.assign(new Error(`${code}: ${syscall} '${from}' -> '${to}'`), { code, syscall, path: from, dest: to });
+  return {
+    ...memfs,
+    rename: async (from, to) => {
+      if (await isDirectory(to)) throw refused("EISDIR", "rename", from, to);
+      return memfs.rename(from, to);
+    },
+    link: async (existing, created) => {
+      if (await isDirectory(created)) throw refused("EEXIST", "link", existing, created);
+      return memfs.link(existing, created);
+    },
+  };
+}
+
 /** Opens `memory://name/path` storage; throws `invalid_argument` for a URL without a name or with a segment that is not a plain name. */
 export function openMemoryStorage(url: URL): StorageAdapter {
   const dir = memoryDir(url);
-  const fs = createFsFromVolume(volume).promises as unknown as FsPromisesLike;
+  const fs = posixMemfs(createFsFromVolume(volume).promises as unknown as FsPromisesLike);
   return new FsStorageAdapter("memory", redactUrl(url), fs, dir, { syncDirectories: false });
 }
