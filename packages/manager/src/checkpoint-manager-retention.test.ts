@@ -1,4 +1,4 @@
-import { CheckpointError, type StateDict, type StorageAdapter, hostTensor, openStorage } from "@cairn/core";
+import { CheckpointError, type ObjectInfo, type StateDict, type StorageAdapter, type WriteBody, type WriteOptions, hostTensor, openStorage } from "@cairn/core";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { CheckpointManager } from "./checkpoint-manager.js";
@@ -24,6 +24,27 @@ class UndeletableStorage extends FaultyStorageAdapter {
   override async delete(path: string): Promise<void> {
     if (this.refuse(path)) throw new CheckpointError("permission_denied", `[${this.protocol}] deleting ${path}: permission denied`, { cause: new Error("EACCES"), context: { path } });
     return super.delete(path);
+  }
+}
+
+/**
+ * Makes a retention pass list the root while step 2's `save` is between its data files and its
+ * commit: listing waits for step 2's data, and step 2's metadata.json waits for `beforeCommit`.
+ */
+class MidSaveListing extends FaultyStorageAdapter {
+  beforeCommit: () => Promise<unknown> = async () => undefined;
+  #dataWritten!: () => void;
+  readonly #data = new Promise<void>((resolve) => (this.#dataWritten = resolve));
+
+  override async write(path: string, body: WriteBody, options?: WriteOptions): Promise<void> {
+    if (path === "2/metadata.json") await this.beforeCommit();
+    await super.write(path, body, options);
+    if (path.startsWith("2/data-")) this.#dataWritten();
+  }
+
+  override async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    if (prefix === "") await this.#data;
+    yield* super.list(prefix);
   }
 }
 
@@ -97,6 +118,19 @@ describe("CheckpointManager retention failures", () => {
     await mgr.close();
     expect(warn).toHaveBeenCalledTimes(1);
     expect(String(warn.mock.calls[0]![0])).toMatch(/retention of step 1 failed: .*permission denied/);
+  });
+
+  it("never deletes the files of a save in flight, even with every leftover old enough to go", async () => {
+    const storage = new MidSaveListing(await openStorage(memoryRoot()));
+    const mgr = new CheckpointManager(storage, 1, { maxToKeep: 1, leftoverAgeMs: 1000, now: () => Date.now() + 3600_000 });
+    storage.beforeCommit = () => mgr.join();
+    const errors: ManagerEvents["error"][] = [];
+    mgr.on("error", (e) => errors.push(e));
+    await mgr.save(1, state(1));
+    await mgr.save(2, state(2));
+    expect((await mgr.restore(2)).step).toBe(2);
+    expect(await mgr.close()).toEqual({ retentionFailures: [] });
+    expect(errors).toEqual([]);
   });
 
   it("lists no more than maxToKeep steps as soon as a save resolves, without join()", async () => {

@@ -79,6 +79,8 @@ export class CheckpointManager {
   readonly #uploads: PQueue;
   /** Steps staged but not yet committed or failed, with the promise that settles when they are. */
   readonly #pending = new Map<number, Promise<void>>();
+  /** Steps a `save` is writing: like pending ones, never touched by a retention pass running meanwhile. */
+  readonly #saving = new Set<number>();
   readonly #preemptionSources: PreemptionSource[] = [];
   readonly #group: CoordinatedProcessGroup;
   readonly #unsubscribe: () => void;
@@ -263,30 +265,36 @@ export class CheckpointManager {
     // Each step's collectives get their own tag: with several saves in flight they need no order between them.
     const group = this.#group.group(`step/${step}`);
     const where = { ...this.#options.save, storage: store.storage, path: stepDir(step), metadata, processGroup: group };
-    if (!background) {
-      await this.#committed(store, step, savedAt, metadata.metrics, await save(stateDict, where), group);
-    } else {
-      const { staged, done } = await asyncSave(stateDict, {
-        ...where,
-        staging: this.#options.staging ?? "copy",
-        uploadWorker: this.#options.uploadWorker,
-        pool: this.#pool,
-        schedule: (upload) => this.#uploads.add(upload),
-      });
-      const info = await staged;
-      this.#events.emit("staged", { step, bytes: info.bytes, seconds: info.seconds });
-      const settled = done
-        .then((result) => this.#committed(store, step, savedAt, metadata.metrics, result, group))
-        .catch((error: unknown) => {
-          this.#backgroundError ??= error;
-          this.#events.report({ step, error, operation: "save" });
+    // A retention pass running meanwhile never takes the files of a save in flight for leftovers.
+    this.#saving.add(step);
+    try {
+      if (!background) {
+        await this.#committed(store, step, savedAt, metadata.metrics, await save(stateDict, where), group);
+      } else {
+        const { staged, done } = await asyncSave(stateDict, {
+          ...where,
+          staging: this.#options.staging ?? "copy",
+          uploadWorker: this.#options.uploadWorker,
+          pool: this.#pool,
+          schedule: (upload) => this.#uploads.add(upload),
         });
-      this.#pending.set(step, settled);
-      void settled.finally(() => this.#pending.delete(step));
-      if (forPreemption) {
-        await settled;
-        this.#throwBackgroundError();
+        const info = await staged;
+        this.#events.emit("staged", { step, bytes: info.bytes, seconds: info.seconds });
+        const settled = done
+          .then((result) => this.#committed(store, step, savedAt, metadata.metrics, result, group))
+          .catch((error: unknown) => {
+            this.#backgroundError ??= error;
+            this.#events.report({ step, error, operation: "save" });
+          });
+        this.#pending.set(step, settled);
+        void settled.finally(() => this.#pending.delete(step));
+        if (forPreemption) {
+          await settled;
+          this.#throwBackgroundError();
+        }
       }
+    } finally {
+      this.#saving.delete(step);
     }
     if (forPreemption) this.#preemptionStep = step;
     return true;
@@ -366,7 +374,7 @@ export class CheckpointManager {
           retention: this.#options,
           leftoverAgeMs: this.#options.leftoverAgeMs ?? 24 * 3600 * 1000,
           now: () => this.#now(),
-          busy: () => new Set(this.#pending.keys()),
+          isBusy: (step) => this.#pending.has(step) || this.#saving.has(step),
           report: ({ step, error }) => this.#events.report({ ...(step === undefined ? {} : { step }), error, operation: "retention" }),
         });
         return store;

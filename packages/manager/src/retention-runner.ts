@@ -6,8 +6,8 @@ export interface RetentionRunnerOptions {
   readonly retention: RetentionOptions;
   readonly leftoverAgeMs: number;
   readonly now: () => number;
-  /** Steps with a save in flight, read as each pass starts: never deleted. */
-  readonly busy: () => ReadonlySet<number>;
+  /** Whether a save of the step is in flight here, asked at each decision: such a step is never deleted. */
+  readonly isBusy: (step: number) => boolean;
   /** Called when a step starts failing (once, until a pass deletes it or no longer needs to). */
   readonly report: (failure: RetentionFailure) => void;
 }
@@ -51,10 +51,10 @@ export class RetentionRunner {
   }
 
   async #run(): Promise<void> {
-    const { store, retention, leftoverAgeMs, now, busy } = this.#options;
+    const { store, retention, leftoverAgeMs, now, isBusy } = this.#options;
     let next: Map<number | undefined, unknown>;
     try {
-      const pass = await store.retain(retention, leftoverAgeMs, now(), busy());
+      const pass = await store.retain(retention, leftoverAgeMs, now(), isBusy);
       next = new Map(pass.failures.map((f) => [f.step, f.error]));
     } catch (error) {
       // Listing failed: nothing is known about the steps, so their earlier failures stand.

@@ -128,10 +128,10 @@ export class StepStore {
   /**
    * Deletes the committed steps retention no longer keeps, and the leftovers of saves that never
    * committed once their newest object is older than `leftoverAgeMs` (so a save still running
-   * elsewhere is never touched) or that this store left unfinished. `busy` steps (saves in flight
-   * here) are left alone. A step that fails is recorded and the pass goes on with the others.
+   * elsewhere is never touched) or that this store left unfinished. Steps `isBusy` names (saves in
+   * flight here, asked at each decision) are left alone. A step that fails is recorded and the pass goes on with the others.
    */
-  async retain(options: RetentionOptions, leftoverAgeMs: number, now: number, busy: ReadonlySet<number>): Promise<RetentionPass> {
+  async retain(options: RetentionOptions, leftoverAgeMs: number, now: number, isBusy: (step: number) => boolean): Promise<RetentionPass> {
     const committed = new Set<number>();
     const objects = new Map<number, { paths: string[]; newest: number }>();
     for await (const object of this.storage.list("")) {
@@ -165,7 +165,7 @@ export class StepStore {
     // Unfinished steps someone else finished, or saved anew, are no longer this store's to finish.
     for (const step of this.#unfinished) if (!objects.has(step) || committed.has(step)) this.#unfinished.delete(step);
     const deleted: number[] = [];
-    for (const step of stepsToDelete(records, options).filter((s) => !busy.has(s))) {
+    for (const step of stepsToDelete(records, options).filter((s) => !isBusy(s))) {
       try {
         await this.deleteStep(step);
         deleted.push(step);
@@ -174,7 +174,7 @@ export class StepStore {
       }
     }
     for (const [step, { paths, newest }] of objects) {
-      if (committed.has(step) || busy.has(step) || (!this.#unfinished.has(step) && now - newest < leftoverAgeMs)) continue;
+      if (committed.has(step) || isBusy(step) || (!this.#unfinished.has(step) && now - newest < leftoverAgeMs)) continue;
       try {
         await this.#deleteAll(paths);
         this.#unfinished.delete(step);
