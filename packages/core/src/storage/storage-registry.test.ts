@@ -46,6 +46,22 @@ describe("storage registry", () => {
     expect(seen).toEqual({ url: "test-proto://b/p", options: { a: 1 } });
   });
 
+  it("refuses locations that are not strings or not URLs with invalid_argument, without credentials", () => {
+    for (const bad of [undefined, null, 42, {}, ["/x"]]) {
+      expect(() => storageUrl(bad as never)).toThrow(expect.objectContaining({ code: "invalid_argument" }));
+    }
+    const error = (() => {
+      try {
+        storageUrl("file://user:secret@host:notaport/x");
+      } catch (e) {
+        return e as Error;
+      }
+      return undefined;
+    })();
+    expect(error).toMatchObject({ code: "invalid_argument", cause: expect.objectContaining({ code: "ERR_INVALID_URL" }) });
+    expect(error?.message).not.toContain("secret");
+  });
+
   it("keeps credentials out of URLs shown in messages", () => {
     expect(redactUrl(new URL("s3://KEY:SECRET@bucket/x?token=abc"))).toBe("s3://bucket/x");
   });
