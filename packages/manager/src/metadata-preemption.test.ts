@@ -8,6 +8,11 @@ import { MetadataPreemptionSource } from "./metadata-preemption.js";
 
 const SPOT_PATH = "/latest/meta-data/spot/instance-action";
 
+/** Waits for a condition the pollers reach on their own; generous, as the machine may be busy. */
+function poll<T>(read: () => T): ReturnType<typeof expect.poll<T>> {
+  return expect.poll(read, { timeout: 10_000 });
+}
+
 /**
  * An imitation of EC2's instance metadata service on 127.0.0.1. `v2-required`: GETs without a
  * valid token answer 401, as on instances launched with IMDSv2 required. `v1-only`: the token
@@ -97,10 +102,10 @@ describe("MetadataPreemptionSource.awsSpot", () => {
   it("sees the notice where IMDSv2 is required, sending one session token on every GET", async () => {
     const { server, url } = await imds("v2-required");
     const seen = watch(MetadataPreemptionSource.awsSpot({ url, intervalMs: 10 }));
-    await expect.poll(() => server.tokensSeen.length).toBeGreaterThanOrEqual(3);
+    await poll(() => server.tokensSeen.length).toBeGreaterThanOrEqual(3);
     expect(seen.notices).toEqual([]);
     server.notice = true;
-    await expect.poll(() => seen.notices).toEqual([`preemption notice from ${url}`]);
+    await poll(() => seen.notices).toEqual([`preemption notice from ${url}`]);
     expect(server.puts).toBe(1);
     expect(new Set(server.tokensSeen)).toEqual(new Set(["token-1"]));
     expect(seen.reports).toEqual([]);
@@ -109,11 +114,11 @@ describe("MetadataPreemptionSource.awsSpot", () => {
   it("asks for a new token when IMDS refuses the old one (401), and reports nothing", async () => {
     const { server, url } = await imds("v2-required");
     const seen = watch(MetadataPreemptionSource.awsSpot({ url, intervalMs: 10 }));
-    await expect.poll(() => server.tokensSeen.length).toBeGreaterThanOrEqual(2);
+    await poll(() => server.tokensSeen.length).toBeGreaterThanOrEqual(2);
     server.tokens.clear();
-    await expect.poll(() => server.tokensSeen.at(-1)).toBe("token-2");
+    await poll(() => server.tokensSeen.at(-1)).toBe("token-2");
     server.notice = true;
-    await expect.poll(() => seen.notices.length).toBe(1);
+    await poll(() => seen.notices.length).toBe(1);
     expect(server.unauthorized).toBe(1);
     expect(seen.reports).toEqual([]);
   });
@@ -122,23 +127,23 @@ describe("MetadataPreemptionSource.awsSpot", () => {
     const { server, url } = await imds("v2-required");
     let now = 0;
     watch(MetadataPreemptionSource.awsSpot({ url, intervalMs: 10, tokenTtlSeconds: 100, now: () => now }));
-    await expect.poll(() => server.tokensSeen.length).toBeGreaterThanOrEqual(2);
+    await poll(() => server.tokensSeen.length).toBeGreaterThanOrEqual(2);
     now = 89_000;
     const before = server.tokensSeen.length;
-    await expect.poll(() => server.tokensSeen.length).toBeGreaterThan(before + 1);
+    await poll(() => server.tokensSeen.length).toBeGreaterThan(before + 1);
     expect(server.puts).toBe(1);
     // 90 s of a 100 s token: renewed with a tenth of its life left.
     now = 90_000;
-    await expect.poll(() => server.tokensSeen.at(-1)).toBe("token-2");
+    await poll(() => server.tokensSeen.at(-1)).toBe("token-2");
     expect(server.unauthorized).toBe(0);
   });
 
   it.each([403, 404, 405])("falls back to IMDSv1 when the token PUT answers %i", async (status) => {
     const { server, url } = await imds("v1-only", status);
     const seen = watch(MetadataPreemptionSource.awsSpot({ url, intervalMs: 10 }));
-    await expect.poll(() => server.tokensSeen.length).toBeGreaterThanOrEqual(2);
+    await poll(() => server.tokensSeen.length).toBeGreaterThanOrEqual(2);
     server.notice = true;
-    await expect.poll(() => seen.notices.length).toBe(1);
+    await poll(() => seen.notices.length).toBe(1);
     expect(server.tokensSeen.every((t) => t === undefined)).toBe(true);
     expect(seen.reports).toEqual([]);
   });
@@ -147,7 +152,7 @@ describe("MetadataPreemptionSource.awsSpot", () => {
     const { server, url } = await imds("put-blackhole");
     const seen = watch(MetadataPreemptionSource.awsSpot({ url, intervalMs: 10, timeoutMs: 100 }));
     server.notice = true;
-    await expect.poll(() => seen.notices.length).toBe(1);
+    await poll(() => seen.notices.length).toBe(1);
     expect(server.tokensSeen).toEqual([undefined]);
     expect(seen.reports).toEqual([]);
   });
@@ -164,7 +169,7 @@ describe("MetadataPreemptionSource.awsSpot", () => {
     cleanups.push(() => mgr.close());
     const errors: ManagerEvents["error"][] = [];
     mgr.on("error", (e) => errors.push(e));
-    await expect.poll(() => requests).toBeGreaterThanOrEqual(6);
+    await poll(() => requests).toBeGreaterThanOrEqual(6);
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatchObject({ operation: "preemption", error: { code: "storage", message: expect.stringContaining(url) } });
     expect(((errors[0]!.error as Error).cause as Error).cause).toBeDefined();
@@ -186,7 +191,7 @@ describe("MetadataPreemptionSource.gce", () => {
     });
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/computeMetadata/v1/instance/preempted`;
     const seen = watch(MetadataPreemptionSource.gce({ url, intervalMs: 10, timeoutMs: 50 }));
-    await expect.poll(() => requests).toBeGreaterThanOrEqual(3);
+    await poll(() => requests).toBeGreaterThanOrEqual(3);
     expect(seen.reports).toHaveLength(1);
     expect(seen.reports[0]).toMatchObject({ code: "timeout", cause: { code: "timeout" } });
   });
@@ -202,13 +207,13 @@ describe("MetadataPreemptionSource.gce", () => {
     cleanups.push(() => new Promise((resolve) => server.close(resolve)));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
     const seen = watch(MetadataPreemptionSource.gce({ url, intervalMs: 10 }));
-    await expect.poll(() => seen.reports.length).toBe(1);
+    await poll(() => seen.reports.length).toBe(1);
     expect(seen.reports[0]).toMatchObject({ code: "storage", cause: { message: expect.stringContaining("HTTP 500") } });
     status = 200;
     const healthy = requests;
-    await expect.poll(() => requests).toBeGreaterThan(healthy + 1);
+    await poll(() => requests).toBeGreaterThan(healthy + 1);
     status = 503;
-    await expect.poll(() => seen.reports.length).toBe(2);
+    await poll(() => seen.reports.length).toBe(2);
     expect(seen.notices).toEqual([]);
   });
 });

@@ -67,6 +67,7 @@ export class StepStore {
       const step = parseStep(dir ?? "");
       if (step !== undefined && name === METADATA_FILE && extra === undefined) steps.push(step);
     }
+    this.#forgetAllBut(new Set(steps));
     const queue = new PQueue({ concurrency: READ_CONCURRENCY });
     const records = await Promise.all(steps.map((step) => queue.add(() => this.#record(step))));
     return records.flatMap((record) => (record ? [record.step] : [])).sort((a, b) => a - b);
@@ -145,8 +146,7 @@ export class StepStore {
       entry.newest = Math.max(entry.newest, object.modified?.getTime() ?? Infinity);
       objects.set(step, entry);
     }
-    for (const step of this.#records.keys()) if (!committed.has(step)) this.#records.delete(step);
-    for (const step of this.#damaged.keys()) if (!committed.has(step)) this.#damaged.delete(step);
+    this.#forgetAllBut(committed);
     const failures: RetentionFailure[] = [];
     const records: StepRecord[] = [];
     const queue = new PQueue({ concurrency: READ_CONCURRENCY });
@@ -183,6 +183,12 @@ export class StepStore {
       }
     }
     return { deleted, failures: failures.sort((a, b) => (a.step ?? -1) - (b.step ?? -1)) };
+  }
+
+  /** Drops what is known of steps no longer committed (deleted by anyone), so the caches only hold listed steps. */
+  #forgetAllBut(committed: ReadonlySet<number>): void {
+    for (const step of this.#records.keys()) if (!committed.has(step)) this.#records.delete(step);
+    for (const step of this.#damaged.keys()) if (!committed.has(step)) this.#damaged.delete(step);
   }
 
   async #deleteAll(paths: readonly string[]): Promise<void> {
