@@ -26,15 +26,18 @@ export async function commitMetadata(
   } catch (error) {
     if (!isCheckpointError(error, "already_exists")) throw error;
     // A retried create may find its own earlier attempt: that attempt did commit.
-    if (!(await committedBy(storage, path, attempt))) throw alreadyCommitted();
+    if (!(await committedBy(storage, path, attempt, options))) throw alreadyCommitted();
   }
 }
 
-async function committedBy(storage: StorageAdapter, path: string, attempt: string): Promise<boolean> {
+/** Whether the metadata at `path` names this attempt's files. A transient failure to read it is retried, then thrown, never taken for "another writer's". */
+async function committedBy(storage: StorageAdapter, path: string, attempt: string, options: { readonly retry?: Partial<RetryPolicy>; readonly signal?: AbortSignal | undefined }): Promise<boolean> {
+  let existing: CheckpointMetadata;
   try {
-    const existing = parseMetadata(await storage.read(path), path);
-    return Object.keys(existing.files).some((name) => name.endsWith(`-${attempt}.safetensors`));
-  } catch {
-    return false;
+    existing = parseMetadata(await withRetry(() => storage.read(path, undefined, { signal: options.signal }), { policy: options.retry, signal: options.signal }), path);
+  } catch (error) {
+    if (isCheckpointError(error, "not_found") || isCheckpointError(error, "corrupt")) return false;
+    throw error;
   }
+  return Object.keys(existing.files).some((name) => name.endsWith(`-${attempt}.safetensors`));
 }
