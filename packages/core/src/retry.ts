@@ -26,12 +26,12 @@ export interface RetryOptions {
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
-      reject(cancelledError(signal, "the wait"));
+      reject(cancelledError(signal, "the wait", null));
       return;
     }
     const onAbort = (): void => {
       clearTimeout(timer);
-      reject(cancelledError(signal!, "the wait"));
+      reject(cancelledError(signal!, "the wait", null));
     };
     const timer = setTimeout(() => {
       signal?.removeEventListener("abort", onAbort);
@@ -80,7 +80,7 @@ export async function withRetry<T>(operation: (attempt: number) => Promise<T>, o
   const wait = options.sleep ?? sleep;
   const started = now();
   for (let attempt = 1; ; attempt++) {
-    if (options.signal?.aborted) throw cancelledError(options.signal, "the operation");
+    if (options.signal?.aborted) throw cancelledError(options.signal, "the operation", null);
     try {
       return await operation(attempt);
     } catch (error) {

@@ -81,7 +81,7 @@ function reason(error: unknown, status: number | undefined): string {
  */
 export function toCheckpointError(error: unknown, site: GcsErrorSite): CheckpointError {
   if (isCheckpointError(error)) return error;
-  if (site.signal?.aborted) return cancelledError(site.signal, `[gs] ${site.operation} of ${site.object}`);
+  if (site.signal?.aborted) return cancelledError(site.signal, `[gs] ${site.operation} of ${site.object}`, site.operation === "write" || site.operation === "delete" ? undefined : null);
   const status = httpStatus(error);
   const context = { path: site.path, protocol: "gs" };
   if (status === 404 && site.operation === "read") {

@@ -148,7 +148,7 @@ export class FsStorageAdapter implements StorageAdapter {
 
   async read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array> {
     const abs = this.#abs(path);
-    if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`);
+    if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`, null);
     const site = this.#site("read", path, abs);
     let handle: FileHandleLike | undefined;
     try {

@@ -84,7 +84,7 @@ export interface S3ErrorSite {
  */
 export function s3Error(error: unknown, site: S3ErrorSite, signal?: AbortSignal): CheckpointError {
   if (error instanceof CheckpointError) return error;
-  if (signal?.aborted) return cancelledError(signal, `${site.op} s3://${site.bucket}/${site.key}`);
+  if (signal?.aborted) return cancelledError(signal, `${site.op} s3://${site.bucket}/${site.key}`, ["reading", "checking", "listing"].includes(site.op) ? null : undefined);
   const status = httpStatusOf(error);
   const s3Code = s3CodeOf(error);
   const where = `s3://${site.bucket}/${site.key}`;

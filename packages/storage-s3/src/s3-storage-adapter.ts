@@ -136,7 +136,7 @@ export class S3StorageAdapter implements StorageAdapter {
   async read(path: string, range?: ByteRange, options: ReadOptions = {}): Promise<Uint8Array> {
     const key = this.#key(path);
     const { signal } = options;
-    if (signal?.aborted) throw cancelledError(signal, `reading s3://${this.#bucket}/${key}`);
+    if (signal?.aborted) throw cancelledError(signal, `reading s3://${this.#bucket}/${key}`, null);
     if (range && (range.offset < 0 || range.length < 0 || !Number.isSafeInteger(range.offset) || !Number.isSafeInteger(range.length))) {
       throw new CheckpointError("invalid_argument", `[s3] reading s3://${this.#bucket}/${key}: bad range ${JSON.stringify(range)}`, { context: { path, protocol: "s3" } });
     }
@@ -179,7 +179,7 @@ export class S3StorageAdapter implements StorageAdapter {
       }
       const settled = await Promise.allSettled(pieces);
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
-      if (failed) throw signal?.aborted ? cancelledError(signal, `reading s3://${this.#bucket}/${key}`) : failed.reason;
+      if (failed) throw signal?.aborted ? cancelledError(signal, `reading s3://${this.#bucket}/${key}`, null) : failed.reason;
       return target.result(end - start);
     } finally {
       signal?.removeEventListener("abort", onAbort);

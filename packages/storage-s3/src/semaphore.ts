@@ -15,7 +15,7 @@ export class Semaphore {
 
   /** Resolves with a release function once a permit is free; rejects with `cancelled` if `signal` aborts first. */
   async acquire(signal?: AbortSignal): Promise<() => void> {
-    if (signal?.aborted) throw cancelledError(signal, "waiting for a transfer slot");
+    if (signal?.aborted) throw cancelledError(signal, "waiting for a transfer slot", null);
     if (this.#free > 0) {
       this.#free--;
       return this.#releaser();
@@ -28,7 +28,7 @@ export class Semaphore {
       const onAbort = (): void => {
         const at = this.#waiters.indexOf(grant);
         if (at >= 0) this.#waiters.splice(at, 1);
-        reject(cancelledError(signal!, "waiting for a transfer slot"));
+        reject(cancelledError(signal!, "waiting for a transfer slot", null));
       };
       this.#waiters.push(grant);
       signal?.addEventListener("abort", onAbort, { once: true });
