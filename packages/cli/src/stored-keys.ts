@@ -1,11 +1,6 @@
-import { type KeyPath, CheckpointError, type CheckpointErrorCode } from "@cairn/core";
+import { type KeyPath, CheckpointError, type CheckpointErrorCode, isForbiddenKey } from "@cairn/core";
 
-/** Keys that, assigned into an ordinary object, reach its prototype and through it every object of the process. */
-const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
-
-export function isForbiddenKey(key: string | number): boolean {
-  return typeof key === "string" && FORBIDDEN_KEYS.has(key);
-}
+export { isForbiddenKey };
 
 /** Why a key is refused, for messages. */
 export function forbiddenKeyReason(key: string): string {

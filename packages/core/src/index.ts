@@ -23,6 +23,7 @@ export {
   type StateDict,
   hostTensor,
   displayKey,
+  isForbiddenKey,
   pathId,
 } from "./state-dict.js";
 export { type Shard, type ShardedTensor, shardedTensor, isShardedTensor } from "./sharded-tensor.js";
