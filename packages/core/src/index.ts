@@ -11,7 +11,7 @@ export {
   numpyDType,
   safetensorsDType,
   bytesOf,
-} from "./dtypes.js";
+} from "./state/dtypes.js";
 export {
   type KeyPath,
   type JsonPrimitive,
@@ -25,11 +25,11 @@ export {
   displayKey,
   isForbiddenKey,
   pathId,
-} from "./state-dict.js";
-export { type Shard, type ShardedTensor, shardedTensor, isShardedTensor } from "./sharded-tensor.js";
-export { type Leaf, type TensorSource, type ShardPlacement, leafBox, flattenStateDict, tensorBytes, isTensorLike, isStateful } from "./flatten.js";
-export { crc32c, blockChecksums } from "./crc32c.js";
-export { layoutSafetensors, uniqueTensorNames, parseSafetensorsHeader, type SafetensorsTensor, type SafetensorsLayout, type ParsedSafetensorsHeader } from "./safetensors.js";
+} from "./state/state-dict.js";
+export { type Shard, type ShardedTensor, shardedTensor, isShardedTensor } from "./state/sharded-tensor.js";
+export { type Leaf, type TensorSource, type ShardPlacement, leafBox, flattenStateDict, tensorBytes, isTensorLike, isStateful } from "./state/flatten.js";
+export { crc32c, blockChecksums } from "./format/crc32c.js";
+export { layoutSafetensors, uniqueTensorNames, parseSafetensorsHeader, type SafetensorsTensor, type SafetensorsLayout, type ParsedSafetensorsHeader } from "./format/safetensors.js";
 export {
   type CheckpointMetadata,
   type EntryMetadata,
@@ -47,9 +47,9 @@ export {
   encodeMetadata,
   isDataFileName,
   valueOf,
-} from "./metadata.js";
-export { type Box, type RowLayout, intersectBoxes, rowLayout, rowSpan, copyRows } from "./box.js";
-export { type Layout, layoutBoxes, splitUneven } from "./layouts.js";
+} from "./format/metadata.js";
+export { type Box, type RowLayout, intersectBoxes, rowLayout, rowSpan, copyRows } from "./state/box.js";
+export { type Layout, layoutBoxes, splitUneven } from "./state/layouts.js";
 export {
   type StorageAdapter,
   type PortableStorage,
@@ -66,21 +66,21 @@ export {
 export { ReadTarget, splitHead } from "./storage/read-target.js";
 export { type StorageFactory, type StorageOptions, registerStorage, registeredProtocols, knownProtocols, checkStorageUrl, openStorage, storageUrl, redactUrl } from "./storage/storage-registry.js";
 export { type ProgressDeadline, type ProgressDeadlineOptions, DEFAULT_PROGRESS_TIMEOUT_MS, progressDeadline, touching } from "./storage/progress-deadline.js";
-export { type RetryPolicy, type RetryOptions, DEFAULT_RETRY_POLICY, TRANSIENT_NETWORK_CODES, withRetry, isTransient, sleep } from "./retry.js";
+export { type RetryPolicy, type RetryOptions, DEFAULT_RETRY_POLICY, TRANSIENT_NETWORK_CODES, withRetry, isTransient, sleep } from "./storage/retry.js";
 export { type ProcessGroup, type CoordinatedProcessGroup, SingleProcessGroup, isCoordinated } from "./process-group.js";
 export { type TcpProcessGroupOptions, TcpProcessGroup } from "./tcp-process-group.js";
 export { type InitProcessGroupOptions, type InitializedProcessGroup, initProcessGroup } from "./init-process-group.js";
 export { type LaunchOptions, type LaunchResult, launchRanks, parseLaunchArgs, freePort } from "./launch-ranks.js";
-export { type CheckpointOptions, type OpenedCheckpoint, openCheckpoint } from "./checkpoint-location.js";
-export { type SavePlanner, type SavePlan, type WriteItem, type PlannedValue, type DataFilePlan, type GlobalSavePlan, type GlobalPlanContext } from "./save-planner.js";
-export { DefaultSavePlanner } from "./default-save-planner.js";
-export { type LoadPlanner, type LoadPlan, type LoadRequest, type ReadItem } from "./load-planner.js";
-export { DefaultLoadPlanner } from "./default-load-planner.js";
-export { type SaveOptions, type SaveResult, checkSaveOptions, save } from "./save.js";
-export { commitMetadata } from "./commit-metadata.js";
-export { type LoadOptions, type LoadResult, load, readMetadata } from "./load.js";
-export { type TfjsModule, tfjsModule } from "./tfjs.js";
-export { type AsyncSaveOptions, type AsyncSaveHandle, type StagedInfo, asyncSave } from "./async-save.js";
-export { startUploadWorker } from "./upload-thread.js";
-export { type StagingStrategy, type StagingPoolOptions, type StagedLeaves, StagingPool, stageLeaves } from "./staging.js";
-export { pageAlignedAvailable, pageAlignedSharedBytes } from "./page-aligned.js";
+export { type CheckpointOptions, type OpenedCheckpoint, openCheckpoint } from "./storage/checkpoint-location.js";
+export { type SavePlanner, type SavePlan, type WriteItem, type PlannedValue, type DataFilePlan, type GlobalSavePlan, type GlobalPlanContext } from "./plan/save-planner.js";
+export { DefaultSavePlanner } from "./plan/default-save-planner.js";
+export { type LoadPlanner, type LoadPlan, type LoadRequest, type ReadItem } from "./plan/load-planner.js";
+export { DefaultLoadPlanner } from "./plan/default-load-planner.js";
+export { type SaveOptions, type SaveResult, checkSaveOptions, save } from "./save/save.js";
+export { commitMetadata } from "./save/commit-metadata.js";
+export { type LoadOptions, type LoadResult, load, readMetadata } from "./load/load.js";
+export { type TfjsModule, tfjsModule } from "./load/tfjs.js";
+export { type AsyncSaveOptions, type AsyncSaveHandle, type StagedInfo, asyncSave } from "./background/async-save.js";
+export { startUploadWorker } from "./background/upload-thread.js";
+export { type StagingStrategy, type StagingPoolOptions, type StagedLeaves, StagingPool, stageLeaves } from "./stage/staging.js";
+export { pageAlignedAvailable, pageAlignedSharedBytes } from "./stage/page-aligned.js";

@@ -3,7 +3,7 @@ import { CheckpointError } from "./errors.js";
 import { onJsonLines, sendJsonLine } from "./json-lines.js";
 import type { CoordinatedProcessGroup, ProcessGroup } from "./process-group.js";
 import { type ClientMessage, type CollectiveKind, RendezvousServer, type ServerMessage } from "./rendezvous-server.js";
-import { sleep } from "./retry.js";
+import { sleep } from "./storage/retry.js";
 
 export interface TcpProcessGroupOptions {
   readonly rank: number;

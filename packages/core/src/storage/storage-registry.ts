@@ -1,7 +1,7 @@
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { CheckpointError } from "../errors.js";
-import { importOptional } from "../import-optional.js";
+import { importOptional } from "./import-optional.js";
 import type { StorageAdapter } from "./storage-adapter.js";
 
 /** Makes an adapter rooted at `url` (its path is the adapter's root prefix). */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { CheckpointError } from "../errors.js";
-import { withRetry } from "../retry.js";
+import { withRetry } from "../storage/retry.js";
 import { type ByteRange, type ObjectInfo, type StorageAdapter, type WriteBody, notFound } from "../storage/storage-adapter.js";
 import { FaultyStorageAdapter } from "./faulty-storage-adapter.js";
 

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { crc32c } from "../crc32c.js";
+import { crc32c } from "../format/crc32c.js";
 import { CheckpointError } from "../errors.js";
 import type { ObjectInfo, StorageAdapter } from "../storage/storage-adapter.js";
 

@@ -1,7 +1,7 @@
-import type { Box } from "./box.js";
-import type { DType } from "./dtypes.js";
-import type { CheckpointMetadata, ChunkMetadata } from "./metadata.js";
-import type { KeyPath } from "./state-dict.js";
+import type { Box } from "../state/box.js";
+import type { DType } from "../state/dtypes.js";
+import type { CheckpointMetadata, ChunkMetadata } from "../format/metadata.js";
+import type { KeyPath } from "../state/state-dict.js";
 
 /** What one rank asks for: a key and the box of the global tensor it holds (the whole tensor unless sharded). */
 export interface LoadRequest {

@@ -1,8 +1,8 @@
-import type { Box } from "./box.js";
-import type { DType } from "./dtypes.js";
-import type { Leaf } from "./flatten.js";
-import type { ValueEntry } from "./metadata.js";
-import type { KeyPath } from "./state-dict.js";
+import type { Box } from "../state/box.js";
+import type { DType } from "../state/dtypes.js";
+import type { Leaf } from "../state/flatten.js";
+import type { ValueEntry } from "../format/metadata.js";
+import type { KeyPath } from "../state/state-dict.js";
 
 /** One chunk of one tensor (or one bytes blob) that a rank has and may be asked to write. */
 export interface WriteItem {

@@ -1,4 +1,4 @@
-import { type CheckpointError, cancelledError, isCheckpointError } from "./errors.js";
+import { type CheckpointError, cancelledError, isCheckpointError } from "../errors.js";
 
 /** How transient storage failures are retried: exponential backoff with full jitter, bounded in count and time. */
 export interface RetryPolicy {

@@ -1,12 +1,12 @@
-import { arrayConstructorFor, byteSize } from "./dtypes.js";
-import { CheckpointError, throwIfAborted } from "./errors.js";
-import { type Leaf, tensorBytes } from "./flatten.js";
-import { DefaultSavePlanner, spreadOverFiles } from "./default-save-planner.js";
+import { arrayConstructorFor, byteSize } from "../state/dtypes.js";
+import { CheckpointError, throwIfAborted } from "../errors.js";
+import { type Leaf, tensorBytes } from "../state/flatten.js";
+import { DefaultSavePlanner, spreadOverFiles } from "../plan/default-save-planner.js";
 import { MAX_PAGE_ALIGNED_BYTES, isPageAligned, pageAlignedAvailable, pageAlignedSharedBytes } from "./page-aligned.js";
-import type { SafetensorsLayout } from "./safetensors.js";
-import type { WriteItem } from "./save-planner.js";
-import type { HostTensor, TensorLike } from "./state-dict.js";
-import { dataFileLayout } from "./write-data-file.js";
+import type { SafetensorsLayout } from "../format/safetensors.js";
+import type { WriteItem } from "../plan/save-planner.js";
+import type { HostTensor, TensorLike } from "../state/state-dict.js";
+import { dataFileLayout } from "../save/write-data-file.js";
 
 /**
  * How a background save snapshots tensors before `saveAsync` returns.

@@ -1,7 +1,7 @@
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import { Worker, isMainThread } from "node:worker_threads";
-import { crc32c } from "./crc32c.js";
+import { crc32c } from "../format/crc32c.js";
 
 /**
  * The worker is plain CommonJS evaluated from a string, so it runs the same under vitest, tsx

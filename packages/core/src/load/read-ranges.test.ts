@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { bytesOf } from "./dtypes.js";
-import { cancelledError } from "./errors.js";
+import { bytesOf } from "../state/dtypes.js";
+import { cancelledError } from "../errors.js";
 import { load, readMetadata } from "./load.js";
-import type { CheckpointMetadata } from "./metadata.js";
-import { save } from "./save.js";
-import { type HostTensor, hostTensor } from "./state-dict.js";
-import { ReadTarget } from "./storage/read-target.js";
-import { type ByteRange, type ObjectInfo, type ReadOptions, type StorageAdapter, type WriteBody, notFound } from "./storage/storage-adapter.js";
+import type { CheckpointMetadata } from "../format/metadata.js";
+import { save } from "../save/save.js";
+import { type HostTensor, hostTensor } from "../state/state-dict.js";
+import { ReadTarget } from "../storage/read-target.js";
+import { type ByteRange, type ObjectInfo, type ReadOptions, type StorageAdapter, type WriteBody, notFound } from "../storage/storage-adapter.js";
 
 interface RecordedRead {
   readonly path: string;

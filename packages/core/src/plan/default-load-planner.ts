@@ -1,9 +1,9 @@
-import { type Box, intersectBoxes } from "./box.js";
-import { numel } from "./dtypes.js";
-import { CheckpointError } from "./errors.js";
+import { type Box, intersectBoxes } from "../state/box.js";
+import { numel } from "../state/dtypes.js";
+import { CheckpointError } from "../errors.js";
 import type { LoadPlan, LoadPlanner, LoadRequest, ReadItem } from "./load-planner.js";
-import type { CheckpointMetadata, EntryMetadata } from "./metadata.js";
-import { displayKey, pathId } from "./state-dict.js";
+import type { CheckpointMetadata, EntryMetadata } from "../format/metadata.js";
+import { displayKey, pathId } from "../state/state-dict.js";
 
 function describe(entry: EntryMetadata): string {
   if (entry.kind === "tensor") return `a ${entry.dtype} tensor of shape ${JSON.stringify(entry.shape)}`;

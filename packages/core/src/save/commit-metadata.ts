@@ -1,8 +1,8 @@
-import { type CheckpointError, isCheckpointError } from "./errors.js";
-import { type CheckpointMetadata, METADATA_FILE, encodeMetadata, parseMetadata } from "./metadata.js";
-import { type RetryPolicy, withRetry } from "./retry.js";
-import type { StorageAdapter } from "./storage/storage-adapter.js";
-import { joinPath } from "./storage/storage-adapter.js";
+import { type CheckpointError, isCheckpointError } from "../errors.js";
+import { type CheckpointMetadata, METADATA_FILE, encodeMetadata, parseMetadata } from "../format/metadata.js";
+import { type RetryPolicy, withRetry } from "../storage/retry.js";
+import type { StorageAdapter } from "../storage/storage-adapter.js";
+import { joinPath } from "../storage/storage-adapter.js";
 
 /**
  * Commits a checkpoint: writes `metadata.json` into `dir` with an atomic create, after every

@@ -1,18 +1,18 @@
 import { isMainThread } from "node:worker_threads";
 import { blockChecksumsAsync } from "./checksum-workers.js";
-import type { OpenedCheckpoint } from "./checkpoint-location.js";
-import { crc32c } from "./crc32c.js";
-import { isPageAligned } from "./page-aligned.js";
-import { tensorName } from "./default-save-planner.js";
-import { CheckpointError, throwIfAborted } from "./errors.js";
-import { type Leaf, hostDataOf, tensorBytes } from "./flatten.js";
-import { type ChunkMetadata, type DataFileMetadata, FORMAT_MAJOR, FORMAT_NAME } from "./metadata.js";
-import { withRetry } from "./retry.js";
-import { type SafetensorsLayout, layoutSafetensors, uniqueTensorNames } from "./safetensors.js";
+import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
+import { crc32c } from "../format/crc32c.js";
+import { isPageAligned } from "../stage/page-aligned.js";
+import { tensorName } from "../plan/default-save-planner.js";
+import { CheckpointError, throwIfAborted } from "../errors.js";
+import { type Leaf, hostDataOf, tensorBytes } from "../state/flatten.js";
+import { type ChunkMetadata, type DataFileMetadata, FORMAT_MAJOR, FORMAT_NAME } from "../format/metadata.js";
+import { withRetry } from "../storage/retry.js";
+import { type SafetensorsLayout, layoutSafetensors, uniqueTensorNames } from "../format/safetensors.js";
 import type { SaveOptions } from "./save.js";
-import type { DataFilePlan, WriteItem } from "./save-planner.js";
-import { displayKey } from "./state-dict.js";
-import { joinPath } from "./storage/storage-adapter.js";
+import type { DataFilePlan, WriteItem } from "../plan/save-planner.js";
+import { displayKey } from "../state/state-dict.js";
+import { joinPath } from "../storage/storage-adapter.js";
 
 /** A chunk a rank wrote, with the item it came from. */
 export interface WrittenChunk {

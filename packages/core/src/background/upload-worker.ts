@@ -4,12 +4,12 @@
 import { readFileSync } from "node:fs";
 import { setPriority } from "node:os";
 import { parentPort } from "node:worker_threads";
-import type { OpenedCheckpoint } from "./checkpoint-location.js";
-import { CheckpointError } from "./errors.js";
-import { markPageAligned } from "./page-aligned.js";
-import { type ProcessGroup, SingleProcessGroup } from "./process-group.js";
-import { planAndCommit } from "./save.js";
-import type { PortableStorage, StorageAdapter } from "./storage/storage-adapter.js";
+import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
+import { CheckpointError } from "../errors.js";
+import { markPageAligned } from "../stage/page-aligned.js";
+import { type ProcessGroup, SingleProcessGroup } from "../process-group.js";
+import { planAndCommit } from "../save/save.js";
+import type { PortableStorage, StorageAdapter } from "../storage/storage-adapter.js";
 import { type FromUploadWorker, type ToUploadWorker, type UploadJob, errorFromWire, errorToWire } from "./upload-protocol.js";
 
 const port = parentPort;

@@ -1,4 +1,4 @@
-import { CheckpointError } from "./errors.js";
+import { CheckpointError } from "../errors.js";
 
 /**
  * The element types of format v1. Node 20 has no Float16Array: float16 and bfloat16 travel

@@ -1,7 +1,7 @@
-import { type CheckpointErrorCode, type CheckpointErrorContext, CheckpointError } from "./errors.js";
-import type { Leaf } from "./flatten.js";
-import type { SaveOptions, SaveResult } from "./save.js";
-import type { PortableStorage } from "./storage/storage-adapter.js";
+import { type CheckpointErrorCode, type CheckpointErrorContext, CheckpointError } from "../errors.js";
+import type { Leaf } from "../state/flatten.js";
+import type { SaveOptions, SaveResult } from "../save/save.js";
+import type { PortableStorage } from "../storage/storage-adapter.js";
 
 /** The save options a worker thread can use: plain data (the abort signal is forwarded as a message). */
 export type PortableSaveOptions = Pick<SaveOptions, "blockSize" | "concurrency" | "retry" | "metadata">;

@@ -1,7 +1,7 @@
-import { type DType, byteSize, isDType, numel } from "./dtypes.js";
+import { type DType, byteSize, isDType, numel } from "../state/dtypes.js";
 import { crc32c } from "./crc32c.js";
-import { CheckpointError, describeValue, isCheckpointError } from "./errors.js";
-import { type JsonPrimitive, type KeyPath, isForbiddenKey } from "./state-dict.js";
+import { CheckpointError, describeValue, isCheckpointError } from "../errors.js";
+import { type JsonPrimitive, type KeyPath, isForbiddenKey } from "../state/state-dict.js";
 
 /** The file that commits a checkpoint: written last, its presence means the checkpoint is complete. */
 export const METADATA_FILE = "metadata.json";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CheckpointError } from "./errors.js";
+import { CheckpointError } from "../errors.js";
 import { withRetry } from "./retry.js";
 
 const transient = (): CheckpointError => new CheckpointError("storage", "blip", { context: { transient: true } });

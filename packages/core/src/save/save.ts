@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import PQueue from "p-queue";
-import { type OpenedCheckpoint, type CheckpointOptions, checkOption, checkpointOptionsOf, hasMembers, isPositiveInteger, openCheckpoint } from "./checkpoint-location.js";
+import { type OpenedCheckpoint, type CheckpointOptions, checkOption, checkpointOptionsOf, hasMembers, isPositiveInteger, openCheckpoint } from "../storage/checkpoint-location.js";
 import { commitMetadata } from "./commit-metadata.js";
-import { DefaultSavePlanner } from "./default-save-planner.js";
-import { CheckpointError, cancelledError, describeValue, throwIfAborted } from "./errors.js";
-import { type Leaf, flattenStateDict } from "./flatten.js";
+import { DefaultSavePlanner } from "../plan/default-save-planner.js";
+import { CheckpointError, cancelledError, describeValue, throwIfAborted } from "../errors.js";
+import { type Leaf, flattenStateDict } from "../state/flatten.js";
 import {
   type ChunkMetadata,
   type CheckpointMetadata,
@@ -16,10 +16,10 @@ import {
   FORMAT_NAME,
   METADATA_FILE,
   isDataFileName,
-} from "./metadata.js";
-import type { DataFilePlan, GlobalSavePlan, SavePlan, SavePlanner } from "./save-planner.js";
-import { type StateDict, isForbiddenKey, pathId } from "./state-dict.js";
-import { joinPath } from "./storage/storage-adapter.js";
+} from "../format/metadata.js";
+import type { DataFilePlan, GlobalSavePlan, SavePlan, SavePlanner } from "../plan/save-planner.js";
+import { type StateDict, isForbiddenKey, pathId } from "../state/state-dict.js";
+import { joinPath } from "../storage/storage-adapter.js";
 import { type WrittenChunk, writeDataFile } from "./write-data-file.js";
 
 export interface SaveOptions extends CheckpointOptions {

@@ -1,6 +1,6 @@
 import { type Box, intersectBoxes } from "./box.js";
 import { type DType, isDType, numel, validateShape } from "./dtypes.js";
-import { CheckpointError } from "./errors.js";
+import { CheckpointError } from "../errors.js";
 import { type HostTensor, type TensorLike, unsupportedDType } from "./state-dict.js";
 
 /** Marks a sharded tensor; `Symbol.for` so two copies of this package still recognise each other's. */

@@ -1,10 +1,10 @@
-import { intersectBoxes } from "./box.js";
-import { byteSize, numel } from "./dtypes.js";
-import { CheckpointError } from "./errors.js";
-import { type Leaf, leafBox } from "./flatten.js";
-import { type ValueEntry, encodeSpecialNumber } from "./metadata.js";
+import { intersectBoxes } from "../state/box.js";
+import { byteSize, numel } from "../state/dtypes.js";
+import { CheckpointError } from "../errors.js";
+import { type Leaf, leafBox } from "../state/flatten.js";
+import { type ValueEntry, encodeSpecialNumber } from "../format/metadata.js";
 import type { DataFilePlan, GlobalPlanContext, GlobalSavePlan, PlannedValue, SavePlan, SavePlanner, WriteItem } from "./save-planner.js";
-import { displayKey, pathId } from "./state-dict.js";
+import { displayKey, pathId } from "../state/state-dict.js";
 
 export function valueEntry(leaf: Extract<Leaf, { kind: "value" }>): ValueEntry {
   const special = typeof leaf.value === "number" ? encodeSpecialNumber(leaf.value) : undefined;

@@ -1,8 +1,8 @@
-import { flattenStateDict } from "./flatten.js";
-import { checkOption, checkpointOptionsOf } from "./checkpoint-location.js";
-import { type CommitLeaves, DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions, planAndCommit, saveLeaves } from "./save.js";
-import { type StagingLayout, StagingPool, type StagingStrategy, copyInBackground, stageLeaves } from "./staging.js";
-import type { StateDict } from "./state-dict.js";
+import { flattenStateDict } from "../state/flatten.js";
+import { checkOption, checkpointOptionsOf } from "../storage/checkpoint-location.js";
+import { type CommitLeaves, DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions, planAndCommit, saveLeaves } from "../save/save.js";
+import { type StagingLayout, StagingPool, type StagingStrategy, copyInBackground, stageLeaves } from "../stage/staging.js";
+import type { StateDict } from "../state/state-dict.js";
 import { canUploadInWorker, uploadInWorker } from "./upload-thread.js";
 
 export interface AsyncSaveOptions extends SaveOptions {

@@ -1,5 +1,5 @@
-import { type DType, safetensorsDType } from "./dtypes.js";
-import { CheckpointError, describeValue } from "./errors.js";
+import { type DType, safetensorsDType } from "../state/dtypes.js";
+import { CheckpointError, describeValue } from "../errors.js";
 
 /** One tensor of a safetensors file, in file order. */
 export interface SafetensorsTensor {

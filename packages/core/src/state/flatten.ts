@@ -1,6 +1,6 @@
 import { type DType, type TypedArray, bytesOf, isDType, validateShape } from "./dtypes.js";
 import type { Box } from "./box.js";
-import { CheckpointError, describeValue } from "./errors.js";
+import { CheckpointError, describeValue } from "../errors.js";
 import { type ShardedTensor, isShardedTensor, shardBoxes } from "./sharded-tensor.js";
 import {
   type HostTensor,

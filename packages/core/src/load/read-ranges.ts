@@ -1,10 +1,10 @@
 import PQueue from "p-queue";
-import { type Box, type RowLayout, copyRows, rowLayout, rowSpan } from "./box.js";
-import { crc32c } from "./crc32c.js";
-import { CheckpointError, isCheckpointError, throwIfAborted } from "./errors.js";
-import type { ReadItem } from "./load-planner.js";
-import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE } from "./metadata.js";
-import type { ReadOptions } from "./storage/storage-adapter.js";
+import { type Box, type RowLayout, copyRows, rowLayout, rowSpan } from "../state/box.js";
+import { crc32c } from "../format/crc32c.js";
+import { CheckpointError, isCheckpointError, throwIfAborted } from "../errors.js";
+import type { ReadItem } from "../plan/load-planner.js";
+import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE } from "../format/metadata.js";
+import type { ReadOptions } from "../storage/storage-adapter.js";
 
 /** Largest piece of a chunk read straight into its destination (a multiple of any power-of-two block size). */
 const DIRECT_READ_BYTES = 64 << 20;

@@ -1,15 +1,15 @@
-import type { Box } from "./box.js";
-import { type CheckpointOptions, type OpenedCheckpoint, checkOption, checkpointOptionsOf, hasMembers, isPositiveInteger, openCheckpoint } from "./checkpoint-location.js";
-import { DefaultLoadPlanner } from "./default-load-planner.js";
-import { type DType, allocate, bytesOf, itemSize, numel } from "./dtypes.js";
-import { CheckpointError, cancelledError, describeValue, isCheckpointError, throwIfAborted } from "./errors.js";
+import type { Box } from "../state/box.js";
+import { type CheckpointOptions, type OpenedCheckpoint, checkOption, checkpointOptionsOf, hasMembers, isPositiveInteger, openCheckpoint } from "../storage/checkpoint-location.js";
+import { DefaultLoadPlanner } from "../plan/default-load-planner.js";
+import { type DType, allocate, bytesOf, itemSize, numel } from "../state/dtypes.js";
+import { CheckpointError, cancelledError, describeValue, isCheckpointError, throwIfAborted } from "../errors.js";
 import { readRanges } from "./read-ranges.js";
-import { type FlattenedTarget, type Leaf, flattenTarget, leafBox, tfjsDType } from "./flatten.js";
-import type { LoadPlanner, LoadRequest } from "./load-planner.js";
-import { type CheckpointMetadata, METADATA_FILE, parseMetadata, valueOf } from "./metadata.js";
-import { withRetry } from "./retry.js";
-import { type HostTensor, type KeyPath, type StateDict, type StateValue, type VariableLike, displayKey, isForbiddenKey, pathId } from "./state-dict.js";
-import { joinPath } from "./storage/storage-adapter.js";
+import { type FlattenedTarget, type Leaf, flattenTarget, leafBox, tfjsDType } from "../state/flatten.js";
+import type { LoadPlanner, LoadRequest } from "../plan/load-planner.js";
+import { type CheckpointMetadata, METADATA_FILE, parseMetadata, valueOf } from "../format/metadata.js";
+import { withRetry } from "../storage/retry.js";
+import { type HostTensor, type KeyPath, type StateDict, type StateValue, type VariableLike, displayKey, isForbiddenKey, pathId } from "../state/state-dict.js";
+import { joinPath } from "../storage/storage-adapter.js";
 import { type TfjsModule, tfjsModule } from "./tfjs.js";
 
 export interface LoadOptions extends CheckpointOptions {

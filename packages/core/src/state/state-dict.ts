@@ -9,7 +9,7 @@ import {
   numel,
   validateShape,
 } from "./dtypes.js";
-import { CheckpointError, describeValue } from "./errors.js";
+import { CheckpointError, describeValue } from "../errors.js";
 import type { ShardedTensor } from "./sharded-tensor.js";
 
 /**

@@ -1,9 +1,9 @@
-import { CheckpointError, describeValue } from "./errors.js";
-import type { ProcessGroup } from "./process-group.js";
-import { SingleProcessGroup } from "./process-group.js";
+import { CheckpointError, describeValue } from "../errors.js";
+import type { ProcessGroup } from "../process-group.js";
+import { SingleProcessGroup } from "../process-group.js";
 import type { RetryPolicy } from "./retry.js";
-import type { StorageAdapter } from "./storage/storage-adapter.js";
-import { type StorageOptions, openStorage } from "./storage/storage-registry.js";
+import type { StorageAdapter } from "./storage-adapter.js";
+import { type StorageOptions, openStorage } from "./storage-registry.js";
 
 /** Where a checkpoint is and how to reach it; shared by every entry point. */
 export interface CheckpointOptions {
