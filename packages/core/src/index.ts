@@ -15,17 +15,14 @@ export {
 export {
   type KeyPath,
   type JsonPrimitive,
-  type HostTensor,
-  type TensorLike,
-  type VariableLike,
   type Stateful,
   type StateValue,
   type StateDict,
-  hostTensor,
   displayKey,
   isForbiddenKey,
   pathId,
 } from "./state/state-dict.js";
+export { type HostTensor, type TensorLike, type VariableLike, hostTensor } from "./state/tensors.js";
 export { type Shard, type ShardedTensor, shardedTensor, isShardedTensor } from "./state/sharded-tensor.js";
 export { type Leaf, type TensorSource, type ShardPlacement, leafBox, flattenStateDict, tensorBytes, isTensorLike, isStateful } from "./state/flatten.js";
 export { crc32c, blockChecksums } from "./format/crc32c.js";
@@ -76,7 +73,8 @@ export { type SavePlanner, type SavePlan, type WriteItem, type PlannedValue, typ
 export { DefaultSavePlanner } from "./plan/default-save-planner.js";
 export { type LoadPlanner, type LoadPlan, type LoadRequest, type ReadItem } from "./plan/load-planner.js";
 export { DefaultLoadPlanner } from "./plan/default-load-planner.js";
-export { type SaveOptions, type SaveResult, checkSaveOptions, save } from "./save/save.js";
+export { type SaveOptions, type SaveResult, checkSaveOptions } from "./save/save-options.js";
+export { save } from "./save/save.js";
 export { commitMetadata } from "./save/commit-metadata.js";
 export { type LoadOptions, type LoadResult, load, readMetadata } from "./load/load.js";
 export { type TfjsModule, tfjsModule } from "./load/tfjs.js";

@@ -1,6 +1,7 @@
 import { flattenStateDict } from "../state/flatten.js";
 import { checkOption, checkpointOptionsOf } from "../storage/checkpoint-location.js";
-import { type CommitLeaves, DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions, planAndCommit, saveLeaves } from "../save/save.js";
+import { type CommitLeaves, planAndCommit, saveLeaves } from "../save/save.js";
+import { DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions } from "../save/save-options.js";
 import { type StagingLayout, StagingPool, type StagingStrategy, copyInBackground, stageLeaves } from "../stage/staging.js";
 import type { StateDict } from "../state/state-dict.js";
 import { canUploadInWorker, uploadInWorker } from "./upload-thread.js";

@@ -1,6 +1,6 @@
 import { type CheckpointErrorCode, type CheckpointErrorContext, CheckpointError } from "../errors.js";
 import type { Leaf } from "../state/flatten.js";
-import type { SaveOptions, SaveResult } from "../save/save.js";
+import type { SaveOptions, SaveResult } from "../save/save-options.js";
 import type { PortableStorage } from "../storage/storage-adapter.js";
 
 /** The save options a worker thread can use: plain data (the abort signal is forwarded as a message). */

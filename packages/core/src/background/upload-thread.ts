@@ -4,7 +4,7 @@ import { CheckpointError } from "../errors.js";
 import { type Leaf, hostDataOf } from "../state/flatten.js";
 import { isPageAligned } from "../stage/page-aligned.js";
 import type { ProcessGroup } from "../process-group.js";
-import type { SaveOptions, SaveResult } from "../save/save.js";
+import type { SaveOptions, SaveResult } from "../save/save-options.js";
 import { type FromUploadWorker, type ToUploadWorker, errorFromWire, errorToWire } from "./upload-protocol.js";
 
 /**

@@ -8,7 +8,8 @@ import { type FlattenedTarget, type Leaf, flattenTarget, leafBox, tfjsDType } fr
 import type { LoadPlanner, LoadRequest } from "../plan/load-planner.js";
 import { type CheckpointMetadata, METADATA_FILE, parseMetadata, valueOf } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";
-import { type HostTensor, type KeyPath, type StateDict, type StateValue, type VariableLike, displayKey, isForbiddenKey, pathId } from "../state/state-dict.js";
+import { type KeyPath, type StateDict, type StateValue, displayKey, isForbiddenKey, pathId } from "../state/state-dict.js";
+import { type HostTensor, type VariableLike } from "../state/tensors.js";
 import { joinPath } from "../storage/storage-adapter.js";
 import { type TfjsModule, tfjsModule } from "./tfjs.js";
 

@@ -4,7 +4,7 @@ import { cancelledError } from "../errors.js";
 import { load, readMetadata } from "./load.js";
 import type { CheckpointMetadata } from "../format/metadata.js";
 import { save } from "../save/save.js";
-import { type HostTensor, hostTensor } from "../state/state-dict.js";
+import { type HostTensor, hostTensor } from "../state/tensors.js";
 import { ReadTarget } from "../storage/read-target.js";
 import { type ByteRange, type ObjectInfo, type ReadOptions, type StorageAdapter, type WriteBody, notFound } from "../storage/storage-adapter.js";
 

@@ -1,6 +1,6 @@
 import { CheckpointError } from "../errors.js";
 import { importOptional } from "../storage/import-optional.js";
-import type { TensorLike } from "../state/state-dict.js";
+import type { TensorLike } from "../state/tensors.js";
 
 /** The part of the `@tensorflow/tfjs-core` module Cairn calls, to make tensors when loading into tfjs targets. */
 export interface TfjsModule {

@@ -9,7 +9,7 @@ import { type Leaf, hostDataOf, tensorBytes } from "../state/flatten.js";
 import { type ChunkMetadata, type DataFileMetadata, FORMAT_MAJOR, FORMAT_NAME } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";
 import { type SafetensorsLayout, layoutSafetensors, uniqueTensorNames } from "../format/safetensors.js";
-import type { SaveOptions } from "./save.js";
+import type { SaveOptions } from "./save-options.js";
 import type { DataFilePlan, WriteItem } from "../plan/save-planner.js";
 import { displayKey } from "../state/state-dict.js";
 import { joinPath } from "../storage/storage-adapter.js";

@@ -5,7 +5,7 @@ import { DefaultSavePlanner, spreadOverFiles } from "../plan/default-save-planne
 import { MAX_PAGE_ALIGNED_BYTES, isPageAligned, pageAlignedAvailable, pageAlignedSharedBytes } from "./page-aligned.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
 import type { WriteItem } from "../plan/save-planner.js";
-import type { HostTensor, TensorLike } from "../state/state-dict.js";
+import type { HostTensor, TensorLike } from "../state/tensors.js";
 import { dataFileLayout } from "../save/write-data-file.js";
 
 /**

@@ -130,3 +130,11 @@ export function validateShape(shape: unknown, where: string): readonly number[] 
 export function bytesOf(data: ArrayBufferView): Uint8Array {
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 }
+
+/** The error for a dtype outside format v1's list. */
+export function unsupportedDType(dtype: unknown, where: string): CheckpointError {
+  return new CheckpointError(
+    "invalid_argument",
+    `${where}: dtype ${JSON.stringify(dtype)} is not supported; use one of float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool`,
+  );
+}

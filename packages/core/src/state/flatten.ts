@@ -1,20 +1,9 @@
-import { type DType, type TypedArray, bytesOf, isDType, validateShape } from "./dtypes.js";
+import { type DType, type TypedArray, bytesOf, isDType, unsupportedDType, validateShape } from "./dtypes.js";
 import type { Box } from "./box.js";
 import { CheckpointError, describeValue } from "../errors.js";
 import { type ShardedTensor, isShardedTensor, shardBoxes } from "./sharded-tensor.js";
-import {
-  type HostTensor,
-  type JsonPrimitive,
-  type KeyPath,
-  type StateDict,
-  type StateValue,
-  type Stateful,
-  type TensorLike,
-  checkHostData,
-  displayKey,
-  isForbiddenKey,
-  unsupportedDType,
-} from "./state-dict.js";
+import { type JsonPrimitive, type KeyPath, type StateDict, type StateValue, type Stateful, displayKey, isForbiddenKey } from "./state-dict.js";
+import { type HostTensor, type TensorLike, checkHostData } from "./tensors.js";
 
 /**
  * A leaf of a state dict, classified. Containers and `Stateful`s never appear here. A tensor's

@@ -1,7 +1,7 @@
 import { type Box, intersectBoxes } from "./box.js";
-import { type DType, isDType, numel, validateShape } from "./dtypes.js";
+import { type DType, isDType, numel, unsupportedDType, validateShape } from "./dtypes.js";
 import { CheckpointError } from "../errors.js";
-import { type HostTensor, type TensorLike, unsupportedDType } from "./state-dict.js";
+import { type HostTensor, type TensorLike } from "./tensors.js";
 
 /** Marks a sharded tensor; `Symbol.for` so two copies of this package still recognise each other's. */
 const SHARDED_TENSOR: unique symbol = Symbol.for("@cairn/core.ShardedTensor");
