@@ -42,9 +42,9 @@ export {
   DEFAULT_BLOCK_SIZE,
   parseMetadata,
   encodeMetadata,
-  isDataFileName,
   valueOf,
 } from "./format/metadata.js";
+export { dataFileName, isDataFileName, isFileOfAttempt, tensorName } from "./format/naming.js";
 export { type Box, type RowLayout, intersectBoxes, rowLayout, rowSpan, copyRows } from "./state/box.js";
 export { type Layout, layoutBoxes, splitUneven } from "./state/layouts.js";
 export {

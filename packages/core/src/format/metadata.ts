@@ -2,6 +2,7 @@ import { type DType, byteSize, isDType, numel } from "../state/dtypes.js";
 import { crc32c } from "./crc32c.js";
 import { CheckpointError, describeValue, isCheckpointError } from "../errors.js";
 import { type JsonPrimitive, type KeyPath, isForbiddenKey } from "../state/state-dict.js";
+import { isDataFileName } from "./naming.js";
 
 /** The file that commits a checkpoint: written last, its presence means the checkpoint is complete. */
 export const METADATA_FILE = "metadata.json";
@@ -202,14 +203,6 @@ export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetad
   for (const entry of raw.entries as unknown[]) checkEntry(entry, files, blocks, where);
   if (raw.user !== undefined && !isRecord(raw.user)) throw corrupt(where, "user must be an object");
   return { ...(raw as unknown as CheckpointMetadata), files, user: (raw.user as Record<string, unknown> | undefined) ?? {} };
-}
-
-/**
- * A data file name as `metadata.json` may list it: one path segment (no `/`, `.` or `..`, no
- * NUL), and none of the keys that reach a prototype. Writers check their planners' names with it.
- */
-export function isDataFileName(name: string): boolean {
-  return name.length > 0 && name !== "." && name !== ".." && !/[/\\\0]/.test(name) && !isForbiddenKey(name);
 }
 
 /** JSON.parse reviver: no object in metadata.json may have a key that reaches a prototype when merged. */

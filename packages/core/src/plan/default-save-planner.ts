@@ -1,5 +1,8 @@
 import { intersectBoxes } from "../state/box.js";
 import { byteSize, numel } from "../state/dtypes.js";
+import { dataFileName } from "../format/naming.js";
+import type { SafetensorsLayout } from "../format/safetensors.js";
+import { dataFileLayout } from "./data-file-layout.js";
 import { CheckpointError } from "../errors.js";
 import { type Leaf, leafBox } from "../state/flatten.js";
 import { type ValueEntry, encodeSpecialNumber } from "../format/metadata.js";
@@ -32,6 +35,15 @@ export class DefaultSavePlanner implements SavePlanner {
       items.push({ leafIndex, key: leaf.path, kind: leaf.kind, dtype, shape: globalShape, chunk: box, byteLength: byteSize(dtype, box.sizes) });
     });
     return { rank, items, values };
+  }
+
+  /**
+   * The files this planner gives a rank that writes every item it holds (always so with one rank),
+   * each with its byte layout: background staging asks this to lay copies out as the files will be.
+   */
+  predictFiles(leaves: readonly Leaf[], filesPerRank: number): { readonly items: readonly WriteItem[]; readonly layout: SafetensorsLayout }[] {
+    const { items } = this.createLocalPlan(leaves, 0);
+    return spreadOverFiles(items, 0, { attempt: "predicted", filesPerRank }).map((file) => ({ items: file.items, layout: dataFileLayout(file.items).layout }));
   }
 
   createGlobalPlan(plans: readonly SavePlan[], context: GlobalPlanContext): GlobalSavePlan {
@@ -117,7 +129,7 @@ function checkCoverage(holders: ReadonlyMap<string, ReadonlyMap<number, WriteIte
 }
 
 /** Largest first onto the emptiest file; each file then keeps its items in the rank's leaf order. */
-export function spreadOverFiles(items: readonly WriteItem[], rank: number, context: GlobalPlanContext): DataFilePlan[] {
+function spreadOverFiles(items: readonly WriteItem[], rank: number, context: GlobalPlanContext): DataFilePlan[] {
   const count = Math.max(1, Math.min(context.filesPerRank, items.length));
   const files = Array.from({ length: count }, () => ({ bytes: 0, items: [] as WriteItem[] }));
   for (const item of [...items].sort((a, b) => b.byteLength - a.byteLength)) {
@@ -128,13 +140,7 @@ export function spreadOverFiles(items: readonly WriteItem[], rank: number, conte
   return files
     .filter((f) => f.items.length > 0)
     .map((f, index) => ({
-      name: `data-r${rank}-${index}-${context.attempt}.safetensors`,
+      name: dataFileName(rank, index, context.attempt),
       items: f.items.sort((a, b) => a.leafIndex - b.leafIndex),
     }));
-}
-
-/** The name of an item in its data file's safetensors header: the dotted key, plus the chunk's offsets if it is a shard. */
-export function tensorName(item: WriteItem): string {
-  const whole = item.chunk.sizes.every((s, d) => s === item.shape[d]) && numel(item.chunk.sizes) === numel(item.shape);
-  return whole ? displayKey(item.key) : `${displayKey(item.key)}@${item.chunk.offsets.join(",")}`;
 }

@@ -3,6 +3,7 @@ import { type CheckpointMetadata, METADATA_FILE, encodeMetadata, parseMetadata }
 import { type RetryPolicy, withRetry } from "../storage/retry.js";
 import type { StorageAdapter } from "../storage/storage-adapter.js";
 import { joinPath } from "../storage/storage-adapter.js";
+import { isFileOfAttempt } from "../format/naming.js";
 
 /**
  * Commits a checkpoint: writes `metadata.json` into `dir` with an atomic create, after every
@@ -39,5 +40,5 @@ async function committedBy(storage: StorageAdapter, path: string, attempt: strin
     if (isCheckpointError(error, "not_found") || isCheckpointError(error, "corrupt")) return false;
     throw error;
   }
-  return Object.keys(existing.files).some((name) => name.endsWith(`-${attempt}.safetensors`));
+  return Object.keys(existing.files).some((name) => isFileOfAttempt(name, attempt));
 }

@@ -16,11 +16,11 @@ import {
   FORMAT_MINOR,
   FORMAT_NAME,
   METADATA_FILE,
-  isDataFileName,
 } from "../format/metadata.js";
 import type { DataFilePlan, GlobalSavePlan, SavePlan } from "../plan/save-planner.js";
 import { type StateDict, pathId } from "../state/state-dict.js";
 import { joinPath } from "../storage/storage-adapter.js";
+import { isDataFileName } from "../format/naming.js";
 import { type WrittenChunk, writeDataFile } from "./write-data-file.js";
 
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */

@@ -3,12 +3,12 @@ import { blockChecksumsAsync } from "./checksum-workers.js";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { crc32c } from "../format/crc32c.js";
 import { isPageAligned } from "../stage/page-aligned.js";
-import { tensorName } from "../plan/default-save-planner.js";
+import { dataFileLayout } from "../plan/data-file-layout.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { type Leaf, hostDataOf, tensorBytes } from "../state/flatten.js";
-import { type ChunkMetadata, type DataFileMetadata, FORMAT_MAJOR, FORMAT_NAME } from "../format/metadata.js";
+import type { ChunkMetadata, DataFileMetadata } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";
-import { type SafetensorsLayout, layoutSafetensors, uniqueTensorNames } from "../format/safetensors.js";
+import type { SafetensorsLayout } from "../format/safetensors.js";
 import type { SaveOptions } from "./save-options.js";
 import type { DataFilePlan, WriteItem } from "../plan/save-planner.js";
 import { displayKey } from "../state/state-dict.js";
@@ -73,16 +73,6 @@ function* coalesce(datas: readonly Uint8Array[]): Generator<Uint8Array> {
     }
   }
   yield* flush();
-}
-
-/** A data file's tensor names and safetensors layout (header bytes, each item's offset), from its items alone. */
-export function dataFileLayout(items: readonly WriteItem[]): { names: string[]; layout: SafetensorsLayout } {
-  const names = uniqueTensorNames(items.map(tensorName));
-  const layout = layoutSafetensors(
-    items.map((item, i) => ({ name: names[i]!, dtype: item.dtype, shape: item.chunk.sizes, byteLength: item.byteLength })),
-    { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` },
-  );
-  return { names, layout };
 }
 
 /** File offsets in a staged segment's body parts are cut on these boundaries (direct I/O's alignment). */

@@ -1,12 +1,11 @@
 import { arrayConstructorFor, byteSize } from "../state/dtypes.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { type Leaf, tensorBytes } from "../state/flatten.js";
-import { DefaultSavePlanner, spreadOverFiles } from "../plan/default-save-planner.js";
+import { DefaultSavePlanner } from "../plan/default-save-planner.js";
 import { MAX_PAGE_ALIGNED_BYTES, isPageAligned, pageAlignedAvailable, pageAlignedSharedBytes } from "./page-aligned.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
 import type { WriteItem } from "../plan/save-planner.js";
 import type { HostTensor, TensorLike } from "../state/tensors.js";
-import { dataFileLayout } from "../save/write-data-file.js";
 
 /**
  * How a background save snapshots tensors before `saveAsync` returns.
@@ -171,9 +170,8 @@ interface Segment {
  */
 function plannedSegments(leaves: readonly Leaf[], filesPerRank: number): Segment[] {
   if (!pageAlignedAvailable) return [];
-  const { items } = new DefaultSavePlanner().createLocalPlan(leaves, 0);
-  return spreadOverFiles(items, 0, { attempt: "staging", filesPerRank })
-    .map((file) => ({ items: file.items, layout: dataFileLayout(file.items).layout }))
+  return new DefaultSavePlanner()
+    .predictFiles(leaves, filesPerRank)
     .filter(
       ({ items, layout }) =>
         layout.fileSize >= SEGMENT_MIN_BYTES &&

@@ -1,0 +1,26 @@
+import { numel } from "../state/dtypes.js";
+import { type KeyPath, displayKey, isForbiddenKey } from "../state/state-dict.js";
+
+/** The one rule for naming data files: unique per save attempt, so a writer that loses a race never overwrites the winner's files. */
+export function dataFileName(rank: number, index: number, attempt: string): string {
+  return `data-r${rank}-${index}-${attempt}.safetensors`;
+}
+
+/** Whether `name` was written by save attempt `attempt` (see `dataFileName`). */
+export function isFileOfAttempt(name: string, attempt: string): boolean {
+  return name.endsWith(`-${attempt}.safetensors`);
+}
+
+/**
+ * A data file name as `metadata.json` may list it: one path segment (no `/`, `.` or `..`, no
+ * NUL), and none of the keys that reach a prototype. Writers check their planners' names with it.
+ */
+export function isDataFileName(name: string): boolean {
+  return name.length > 0 && name !== "." && name !== ".." && !/[/\\\0]/.test(name) && !isForbiddenKey(name);
+}
+
+/** A chunk's name in its data file's safetensors header: the dotted key, plus the chunk's offsets if it is a part of the tensor. */
+export function tensorName(key: KeyPath, shape: readonly number[], chunk: { readonly offsets: readonly number[]; readonly sizes: readonly number[] }): string {
+  const whole = chunk.sizes.every((s, d) => s === shape[d]) && numel(chunk.sizes) === numel(shape);
+  return whole ? displayKey(key) : `${displayKey(key)}@${chunk.offsets.join(",")}`;
+}
