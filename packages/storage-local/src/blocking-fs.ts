@@ -1,6 +1,6 @@
 import { closeSync, fsync, ftruncateSync, linkSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmdirSync, statSync, unlinkSync, write, writeSync } from "node:fs";
 import { opensDirect } from "./direct-write.js";
-import type { FileHandleLike, FsPromisesLike } from "./fs-storage-adapter.js";
+import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 
 function blockingHandle(fd: number, direct: boolean): FileHandleLike {
   return {

@@ -6,7 +6,8 @@ import { join } from "node:path";
 import { pageAlignedSharedBytes } from "@cairn/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { directIoAvailable } from "./direct-write.js";
-import { type FileHandleLike, type FsPromisesLike, FsStorageAdapter } from "./fs-storage-adapter.js";
+import { FsStorageAdapter } from "./fs-storage-adapter.js";
+import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 
 const roots: string[] = [];
 afterAll(async () => {

@@ -1,6 +1,6 @@
 import { constants } from "node:fs";
 import { pageAlignedAvailable, pageAlignedSharedBytes } from "@cairn/core";
-import type { FileHandleLike } from "./fs-storage-adapter.js";
+import type { FileHandleLike } from "./fs-like.js";
 
 /**
  * File offsets, lengths and buffer addresses of direct writes are multiples of this. Linux asks

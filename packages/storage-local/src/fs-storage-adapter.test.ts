@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { CheckpointError, type CheckpointErrorCode, type StorageAdapter, load, openStorage, save } from "@cairn/core";
 import { type FaultyOperation, FaultyStorageAdapter } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
-import { DIRECT_MIN_BYTES, type FileHandleLike, type FsPromisesLike, FsStorageAdapter } from "./fs-storage-adapter.js";
+import { DIRECT_MIN_BYTES, FsStorageAdapter } from "./fs-storage-adapter.js";
+import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 import "./index.js";
 
 const roots: string[] = [];

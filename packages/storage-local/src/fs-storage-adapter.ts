@@ -14,28 +14,8 @@ import {
   checkRelativePath,
 } from "@cairn/core";
 import { directCreateFlags, directIoAvailable, writeDirect, writeFully } from "./direct-write.js";
+import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 import { type FsAction, type FsSite, errnoOf, existingObject, fsError, missingObject } from "./fs-errors.js";
-
-/** The subset of `fs.promises` the adapter uses; node:fs and memfs both provide it. */
-export interface FsPromisesLike {
-  /** Numeric flags are only passed when the adapter was created with `directIo`. */
-  open(path: string, flags: string | number, mode?: number): Promise<FileHandleLike>;
-  mkdir(path: string, options: { recursive: true }): Promise<unknown>;
-  rename(from: string, to: string): Promise<void>;
-  link(existing: string, created: string): Promise<void>;
-  unlink(path: string): Promise<void>;
-  rmdir(path: string): Promise<void>;
-  stat(path: string): Promise<{ size: number; mtime: Date; isFile(): boolean; isDirectory(): boolean }>;
-  readdir(path: string, options: { withFileTypes: true }): Promise<{ name: string | Buffer; isDirectory(): boolean; isFile(): boolean }[]>;
-}
-
-export interface FileHandleLike {
-  read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
-  write(buffer: Uint8Array, offset: number, length: number, position?: number | null): Promise<{ bytesWritten: number }>;
-  truncate(length: number): Promise<void>;
-  sync(): Promise<void>;
-  close(): Promise<void>;
-}
 
 export interface FsStorageAdapterOptions {
   /** fsync the directory after a rename or link so the new name survives a power loss (node:fs only). */

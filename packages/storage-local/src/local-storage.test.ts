@@ -6,7 +6,8 @@ import { CheckpointError, openStorage } from "@cairn/core";
 import { storageContractSuite } from "@cairn/core/testing";
 import { Volume, createFsFromVolume } from "memfs";
 import { afterAll, describe, expect, it } from "vitest";
-import { type FsPromisesLike, FsStorageAdapter } from "./fs-storage-adapter.js";
+import { FsStorageAdapter } from "./fs-storage-adapter.js";
+import type { FsPromisesLike } from "./fs-like.js";
 import { openFileStorageForWorker } from "./local-storage.js";
 import "./index.js";
 

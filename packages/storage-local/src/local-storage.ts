@@ -3,7 +3,8 @@ import { fileURLToPath } from "node:url";
 import { CheckpointError, type StorageAdapter, redactUrl } from "@cairn/core";
 import { Volume, createFsFromVolume } from "memfs";
 import { blockingFs } from "./blocking-fs.js";
-import { type FsPromisesLike, FsStorageAdapter } from "./fs-storage-adapter.js";
+import { FsStorageAdapter } from "./fs-storage-adapter.js";
+import type { FsPromisesLike } from "./fs-like.js";
 
 function invalidUrl(protocol: string, url: URL, what: string, cause?: unknown): CheckpointError {
   return new CheckpointError("invalid_argument", `[${protocol}] ${redactUrl(url)}: ${what}`, { cause, context: { path: redactUrl(url), protocol } });
