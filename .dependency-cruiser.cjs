@@ -1,7 +1,30 @@
-// Import rules checked by `pnpm lint` (depcruise): no cycles, and core depends on no other package.
+// Import rules checked by `pnpm lint` (depcruise): no cycles, core depends on no other package,
+// and each folder of core imports only the folders below it in the flow (see each folder's README).
+
+/** What each folder of packages/core/src may import, besides itself and the root's errors.ts and process-group.ts. */
+const CORE_LAYERS = {
+  storage: [],
+  state: [],
+  format: ["state"],
+  plan: ["state", "format"],
+  stage: ["state", "format", "plan"],
+  save: ["state", "format", "plan", "stage", "storage"],
+  background: ["state", "format", "plan", "stage", "save", "storage"],
+  load: ["state", "format", "plan", "storage"],
+};
+
+const layerRules = Object.entries(CORE_LAYERS).map(([folder, below]) => ({
+  name: `core-${folder}-imports-below`,
+  severity: "error",
+  comment: `core/src/${folder} may import only: ${below.join(", ") || "nothing else of core"} (and errors.ts, process-group.ts).`,
+  from: { path: `^packages/core/src/${folder}/`, pathNot: "\\.test\\.ts$" },
+  to: { path: "^packages/core/src/", pathNot: `^packages/core/src/(${[folder, ...below].join("|")})/|^packages/core/src/(errors|process-group)\\.ts$` },
+}));
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
+    ...layerRules,
     {
       name: "no-cycles",
       severity: "error",
