@@ -6,8 +6,8 @@ import type { CRC32CValidator } from "@google-cloud/storage";
 
 /**
  * CRC32C on core's native code, for the SDK's upload validation (its `crc32cGenerator` hook) and
- * the adapter's check of whole-object downloads (`validation: "crc32c"`). The SDK's own validator is byte-at-a-time JavaScript (290 MB/s against 6 GB/s for core's, on the
- * 2-vCPU benchmark machine), run on every byte of every upload. Same checksum, same checks: the
+ * the adapter's check of whole-object downloads (`validation: "crc32c"`), in place of the SDK's
+ * byte-at-a-time JavaScript validator, which runs on every byte of every upload. Same checksum, same checks: the
  * SDK compares `toString()`/`validate()` with the hash the server reports after each upload, so a
  * wrong value here fails every write.
  */

@@ -62,9 +62,8 @@ function handled(write: Promise<void>): Promise<void> {
 
 /**
  * Writes a body into a file opened with O_DIRECT, so its bytes go from memory to the device
- * without being copied into the page cache. That copy, not the disk, is what a big buffered
- * write costs: in a VM it takes seconds of kernel CPU per GiB (docs/benchmarks.md), which a
- * training thread then has to share. The body's parts are copied into aligned buffers and
+ * without being copied into the page cache: that copy, not the disk, is what a big buffered
+ * write costs in kernel CPU, which a training thread then has to share. The body's parts are copied into aligned buffers and
  * written in whole blocks, several at a time; the last block is padded and the file truncated to
  * the body's length.
  *

@@ -17,10 +17,8 @@ if (!port) throw new Error("upload-worker.ts runs only as a worker thread");
 
 /**
  * Nice 19 for this thread alone (Linux nice values are per thread; its id is the first field of
- * /proc/thread-self/stat). Where cores are few, the training thread then wins every contest for
- * a core, and the upload takes what is left, which is enough now that it copies little: on 2
- * vCPUs, training steps slowed 10–18 % during a save instead of 23–37 % (docs/benchmarks.md).
- * Elsewhere the thread keeps its priority.
+ * /proc/thread-self/stat), so where cores are few the training thread wins every contest for a
+ * core. Elsewhere the thread keeps its priority.
  */
 function yieldToTraining(): void {
   try {
