@@ -6,7 +6,7 @@ import { runTypeScript, spawnTypeScript } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
 
 const example = fileURLToPath(new URL("./distributed.ts", import.meta.url));
-const cairnRun = fileURLToPath(new URL("../../packages/core/src/cairn-run.ts", import.meta.url));
+const cairnRun = fileURLToPath(new URL("../../packages/distributed/src/cairn-run.ts", import.meta.url));
 const dirs: string[] = [];
 afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
 

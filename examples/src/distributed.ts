@@ -7,7 +7,8 @@
 // end the latest step is loaded column-sharded, under renamed keys, with a custom LoadPlanner.
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
-import { type HostTensor, hostTensor, initProcessGroup, layoutBoxes, load, shardedTensor } from "@cairn/core";
+import { type HostTensor, hostTensor, layoutBoxes, load, shardedTensor } from "@cairn/core";
+import { initProcessGroup } from "@cairn/distributed";
 import "@cairn/storage-local";
 import { CheckpointManager } from "@cairn/manager";
 import { RenamingLoadPlanner } from "./renaming-load-planner.js";

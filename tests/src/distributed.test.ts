@@ -1,14 +1,14 @@
 import { readdir, stat } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { type DType, itemSize, load, numel, readMetadata, save } from "@cairn/core";
-import { freePort } from "@cairn/core";
+import { freePort } from "@cairn/distributed";
 import { runTypeScript, spawnTypeScript } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
 import { TENSORS } from "./fixtures/distributed-state.js";
 import { tempDir } from "./helpers.js";
 
 const RANK_SCRIPT = fileURLToPath(new URL("./fixtures/distributed-rank.ts", import.meta.url));
-const CAIRN_RUN = fileURLToPath(new URL("../../packages/core/src/cairn-run.ts", import.meta.url));
+const CAIRN_RUN = fileURLToPath(new URL("../../packages/distributed/src/cairn-run.ts", import.meta.url));
 
 type Result = Record<string, unknown> & { rank: number };
 

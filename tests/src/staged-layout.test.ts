@@ -1,4 +1,5 @@
-import { DefaultSavePlanner, type HostTensor, TcpProcessGroup, asyncSave, freePort, hostTensor, load } from "@cairn/core";
+import { DefaultSavePlanner, type HostTensor, asyncSave, hostTensor, load } from "@cairn/core";
+import { TcpProcessGroup, freePort } from "@cairn/distributed";
 import { describe, expect, it } from "vitest";
 import { openRecording } from "./fixtures/recording-file-storage.js";
 import { sampleTensor, tempDir } from "./helpers.js";

@@ -65,9 +65,6 @@ export { type StorageFactory, type StorageOptions, registerStorage, registeredPr
 export { type ProgressDeadline, type ProgressDeadlineOptions, DEFAULT_PROGRESS_TIMEOUT_MS, progressDeadline, touching } from "./storage/progress-deadline.js";
 export { type RetryPolicy, type RetryOptions, DEFAULT_RETRY_POLICY, TRANSIENT_NETWORK_CODES, withRetry, isTransient, sleep } from "./storage/retry.js";
 export { type ProcessGroup, type CoordinatedProcessGroup, SingleProcessGroup, isCoordinated } from "./process-group.js";
-export { type TcpProcessGroupOptions, TcpProcessGroup } from "./tcp-process-group.js";
-export { type InitProcessGroupOptions, type InitializedProcessGroup, initProcessGroup } from "./init-process-group.js";
-export { type LaunchOptions, type LaunchResult, launchRanks, parseLaunchArgs, freePort } from "./launch-ranks.js";
 export { type CheckpointOptions, type OpenedCheckpoint, openCheckpoint } from "./storage/checkpoint-location.js";
 export { type SavePlanner, type SavePlan, type WriteItem, type PlannedValue, type DataFilePlan, type GlobalSavePlan, type GlobalPlanContext } from "./plan/save-planner.js";
 export { DefaultSavePlanner } from "./plan/default-save-planner.js";

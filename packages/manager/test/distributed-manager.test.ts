@@ -7,7 +7,7 @@ import { runTypeScript } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
 
 const RANK = fileURLToPath(new URL("./fixtures/manager-rank.ts", import.meta.url));
-const CAIRN_RUN = fileURLToPath(new URL("../../core/src/cairn-run.ts", import.meta.url));
+const CAIRN_RUN = fileURLToPath(new URL("../../distributed/src/cairn-run.ts", import.meta.url));
 const dirs: string[] = [];
 afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
 

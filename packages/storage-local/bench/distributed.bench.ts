@@ -11,7 +11,7 @@ import { dropCaches, median } from "./bench-support.js";
 import { runTypeScript } from "@cairn/core/testing";
 
 const RANK = fileURLToPath(new URL("./distributed-bench-rank.ts", import.meta.url));
-const CAIRN_RUN = fileURLToPath(new URL("../../core/src/cairn-run.ts", import.meta.url));
+const CAIRN_RUN = fileURLToPath(new URL("../../distributed/src/cairn-run.ts", import.meta.url));
 const rounds = Number(process.env.CAIRN_BENCH_ROUNDS ?? 2);
 const MiB = 1 << 20;
 

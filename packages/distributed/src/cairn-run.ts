@@ -1,5 +1,5 @@
 // cairn-run: starts N local ranks of a script, like torchrun. The logic is in launch-ranks.ts.
-import { isCheckpointError } from "./errors.js";
+import { isCheckpointError } from "@cairn/core";
 import { LAUNCH_USAGE, type LaunchOptions, launchRanks, parseLaunchArgs } from "./launch-ranks.js";
 
 async function main(): Promise<void> {

@@ -1,5 +1,4 @@
-import { CheckpointError } from "./errors.js";
-import { SingleProcessGroup } from "./process-group.js";
+import { CheckpointError, SingleProcessGroup } from "@cairn/core";
 import { TcpProcessGroup } from "./tcp-process-group.js";
 
 export interface InitProcessGroupOptions {

@@ -1,5 +1,5 @@
 import { type Server, type Socket, createServer } from "node:net";
-import { CheckpointError } from "./errors.js";
+import { CheckpointError } from "@cairn/core";
 import { onJsonLines, sendJsonLine } from "./json-lines.js";
 
 /** The collectives the server runs; every rank of a collective must name the same one. */

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
-import { CheckpointError } from "./errors.js";
+import { CheckpointError } from "@cairn/core";
 
 export interface LaunchOptions {
   /** Ranks to start on this host (torchrun's `--nproc-per-node`). */
@@ -114,7 +114,7 @@ export async function launchRanks(options: LaunchOptions, signals: NodeJS.EventE
 export const LAUNCH_USAGE = `usage: cairn-run --nproc-per-node N [--nnodes M --node-rank R] [--master-addr A] [--master-port P] [--] <script.js|script.ts|program> [args...]
 
 Starts N ranks of a script with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
-MASTER_PORT set, as torchrun does; the script joins with initProcessGroup() from @cairn/core.
+MASTER_PORT set, as torchrun does; the script joins with initProcessGroup() from @cairn/distributed.
 A .js/.mjs/.ts script runs under this Node with its flags; anything else runs as a program.
 SIGTERM and SIGINT are passed to every rank; if a rank fails the others are stopped, and
 cairn-run exits with the failed rank's code.`;

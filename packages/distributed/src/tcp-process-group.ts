@@ -1,9 +1,8 @@
 import { type Socket, connect } from "node:net";
-import { CheckpointError } from "./errors.js";
+import { setTimeout as sleep } from "node:timers/promises";
+import { CheckpointError, type CoordinatedProcessGroup, type ProcessGroup } from "@cairn/core";
 import { onJsonLines, sendJsonLine } from "./json-lines.js";
-import type { CoordinatedProcessGroup, ProcessGroup } from "./process-group.js";
 import { type ClientMessage, type CollectiveKind, RendezvousServer, type ServerMessage } from "./rendezvous-server.js";
-import { sleep } from "./storage/retry.js";
 
 export interface TcpProcessGroupOptions {
   readonly rank: number;
