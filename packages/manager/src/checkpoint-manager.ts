@@ -20,7 +20,8 @@ import PQueue from "p-queue";
 import { type CheckpointManagerOptions, checkManagerArguments } from "./checkpoint-manager-options.js";
 import { type RestoreOptions, type SaveStepOptions, checkListener, checkRestoreArguments, checkSaveStepOptions, checkStateDict } from "./manager-arguments.js";
 import { ManagerEmitter, type ManagerEventName, type ManagerEvents } from "./manager-events.js";
-import { type PreemptionSource, SignalPreemptionSource } from "./preemption.js";
+import { SignalPreemptionSource } from "./preemption.js";
+import { PreemptionWatch } from "./preemption-watch.js";
 import { RetentionRunner } from "./retention-runner.js";
 import { checkStep, stepDir } from "./step-naming.js";
 import { type RetentionFailure, type StepMetadata, StepStore } from "./step-store.js";
@@ -28,9 +29,6 @@ import { type RetentionFailure, type StepMetadata, StepStore } from "./step-stor
 export type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
 export type { RestoreOptions, SaveStepOptions } from "./manager-arguments.js";
 export type { RetentionFailure } from "./step-store.js";
-
-/** The topic a preemption notice is posted on, and the tag of the one collective that agrees on its step. */
-const PREEMPTION_TOPIC = "cairn/preemption";
 
 export type { StepMetadata } from "./step-store.js";
 
@@ -81,20 +79,13 @@ export class CheckpointManager {
   readonly #pending = new Map<number, Promise<void>>();
   /** Steps a `save` is writing: like pending ones, never touched by a retention pass running meanwhile. */
   readonly #saving = new Set<number>();
-  readonly #preemptionSources: PreemptionSource[] = [];
   readonly #group: CoordinatedProcessGroup;
-  readonly #unsubscribe: () => void;
+  readonly #preemption: PreemptionWatch;
   #store: Promise<StepStore> | undefined;
   #retention: RetentionRunner | undefined;
   /** Several ranks only: the barriers after each commit, in order. */
   #background: Promise<void> = Promise.resolve();
   #backgroundError: unknown;
-  #preemptionNotice: string | undefined;
-  /** Several ranks only: the agreement on the preemption step, its result, and the last step this rank entered. */
-  #agreement: Promise<number> | undefined;
-  #preemptionTarget: number | undefined;
-  #lastStep = -1;
-  #preemptionStep: number | undefined;
   #closed: JoinResult | undefined;
 
   constructor(location: string | StorageAdapter, saveInterval: number, options: CheckpointManagerOptions = {}) {
@@ -105,18 +96,13 @@ export class CheckpointManager {
     this.#options = options;
     this.#pool = new StagingPool(options.stagingBudget === undefined ? {} : { maxBytes: options.stagingBudget });
     this.#uploads = new PQueue({ concurrency: options.maxPendingAsync ?? 1 });
-    if ((options.checkpointOnPreemption ?? true) && !options.readOnly) {
-      this.#preemptionSources.push(new SignalPreemptionSource(options.preemptionSignals ?? ["SIGTERM"], options.signalTarget), ...(options.preemptionSources ?? []));
-      for (const source of this.#preemptionSources) {
-        source.start(
-          (reason) => this.#group.post(PREEMPTION_TOPIC, { reason }),
-          (error) => this.#events.report({ error, operation: "preemption" }),
-        );
-      }
-    }
     if (!options.readOnly && options.uploadWorker !== false && writtenByWorker(location)) startUploadWorker();
-    // A notice on any rank reaches every rank through the group (alone: from this process).
-    this.#unsubscribe = this.#group.on(PREEMPTION_TOPIC, (value, from) => this.#onPreemption((value as { reason: string }).reason, from));
+    const watched = (options.checkpointOnPreemption ?? true) && !options.readOnly;
+    this.#preemption = new PreemptionWatch({
+      group: this.#group,
+      sources: watched ? [new SignalPreemptionSource(options.preemptionSignals ?? ["SIGTERM"], options.signalTarget), ...(options.preemptionSources ?? [])] : [],
+      events: this.#events,
+    });
   }
 
   /** Subscribes to `staged`, `committed`, `error` or `preemption`; returns the unsubscribe function. */
@@ -130,13 +116,12 @@ export class CheckpointManager {
    * notice (with several ranks: at the agreed step, or when this call must join the agreement).
    */
   shouldSave(step: number): boolean {
-    return checkStep(step) % this.saveInterval === 0 || (this.#preemptionPending() && (this.#group.worldSize === 1 || (this.#preemptionTarget ?? step) === step));
+    return checkStep(step) % this.saveInterval === 0 || this.#preemption.mayBeDue(step);
   }
 
   /** True once a preemption notice arrived and its checkpoint is committed at `step` or before: stop training. */
   reachedPreemption(step: number): boolean {
-    checkStep(step);
-    return this.#preemptionStep !== undefined && step >= this.#preemptionStep;
+    return this.#preemption.reached(checkStep(step));
   }
 
   /**
@@ -212,8 +197,7 @@ export class CheckpointManager {
   /** Joins, removes the preemption handlers and releases storage and staging buffers. Unusable afterwards; closing again resolves the same result. */
   async close(): Promise<JoinResult> {
     if (this.#closed) return this.#closed;
-    for (const source of this.#preemptionSources) source.stop();
-    this.#unsubscribe();
+    this.#preemption.stop();
     let result: JoinResult = { retentionFailures: [] };
     try {
       result = await this.join();
@@ -230,19 +214,9 @@ export class CheckpointManager {
     checkStep(step);
     checkStateDict(stateDict);
     checkSaveStepOptions(options);
-    this.#lastStep = step;
+    this.#preemption.enter(step);
     this.#throwBackgroundError();
-    if (this.#agreement && this.#preemptionTarget === undefined) {
-      this.#preemptionTarget = await this.#agreement;
-      if (step > this.#preemptionTarget) {
-        throw new CheckpointError(
-          "invalid_argument",
-          `the ranks agreed to checkpoint for preemption at step ${this.#preemptionTarget}, but this rank is already at step ${step}; with a process group, call save or saveAsync at every step`,
-          { context: { step } },
-        );
-      }
-    }
-    const forPreemption = this.#preemptionPending() && (this.#group.worldSize === 1 || this.#preemptionTarget === step);
+    const forPreemption = await this.#preemption.isDue(step);
     if (!(step % this.saveInterval === 0 || options.force || forPreemption)) return false;
     this.#checkWritable("save");
     const store = await this.#open();
@@ -252,7 +226,7 @@ export class CheckpointManager {
     if (this.#pending.has(step)) throw new CheckpointError("already_exists", `step ${step} is already being saved`, { context: { step } });
     if (await store.isCommitted(step)) {
       if (forPreemption && !options.overwrite) {
-        this.#preemptionStep = step;
+        this.#preemption.checkpointed(step);
         return true;
       }
       if (!options.overwrite) {
@@ -296,7 +270,7 @@ export class CheckpointManager {
     } finally {
       this.#saving.delete(step);
     }
-    if (forPreemption) this.#preemptionStep = step;
+    if (forPreemption) this.#preemption.checkpointed(step);
     return true;
   }
 
@@ -320,30 +294,6 @@ export class CheckpointManager {
     if (this.#group.worldSize === 1) return;
     this.#background = this.#background.then(() => pass).then(() => group.barrier());
     await this.#background;
-  }
-
-  /**
-   * Alone, the next save is the preemption checkpoint. With several ranks, each reports the
-   * last step it entered as soon as the notice arrives, from here rather than from the training
-   * loop (so no rank's loop waits on another's), and the step after the latest of them is where
-   * every rank saves: no rank can have passed it, as each waits for the answer at its next step.
-   */
-  #onPreemption(reason: string, from: number): void {
-    if (this.#preemptionNotice !== undefined) return;
-    this.#preemptionNotice = reason;
-    if (this.#group.worldSize > 1) {
-      this.#agreement = this.#group
-        .group(PREEMPTION_TOPIC)
-        .allGather(this.#lastStep)
-        .then((steps) => Math.max(...steps) + 1);
-      // Awaited by the next save; marked handled so a broken group is reported there, not as unhandled.
-      this.#agreement.catch(() => undefined);
-    }
-    this.#events.emit("preemption", { reason: this.#group.worldSize > 1 ? `${reason} (on rank ${from})` : reason });
-  }
-
-  #preemptionPending(): boolean {
-    return this.#preemptionNotice !== undefined && this.#preemptionStep === undefined;
   }
 
   async #waitForRoom(): Promise<void> {
