@@ -3,8 +3,7 @@ import { join } from "node:path";
 import { type HostTensor, hostTensor, load, openStorage, readMetadata, save } from "@cairn/core";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
-import { readSafetensorsHeader, safetensorsEntries } from "../src/safetensors-file.js";
-import { writeCheckpoint } from "../src/write-checkpoint.js";
+import { readSafetensorsHeader, safetensorsEntries, writeCheckpoint } from "@cairn/core/ops";
 import { cairn, jsonLines, pattern, tempDir, withStorage } from "./helpers.js";
 import { writeSafetensorsSpec } from "./safetensors-reader.js";
 

@@ -3,9 +3,7 @@ import { readFile, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { type HostTensor, type StateDict, type StorageAdapter, DTYPE_NAMES, hostTensor, load, readMetadata, safetensorsDType, save, shardedTensor } from "@cairn/core";
 import { describe, expect, it } from "vitest";
-import { CheckpointReader } from "../src/checkpoint-reader.js";
-import { exportSafetensors, readSafetensorsHeader, safetensorsEntries } from "../src/safetensors-file.js";
-import { writeCheckpoint } from "../src/write-checkpoint.js";
+import { CheckpointReader, exportSafetensors, readSafetensorsHeader, safetensorsEntries, writeCheckpoint } from "@cairn/core/ops";
 import { cairn, gridBoxes, jsonLines, pattern, sliceBox, tempDir, withStorage, writeShardedCheckpoint } from "./helpers.js";
 import { readSafetensorsSpec, writeSafetensorsSpec } from "./safetensors-reader.js";
 

@@ -1,8 +1,8 @@
+import { copyCheckpoint, dataBytes, refuseInsideSource } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
-import { copyCheckpoint } from "../copy-checkpoint.js";
-import { refuseInsideSource, refuseVanishingMemory } from "../destination.js";
+import { refuseVanishingMemory } from "../destination.js";
 import { formatBytes } from "../progress-bar.js";
-import { dataBytes, leftNote, withCheckpoint, withLocation } from "./open.js";
+import { leftNote, withCheckpoint, withLocation } from "./open.js";
 
 export const cpCommand: CommandSpec = {
   name: "cp",

@@ -1,8 +1,7 @@
+import { CheckpointReader, exportSafetensors, refuseInsideSource } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
-import { CheckpointReader } from "../checkpoint-reader.js";
 import { formatBytes } from "../progress-bar.js";
-import { refuseInsideSource, refuseVanishingMemory } from "../destination.js";
-import { exportSafetensors } from "../safetensors-file.js";
+import { refuseVanishingMemory } from "../destination.js";
 import { withCheckpoint, withFile } from "./open.js";
 
 export const exportCommand: CommandSpec = {

@@ -1,9 +1,7 @@
-import type { CommandSpec } from "../command.js";
-import { integerOption } from "../command.js";
+import { importSafetensors, readSafetensorsHeader, refuseInsideSource } from "@cairn/core/ops";
+import { type CommandSpec, integerOption } from "../command.js";
 import { formatBytes } from "../progress-bar.js";
-import { refuseInsideSource, refuseVanishingMemory } from "../destination.js";
-import { readSafetensorsHeader, safetensorsEntries } from "../safetensors-file.js";
-import { writeCheckpoint } from "../write-checkpoint.js";
+import { refuseVanishingMemory } from "../destination.js";
 import { leftNote, withFile, withLocation } from "./open.js";
 
 export const importCommand: CommandSpec = {
@@ -30,9 +28,7 @@ export const importCommand: CommandSpec = {
         const header = await readSafetensorsHeader(input.storage, input.name, input.where);
         const total = header.tensors.reduce((n, t) => n + t.end - t.begin, 0);
         const progress = context.progress("importing", total);
-        const { entries, user } = safetensorsEntries(input.storage, input.name, header, input.where);
-        const result = await writeCheckpoint(location.storage, "", entries, {
-          user,
+        const result = await importSafetensors({ ...input, file: header }, { storage: location.storage, dir: "" }, {
           signal: context.signal,
           onWrite: (n) => progress.advance(n),
           force: options.force === true,

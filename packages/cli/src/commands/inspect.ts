@@ -1,7 +1,7 @@
-import { displayKey, valueOf } from "@cairn/core";
+import { inspectCheckpoint } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
 import { formatBytes } from "../progress-bar.js";
-import { dataBytes, table, withCheckpoint } from "./open.js";
+import { table, withCheckpoint } from "./open.js";
 
 export const inspectCommand: CommandSpec = {
   name: "inspect",
@@ -15,45 +15,21 @@ export const inspectCommand: CommandSpec = {
   maxArgs: 1,
   async run(context, [url]) {
     return withCheckpoint(context, url!, async (location, metadata) => {
-      const entries = metadata.entries.map((e) =>
-        e.kind === "value"
-          ? { key: e.key, name: displayKey(e.key), kind: e.kind, value: e.special === undefined ? valueOf(e) : null, ...(e.special ? { special: e.special } : {}) }
-          : {
-              key: e.key,
-              name: displayKey(e.key),
-              kind: e.kind,
-              dtype: e.kind === "tensor" ? e.dtype : "uint8",
-              shape: e.kind === "tensor" ? e.shape : [e.byteLength],
-              chunks: e.chunks.map(({ offsets, sizes, file, byteOffset, byteLength }) => ({ offsets, sizes, file, byteOffset, byteLength })),
-              files: [...new Set(e.chunks.map((c) => c.file))],
-            },
-      );
-      const bytes = dataBytes(metadata);
-      const json = {
-        checkpoint: location.where,
-        format: metadata.format,
-        version: metadata.version,
-        worldSize: metadata.worldSize,
-        createdAt: metadata.createdAt,
-        blockSize: metadata.checksum.blockSize,
-        bytes,
-        files: Object.entries(metadata.files).map(([name, f]) => ({ name, rank: f.rank, size: f.size })),
-        entries,
-        user: metadata.user,
-      };
+      const summary = inspectCheckpoint(metadata);
+      const { entries } = summary;
       const rows = entries.map((e) =>
         "value" in e
           ? [e.name, e.kind, "-", "-", "-", "special" in e ? String(e.special) : JSON.stringify(e.value)]
           : [e.name, e.kind, e.dtype, JSON.stringify(e.shape), String(e.chunks.length), e.files.join(" ")],
       );
       const text = [
-        `${location.where}: ${metadata.format} ${metadata.version}, ${metadata.worldSize} rank${metadata.worldSize === 1 ? "" : "s"}, committed ${metadata.createdAt}`,
-        `${metadata.entries.length} entries, ${Object.keys(metadata.files).length} data files, ${formatBytes(bytes)}, CRC32C blocks of ${formatBytes(metadata.checksum.blockSize)}`,
-        ...(Object.keys(metadata.user).length > 0 ? [`user metadata: ${JSON.stringify(metadata.user).slice(0, 300)}`] : []),
+        `${location.where}: ${summary.format} ${summary.version}, ${summary.worldSize} rank${summary.worldSize === 1 ? "" : "s"}, committed ${summary.createdAt}`,
+        `${entries.length} entries, ${summary.files.length} data files, ${formatBytes(summary.bytes)}, CRC32C blocks of ${formatBytes(summary.blockSize)}`,
+        ...(Object.keys(summary.user).length > 0 ? [`user metadata: ${JSON.stringify(summary.user).slice(0, 300)}`] : []),
         "",
         table([["KEY", "KIND", "DTYPE", "SHAPE", "CHUNKS", "FILES / VALUE"], ...rows]),
       ].join("\n");
-      context.result(json, text);
+      context.result({ checkpoint: location.where, ...summary }, text);
     });
   },
 };

@@ -26,11 +26,6 @@ export function withCheckpoint<T>(context: CommandContext, url: string, use: (lo
   return withLocation(context, url, async (location) => use(location, await checkpointMetadata(location, context.signal)));
 }
 
-/** Total bytes of a checkpoint's data files. */
-export function dataBytes(metadata: CheckpointMetadata): number {
-  return Object.values(metadata.files).reduce((n, f) => n + f.size, 0);
-}
-
 /** Text for a result: the data files of a replaced checkpoint that could not be deleted, if any. */
 export function leftNote(files: readonly string[]): string {
   return files.length === 0 ? "" : `; the replaced checkpoint's data files ${files.join(", ")} could not be deleted (nothing refers to them: delete them when convenient)`;

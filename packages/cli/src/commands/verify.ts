@@ -1,9 +1,9 @@
 import { type CheckpointMetadata, CheckpointError, METADATA_FILE, isCheckpointError } from "@cairn/core";
+import { dataBytes, verifyCheckpoint } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
 import { checkpointMetadata } from "../location.js";
 import { formatBytes } from "../progress-bar.js";
-import { verifyCheckpoint } from "../verify-checkpoint.js";
-import { dataBytes, withLocation } from "./open.js";
+import { withLocation } from "./open.js";
 
 export const verifyCommand: CommandSpec = {
   name: "verify",

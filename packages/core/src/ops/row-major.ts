@@ -1,4 +1,5 @@
-import { type Box, numel } from "@cairn/core";
+import type { Box } from "../state/box.js";
+import { numel } from "../state/dtypes.js";
 
 /**
  * Streaming a tensor in global row-major order out of chunks saved in any layout (rows,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { copyRows, intersectBoxes, rowLayout, rowSpan } from "@cairn/core";
+import { copyRows, intersectBoxes, rowLayout, rowSpan } from "../state/box.js";
 import { rangeBoxes } from "./row-major.js";
 
 function numel(sizes: readonly number[]): number {

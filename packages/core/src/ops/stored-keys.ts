@@ -1,6 +1,5 @@
-import { type KeyPath, CheckpointError, type CheckpointErrorCode, isForbiddenKey } from "@cairn/core";
-
-export { isForbiddenKey };
+import { CheckpointError, type CheckpointErrorCode } from "../errors.js";
+import { type KeyPath, isForbiddenKey } from "../state/state-dict.js";
 
 /** Why a key is refused, for messages. */
 export function forbiddenKeyReason(key: string): string {

@@ -1,25 +1,19 @@
-import {
-  type CheckpointMetadata,
-  type ChunkMetadata,
-  type StorageAdapter,
-  CheckpointError,
-  crc32c,
-  displayKey,
-  intersectBoxes,
-  isCheckpointError,
-  joinPath,
-  numel,
-  throwIfAborted,
-  withRetry,
-} from "@cairn/core";
 import PQueue from "p-queue";
+import { CheckpointError, isCheckpointError, throwIfAborted } from "../errors.js";
+import type { CheckpointMetadata, ChunkMetadata } from "../format/metadata.js";
+import { checkBlocks, checkFileSize, checkHeader } from "../load/read-ranges.js";
+import { intersectBoxes } from "../state/box.js";
+import { numel } from "../state/dtypes.js";
+import { displayKey } from "../state/state-dict.js";
+import { withRetry } from "../storage/retry.js";
+import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
 import { prefetched } from "./prefetch.js";
 
 /** A stretch of a data file and what its bytes must match: the header's CRC32C, or blocks of a chunk. */
 export interface FilePiece {
   readonly start: number;
   readonly end: number;
-  readonly header?: number;
+  readonly header?: true;
   readonly chunk?: { readonly meta: ChunkMetadata; readonly key: string; readonly firstBlock: number };
 }
 
@@ -68,7 +62,7 @@ export function filePieces(metadata: CheckpointMetadata, file: string, readBytes
   const info = metadata.files[file]!;
   const blockSize = metadata.checksum.blockSize;
   const step = Math.max(blockSize, Math.floor(readBytes / blockSize) * blockSize);
-  const pieces: FilePiece[] = [{ start: 0, end: 8 + info.headerLength, header: info.headerCrc32c }];
+  const pieces: FilePiece[] = [{ start: 0, end: 8 + info.headerLength, header: true }];
   const chunks = (chunksByFile(metadata).get(file) ?? []).sort((a, b) => a.meta.byteOffset - b.meta.byteOffset);
   let at = 8 + info.headerLength;
   for (const { meta, key } of chunks) {
@@ -84,25 +78,18 @@ export function filePieces(metadata: CheckpointMetadata, file: string, readBytes
   return pieces;
 }
 
-/** What is wrong with a piece's bytes, if anything. */
+/** What is wrong with a piece's bytes, if anything, checked as load checks what it reads. */
 export function checkPiece(metadata: CheckpointMetadata, file: string, piece: FilePiece, bytes: Uint8Array): Damage | undefined {
-  const length = piece.end - piece.start;
   const key = piece.chunk?.key;
-  if (bytes.byteLength < length) {
+  if (bytes.byteLength < piece.end - piece.start) {
     return { file, ...(key ? { key } : {}), problem: `${file} is truncated: it ends at byte ${piece.start + bytes.byteLength}, ${key ?? "its header"} needs bytes up to ${piece.end}` };
   }
-  if (piece.header !== undefined && crc32c(bytes) !== piece.header) {
-    return { file, problem: `${file}: its safetensors header does not match the checksum in metadata.json` };
-  }
-  if (piece.chunk) {
-    const blockSize = metadata.checksum.blockSize;
-    for (let at = 0; at < bytes.byteLength; at += blockSize) {
-      const block = piece.chunk.firstBlock + at / blockSize;
-      const end = Math.min(bytes.byteLength, at + blockSize);
-      if (crc32c(bytes.subarray(at, end)) !== piece.chunk.meta.crc32c[block]) {
-        return { file, key: piece.chunk.key, problem: `checksum mismatch in ${file} for ${piece.chunk.key} (block ${block}, file bytes ${piece.start + at}..${piece.start + end})` };
-      }
-    }
+  try {
+    if (piece.header) checkHeader(file, metadata, bytes);
+    if (piece.chunk) checkBlocks(piece.chunk.meta, piece.chunk.key, piece.chunk.firstBlock * metadata.checksum.blockSize, bytes, metadata.checksum.blockSize);
+  } catch (error) {
+    if (!isCheckpointError(error, "corrupt")) throw error;
+    return { file, ...(key ? { key } : {}), problem: error.message };
   }
   return undefined;
 }
@@ -138,8 +125,10 @@ function coverageProblem(shape: readonly number[], chunks: readonly ChunkMetadat
 /**
  * Reads every byte of every data file the metadata lists and checks it: each file's size and
  * header CRC32C, every block of every chunk, and that each tensor's chunks tile it exactly.
- * Damage does not stop the check: every damaged entry is reported. Memory stays bounded by
- * `concurrency` × 2 reads of `readBytes`.
+ * The checks are load's (`checkFileSize`, `checkHeader`, `checkBlocks`), but damage does not
+ * stop this one: every damaged file and entry is reported. Memory stays bounded by
+ * `concurrency` × 2 reads of `readBytes`. Called by `cairn verify` and by `copyCheckpoint` to
+ * read a copy back; throws only what storage throws (a missing file is damage) or `cancelled`.
  */
 export async function verifyCheckpoint(storage: StorageAdapter, dir: string, metadata: CheckpointMetadata, options: VerifyOptions = {}): Promise<VerifyReport> {
   const damaged: Damage[] = [];
@@ -158,13 +147,16 @@ export async function verifyCheckpoint(storage: StorageAdapter, dir: string, met
     for (const { key } of byFile.get(file) ?? []) damaged.push({ file, key, problem });
   };
   await Promise.all(
-    Object.entries(metadata.files).map(([file, info]) =>
+    Object.keys(metadata.files).map((file) =>
       queue.add(async () => {
         const path = joinPath(dir, file);
         const stat = await withRetry(() => storage.stat(path), { signal: options.signal });
-        if (!stat) return fileDamage(file, `${file} is missing`);
-        if (stat.size !== info.size) {
-          damaged.push({ file, problem: `${file} holds ${stat.size} bytes, metadata.json says ${info.size}` });
+        try {
+          await checkFileSize(file, metadata, async () => stat?.size ?? null);
+        } catch (error) {
+          if (!isCheckpointError(error, "corrupt")) throw error;
+          if (!stat) return fileDamage(file, error.message);
+          damaged.push({ file, problem: error.message });
         }
         const pieces = filePieces(metadata, file, readBytes);
         let index = 0;
@@ -173,7 +165,7 @@ export async function verifyCheckpoint(storage: StorageAdapter, dir: string, met
             const piece = pieces[index++]!;
             const damage = checkPiece(metadata, file, piece, data);
             if (!damage) continue;
-            if (piece.header !== undefined) fileDamage(file, damage.problem);
+            if (piece.header) fileDamage(file, damage.problem);
             else damaged.push(damage);
             if (data.byteLength < piece.end - piece.start) {
               for (const later of pieces.slice(index)) if (later.chunk) damaged.push({ file, key: later.chunk.key, problem: `${file} is truncated before ${later.chunk.key}` });

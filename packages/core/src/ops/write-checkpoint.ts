@@ -1,27 +1,14 @@
 import { randomBytes } from "node:crypto";
-import {
-  type ChunkMetadata,
-  type CheckpointMetadata,
-  type DataFileMetadata,
-  type EntryMetadata,
-  type StorageAdapter,
-  type ValueEntry,
-  CheckpointError,
-  DEFAULT_BLOCK_SIZE,
-  FORMAT_MAJOR,
-  FORMAT_MINOR,
-  FORMAT_NAME,
-  crc32c,
-  displayKey,
-  joinPath,
-  layoutSafetensors,
-  throwIfAborted,
-  uniqueTensorNames,
-  withRetry,
-} from "@cairn/core";
-import type { SourceTensor } from "./checkpoint-reader.js";
+import { throwIfAborted } from "../errors.js";
+import { crc32c } from "../format/crc32c.js";
+import { type ChunkMetadata, type CheckpointMetadata, type DataFileMetadata, type EntryMetadata, DEFAULT_BLOCK_SIZE, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME } from "../format/metadata.js";
+import { dataFileName } from "../format/naming.js";
+import { dataFileLayout } from "../plan/data-file-layout.js";
+import type { WriteItem } from "../plan/save-planner.js";
+import { withRetry } from "../storage/retry.js";
+import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
 import { checkpointDestination, commitCheckpoint } from "./commit-checkpoint.js";
-import { prefetched } from "./prefetch.js";
+import { type EntrySource, type SourceTensor, tensorPieces } from "./source-tensor.js";
 
 export interface WriteCheckpointOptions {
   /** User metadata of the checkpoint (`metadata.json`'s `user`). */
@@ -48,33 +35,33 @@ export interface WrittenCheckpoint {
   readonly leftFiles: readonly string[];
 }
 
-/** An entry to write: a tensor read from somewhere in ranges, or an inline value. */
-export type EntrySource = SourceTensor | ValueEntry;
-
-/** Consecutive tensors grouped into files of about `maxBytes`. */
-function groupIntoFiles(tensors: readonly SourceTensor[], maxBytes: number): SourceTensor[][] {
-  const files: SourceTensor[][] = [];
+/** Consecutive tensors grouped into files of about `maxBytes`, each as the plan's write item of the whole tensor. */
+function groupIntoFiles(tensors: readonly SourceTensor[], maxBytes: number): { tensor: SourceTensor; item: WriteItem }[][] {
+  const files: { tensor: SourceTensor; item: WriteItem }[][] = [];
   let bytes = Infinity;
-  for (const tensor of tensors) {
+  for (const [leafIndex, tensor] of tensors.entries()) {
     if (bytes > 0 && bytes + tensor.byteLength > maxBytes) {
       files.push([]);
       bytes = 0;
     }
-    files[files.length - 1]!.push(tensor);
+    const { key, kind, dtype, shape, byteLength } = tensor;
+    files[files.length - 1]!.push({ tensor, item: { leafIndex, key, kind, dtype, shape, chunk: { offsets: shape.map(() => 0), sizes: shape }, byteLength } });
     bytes += tensor.byteLength;
   }
   return files;
 }
 
 /**
- * Writes a checkpoint in format v1 from tensors read in ranges, streaming: every tensor is
- * read, checksummed and written `readBytes` at a time, so memory stays bounded whatever the
- * tensors' sizes. The commit protocol is core's: data files first (names unique to this
- * attempt), `metadata.json` last with an atomic create; a failure removes this attempt's files
- * and commits nothing. Each tensor is stored whole, as one chunk, as `save` stores an unsharded one.
+ * Writes a checkpoint in format v1 from tensors read in ranges; called by import and tfjs
+ * conversion. Streaming: every tensor is read, checksummed and written `readBytes` at a time,
+ * so memory stays bounded whatever the tensors' sizes. Data file names and layout are the
+ * plan's (`dataFileName`, `dataFileLayout`), each tensor one whole chunk as `save` stores an
+ * unsharded one; `metadata.json` is committed last through `commitCheckpoint`. A failure
+ * removes this attempt's files and commits nothing.
  *
  * Throws `already_exists` if `dir` already holds a committed checkpoint, unless `force`: then the
  * old one is replaced only once the new one is complete, and stays readable if this fails.
+ * A source's errors (`corrupt`, `invalid_argument`…) and storage errors pass through.
  */
 export async function writeCheckpoint(storage: StorageAdapter, dir: string, entries: readonly EntrySource[], options: WriteCheckpointOptions = {}): Promise<WrittenCheckpoint> {
   const where = `${storage.root.replace(/\/$/, "")}${dir ? `/${dir}` : ""}`;
@@ -82,49 +69,29 @@ export async function writeCheckpoint(storage: StorageAdapter, dir: string, entr
   const blockSize = options.blockSize ?? DEFAULT_BLOCK_SIZE;
   const readBytes = Math.max(blockSize, Math.floor((options.readBytes ?? 8 << 20) / blockSize) * blockSize);
   const attempt = randomBytes(6).toString("hex");
-  const tensors = entries.filter((e): e is SourceTensor => e.kind !== "value");
-  const groups = groupIntoFiles(tensors, options.maxFileBytes ?? 1 << 30);
+  const groups = groupIntoFiles(
+    entries.filter((e): e is SourceTensor => e.kind !== "value"),
+    options.maxFileBytes ?? 1 << 30,
+  );
   const files: Record<string, DataFileMetadata> = {};
-  const chunks = new Map<SourceTensor, ChunkMetadata>();
+  const chunks = new Map<EntrySource, ChunkMetadata>();
   const written: string[] = [];
   let bytes = 0;
   try {
     for (const [index, group] of groups.entries()) {
-      const name = `data-r0-${index}-${attempt}.safetensors`;
-      const names = uniqueTensorNames(group.map((t) => displayKey(t.key)));
-      const layout = layoutSafetensors(
-        group.map((t, i) => ({ name: names[i]!, dtype: t.dtype, shape: t.shape, byteLength: t.byteLength })),
-        { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` },
-      );
+      const name = dataFileName(0, index, attempt);
+      const { names, layout } = dataFileLayout(group.map((g) => g.item));
       const body = async function* (): AsyncGenerator<Uint8Array> {
         yield layout.header;
-        for (const [i, tensor] of group.entries()) {
+        for (const [i, { tensor }] of group.entries()) {
           const sums: number[] = [];
-          const pieces = [];
-          for (let at = 0; at < tensor.byteLength; at += readBytes) pieces.push({ at, length: Math.min(readBytes, tensor.byteLength - at) });
-          for await (const data of prefetched(pieces, 2, async ({ at, length }) => {
-            throwIfAborted(options.signal, "the write");
-            const data = await tensor.read(at, length);
-            if (data.byteLength !== length) {
-              throw new CheckpointError("corrupt", `${displayKey(tensor.key)}: got ${data.byteLength} bytes at byte ${at} of the tensor where ${length} were expected; its source is truncated`, {
-                context: { key: displayKey(tensor.key) },
-              });
-            }
-            return data;
-          })) {
+          for await (const data of tensorPieces(tensor, readBytes, options.signal)) {
             for (let b = 0; b < data.byteLength; b += blockSize) sums.push(crc32c(data.subarray(b, Math.min(data.byteLength, b + blockSize))));
             yield data;
             options.onWrite?.(data.byteLength);
           }
-          chunks.set(tensor, {
-            offsets: tensor.shape.map(() => 0),
-            sizes: tensor.shape,
-            file: name,
-            tensorName: names[i]!,
-            byteOffset: layout.offsets[i]!,
-            byteLength: tensor.byteLength,
-            crc32c: sums,
-          });
+          const whole = { offsets: tensor.shape.map(() => 0), sizes: tensor.shape };
+          chunks.set(tensor, { ...whole, file: name, tensorName: names[i]!, byteOffset: layout.offsets[i]!, byteLength: tensor.byteLength, crc32c: sums });
         }
       };
       written.push(name);

@@ -1,13 +1,10 @@
 import { randomBytes } from "node:crypto";
-import {
-  type CheckpointMetadata,
-  type DataFileMetadata,
-  type StorageAdapter,
-  CheckpointError,
-  joinPath,
-  withRetry,
-} from "@cairn/core";
 import PQueue from "p-queue";
+import { CheckpointError } from "../errors.js";
+import type { CheckpointMetadata, DataFileMetadata } from "../format/metadata.js";
+import { dataFileName } from "../format/naming.js";
+import { withRetry } from "../storage/retry.js";
+import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
 import { checkpointDestination, commitCheckpoint } from "./commit-checkpoint.js";
 import { checkPiece, filePieces, readPieces, throwIfDamaged, verifyCheckpoint } from "./verify-checkpoint.js";
 
@@ -33,14 +30,14 @@ export interface CopyResult {
   readonly leftFiles: readonly string[];
 }
 
-/** Data files get names unique to this copy (`data-r<rank>-<n>-<attempt>`), so two copies racing for one destination never share a file. */
+/** Data files get names unique to this copy, by the rule every writer follows, so two copies racing for one destination never share a file. */
 function renameFiles(metadata: CheckpointMetadata, attempt: string): Map<string, string> {
   const names = new Map<string, string>();
   const perRank = new Map<number, number>();
   for (const [file, info] of Object.entries(metadata.files).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     const n = perRank.get(info.rank) ?? 0;
     perRank.set(info.rank, n + 1);
-    names.set(file, `data-r${info.rank}-${n}-${attempt}.safetensors`);
+    names.set(file, dataFileName(info.rank, n, attempt));
   }
   return names;
 }
@@ -49,12 +46,13 @@ function renameFiles(metadata: CheckpointMetadata, attempt: string): Map<string,
  * Copies a committed checkpoint between any two storages, byte for byte, streaming: every
  * byte is checked against the source's checksums as it passes (a damaged source is never
  * copied), the destination's files are read back and checked (unless `readBack: false`), and
- * `metadata.json` is written last, with an atomic create, so the copy is committed only once
- * complete. The copy's metadata differs from the source's only in its data file names.
+ * `metadata.json` is committed last through `commitCheckpoint`, so the copy is visible only
+ * once complete. The copy's metadata differs from the source's only in its data file names.
  *
- * Throws `already_exists` if the destination holds a committed checkpoint (unless `force`: then it
- * is replaced once the copy is complete, and stays readable if the copy fails), `corrupt` if the
- * source (or the written copy) is damaged; on any failure the copy's files are removed.
+ * Called by `cairn cp`. Throws `already_exists` if the destination holds a committed checkpoint
+ * (unless `force`: then it is replaced once the copy is complete, and stays readable if the copy
+ * fails), `corrupt` if the source (or the written copy) is damaged; on any failure the copy's
+ * files are removed.
  */
 export async function copyCheckpoint(
   source: { storage: StorageAdapter; dir: string; metadata: CheckpointMetadata; where: string },

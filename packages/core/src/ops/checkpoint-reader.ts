@@ -1,0 +1,98 @@
+import type { BytesEntry, CheckpointMetadata, TensorEntry } from "../format/metadata.js";
+import { CheckpointError, throwIfAborted } from "../errors.js";
+import { readRanges } from "../load/read-ranges.js";
+import { DefaultLoadPlanner } from "../plan/default-load-planner.js";
+import type { LoadRequest } from "../plan/load-planner.js";
+import { type DType, itemSize, numel } from "../state/dtypes.js";
+import { displayKey } from "../state/state-dict.js";
+import { withRetry } from "../storage/retry.js";
+import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
+import { rangeBoxes } from "./row-major.js";
+import type { SourceTensor } from "./source-tensor.js";
+
+export interface CheckpointReaderOptions {
+  readonly signal?: AbortSignal;
+  /** Called with the bytes of every storage read, for progress. */
+  readonly onRead?: (bytes: number) => void;
+}
+
+const PLANNER = new DefaultLoadPlanner();
+
+/**
+ * Reads tensors of a committed checkpoint in global row-major order, whatever boxes their
+ * chunks are: a byte range of a tensor is a few boxes, planned by the default load planner and
+ * read by load's `readRanges` (block-aligned reads, every block checked against its CRC32C,
+ * each data file's size and header checked once). Called by export and tfjs conversion;
+ * `read` throws `corrupt` on damage, `cancelled` when the signal aborts, `storage` errors as they come.
+ */
+export class CheckpointReader {
+  readonly storage: StorageAdapter;
+  readonly dir: string;
+  readonly metadata: CheckpointMetadata;
+  readonly #options: CheckpointReaderOptions;
+  readonly #checkedFiles = new Set<string>();
+
+  constructor(storage: StorageAdapter, dir: string, metadata: CheckpointMetadata, options: CheckpointReaderOptions = {}) {
+    this.storage = storage;
+    this.dir = dir;
+    this.metadata = metadata;
+    this.#options = options;
+  }
+
+  /** The entry as a `SourceTensor`; bytes blobs read as a 1-D uint8 tensor. */
+  tensor(entry: TensorEntry | BytesEntry): SourceTensor {
+    const dtype: DType = entry.kind === "tensor" ? entry.dtype : "uint8";
+    const shape = entry.kind === "tensor" ? entry.shape : [entry.byteLength];
+    return {
+      kind: entry.kind,
+      key: entry.key,
+      dtype,
+      shape,
+      byteLength: numel(shape) * itemSize(dtype),
+      read: (offset, length) => this.#read(entry, dtype, shape, offset, length),
+    };
+  }
+
+  async #read(entry: TensorEntry | BytesEntry, dtype: DType, shape: readonly number[], offset: number, length: number): Promise<Uint8Array> {
+    const { signal, onRead } = this.#options;
+    throwIfAborted(signal, "the read");
+    const size = itemSize(dtype);
+    const out = new Uint8Array(length);
+    const key = displayKey(entry.key);
+    const boxes = rangeBoxes(shape, offset / size, (offset + length) / size);
+    const requests = boxes.map((box): LoadRequest => ({ key: entry.key, kind: entry.kind, dtype, shape, box }));
+    // The plan of this entry alone: the planner indexes every entry it is given.
+    const plan = PLANNER.createLoadPlan({ ...this.metadata, entries: [entry] }, requests, { partial: false });
+    const filled = plan.items.reduce((n, item) => n + numel(item.region.sizes) * size, 0);
+    if (filled !== length) {
+      throw new CheckpointError("corrupt", `${key}: its chunks overlap in bytes ${offset}..${offset + length} of the tensor; the checkpoint's metadata is damaged`, { context: { key } });
+    }
+    let at = 0;
+    const destinations = boxes.map((box) => {
+      const buffer = out.subarray(at, (at += numel(box.sizes) * size));
+      return { key, box, buffer, itemSize: size };
+    });
+    const remote = this.storage.remote === true;
+    await readRanges(
+      this.metadata,
+      plan.items,
+      destinations,
+      async (file, from, count, buffers = {}) => {
+        const data = await withRetry(() => this.storage.read(joinPath(this.dir, file), { offset: from, length: count }, { signal, ...buffers }), { signal });
+        onRead?.(data.byteLength + (buffers.head && data.byteLength > 0 ? buffers.head.byteLength : 0));
+        return data;
+      },
+      {
+        headerInFirstRange: remote,
+        rereadDamaged: remote,
+        sizeOf: async (file) => (await withRetry(() => this.storage.stat(joinPath(this.dir, file)), { signal }))?.size ?? null,
+        checkedFiles: this.#checkedFiles,
+        concurrency: 4,
+        maxReadBytes: 8 << 20,
+        maxInflightBytes: 64 << 20,
+        ...(signal ? { signal } : {}),
+      },
+    );
+    return out;
+  }
+}

@@ -1,0 +1,67 @@
+import { type CheckpointMetadata, valueOf } from "../format/metadata.js";
+import type { DType } from "../state/dtypes.js";
+import { type KeyPath, displayKey } from "../state/state-dict.js";
+
+/** One entry of a checkpoint as `inspectCheckpoint` shows it. */
+export type InspectedEntry =
+  | { readonly key: KeyPath; readonly name: string; readonly kind: "value"; readonly value: unknown; readonly special?: string }
+  | {
+      readonly key: KeyPath;
+      readonly name: string;
+      readonly kind: "tensor" | "bytes";
+      readonly dtype: DType;
+      readonly shape: readonly number[];
+      readonly chunks: readonly { offsets: readonly number[]; sizes: readonly number[]; file: string; byteOffset: number; byteLength: number }[];
+      /** The data files its chunks are in, each once. */
+      readonly files: readonly string[];
+    };
+
+export interface CheckpointSummary {
+  readonly format: string;
+  readonly version: string;
+  readonly worldSize: number;
+  readonly createdAt: string;
+  readonly blockSize: number;
+  /** Bytes of all data files. */
+  readonly bytes: number;
+  readonly files: readonly { readonly name: string; readonly rank: number; readonly size: number }[];
+  readonly entries: readonly InspectedEntry[];
+  readonly user: Readonly<Record<string, unknown>>;
+}
+
+/** Total bytes of a checkpoint's data files. */
+export function dataBytes(metadata: CheckpointMetadata): number {
+  return Object.values(metadata.files).reduce((n, f) => n + f.size, 0);
+}
+
+/**
+ * A checkpoint's entries and files from its metadata alone (no data read): kind, dtype, global
+ * shape, chunks and files of each entry, inline values with their value (a special number such
+ * as NaN as `null` plus `special`). Called by `cairn inspect`; throws nothing.
+ */
+export function inspectCheckpoint(metadata: CheckpointMetadata): CheckpointSummary {
+  const entries = metadata.entries.map((e): InspectedEntry =>
+    e.kind === "value"
+      ? { key: e.key, name: displayKey(e.key), kind: e.kind, value: e.special === undefined ? valueOf(e) : null, ...(e.special ? { special: e.special } : {}) }
+      : {
+          key: e.key,
+          name: displayKey(e.key),
+          kind: e.kind,
+          dtype: e.kind === "tensor" ? e.dtype : "uint8",
+          shape: e.kind === "tensor" ? e.shape : [e.byteLength],
+          chunks: e.chunks.map(({ offsets, sizes, file, byteOffset, byteLength }) => ({ offsets, sizes, file, byteOffset, byteLength })),
+          files: [...new Set(e.chunks.map((c) => c.file))],
+        },
+  );
+  return {
+    format: metadata.format,
+    version: metadata.version,
+    worldSize: metadata.worldSize,
+    createdAt: metadata.createdAt,
+    blockSize: metadata.checksum.blockSize,
+    bytes: dataBytes(metadata),
+    files: Object.entries(metadata.files).map(([name, f]) => ({ name, rank: f.rank, size: f.size })),
+    entries,
+    user: metadata.user,
+  };
+}
