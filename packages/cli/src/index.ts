@@ -2,12 +2,4 @@ export { runCli, usage, commandUsage, COMMANDS, EXIT, THEN, type CliIO } from ".
 export { type CommandSpec, type CommandContext, type OptionSpec, UsageError } from "./command.js";
 export { type Output, type Progress, progressBar, formatBytes } from "./progress-bar.js";
 export { type Location, openLocation, openFileLocation, checkpointMetadata, registerBundledStorage } from "./location.js";
-export { type SourceTensor, type CheckpointReaderOptions, CheckpointReader } from "./checkpoint-reader.js";
-export { type EntrySource, type WriteCheckpointOptions, type WrittenCheckpoint, writeCheckpoint } from "./write-checkpoint.js";
-export { type Damage, type VerifyReport, type VerifyOptions, verifyCheckpoint } from "./verify-checkpoint.js";
-export { type CopyOptions, type CopyResult, copyCheckpoint } from "./copy-checkpoint.js";
-export { type ExportOptions, type SafetensorsFile, CAIRN_METADATA_KEY, exportSafetensors, readSafetensorsHeader, safetensorsEntries } from "./safetensors-file.js";
 export { type StepListing, listSteps, removeSteps, collectGarbage } from "./steps.js";
-export { type CairnIOOptions, cairnIO } from "./tfjs/cairn-io.js";
-export { MODEL_FILE, WEIGHTS_FILE, tfjsModelEntries, writeTfjsModel } from "./tfjs/tfjs-model-files.js";
-export { type TfjsModelInfo, WEIGHTS_KEY, USER_KEY } from "./tfjs/tfjs-model.js";

@@ -1,9 +1,8 @@
+import { MODEL_FILE, WEIGHTS_FILE, tfjsModelEntries, writeTfjsModel } from "@cairn/tfjs";
+import { CheckpointReader, dataBytes, refuseInsideSource, writeCheckpoint } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
-import { CheckpointReader } from "../checkpoint-reader.js";
-import { refuseInsideSource, refuseVanishingMemory } from "../destination.js";
+import { refuseVanishingMemory } from "../destination.js";
 import { formatBytes } from "../progress-bar.js";
-import { MODEL_FILE, WEIGHTS_FILE, tfjsModelEntries, writeTfjsModel } from "../tfjs/tfjs-model-files.js";
-import { writeCheckpoint } from "../write-checkpoint.js";
 import { leftNote, withCheckpoint, withFile, withLocation } from "./open.js";
 
 export const fromTfjsCommand: CommandSpec = {
@@ -25,7 +24,7 @@ export const fromTfjsCommand: CommandSpec = {
     return withFile(context, model!, (input) =>
       withLocation(context, url!, async (location) => {
         const { entries, user } = await tfjsModelEntries(input.storage, input.name, input.where);
-        const progress = context.progress("converting", entries.reduce((n, e) => n + (e.kind === "value" ? 0 : e.byteLength), 0));
+        const progress = context.progress("converting", entries.reduce((n, e) => n + e.byteLength, 0));
         const result = await writeCheckpoint(location.storage, "", entries, { user, signal: context.signal, force: options.force === true, onWrite: (n) => progress.advance(n) });
         progress.finish();
         context.result(
@@ -53,7 +52,7 @@ export const toTfjsCommand: CommandSpec = {
     return withCheckpoint(context, url!, (location, metadata) =>
       withLocation(context, dir!, async (out) => {
         const reader = new CheckpointReader(location.storage, "", metadata, { signal: context.signal });
-        const progress = context.progress("converting", Object.values(metadata.files).reduce((n, f) => n + f.size, 0));
+        const progress = context.progress("converting", dataBytes(metadata));
         const result = await writeTfjsModel(reader, location.where, out, { signal: context.signal, onWrite: (n) => progress.advance(n) });
         progress.finish();
         context.result(
