@@ -7,35 +7,24 @@ import {
   type StateDict,
   type StorageAdapter,
   SingleProcessGroup,
-  StagingPool,
-  asyncSave,
   load,
   openStorage,
   save,
-  startUploadWorker,
-  storageUrl,
 } from "@cairn/core";
 import "@cairn/storage-local";
-import PQueue from "p-queue";
 import { type CheckpointManagerOptions, checkManagerArguments } from "./checkpoint-manager-options.js";
 import { type RestoreOptions, type SaveStepOptions, checkListener, checkRestoreArguments, checkSaveStepOptions, checkStateDict } from "./manager-arguments.js";
 import { ManagerEmitter, type ManagerEventName, type ManagerEvents } from "./manager-events.js";
 import { SignalPreemptionSource } from "./preemption.js";
 import { PreemptionWatch } from "./preemption-watch.js";
 import { RetentionRunner } from "./retention-runner.js";
+import { SavePipeline } from "./save-pipeline.js";
 import { checkStep, stepDir } from "./step-naming.js";
 import { type RetentionFailure, type StepMetadata, StepStore } from "./step-store.js";
 
 export type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
 export type { RestoreOptions, SaveStepOptions } from "./manager-arguments.js";
-export type { RetentionFailure } from "./step-store.js";
-
-export type { StepMetadata } from "./step-store.js";
-
-/** Whether background saves to `location` are written by the upload worker: file://, or an adapter that says how a worker opens it. */
-function writtenByWorker(location: string | StorageAdapter): boolean {
-  return typeof location === "string" ? storageUrl(location).protocol === "file:" : location.portable !== undefined;
-}
+export type { RetentionFailure, StepMetadata } from "./step-store.js";
 
 /** What `join()` and `close()` resolve with once every background upload and retention pass is done. */
 export interface JoinResult {
@@ -73,19 +62,11 @@ export class CheckpointManager {
   readonly #location: string | StorageAdapter;
   readonly #options: CheckpointManagerOptions;
   readonly #events = new ManagerEmitter();
-  readonly #pool: StagingPool;
-  readonly #uploads: PQueue;
-  /** Steps staged but not yet committed or failed, with the promise that settles when they are. */
-  readonly #pending = new Map<number, Promise<void>>();
-  /** Steps a `save` is writing: like pending ones, never touched by a retention pass running meanwhile. */
-  readonly #saving = new Set<number>();
+  readonly #pipeline: SavePipeline;
   readonly #group: CoordinatedProcessGroup;
   readonly #preemption: PreemptionWatch;
   #store: Promise<StepStore> | undefined;
   #retention: RetentionRunner | undefined;
-  /** Several ranks only: the barriers after each commit, in order. */
-  #background: Promise<void> = Promise.resolve();
-  #backgroundError: unknown;
   #closed: JoinResult | undefined;
 
   constructor(location: string | StorageAdapter, saveInterval: number, options: CheckpointManagerOptions = {}) {
@@ -94,9 +75,7 @@ export class CheckpointManager {
     this.#location = location;
     this.saveInterval = saveInterval;
     this.#options = options;
-    this.#pool = new StagingPool(options.stagingBudget === undefined ? {} : { maxBytes: options.stagingBudget });
-    this.#uploads = new PQueue({ concurrency: options.maxPendingAsync ?? 1 });
-    if (!options.readOnly && options.uploadWorker !== false && writtenByWorker(location)) startUploadWorker();
+    this.#pipeline = new SavePipeline({ ...options, location, writable: !options.readOnly, events: this.#events });
     const watched = (options.checkpointOnPreemption ?? true) && !options.readOnly;
     this.#preemption = new PreemptionWatch({
       group: this.#group,
@@ -169,7 +148,7 @@ export class CheckpointManager {
   async restore(step: number, target?: StateDict, options: RestoreOptions = {}): Promise<LoadResult | StateDict> {
     checkStep(step);
     checkRestoreArguments(target, options);
-    this.#throwBackgroundError();
+    this.#pipeline.throwFailure();
     const store = await this.#open();
     await store.requireCommitted(step);
     const where = { ...this.#options.load, ...options, storage: store.storage, path: stepDir(step), processGroup: this.#group };
@@ -188,9 +167,9 @@ export class CheckpointManager {
    * otherwise resolves what retention could not delete.
    */
   async join(): Promise<JoinResult> {
-    await this.#drain();
+    await this.#pipeline.drain();
     await this.#retention?.settled();
-    this.#throwBackgroundError();
+    this.#pipeline.throwFailure();
     return { retentionFailures: this.#retention?.failures() ?? [] };
   }
 
@@ -205,7 +184,7 @@ export class CheckpointManager {
     } finally {
       this.#closed = result;
       this.#events.clear();
-      this.#pool.clear();
+      this.#pipeline.clear();
       if (this.#store && typeof this.#location === "string") await (await this.#store).storage.close();
     }
   }
@@ -215,15 +194,14 @@ export class CheckpointManager {
     checkStateDict(stateDict);
     checkSaveStepOptions(options);
     this.#preemption.enter(step);
-    this.#throwBackgroundError();
+    this.#pipeline.throwFailure();
     const forPreemption = await this.#preemption.isDue(step);
     if (!(step % this.saveInterval === 0 || options.force || forPreemption)) return false;
     this.#checkWritable("save");
     const store = await this.#open();
-    if (background) await this.#waitForRoom();
-    else await this.#drain();
-    this.#throwBackgroundError();
-    if (this.#pending.has(step)) throw new CheckpointError("already_exists", `step ${step} is already being saved`, { context: { step } });
+    await (background ? this.#pipeline.waitForRoom() : this.#pipeline.drain());
+    this.#pipeline.throwFailure();
+    if (this.#pipeline.isPending(step)) throw new CheckpointError("already_exists", `step ${step} is already being saved`, { context: { step } });
     if (await store.isCommitted(step)) {
       if (forPreemption && !options.overwrite) {
         this.#preemption.checkpointed(step);
@@ -239,37 +217,15 @@ export class CheckpointManager {
     // Each step's collectives get their own tag: with several saves in flight they need no order between them.
     const group = this.#group.group(`step/${step}`);
     const where = { ...this.#options.save, storage: store.storage, path: stepDir(step), metadata, processGroup: group };
-    // A retention pass running meanwhile never takes the files of a save in flight for leftovers.
-    this.#saving.add(step);
-    try {
-      if (!background) {
-        await this.#committed(store, step, savedAt, metadata.metrics, await save(stateDict, where), group);
-      } else {
-        const { staged, done } = await asyncSave(stateDict, {
-          ...where,
-          staging: this.#options.staging ?? "copy",
-          uploadWorker: this.#options.uploadWorker,
-          pool: this.#pool,
-          schedule: (upload) => this.#uploads.add(upload),
-        });
-        const info = await staged;
-        this.#events.emit("staged", { step, bytes: info.bytes, seconds: info.seconds });
-        const settled = done
-          .then((result) => this.#committed(store, step, savedAt, metadata.metrics, result, group))
-          .catch((error: unknown) => {
-            this.#backgroundError ??= error;
-            this.#events.report({ step, error, operation: "save" });
-          });
-        this.#pending.set(step, settled);
-        void settled.finally(() => this.#pending.delete(step));
-        if (forPreemption) {
-          await settled;
-          this.#throwBackgroundError();
-        }
+    const committed = (result: SaveResult): Promise<void> => this.#committed(store, step, savedAt, metadata.metrics, result, group);
+    await this.#pipeline.hold(step, async () => {
+      if (!background) return committed(await save(stateDict, where));
+      const { settled } = await this.#pipeline.stage(step, stateDict, where, committed);
+      if (forPreemption) {
+        await settled;
+        this.#pipeline.throwFailure();
       }
-    } finally {
-      this.#saving.delete(step);
-    }
+    });
     if (forPreemption) this.#preemption.checkpointed(step);
     return true;
   }
@@ -292,22 +248,7 @@ export class CheckpointManager {
     this.#events.emit("committed", { step, bytes: result.bytes, seconds: result.seconds, backgroundCopySeconds: result.backgroundCopySeconds ?? 0 });
     const pass = this.#group.rank === 0 ? this.#retention?.schedule() : undefined;
     if (this.#group.worldSize === 1) return;
-    this.#background = this.#background.then(() => pass).then(() => group.barrier());
-    await this.#background;
-  }
-
-  async #waitForRoom(): Promise<void> {
-    const max = this.#options.maxPendingAsync ?? 1;
-    while (this.#pending.size >= max) await Promise.race(this.#pending.values());
-  }
-
-  async #drain(): Promise<void> {
-    while (this.#pending.size > 0) await Promise.all(this.#pending.values());
-    let background: Promise<void>;
-    do {
-      background = this.#background;
-      await background;
-    } while (background !== this.#background);
+    await this.#pipeline.barrierAfter(pass, group);
   }
 
   #now(): number {
@@ -324,7 +265,7 @@ export class CheckpointManager {
           retention: this.#options,
           leftoverAgeMs: this.#options.leftoverAgeMs ?? 24 * 3600 * 1000,
           now: () => this.#now(),
-          isBusy: (step) => this.#pending.has(step) || this.#saving.has(step),
+          isBusy: (step) => this.#pipeline.isBusy(step),
           report: ({ step, error }) => this.#events.report({ ...(step === undefined ? {} : { step }), error, operation: "retention" }),
         });
         return store;
@@ -333,15 +274,7 @@ export class CheckpointManager {
     return this.#store;
   }
 
-
   #checkWritable(what: string): void {
     if (this.#options.readOnly) throw new CheckpointError("invalid_argument", `this CheckpointManager is read-only; it cannot ${what}`);
-  }
-
-  #throwBackgroundError(): void {
-    if (this.#backgroundError === undefined) return;
-    const error = this.#backgroundError;
-    this.#backgroundError = undefined;
-    throw error;
   }
 }

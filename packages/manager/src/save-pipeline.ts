@@ -1,0 +1,121 @@
+import { type ProcessGroup, type SaveOptions, type SaveResult, type StateDict, type StorageAdapter, StagingPool, asyncSave, startUploadWorker, storageUrl } from "@cairn/core";
+import PQueue from "p-queue";
+import type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
+import type { ManagerEmitter } from "./manager-events.js";
+
+export interface SavePipelineOptions extends Pick<CheckpointManagerOptions, "maxPendingAsync" | "stagingBudget" | "staging" | "uploadWorker"> {
+  readonly location: string | StorageAdapter;
+  /** False for read-only managers: no upload worker is started. */
+  readonly writable: boolean;
+  /** Receives `staged` events, and `error` events of failed background saves. */
+  readonly events: ManagerEmitter;
+}
+
+/** Whether background saves to `location` are written by the upload worker: file://, or an adapter that says how a worker opens it. */
+function writtenByWorker(location: string | StorageAdapter): boolean {
+  return typeof location === "string" ? storageUrl(location).protocol === "file:" : location.portable !== undefined;
+}
+
+/**
+ * A manager's saves in flight: the staging pool, the bounded upload queue, the steps pending or
+ * being written, the barriers after commits, and the first background failure. Per save the
+ * manager calls `waitForRoom()` (saveAsync) or `drain()` (save), then `throwFailure()`, then runs
+ * the save inside `hold(step, …)`: a saveAsync through `stage(…)`. `clear()` on close.
+ */
+export class SavePipeline {
+  readonly #options: SavePipelineOptions;
+  readonly #pool: StagingPool;
+  readonly #uploads: PQueue;
+  /** Steps staged but not yet committed or failed, with the promise that settles when they are. */
+  readonly #pending = new Map<number, Promise<void>>();
+  /** Steps a save is writing: like pending ones, never touched by a retention pass running meanwhile. */
+  readonly #saving = new Set<number>();
+  /** Several ranks only: the barriers after each commit, in order. */
+  #barriers: Promise<void> = Promise.resolve();
+  #failure: unknown;
+
+  constructor(options: SavePipelineOptions) {
+    this.#options = options;
+    this.#pool = new StagingPool(options.stagingBudget === undefined ? {} : { maxBytes: options.stagingBudget });
+    this.#uploads = new PQueue({ concurrency: options.maxPendingAsync ?? 1 });
+    // Started now so the first saveAsync does not wait for the thread to load.
+    if (options.writable && options.uploadWorker !== false && writtenByWorker(options.location)) startUploadWorker();
+  }
+
+  /** Whether a save of `step` is staged or being written here: retention leaves such a step alone. */
+  isBusy(step: number): boolean {
+    return this.#pending.has(step) || this.#saving.has(step);
+  }
+
+  isPending(step: number): boolean {
+    return this.#pending.has(step);
+  }
+
+  /** Runs the save of `step`, marking it busy meanwhile. */
+  async hold<T>(step: number, save: () => Promise<T>): Promise<T> {
+    this.#saving.add(step);
+    try {
+      return await save();
+    } finally {
+      this.#saving.delete(step);
+    }
+  }
+
+  /**
+   * Stages `stateDict` and queues its upload; resolves once staged, with `settled`, which resolves
+   * after `committed` ran or the failure was recorded and reported (it never rejects).
+   */
+  async stage(step: number, stateDict: StateDict, where: SaveOptions, committed: (result: SaveResult) => Promise<void>): Promise<{ settled: Promise<void> }> {
+    const { staged, done } = await asyncSave(stateDict, {
+      ...where,
+      staging: this.#options.staging ?? "copy",
+      uploadWorker: this.#options.uploadWorker,
+      pool: this.#pool,
+      schedule: (upload) => this.#uploads.add(upload),
+    });
+    const info = await staged;
+    this.#options.events.emit("staged", { step, bytes: info.bytes, seconds: info.seconds });
+    const settled = done.then(committed).catch((error: unknown) => {
+      this.#failure ??= error;
+      this.#options.events.report({ step, error, operation: "save" });
+    });
+    this.#pending.set(step, settled);
+    void settled.finally(() => this.#pending.delete(step));
+    return { settled };
+  }
+
+  /** Several ranks: after `pass`, a barrier of the step's `group`, in commit order; `drain()` waits for it. */
+  async barrierAfter(pass: Promise<void> | undefined, group: ProcessGroup): Promise<void> {
+    this.#barriers = this.#barriers.then(() => pass).then(() => group.barrier());
+    await this.#barriers;
+  }
+
+  /** Waits until fewer than `maxPendingAsync` background saves are pending. */
+  async waitForRoom(): Promise<void> {
+    const max = this.#options.maxPendingAsync ?? 1;
+    while (this.#pending.size >= max) await Promise.race(this.#pending.values());
+  }
+
+  /** Waits for every pending save and every barrier, including those queued meanwhile. */
+  async drain(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.all(this.#pending.values());
+    let barriers: Promise<void>;
+    do {
+      barriers = this.#barriers;
+      await barriers;
+    } while (barriers !== this.#barriers);
+  }
+
+  /** Throws the first background failure not yet thrown, once. */
+  throwFailure(): void {
+    if (this.#failure === undefined) return;
+    const error = this.#failure;
+    this.#failure = undefined;
+    throw error;
+  }
+
+  /** Releases the staging buffers. */
+  clear(): void {
+    this.#pool.clear();
+  }
+}
