@@ -1,0 +1,113 @@
+import { describe, expect, it } from "vitest";
+import { load, readMetadata } from "../load/load.js";
+import { save } from "../save/save.js";
+import { hostTensor } from "../state/tensors.js";
+import { type ByteRange, type ObjectInfo, type StorageAdapter, type WriteBody, type WriteOptions, alreadyExists, notFound } from "../storage/storage-adapter.js";
+import { copyCheckpoint } from "./copy-checkpoint.js";
+import { verifyCheckpoint } from "./verify-checkpoint.js";
+
+/** Objects in a Map, every ranged read recorded. */
+class MapStorage implements StorageAdapter {
+  readonly protocol = "map";
+  readonly root = "map://";
+  readonly objects = new Map<string, Uint8Array>();
+  readonly reads: { path: string; offset: number; length: number }[] = [];
+
+  async read(path: string, range?: ByteRange): Promise<Uint8Array> {
+    const bytes = this.objects.get(path);
+    if (!bytes) throw notFound(this.protocol, path, this.root);
+    if (range) this.reads.push({ path, ...range });
+    return range ? bytes.slice(range.offset, range.offset + range.length) : bytes;
+  }
+
+  async write(path: string, body: WriteBody, options?: WriteOptions): Promise<void> {
+    if (options?.ifAbsent && this.objects.has(path)) throw alreadyExists(this.protocol, path, this.root);
+    const parts: Uint8Array[] = [];
+    for await (const part of body instanceof Uint8Array ? [body] : body) parts.push(part.slice());
+    this.objects.set(path, new Uint8Array(Buffer.concat(parts)));
+  }
+
+  async stat(path: string): Promise<ObjectInfo | null> {
+    const bytes = this.objects.get(path);
+    return bytes ? { path, size: bytes.byteLength } : null;
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    for (const [path, bytes] of this.objects) if (path.startsWith(prefix)) yield { path, size: bytes.byteLength };
+  }
+
+  async delete(path: string): Promise<void> {
+    this.objects.delete(path);
+  }
+
+  async close(): Promise<void> {}
+}
+
+/** Three tensors in three data files (`concurrency: 3`), blocks of 64 bytes. */
+async function threeFiles(): Promise<{ storage: MapStorage; files: Record<string, string> }> {
+  const storage = new MapStorage();
+  const tensor = (seed: number) => {
+    const t = hostTensor("float32", [8, 8]);
+    t.data.forEach((_, i) => (t.data[i] = seed * 100 + i));
+    return t;
+  };
+  await save({ a: tensor(1), b: tensor(2), c: tensor(3), step: 5 }, { storage, path: "ckpt", blockSize: 64, concurrency: 3 });
+  const metadata = await readMetadata({ storage, path: "ckpt" });
+  const files = Object.fromEntries(metadata.entries.flatMap((e) => (e.kind === "value" ? [] : [[String(e.key[0]), e.chunks[0]!.file]])));
+  return { storage, files };
+}
+
+describe("verifyCheckpoint", () => {
+  it("reads every byte and passes an intact checkpoint", async () => {
+    const { storage } = await threeFiles();
+    const metadata = await readMetadata({ storage, path: "ckpt" });
+    let read = 0;
+    const report = await verifyCheckpoint(storage, "ckpt", metadata, { onRead: (n) => (read += n) });
+    expect(report).toMatchObject({ entries: 4, files: 3, damaged: [], damagedKeys: [] });
+    expect(read).toBe(Object.values(metadata.files).reduce((n, f) => n + f.size, 0));
+  });
+
+  it("reports every damaged file and entry, not only the first: a flipped byte, a damaged header, a missing file", async () => {
+    const { storage, files } = await threeFiles();
+    const metadata = await readMetadata({ storage, path: "ckpt" });
+    const a = storage.objects.get(`ckpt/${files.a}`)!;
+    a[a.byteLength - 1]! ^= 0x01;
+    storage.objects.get(`ckpt/${files.b}`)![10]! ^= 0x01;
+    storage.objects.delete(`ckpt/${files.c}`);
+    const report = await verifyCheckpoint(storage, "ckpt", metadata);
+    expect(report.damagedKeys).toEqual(["a", "b", "c"]);
+    const problems = report.damaged.map((d) => d.problem).join("\n");
+    expect(problems).toContain(`checksum mismatch in ${files.a} for a`);
+    expect(problems).toContain(`${files.b}: its safetensors header does not match`);
+    expect(problems).toContain(`${files.c} is missing`);
+  });
+});
+
+describe("copyCheckpoint", () => {
+  it("copies into new data file names, reads the copy back, commits it; a second copy is refused unless force, which replaces it", async () => {
+    const { storage } = await threeFiles();
+    const metadata = await readMetadata({ storage, path: "ckpt" });
+    const source = { storage, dir: "ckpt", metadata, where: "map://ckpt" };
+    const first = await copyCheckpoint(source, { storage, dir: "copy", where: "map://copy" });
+    expect(Object.keys(first.metadata.files).some((f) => Object.hasOwn(metadata.files, f))).toBe(false);
+    expect(await load({ storage, path: "copy" })).toEqual(await load({ storage, path: "ckpt" }));
+    await expect(copyCheckpoint(source, { storage, dir: "copy", where: "map://copy" })).rejects.toMatchObject({ code: "already_exists" });
+    const second = await copyCheckpoint(source, { storage, dir: "copy", where: "map://copy" }, { force: true });
+    expect(second.leftFiles).toEqual([]);
+    const left = [];
+    for await (const o of storage.list("copy/")) left.push(o.path.slice(5));
+    expect(left.sort()).toEqual([...Object.keys(second.metadata.files), "metadata.json"].sort());
+  });
+
+  it("a damaged source is never copied: corrupt, and nothing is left at the destination", async () => {
+    const { storage, files } = await threeFiles();
+    const metadata = await readMetadata({ storage, path: "ckpt" });
+    const b = storage.objects.get(`ckpt/${files.b}`)!;
+    b[b.byteLength - 3]! ^= 0x10;
+    await expect(copyCheckpoint({ storage, dir: "ckpt", metadata, where: "map://ckpt" }, { storage, dir: "copy", where: "map://copy" })).rejects.toMatchObject({
+      code: "corrupt",
+      message: expect.stringContaining("is damaged, nothing was copied"),
+    });
+    for await (const o of storage.list("copy/")) expect.unreachable(o.path);
+  });
+});
