@@ -5,6 +5,7 @@ import { numel } from "../state/dtypes.js";
  * Streaming a tensor in global row-major order out of chunks saved in any layout (rows,
  * columns, blocks): a byte range of the global tensor is a few boxes, each filled from the
  * chunks it overlaps with core's box arithmetic (`intersectBoxes`, `rowLayout`, `copyRows`).
+ * Used by `CheckpointReader`; throws nothing.
  */
 
 /**

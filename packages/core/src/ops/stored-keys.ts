@@ -1,6 +1,8 @@
 import { CheckpointError, type CheckpointErrorCode } from "../errors.js";
 import { type KeyPath, isForbiddenKey } from "../state/state-dict.js";
 
+// Keys from foreign files (safetensors names and layouts, tfjs model.json) checked before they become a checkpoint.
+
 /** Why a key is refused, for messages. */
 export function forbiddenKeyReason(key: string): string {
   return `the key ${JSON.stringify(key)} is not allowed in a checkpoint (read back into an object it would reach Object.prototype)`;
