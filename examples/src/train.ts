@@ -8,7 +8,8 @@
 import { parseArgs } from "node:util";
 import * as tf from "@tensorflow/tfjs";
 import { crc32c } from "@cairn/core";
-import { CheckpointManager, getStateDict, primeOptimizer, setStateDict } from "@cairn/manager";
+import { CheckpointManager } from "@cairn/manager";
+import { getStateDict, primeOptimizer, setStateDict } from "@cairn/tfjs";
 
 const argv = process.argv.slice(2);
 const { values } = parseArgs({

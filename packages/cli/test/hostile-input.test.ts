@@ -4,10 +4,10 @@ import { join } from "node:path";
 import { type HostTensor, type StorageAdapter, CheckpointError, hostTensor, openStorage, readMetadata } from "@cairn/core";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { CheckpointManager } from "@cairn/manager";
+import { cairnIO } from "@cairn/tfjs";
 import { describe, expect, it } from "vitest";
 import { runCli } from "../src/main.js";
 import { listSteps, removeSteps } from "../src/steps.js";
-import { cairnIO } from "../src/tfjs/cairn-io.js";
 import { cairn, jsonLines, pattern, tempDir, withStorage, writeShardedCheckpoint } from "./helpers.js";
 import { writeSafetensorsSpec } from "./safetensors-reader.js";
 

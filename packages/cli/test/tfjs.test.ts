@@ -2,10 +2,9 @@ import { readFile, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { readMetadata } from "@cairn/core";
+import { cairnIO } from "@cairn/tfjs";
 import * as tf from "@tensorflow/tfjs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { cairnIO } from "../src/tfjs/cairn-io.js";
 import { cairn, tempDir } from "./helpers.js";
 
 beforeAll(async () => {
@@ -74,35 +73,6 @@ async function loadTfjsFiles(dir: string): Promise<tf.LayersModel> {
   );
 }
 
-describe("cairnIO", () => {
-  for (const scheme of ["memory", "file"] as const) {
-    it(`model.save(cairnIO(${scheme}://…)) then tf.loadLayersModel(cairnIO(…)) gives the same weights and predictions`, async () => {
-      const url = scheme === "memory" ? `memory://tfjs-${process.pid}/model` : `file://${await tempDir()}/model`;
-      const model = smallModel();
-      const result = await model.save(cairnIO(url));
-      expect(result.modelArtifactsInfo.weightDataBytes).toBe((4 * 8 + 8 + 4 * 8 + 8 * 3 + 3) * 4);
-      const metadata = await readMetadata(url);
-      expect(metadata.entries.map((e) => e.key)).toEqual(model.weights.map((w) => ["weights", w.name]));
-      expect(metadata.user).toMatchObject({ tfjs: { format: "layers-model", modelTopology: { class_name: "Sequential" } } });
-      const loaded = await tf.loadLayersModel(cairnIO(url));
-      expect(await weightsOf(loaded)).toEqual(await weightsOf(model));
-      expect(await (loaded.predict(input()) as tf.Tensor).data()).toEqual(await (model.predict(input()) as tf.Tensor).data());
-      await expect(model.save(cairnIO(url))).rejects.toMatchObject({ code: "already_exists" });
-    });
-  }
-
-  it("loading a checkpoint without a tfjs model says how to make one", async () => {
-    const dir = await tempDir();
-    await writeFile(join(dir, "x.safetensors"), new Uint8Array(0));
-    const run = await cairn(["to-tfjs", join(dir, "none"), join(dir, "out")]);
-    expect(run.code).toBe(1);
-    const url = `file://${dir}/plain`;
-    const { save, hostTensor } = await import("@cairn/core");
-    await save({ w: hostTensor("float32", [2]) }, url);
-    await expect(tf.loadLayersModel(cairnIO(url))).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringContaining("holds no tfjs model") });
-  });
-});
-
 describe("cairn from-tfjs and to-tfjs", () => {
   it("a tfjs-written model.json → checkpoint → model.json + weights.bin, loading to the same model; cairnIO reads the checkpoint", async () => {
     const dir = await tempDir();
@@ -129,6 +99,13 @@ describe("cairn from-tfjs and to-tfjs", () => {
     const run = await cairn(["from-tfjs", join(dir, "model.json"), `file://${dir}/ckpt`]);
     expect(run.code, run.stderr).toBe(0);
     expect(await weightsOf(await tf.loadLayersModel(cairnIO(join(dir, "ckpt"))))).toEqual(await weightsOf(model));
+  });
+
+  it("to-tfjs of a location without a checkpoint fails with exit 1", async () => {
+    const dir = await tempDir();
+    await writeFile(join(dir, "x.safetensors"), new Uint8Array(0));
+    const run = await cairn(["to-tfjs", join(dir, "none"), join(dir, "out")]);
+    expect(run.code).toBe(1);
   });
 
   it("refuses quantized weights, weight files of the wrong size and a checkpoint that holds no model", async () => {

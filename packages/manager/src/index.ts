@@ -13,6 +13,5 @@ export { type MetadataPreemptionOptions, type AwsSpotOptions, MetadataPreemption
 export { type MetadataSession } from "./metadata-request.js";
 export { type ImdsSessionOptions, ImdsSession } from "./imds-session.js";
 export { type RetentionOptions, type StepRecord, stepsToDelete } from "./retention-policy.js";
-export { getStateDict, setStateDict, primeOptimizer } from "./tfjs-state.js";
 export { type RetentionPass, type DamagedStepListener, StepStore } from "./step-store.js";
 export { stepDir, parseStep, checkStep } from "./step-naming.js";

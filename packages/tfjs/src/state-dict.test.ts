@@ -1,7 +1,7 @@
 import * as tf from "@tensorflow/tfjs";
 import { CheckpointError, type StateDict, hostTensor } from "@cairn/core";
 import { beforeAll, describe, expect, it } from "vitest";
-import { getStateDict, primeOptimizer, setStateDict } from "./tfjs-state.js";
+import { getStateDict, primeOptimizer, setStateDict } from "./state-dict.js";
 
 let model: tf.LayersModel;
 beforeAll(async () => {

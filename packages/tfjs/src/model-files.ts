@@ -1,10 +1,7 @@
 import { type StorageAdapter, CheckpointError, withRetry } from "@cairn/core";
+import { type CheckpointReader, type SourceTensor, forbiddenKeyReason, parseStoredJson, tensorPieces } from "@cairn/core/ops";
 import type { io } from "@tensorflow/tfjs-core";
-import type { CheckpointReader, SourceTensor } from "../checkpoint-reader.js";
-import { prefetched } from "../prefetch.js";
-import { forbiddenKeyReason, parseStoredJson } from "../stored-keys.js";
-import type { EntrySource } from "../write-checkpoint.js";
-import { USER_KEY, type TfjsModelInfo, modelInfoOf, tfjsModelOf, weightKey, weightLayout } from "./tfjs-model.js";
+import { USER_KEY, type TfjsModelInfo, modelInfoOf, tfjsModelOf, weightKey, weightLayout } from "./model-layout.js";
 
 /** The file `to-tfjs` writes the weights into, as tfjs-node's `file://` handler names it. */
 export const WEIGHTS_FILE = "weights.bin";
@@ -51,7 +48,7 @@ export async function tfjsModelEntries(
   name: string,
   where: string,
   onRead?: (bytes: number) => void,
-): Promise<{ entries: EntrySource[]; user: { [USER_KEY]: TfjsModelInfo } }> {
+): Promise<{ entries: SourceTensor[]; user: { [USER_KEY]: TfjsModelInfo } }> {
   let model: io.ModelJSON;
   try {
     const text = new TextDecoder("utf-8", { fatal: true }).decode(await storage.read(name));
@@ -63,7 +60,7 @@ export async function tfjsModelEntries(
   if (typeof model !== "object" || model === null || model.modelTopology === undefined) throw invalidModel(where, "it has no modelTopology");
   if (!Array.isArray(model.weightsManifest)) throw invalidModel(where, "it has no weightsManifest");
   const dir = name.includes("/") ? name.slice(0, name.lastIndexOf("/") + 1) : "";
-  const entries: EntrySource[] = [];
+  const entries: SourceTensor[] = [];
   const seen = new Set<string>();
   for (const group of model.weightsManifest) {
     if (!Array.isArray(group?.paths) || !Array.isArray(group.weights)) throw invalidModel(where, "each weightsManifest group needs paths and weights");
@@ -85,15 +82,7 @@ export async function tfjsModelEntries(
       if (seen.has(spec.name)) throw invalidModel(where, `two weights are named ${spec.name}`);
       seen.add(spec.name);
       const start = at;
-      const tensor: SourceTensor = {
-        kind: "tensor",
-        key: weightKey(spec.name),
-        dtype,
-        shape: spec.shape,
-        byteLength,
-        read: (offset, length) => read(start + offset, length),
-      };
-      entries.push(tensor);
+      entries.push({ kind: "tensor", key: weightKey(spec.name), dtype, shape: spec.shape, byteLength, read: (offset, length) => read(start + offset, length) });
       at += byteLength;
     }
     const total = files.reduce((n, f) => n + f.size, 0);
@@ -127,10 +116,7 @@ export async function writeTfjsModel(
   const size = tensors.reduce((n, t) => n + t.byteLength, 0);
   const body = async function* (): AsyncGenerator<Uint8Array> {
     for (const tensor of tensors) {
-      const step = 8 << 20;
-      const pieces: { at: number; length: number }[] = [];
-      for (let at = 0; at < tensor.byteLength; at += step) pieces.push({ at, length: Math.min(step, tensor.byteLength - at) });
-      for await (const data of prefetched(pieces, 2, ({ at, length }) => tensor.read(at, length))) {
+      for await (const data of tensorPieces(tensor, 8 << 20, options.signal)) {
         yield data;
         options.onWrite?.(data.byteLength);
       }

@@ -1,7 +1,7 @@
 import { type HostTensor, type StateDict, type StorageOptions, CheckpointError, hostTensor, load, readMetadata, save } from "@cairn/core";
+import "@cairn/storage-local";
 import type { io } from "@tensorflow/tfjs-core";
-import { registerBundledStorage } from "../location.js";
-import { USER_KEY, WEIGHTS_KEY, modelInfoOf, tfjsModelOf, weightLayout } from "./tfjs-model.js";
+import { USER_KEY, WEIGHTS_KEY, modelInfoOf, tfjsModelOf, weightLayout } from "./model-layout.js";
 
 export interface CairnIOOptions {
   /** Per-protocol storage options (`{ s3: { endpoint } }`). */
@@ -29,7 +29,8 @@ function typedWeight(dtype: "float32" | "int32" | "bool", bytes: Uint8Array): Ho
 }
 
 /**
- * A tfjs `IOHandler` that saves a model as a Cairn checkpoint at any registered URL and loads it
+ * A tfjs `IOHandler` that saves a model as a Cairn checkpoint at a URL (file:// and memory:// built
+ * in; s3:// and gs:// once their package is installed) and loads it
  * back: `await model.save(cairnIO("s3://bucket/models/m1"))`, then
  * `await tf.loadLayersModel(cairnIO("s3://bucket/models/m1"))`. Weights are tensor entries keyed
  * `["weights", <name>]`, every block checksummed; the topology and the rest of the model are the
@@ -39,13 +40,11 @@ function typedWeight(dtype: "float32" | "int32" | "bool", bytes: Uint8Array): Ho
  */
 export function cairnIO(url: string, options: CairnIOOptions = {}): io.IOHandler {
   const where = { checkpointId: url, ...(options.storageOptions ? { storageOptions: options.storageOptions } : {}), ...(options.signal ? { signal: options.signal } : {}) };
-  const ready = (): Promise<void> => registerBundledStorage(url);
   return {
     save: async (artifacts: io.ModelArtifacts): Promise<io.SaveResult> => {
       if (artifacts.modelTopology instanceof ArrayBuffer) {
         throw new CheckpointError("invalid_argument", "cairnIO saves layers models (JSON topology); a GraphDef topology cannot be stored");
       }
-      await ready();
       const data = weightBytes(artifacts.weightData);
       // Null prototype: weight names index it (weightLayout refuses the names that reach a prototype).
       const weights = Object.create(null) as Record<string, HostTensor>;
@@ -73,7 +72,6 @@ export function cairnIO(url: string, options: CairnIOOptions = {}): io.IOHandler
       };
     },
     load: async (): Promise<io.ModelArtifacts> => {
-      await ready();
       const metadata = await readMetadata(where);
       const { info, weights } = tfjsModelOf(metadata, url);
       const state = (await load(where)) as StateDict & { [WEIGHTS_KEY]?: Record<string, HostTensor> };

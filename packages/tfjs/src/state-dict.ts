@@ -1,6 +1,6 @@
 import type * as tf from "@tensorflow/tfjs";
 import { CheckpointError, type HostTensor, type StateDict, type StateValue, isTensorLike, tfjsModule } from "@cairn/core";
-import { invalid } from "./manager-arguments.js";
+import { invalid } from "./invalid-argument.js";
 
 /** A tfjs optimizer's slot: the accumulator kept for one variable. */
 interface OptimizerVariable {

@@ -1,6 +1,6 @@
 import { type DType, type KeyPath, type TensorEntry, CheckpointError, type CheckpointMetadata } from "@cairn/core";
+import { checkKeyPath } from "@cairn/core/ops";
 import type { io } from "@tensorflow/tfjs-core";
-import { checkKeyPath } from "../stored-keys.js";
 
 /**
  * How a tfjs model lives in a Cairn checkpoint: each weight is a tensor entry keyed
