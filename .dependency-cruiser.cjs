@@ -11,6 +11,7 @@ const CORE_LAYERS = {
   save: ["state", "format", "plan", "stage", "storage"],
   background: ["state", "format", "plan", "stage", "save", "storage"],
   load: ["state", "format", "plan", "storage"],
+  ops: ["state", "format", "plan", "save", "load", "storage"],
 };
 
 const layerRules = Object.entries(CORE_LAYERS).map(([folder, below]) => ({
