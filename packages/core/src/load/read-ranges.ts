@@ -53,6 +53,8 @@ export interface RangeReadOptions {
   readonly rereadDamaged: boolean;
   /** Every data file read from is checked to have the size `metadata.json` records (a truncated or extended file is `corrupt`). */
   readonly sizeOf: SizeFn;
+  /** Data files whose size and header an earlier call checked: not checked again; files checked here are added. */
+  readonly checkedFiles?: Set<string>;
   readonly signal?: AbortSignal;
 }
 
@@ -98,8 +100,12 @@ export async function readRanges(
   const queue = new PQueue({ concurrency: Math.max(1, options.concurrency) });
   const budget = new ByteBudget(options.maxInflightBytes);
   const pool: Uint8Array[] = [];
-  const tasks: Promise<void>[] = [...firstRanges.keys()].map((file) => queue.add(() => verifySize(file, metadata, options.sizeOf)));
-  for (const [file, range] of firstRanges) if (!withHeader.has(range)) tasks.push(queue.add(() => verified(() => verifyHeader(file, metadata, read))));
+  const tasks: Promise<void>[] = [];
+  for (const [file, range] of firstRanges) {
+    if (options.checkedFiles?.has(file)) continue;
+    tasks.push(queue.add(() => checkFileSize(file, metadata, options.sizeOf)));
+    if (!withHeader.has(range)) tasks.push(queue.add(() => verified(() => verifyHeader(file, metadata, read))));
+  }
   for (const range of ranges) {
     tasks.push(
       queue.add(async () => {
@@ -111,6 +117,7 @@ export async function readRanges(
   const settled = await Promise.allSettled(tasks);
   const failure = settled.find((s) => s.status === "rejected");
   if (failure) throw failure.reason;
+  for (const file of firstRanges.keys()) options.checkedFiles?.add(file);
   return { files: firstRanges.size };
 
   /** Bytes damaged on the wire are not damaged in storage: with `rereadDamaged`, a read failing its check is read once more. */
@@ -162,7 +169,8 @@ export async function readRanges(
   }
 }
 
-async function verifySize(file: string, metadata: CheckpointMetadata, sizeOf: SizeFn): Promise<void> {
+/** Throws `corrupt` unless the data file has the size `metadata.json` records. */
+export async function checkFileSize(file: string, metadata: CheckpointMetadata, sizeOf: SizeFn): Promise<void> {
   const expected = metadata.files[file]!.size;
   const size = await sizeOf(file);
   if (size === expected) return;
@@ -175,7 +183,7 @@ async function verifyHeader(file: string, metadata: CheckpointMetadata, read: Re
 }
 
 /** Checks a data file's first bytes (at least its header, or fewer if the file is that short) against the header's CRC32C. */
-function checkHeader(file: string, metadata: CheckpointMetadata, bytes: Uint8Array): void {
+export function checkHeader(file: string, metadata: CheckpointMetadata, bytes: Uint8Array): void {
   const info = metadata.files[file]!;
   const header = bytes.subarray(0, 8 + info.headerLength);
   if (header.byteLength < 8 + info.headerLength || crc32c(header) !== info.headerCrc32c) {
@@ -247,16 +255,22 @@ function directTarget(range: RangeRead, destinations: readonly ReadDestination[]
 }
 
 function verifyPiece(piece: Piece, data: Uint8Array, blockSize: number, destinations: readonly ReadDestination[]): void {
-  const { chunk } = piece;
-  const relative = piece.start - chunk.byteOffset;
+  checkBlocks(piece.chunk, destinations[piece.consumers[0]!.item.request]!.key, piece.start - piece.chunk.byteOffset, data, blockSize);
+}
+
+/**
+ * Checks bytes of a chunk read from `start` (relative to the chunk, block-aligned) against the
+ * chunk's block CRC32Cs. Throws `corrupt` naming the file, the key and the first damaged block.
+ */
+export function checkBlocks(chunk: ChunkMetadata, key: string, start: number, data: Uint8Array, blockSize: number): void {
   for (let at = 0; at < data.byteLength; at += blockSize) {
-    const block = (relative + at) / blockSize;
+    const block = (start + at) / blockSize;
     const end = Math.min(at + blockSize, data.byteLength);
     if (crc32c(data.subarray(at, end)) !== chunk.crc32c[block]) {
-      const key = destinations[piece.consumers[0]!.item.request]!.key;
+      const from = chunk.byteOffset + start + at;
       throw new CheckpointError(
         "corrupt",
-        `checksum mismatch in ${chunk.file} for ${key} (block ${block}, file bytes ${piece.start + at}..${piece.start + end}): the data file is damaged`,
+        `checksum mismatch in ${chunk.file} for ${key} (block ${block}, file bytes ${from}..${from + end - at}): the data file is damaged`,
         { context: { file: chunk.file, key } },
       );
     }

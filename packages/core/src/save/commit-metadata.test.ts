@@ -80,4 +80,21 @@ describe("commitMetadata", () => {
     await commitMetadata(storage, "ckpt", metadataFor("bbb"), "bbb", other, fast);
     await expect(commitMetadata(storage, "ckpt", metadataFor("aaa"), "aaa", other, fast)).rejects.toThrow("another writer committed first");
   });
+
+  it("overwrite replaces a committed checkpoint's metadata; a lost answer of the replacing write is still its commit", async () => {
+    const storage = new LosingStorage({ lostCreate: false, readFailures: 0 });
+    await commitMetadata(storage, "ckpt", metadataFor("bbb"), "bbb", other, fast);
+    await commitMetadata(storage, "ckpt", metadataFor("aaa"), "aaa", other, { ...fast, overwrite: true });
+    expect(Object.keys(parseMetadata(storage.objects.get(`ckpt/${METADATA_FILE}`)!, "m").files)).toEqual(["data-r0-0-aaa.safetensors"]);
+    const losing = new LosingStorage({ lostCreate: false, readFailures: 0 });
+    await commitMetadata(losing, "ckpt", metadataFor("bbb"), "bbb", other, fast);
+    const failing = Object.assign(Object.create(losing) as LosingStorage, {
+      write: async (path: string, body: WriteBody) => {
+        losing.objects.set(path, body as Uint8Array);
+        throw new CheckpointError("storage", "[test] answer lost");
+      },
+    });
+    await commitMetadata(failing, "ckpt", metadataFor("ccc"), "ccc", other, { ...fast, overwrite: true });
+    expect(Object.keys(parseMetadata(losing.objects.get(`ckpt/${METADATA_FILE}`)!, "m").files)).toEqual(["data-r0-0-ccc.safetensors"]);
+  });
 });

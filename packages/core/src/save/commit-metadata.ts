@@ -9,8 +9,9 @@ import { isFileOfAttempt } from "../format/naming.js";
  * Commits a checkpoint: writes `metadata.json` into `dir` with an atomic create, after every
  * data file is durable. A retried create that finds metadata naming this attempt's files
  * (`-<attempt>.safetensors`) committed after all; any other existing metadata is another
- * checkpoint, and `alreadyCommitted()` is thrown. Called by `save` and by writers of their own
- * data files (the CLI's import).
+ * checkpoint, and `alreadyCommitted()` is thrown. With `overwrite` a committed checkpoint there
+ * is replaced by one all-or-nothing write (a failed one that left this attempt's metadata landed).
+ * Called by `save` and by ops writing their own data files (import, copy).
  */
 export async function commitMetadata(
   storage: StorageAdapter,
@@ -18,13 +19,17 @@ export async function commitMetadata(
   metadata: CheckpointMetadata,
   attempt: string,
   alreadyCommitted: () => CheckpointError,
-  options: { readonly retry?: Partial<RetryPolicy>; readonly signal?: AbortSignal | undefined } = {},
+  options: { readonly retry?: Partial<RetryPolicy>; readonly signal?: AbortSignal | undefined; readonly overwrite?: boolean } = {},
 ): Promise<void> {
   const path = joinPath(dir, METADATA_FILE);
   const bytes = encodeMetadata(metadata);
   try {
-    await withRetry(() => storage.write(path, bytes, { ifAbsent: true, signal: options.signal }), { policy: options.retry, signal: options.signal });
+    await withRetry(() => storage.write(path, bytes, { ifAbsent: options.overwrite !== true, signal: options.signal }), { policy: options.retry, signal: options.signal });
   } catch (error) {
+    if (options.overwrite === true) {
+      if (await committedBy(storage, path, attempt, options)) return;
+      throw error;
+    }
     if (!isCheckpointError(error, "already_exists")) throw error;
     // A retried create may find its own earlier attempt: that attempt did commit.
     if (!(await committedBy(storage, path, attempt, options))) throw alreadyCommitted();
