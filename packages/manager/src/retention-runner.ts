@@ -16,6 +16,7 @@ export interface RetentionRunnerOptions {
  * Runs a manager's retention passes one after another in the background. A deletion that fails
  * never fails a save: it is reported once, kept in `failures()` while it lasts, and tried again
  * by every later pass. Commits that ask while a pass is waiting share that pass.
+ * The manager calls `schedule()` after each commit (rank 0), `settled()` before listing, `failures()` on join.
  */
 export class RetentionRunner {
   readonly #options: RetentionRunnerOptions;

@@ -45,6 +45,7 @@ function isNotFound(error: unknown): boolean {
  * ignores anything uncommitted. Another writer may delete steps at any moment: a step that
  * vanishes midway is treated as gone, never as a failure. A step whose metadata is damaged is
  * reported (once) and skipped: it is not listed, counted or deleted by retention.
+ * The manager opens one per root on first use and calls it in any order; `RetentionRunner` calls `retain`.
  */
 export class StepStore {
   readonly storage: StorageAdapter;
