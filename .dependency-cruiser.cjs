@@ -7,7 +7,7 @@ const CORE_LAYERS = {
   state: [],
   format: ["state"],
   plan: ["state", "format"],
-  stage: ["state", "format", "plan"],
+  stage: ["state", "format", "plan", "storage"],
   save: ["state", "format", "plan", "stage", "storage"],
   background: ["state", "format", "plan", "stage", "save", "storage"],
   load: ["state", "format", "plan", "storage"],

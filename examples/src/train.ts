@@ -7,7 +7,7 @@
 // (memory://, file://, and s3:// or gs:// with their storage package installed).
 import { parseArgs } from "node:util";
 import * as tf from "@tensorflow/tfjs";
-import { crc32c } from "@cairn/core";
+import { crc32c } from "@cairn/core/format";
 import { CheckpointManager } from "@cairn/manager";
 import { getStateDict, primeOptimizer, setStateDict } from "@cairn/tfjs";
 

@@ -1,18 +1,8 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  type StateDict,
-  asyncSave,
-  flattenStateDict,
-  hostTensor,
-  load,
-  openCheckpoint,
-  parseMetadata,
-  parseSafetensorsHeader,
-  readMetadata,
-  save,
-  shardedTensor,
-} from "@cairn/core";
+import { type StateDict, asyncSave, flattenStateDict, hostTensor, load, readMetadata, save, shardedTensor } from "@cairn/core";
+import { openCheckpoint } from "@cairn/core/storage";
+import { parseMetadata, parseSafetensorsHeader } from "@cairn/core/format";
 import { describe, expect, it } from "vitest";
 import { tempDir } from "./helpers.js";
 

@@ -1,6 +1,7 @@
 import { readdir, stat } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
-import { type DType, itemSize, load, numel, readMetadata, save } from "@cairn/core";
+import { type DType, load, readMetadata, save } from "@cairn/core";
+import { itemSize, numel } from "@cairn/core/format";
 import { freePort } from "@cairn/distributed";
 import { runTypeScript, spawnTypeScript } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";

@@ -1,19 +1,7 @@
 import { readFile, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  type DType,
-  type HostTensor,
-  type StateDict,
-  CheckpointError,
-  bytesOf,
-  hostTensor,
-  itemSize,
-  load,
-  numel,
-  openStorage,
-  readMetadata,
-  save,
-} from "@cairn/core";
+import { type DType, type HostTensor, type StateDict, CheckpointError, hostTensor, load, openStorage, readMetadata, save } from "@cairn/core";
+import { bytesOf, itemSize, numel } from "@cairn/core/format";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { locations, sampleTensor, sharedPrototypes, tempDir } from "./helpers.js";

@@ -1,7 +1,8 @@
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type CheckpointMetadata, type DType, type HostTensor, DTYPE_NAMES, encodeMetadata, hostTensor, numel } from "@cairn/core";
+import { type CheckpointMetadata, type DType, type HostTensor, DTYPE_NAMES, hostTensor } from "@cairn/core";
+import { encodeMetadata, numel } from "@cairn/core/format";
 import { afterAll } from "vitest";
 import "@cairn/storage-local";
 

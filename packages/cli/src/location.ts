@@ -1,15 +1,5 @@
-import {
-  type CheckpointMetadata,
-  type StorageAdapter,
-  type StorageOptions,
-  CheckpointError,
-  isCheckpointError,
-  openStorage,
-  readMetadata,
-  redactUrl,
-  registeredProtocols,
-  storageUrl,
-} from "@cairn/core";
+import { type CheckpointMetadata, type StorageAdapter, type StorageOptions, CheckpointError, isCheckpointError, openStorage, readMetadata, storageUrl } from "@cairn/core";
+import { redactUrl, registeredProtocols } from "@cairn/core/storage";
 import { parseStep } from "@cairn/manager";
 import "@cairn/storage-local";
 

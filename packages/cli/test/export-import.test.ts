@@ -1,7 +1,8 @@
 import { existsSync } from "node:fs";
 import { readFile, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { type HostTensor, type StateDict, type StorageAdapter, DTYPE_NAMES, hostTensor, load, readMetadata, safetensorsDType, save, shardedTensor } from "@cairn/core";
+import { type HostTensor, type StateDict, type StorageAdapter, DTYPE_NAMES, hostTensor, load, readMetadata, save, shardedTensor } from "@cairn/core";
+import { safetensorsDType } from "@cairn/core/format";
 import { describe, expect, it } from "vitest";
 import { CheckpointReader, exportSafetensors, readSafetensorsHeader, safetensorsEntries, writeCheckpoint } from "@cairn/core/ops";
 import { cairn, gridBoxes, jsonLines, pattern, sliceBox, tempDir, withStorage, writeShardedCheckpoint } from "./helpers.js";

@@ -3,18 +3,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import {
-  type Box,
-  type DType,
-  type KeyPath,
-  type StorageAdapter,
-  blockChecksums,
-  crc32c,
-  displayKey,
-  itemSize,
-  layoutSafetensors,
-  openStorage,
-} from "@cairn/core";
+import { type DType, type KeyPath, type StorageAdapter, displayKey, openStorage } from "@cairn/core";
+import { type Box, blockChecksums, crc32c, itemSize, layoutSafetensors } from "@cairn/core/format";
 import "@cairn/storage-local";
 import { afterAll } from "vitest";
 

@@ -23,7 +23,7 @@ import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import * as tf from "@tensorflow/tfjs";
-import { pageAlignedSharedBytes } from "@cairn/core";
+import { pageAlignedSharedBytes } from "@cairn/core/storage";
 import { CheckpointManager } from "@cairn/manager";
 import { median } from "./bench-support.js";
 

@@ -1,4 +1,5 @@
-import { CheckpointError, type ObjectInfo, type StateDict, type StorageAdapter, type WriteBody, type WriteOptions, hostTensor, openStorage } from "@cairn/core";
+import { CheckpointError, type StateDict, type StorageAdapter, hostTensor, openStorage } from "@cairn/core";
+import { type ObjectInfo, type WriteBody, type WriteOptions } from "@cairn/core/storage";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { CheckpointManager } from "./checkpoint-manager.js";

@@ -86,7 +86,7 @@ describe.each(Object.keys(ROOTS) as (keyof typeof ROOTS)[])("CheckpointManager o
     expect(t.step).toBe(2);
     const storage = await openStorage(root);
     expect((await names(storage, "3/")).filter((n) => n.endsWith(".safetensors")).length).toBeGreaterThan(0);
-    const files = Object.keys((await import("@cairn/core")).parseMetadata(await storage.read("3/metadata.json"), "m").files);
+    const files = Object.keys((await import("@cairn/core/format")).parseMetadata(await storage.read("3/metadata.json"), "m").files);
     expect((await names(storage, "3/")).filter((n) => n !== "3/metadata.json")).toEqual(files.map((f) => `3/${f}`).sort());
     await mgr.close();
   });

@@ -1,16 +1,4 @@
-import {
-  CheckpointError,
-  type CoordinatedProcessGroup,
-  type LoadResult,
-  type ProcessGroup,
-  type SaveResult,
-  type StateDict,
-  type StorageAdapter,
-  SingleProcessGroup,
-  load,
-  openStorage,
-  save,
-} from "@cairn/core";
+import { CheckpointError, type CoordinatedProcessGroup, type LoadResult, type ProcessGroup, type SaveResult, type StateDict, type StorageAdapter, SingleProcessGroup, load, openStorage, save } from "@cairn/core";
 import "@cairn/storage-local";
 import { type CheckpointManagerOptions, checkManagerArguments } from "./checkpoint-manager-options.js";
 import { type RestoreOptions, type SaveStepOptions, checkListener, checkRestoreArguments, checkSaveStepOptions, checkStateDict } from "./manager-arguments.js";

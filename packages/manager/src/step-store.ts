@@ -1,4 +1,6 @@
-import { CheckpointError, type CheckpointMetadata, METADATA_FILE, type StorageAdapter, isCheckpointError, joinPath, readMetadata } from "@cairn/core";
+import { CheckpointError, type CheckpointMetadata, type StorageAdapter, isCheckpointError, readMetadata } from "@cairn/core";
+import { joinPath } from "@cairn/core/storage";
+import { METADATA_FILE } from "@cairn/core/format";
 import PQueue from "p-queue";
 import { type RetentionOptions, type StepRecord, stepsToDelete } from "./retention-policy.js";
 import { parseStep, stepDir } from "./step-naming.js";

@@ -5,7 +5,8 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { type HostTensor, crc32c, hostTensor, load, openStorage, save } from "@cairn/core";
+import { type HostTensor, hostTensor, load, openStorage, save } from "@cairn/core";
+import { crc32c } from "@cairn/core/format";
 import { Storage } from "@google-cloud/storage";
 import PQueue from "p-queue";
 import { type MeasuredWork, measureWork } from "@cairn/core/testing";

@@ -1,4 +1,5 @@
-import { CheckpointError, TRANSIENT_NETWORK_CODES, alreadyExists, cancelledError, isCheckpointError, notFound } from "@cairn/core";
+import { CheckpointError, isCheckpointError } from "@cairn/core";
+import { TRANSIENT_NETWORK_CODES, alreadyExists, cancelledError, notFound } from "@cairn/core/storage";
 
 /** What the adapter was doing, for messages: `[gs] read gs://bucket/object: …`. */
 export interface GcsErrorSite {

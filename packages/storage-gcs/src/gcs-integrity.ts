@@ -1,4 +1,4 @@
-import { crc32c } from "@cairn/core";
+import { crc32c } from "@cairn/core/format";
 import type { CRC32CValidator } from "@google-cloud/storage";
 
 // How the adapter knows a body arrived whole and unchanged: CRC32C on core's native code, and

@@ -1,25 +1,8 @@
 import { Readable, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import {
-  type ByteRange,
-  type ObjectInfo,
-  type ProgressDeadline,
-  type ReadOptions,
-  type RetryPolicy,
-  type StorageAdapter,
-  type WriteBody,
-  type WriteOptions,
-  CheckpointError,
-  DEFAULT_PROGRESS_TIMEOUT_MS,
-  ReadTarget,
-  checkRelativePath,
-  crc32c,
-  isTransient,
-  progressDeadline,
-  splitHead,
-  touching,
-  withRetry,
-} from "@cairn/core";
+import { type RetryPolicy, type StorageAdapter, CheckpointError } from "@cairn/core";
+import { type ByteRange, type ObjectInfo, type ProgressDeadline, type ReadOptions, type WriteBody, type WriteOptions, DEFAULT_PROGRESS_TIMEOUT_MS, ReadTarget, checkRelativePath, isTransient, progressDeadline, splitHead, touching, withRetry } from "@cairn/core/storage";
+import { crc32c } from "@cairn/core/format";
 import type { Bucket, CRC32CValidator, CreateWriteStreamOptions, File, Storage } from "@google-cloud/storage";
 import PQueue from "p-queue";
 import { type GcsErrorSite, damagedBody, exhausted, httpStatus, toCheckpointError } from "./gcs-errors.js";

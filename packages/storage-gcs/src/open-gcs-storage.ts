@@ -1,4 +1,5 @@
-import { CheckpointError, type StorageAdapter, type StorageOptions, redactUrl } from "@cairn/core";
+import { CheckpointError, type StorageAdapter, type StorageOptions } from "@cairn/core";
+import { redactUrl } from "@cairn/core/storage";
 import { Storage, type StorageOptions as SdkStorageOptions } from "@google-cloud/storage";
 import { GcsStorageAdapter, type GcsStorageAdapterOptions } from "./gcs-storage-adapter.js";
 

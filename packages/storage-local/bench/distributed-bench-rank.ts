@@ -1,7 +1,8 @@
 // One rank of the distributed benchmark (started by cairn-run). Each rank holds its row shards
 // of four 256 MiB float32 tensors (1 GiB in all).
 // usage: distributed-bench-rank.ts save <url> | load <url> <rows|cols>
-import { type Box, type Layout, type StateDict, hostTensor, intersectBoxes, itemSize, layoutBoxes, load, numel, readMetadata, save, shardedTensor } from "@cairn/core";
+import { type Layout, type StateDict, hostTensor, layoutBoxes, load, readMetadata, save, shardedTensor } from "@cairn/core";
+import { type Box, intersectBoxes, itemSize, numel } from "@cairn/core/format";
 import { initProcessGroup } from "@cairn/distributed";
 import "../src/index.js";
 

@@ -3,7 +3,7 @@ import { promises as nodeFs } from "node:fs";
 import { mkdtemp, readFile, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pageAlignedSharedBytes } from "@cairn/core";
+import { pageAlignedSharedBytes } from "@cairn/core/storage";
 import { afterAll, describe, expect, it } from "vitest";
 import { directIoAvailable } from "./direct-write.js";
 import { FsStorageAdapter } from "./fs-storage-adapter.js";

@@ -1,5 +1,5 @@
 import { constants } from "node:fs";
-import { pageAlignedAvailable, pageAlignedSharedBytes } from "@cairn/core";
+import { pageAlignedAvailable, pageAlignedSharedBytes } from "@cairn/core/storage";
 import type { FileHandleLike } from "./fs-like.js";
 
 /**

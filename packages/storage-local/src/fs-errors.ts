@@ -1,4 +1,5 @@
-import { CheckpointError, type CheckpointErrorCode, alreadyExists, notFound } from "@cairn/core";
+import { CheckpointError, type CheckpointErrorCode } from "@cairn/core";
+import { alreadyExists, notFound } from "@cairn/core/storage";
 
 /** What the adapter was doing when a file system call failed. */
 export type FsAction = "read" | "write" | "stat" | "list" | "delete";

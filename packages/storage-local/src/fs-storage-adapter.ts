@@ -1,18 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { posix } from "node:path";
-import {
-  type ByteRange,
-  type ObjectInfo,
-  type PortableStorage,
-  type ReadOptions,
-  type StorageAdapter,
-  type WriteBody,
-  type WriteOptions,
-  CheckpointError,
-  ReadTarget,
-  cancelledError,
-  checkRelativePath,
-} from "@cairn/core";
+import { type StorageAdapter, CheckpointError } from "@cairn/core";
+import { type ByteRange, type ObjectInfo, type PortableStorage, type ReadOptions, type WriteBody, type WriteOptions, ReadTarget, cancelledError, checkRelativePath } from "@cairn/core/storage";
 import { directCreateFlags, directIoAvailable, writeDirect, writeFully } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 import { type FsAction, type FsSite, errnoOf, existingObject, fsError, missingObject } from "./fs-errors.js";

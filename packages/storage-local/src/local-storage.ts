@@ -1,6 +1,7 @@
 import { promises as nodeFs } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { CheckpointError, type StorageAdapter, redactUrl } from "@cairn/core";
+import { CheckpointError, type StorageAdapter } from "@cairn/core";
+import { redactUrl } from "@cairn/core/storage";
 import { Volume, createFsFromVolume } from "memfs";
 import { blockingFs } from "./blocking-fs.js";
 import { FsStorageAdapter } from "./fs-storage-adapter.js";

@@ -5,7 +5,8 @@
 import { Readable } from "node:stream";
 import { DeleteObjectCommand, GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
-import { type HostTensor, crc32c, hostTensor, load, openStorage, save } from "@cairn/core";
+import { type HostTensor, hostTensor, load, openStorage, save } from "@cairn/core";
+import { crc32c } from "@cairn/core/format";
 import "../src/index.js";
 import type { S3StorageOptions } from "../src/open-s3-storage.js";
 import { startFauxqsProcess } from "../test/start-fauxqs.js";

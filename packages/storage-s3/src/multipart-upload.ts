@@ -6,7 +6,9 @@ import {
   type S3Client,
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
-import { CheckpointError, cancelledError, crc32c } from "@cairn/core";
+import { CheckpointError } from "@cairn/core";
+import { cancelledError } from "@cairn/core/storage";
+import { crc32c } from "@cairn/core/format";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
 import { isOwnUpload } from "./own-object.js";
 import { isTransientS3Error, s3CodeOf } from "./s3-error.js";

@@ -1,5 +1,6 @@
 import { S3Client, type S3ClientConfig } from "@aws-sdk/client-s3";
-import { CheckpointError, DEFAULT_PROGRESS_TIMEOUT_MS, type StorageAdapter, type StorageOptions, checkRelativePath } from "@cairn/core";
+import { CheckpointError, type StorageAdapter, type StorageOptions } from "@cairn/core";
+import { DEFAULT_PROGRESS_TIMEOUT_MS, checkRelativePath } from "@cairn/core/storage";
 import { S3StorageAdapter, type S3StorageAdapterOptions } from "./s3-storage-adapter.js";
 
 /**

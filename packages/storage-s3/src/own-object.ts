@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { type CompletedPart, HeadObjectCommand, type HeadObjectCommandOutput, type S3Client } from "@aws-sdk/client-s3";
-import { crc32c } from "@cairn/core";
+import { crc32c } from "@cairn/core/format";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
 
 // A write whose answer was lost may have taken effect, and its retry is then refused

@@ -1,4 +1,5 @@
-import { type RetryPolicy, progressDeadline, withRetry } from "@cairn/core";
+import { type RetryPolicy } from "@cairn/core";
+import { progressDeadline, withRetry } from "@cairn/core/storage";
 import { type S3ErrorSite, exhausted, s3Error } from "./s3-error.js";
 
 /** What every S3 request of one adapter shares: the bucket, how transient failures are retried, the progress deadline. */

@@ -1,4 +1,5 @@
-import { CheckpointError, TRANSIENT_NETWORK_CODES, cancelledError } from "@cairn/core";
+import { CheckpointError } from "@cairn/core";
+import { TRANSIENT_NETWORK_CODES, cancelledError } from "@cairn/core/storage";
 
 /** What an SDK error looks like where the adapter reads it: only fields every failure path may carry. */
 interface SdkErrorShape {

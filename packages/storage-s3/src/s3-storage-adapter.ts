@@ -7,23 +7,9 @@ import {
   PutObjectCommand,
   type S3Client,
 } from "@aws-sdk/client-s3";
-import {
-  type ByteRange,
-  type ObjectInfo,
-  type ReadOptions,
-  type RetryPolicy,
-  type StorageAdapter,
-  type WriteBody,
-  type WriteOptions,
-  CheckpointError,
-  DEFAULT_PROGRESS_TIMEOUT_MS,
-  ReadTarget,
-  cancelledError,
-  checkRelativePath,
-  crc32c,
-  isCheckpointError,
-  splitHead,
-} from "@cairn/core";
+import { type RetryPolicy, type StorageAdapter, CheckpointError, isCheckpointError } from "@cairn/core";
+import { type ByteRange, type ObjectInfo, type ReadOptions, type WriteBody, type WriteOptions, DEFAULT_PROGRESS_TIMEOUT_MS, ReadTarget, cancelledError, checkRelativePath, splitHead } from "@cairn/core/storage";
+import { crc32c } from "@cairn/core/format";
 import { MAX_PARTS, multipartUpload } from "./multipart-upload.js";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
 import { isOwnPut } from "./own-object.js";

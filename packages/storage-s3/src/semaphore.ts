@@ -1,4 +1,4 @@
-import { cancelledError } from "@cairn/core";
+import { cancelledError } from "@cairn/core/storage";
 
 /**
  * Bounds how many part-sized requests an adapter has in flight across all its calls, so the

@@ -1,4 +1,5 @@
-import { type StorageAdapter, CheckpointError, withRetry } from "@cairn/core";
+import { type StorageAdapter, CheckpointError } from "@cairn/core";
+import { withRetry } from "@cairn/core/storage";
 import { type CheckpointReader, type SourceTensor, forbiddenKeyReason, parseStoredJson, tensorPieces } from "@cairn/core/ops";
 import type { io } from "@tensorflow/tfjs-core";
 import { USER_KEY, type TfjsModelInfo, modelInfoOf, tfjsModelOf, weightKey, weightLayout } from "./model-layout.js";

@@ -1,4 +1,5 @@
-import { type DType, type KeyPath, type TensorEntry, CheckpointError, type CheckpointMetadata } from "@cairn/core";
+import { type DType, type KeyPath, CheckpointError, type CheckpointMetadata } from "@cairn/core";
+import { type TensorEntry } from "@cairn/core/format";
 import { checkKeyPath } from "@cairn/core/ops";
 import type { io } from "@tensorflow/tfjs-core";
 

@@ -1,4 +1,5 @@
-import { CheckpointError, METADATA_FILE } from "@cairn/core";
+import { CheckpointError } from "@cairn/core";
+import { METADATA_FILE } from "@cairn/core/format";
 import { parseStep } from "@cairn/manager";
 import { UsageError, type CommandSpec } from "../command.js";
 import { checkpointMetadata } from "../location.js";

@@ -1,4 +1,5 @@
-import { type CheckpointMetadata, CheckpointError, METADATA_FILE, isCheckpointError } from "@cairn/core";
+import { type CheckpointMetadata, CheckpointError, isCheckpointError } from "@cairn/core";
+import { METADATA_FILE } from "@cairn/core/format";
 import { dataBytes, verifyCheckpoint } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
 import { checkpointMetadata } from "../location.js";

@@ -6,7 +6,7 @@ import { setPriority } from "node:os";
 import { parentPort } from "node:worker_threads";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { CheckpointError } from "../errors.js";
-import { markPageAligned } from "../stage/page-aligned.js";
+import { markPageAligned } from "../storage/page-aligned.js";
 import { type ProcessGroup, SingleProcessGroup } from "../process-group.js";
 import { planAndCommit } from "../save/save.js";
 import type { PortableStorage, StorageAdapter } from "../storage/storage-adapter.js";

@@ -2,7 +2,7 @@ import { isMainThread } from "node:worker_threads";
 import { blockChecksumsAsync } from "./checksum-workers.js";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { crc32c } from "../format/crc32c.js";
-import { isPageAligned } from "../stage/page-aligned.js";
+import { isPageAligned } from "../storage/page-aligned.js";
 import { dataFileLayout } from "../plan/data-file-layout.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { type Leaf, hostDataOf, tensorBytes } from "../state/flatten.js";

@@ -2,7 +2,7 @@ import { arrayConstructorFor, byteSize } from "../state/dtypes.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { type Leaf, tensorBytes } from "../state/flatten.js";
 import { DefaultSavePlanner } from "../plan/default-save-planner.js";
-import { MAX_PAGE_ALIGNED_BYTES, isPageAligned, pageAlignedAvailable, pageAlignedSharedBytes } from "./page-aligned.js";
+import { MAX_PAGE_ALIGNED_BYTES, isPageAligned, pageAlignedAvailable, pageAlignedSharedBytes } from "../storage/page-aligned.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
 import type { WriteItem } from "../plan/save-planner.js";
 import type { HostTensor, TensorLike } from "../state/tensors.js";
