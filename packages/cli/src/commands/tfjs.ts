@@ -1,10 +1,10 @@
-import { MODEL_FILE, WEIGHTS_FILE, tfjsModelEntries, writeTfjsModel } from "@cairn/tfjs";
 import { CheckpointReader, dataBytes, refuseInsideSource, writeCheckpoint } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
 import { refuseVanishingMemory } from "../destination.js";
 import { formatBytes } from "../progress-bar.js";
 import { leftNote, withCheckpoint, withFile, withLocation } from "./open.js";
 
+// @cairn/tfjs is imported when a conversion runs: importing it loads tfjs-core and registers its URL routers.
 export const fromTfjsCommand: CommandSpec = {
   name: "from-tfjs",
   args: "<model.json> <checkpoint>",
@@ -23,6 +23,7 @@ export const fromTfjsCommand: CommandSpec = {
     await refuseInsideSource(model!, url!, "file");
     return withFile(context, model!, (input) =>
       withLocation(context, url!, async (location) => {
+        const { tfjsModelEntries } = await import("@cairn/tfjs");
         const { entries, user } = await tfjsModelEntries(input.storage, input.name, input.where);
         const progress = context.progress("converting", entries.reduce((n, e) => n + e.byteLength, 0));
         const result = await writeCheckpoint(location.storage, "", entries, { user, signal: context.signal, force: options.force === true, onWrite: (n) => progress.advance(n) });
@@ -39,7 +40,7 @@ export const fromTfjsCommand: CommandSpec = {
 export const toTfjsCommand: CommandSpec = {
   name: "to-tfjs",
   args: "<checkpoint> <dir>",
-  summary: `write the tfjs model a checkpoint holds as <dir>/${MODEL_FILE} + ${WEIGHTS_FILE}`,
+  summary: "write the tfjs model a checkpoint holds as <dir>/model.json + weights.bin",
   help: [
     "For checkpoints saved with cairnIO or made by cairn from-tfjs. The result loads with tf.loadLayersModel (file:// with tfjs-node, or served over http). Weights are streamed, every block checked; model.json is written last.",
     "The directory must lie outside the checkpoint and hold neither file: an existing model is never replaced (delete it first).",
@@ -51,6 +52,7 @@ export const toTfjsCommand: CommandSpec = {
     await refuseInsideSource(url!, dir!, "checkpoint");
     return withCheckpoint(context, url!, (location, metadata) =>
       withLocation(context, dir!, async (out) => {
+        const { MODEL_FILE, WEIGHTS_FILE, writeTfjsModel } = await import("@cairn/tfjs");
         const reader = new CheckpointReader(location.storage, "", metadata, { signal: context.signal });
         const progress = context.progress("converting", dataBytes(metadata));
         const result = await writeTfjsModel(reader, location.where, out, { signal: context.signal, onWrite: (n) => progress.advance(n) });
