@@ -2,27 +2,78 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { runTypeScript } from "@cairn/core/testing";
-import { afterAll, describe, expect, it } from "vitest";
+import { runTypeScript, spawnTypeScript } from "@cairn/core/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const demo = fileURLToPath(new URL("./train.ts", import.meta.url));
+const FINAL = /^final weights crc32c ([0-9a-f]{8}) \(steps 0–(\d+)\)$/m;
 let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "cairn-demo-"));
+});
 afterAll(async () => {
-  if (dir) await rm(dir, { recursive: true, force: true });
+  await rm(dir, { recursive: true, force: true });
 });
 
+/** Starts the demo, sends `signal` once it has committed a step and a random while later, and collects its output. */
+async function interrupted(args: readonly string[], signal: NodeJS.Signals): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawnTypeScript(demo, args);
+  let stdout = "";
+  let stderr = "";
+  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout?.on("data", (d: Buffer) => {
+      stdout += d.toString();
+      if (stdout.includes("committed step ")) resolve();
+    });
+    void exited.then((code) => reject(new Error(`the demo exited before committing a step (${code}): ${stderr}`)));
+  });
+  await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 300)));
+  child.kill(signal);
+  return { code: await exited, stdout, stderr };
+}
+
 describe("the demo", () => {
-  it("trains, checkpoints, and resumes from the latest step when run again", { timeout: 120_000 }, async () => {
-    dir = await mkdtemp(join(tmpdir(), "cairn-demo-"));
-    const path = join(dir, "ckpt");
-    const first = await runTypeScript(demo, ["--path", path, "--steps", "30", "--interval", "10"]);
-    expect(first.code, first.stderr).toBe(0);
-    expect(first.stdout).toContain("training from scratch");
-    expect(first.stdout).toContain("checkpoints kept: 10, 20, 29");
-    const second = await runTypeScript(demo, ["--path", path, "--steps", "45", "--interval", "10"]);
-    expect(second.code, second.stderr).toBe(0);
-    expect(second.stdout).toMatch(/resumed from step 29 in .*\(loss then \d+\.\d+\)/);
-    expect(second.stdout).toContain("checkpoints kept: 30, 40, 44");
+  it("prints a line per committed step and the final weights, and nothing from tfjs", { timeout: 120_000 }, async () => {
+    const run = await runTypeScript(demo, ["--path", join(dir, "lines"), "--steps", "30", "--interval", "10"]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toBe("");
+    const lines = run.stdout.trimEnd().split("\n");
+    expect(lines.slice(0, -1).sort()).toEqual(["committed step 0", "committed step 10", "committed step 20", "committed step 29"].map((s) => expect.stringMatching(new RegExp(`^${s}  loss \\d+\\.\\d+  \\d+\\.\\d\\d s$`))));
+    expect(lines.at(-1)).toMatch(FINAL);
+  });
+
+  it("an interrupted and resumed run ends with the same weights as an uninterrupted one", { timeout: 180_000 }, async () => {
+    const args = (name: string): string[] => ["--path", join(dir, name), "--steps", "1000", "--interval", "100"];
+    const straight = await runTypeScript(demo, args("straight"));
+    expect(straight.code, straight.stderr).toBe(0);
+    const expected = FINAL.exec(straight.stdout);
+    expect(expected?.[2], straight.stdout).toBe("999");
+
+    // Ctrl-C in a terminal sends SIGINT, `kill` sends SIGTERM: both checkpoint and exit 0.
+    let resumedFrom = -1;
+    for (const signal of ["SIGTERM", "SIGINT"] as const) {
+      const stopped = await interrupted(args("resumed"), signal);
+      expect(stopped.code, stopped.stderr).toBe(0);
+      expect(stopped.stdout).toContain(`received ${signal}: checkpointing the next step, then stopping`);
+      const at = /^stopped at step (\d+); run again to resume$/m.exec(stopped.stdout);
+      expect(at, stopped.stdout).not.toBeNull();
+      expect(stopped.stdout).toContain(`committed step ${at![1]}  loss`);
+      expect(Number(at![1])).toBeGreaterThan(resumedFrom);
+      if (resumedFrom >= 0) expect(stopped.stdout).toContain(`resumed from step ${resumedFrom} in `);
+      resumedFrom = Number(at![1]);
+    }
+    const finished = await runTypeScript(demo, args("resumed"));
+    expect(finished.code, finished.stderr).toBe(0);
+    expect(finished.stdout).toMatch(new RegExp(`^resumed from step ${resumedFrom} in `));
+    expect(FINAL.exec(finished.stdout)?.[1], finished.stdout).toBe(expected![1]);
+
+    // Run again once done: nothing to train, the same weights.
+    const again = await runTypeScript(demo, args("resumed"));
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain("resumed from step 999 in ");
+    expect(FINAL.exec(again.stdout)?.[1]).toBe(expected![1]);
   });
 
   it("refuses bad arguments with a clear message", async () => {

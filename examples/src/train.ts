@@ -1,10 +1,9 @@
 // A tfjs training loop that checkpoints with Cairn and resumes where it stopped.
 //   pnpm demo [--path <url or dir>] [--steps N] [--interval N]
-// Defaults: ./checkpoints, 300 steps, a checkpoint every 50. Run it twice: the second run
-// resumes from the latest committed step. Checkpoints are saved in the background
-// (saveAsync); on SIGTERM (a spot or preemptible machine going away, or Ctrl-\ kill) the next
-// step is checkpointed and the run stops cleanly. Any registered URL works as --path
-// (memory://, file://, and s3:// or gs:// with their storage package installed).
+// Defaults: ./checkpoints, 300 steps, a checkpoint every 50. Everything random is seeded and the
+// batch of a step depends only on the step, so a run stopped (Ctrl-C, SIGTERM) and run again ends
+// with the same final weights as one uninterrupted run: compare the crc32c it prints last.
+// Any registered URL works as --path (memory://, file://, s3:// or gs:// with their package).
 import { parseArgs } from "node:util";
 import * as tf from "@tensorflow/tfjs";
 import { crc32c } from "@cairn/core/format";
@@ -21,6 +20,7 @@ const { values } = parseArgs({
     interval: { type: "string", default: "50" },
   },
 });
+const path = values.path!;
 const totalSteps = Number(values.steps);
 const interval = Number(values.interval);
 if (!Number.isSafeInteger(totalSteps) || totalSteps < 1 || !Number.isSafeInteger(interval) || interval < 1) {
@@ -28,29 +28,56 @@ if (!Number.isSafeInteger(totalSteps) || totalSteps < 1 || !Number.isSafeInteger
   process.exit(2);
 }
 
+// Production mode only silences tfjs's warnings, among them the "install tfjs-node" banner.
+tf.enableProdMode();
 await tf.setBackend("cpu");
 
-// y = x · w + 0.3 with some noise: a model small enough to train in seconds.
-const trueWeights = tf.tensor2d([[1.5], [-2], [0.7], [3]]);
+// Seeds must be non-zero: tfjs's randomNormal treats a seed of 0 as "use Math.random".
+const SEED = { data: 1, noise: 2, hidden: 3, output: 4, shuffle: 1000 };
+const SAMPLES = 1024;
+const BATCH = 64;
+
+// y = x · w + 0.3 with some noise: a fixed data set, small enough to train on in seconds.
+const [xs, ys] = tf.tidy(() => {
+  const x = tf.randomNormal([SAMPLES, 4], 0, 1, "float32", SEED.data);
+  const y = x.matMul(tf.tensor2d([[1.5], [-2], [0.7], [3]])).add(0.3).add(tf.randomNormal([SAMPLES, 1], 0, 0.05, "float32", SEED.noise));
+  return [x, y];
+});
+
+// Each epoch visits the samples in its own seeded order, so the batch of a step is a function of the step.
+let order: { epoch: number; indices: tf.Tensor1D } | undefined;
 function batch(step: number): { x: tf.Tensor; y: tf.Tensor } {
+  const epoch = Math.floor((step * BATCH) / SAMPLES);
+  if (order?.epoch !== epoch) {
+    order?.indices.dispose();
+    const indices = tf.tidy(() => tf.topk(tf.randomUniform([SAMPLES], 0, 1, "float32", SEED.shuffle + epoch), SAMPLES).indices as tf.Tensor1D);
+    order = { epoch, indices };
+  }
+  const { indices } = order;
   return tf.tidy(() => {
-    const x = tf.randomNormal([64, 4], 0, 1, "float32", step);
-    const y = x.matMul(trueWeights).add(0.3).add(tf.randomNormal([64, 1], 0, 0.05, "float32", step + 1e6));
-    return { x, y };
+    const rows = indices.slice((step * BATCH) % SAMPLES, BATCH);
+    return { x: xs.gather(rows), y: ys.gather(rows) };
   });
 }
 
+// Kernels get seeded initialisers; biases start at zero (the default), so nothing else is random.
 const model = tf.sequential({
   layers: [
-    tf.layers.dense({ units: 16, inputShape: [4], activation: "relu", kernelInitializer: tf.initializers.glorotUniform({ seed: 7 }) }),
-    tf.layers.dense({ units: 1, kernelInitializer: tf.initializers.glorotUniform({ seed: 8 }) }),
+    tf.layers.dense({ units: 16, inputShape: [4], activation: "relu", kernelInitializer: tf.initializers.glorotUniform({ seed: SEED.hidden }) }),
+    tf.layers.dense({ units: 1, kernelInitializer: tf.initializers.glorotUniform({ seed: SEED.output }) }),
   ],
 });
 const optimizer = tf.train.adam(0.01);
-const manager = new CheckpointManager(values.path!, interval, { maxToKeep: 3 });
-manager.on("preemption", ({ reason }) => console.log(`preemption notice (${reason}): checkpointing at the next step`));
+// SIGINT (Ctrl-C) and SIGTERM (kill, a preemptible machine going away) checkpoint the next step and stop.
+const manager = new CheckpointManager(path, interval, { maxToKeep: 3, preemptionSignals: ["SIGINT", "SIGTERM"] });
+const losses = new Map<number, number>();
+manager.on("committed", ({ step, seconds }) => {
+  console.log(`committed step ${step}  loss ${losses.get(step)?.toPrecision(4)}  ${seconds.toFixed(2)} s`);
+  losses.delete(step);
+});
+manager.on("preemption", ({ reason }) => console.log(`${reason}: checkpointing the next step, then stopping`));
 
-/** A fingerprint of the weights, printed when stopping and resuming so the two can be compared. */
+/** A fingerprint of the weights: equal after an interrupted and an uninterrupted run of the same steps. */
 async function weightsCrc(): Promise<string> {
   let crc = 0;
   for (const w of model.getWeights()) crc = crc32c(new Uint8Array((await w.data()).buffer), crc);
@@ -65,28 +92,29 @@ if (latest !== undefined) {
   await manager.restore(latest, state);
   await setStateDict(model, optimizer, state);
   start = latest + 1;
-  const { metrics } = await manager.metadata(latest);
-  console.log(`resumed from step ${latest} in ${values.path} (loss then ${metrics.loss?.toFixed(5)}), weights crc ${await weightsCrc()}`);
-} else {
-  console.log(`no checkpoint in ${values.path}: training from scratch`);
+  console.log(`resumed from step ${latest} in ${path}`);
 }
-if (start >= totalSteps) console.log(`already trained ${totalSteps} steps; pass --steps to train further`);
+if (start >= totalSteps) console.log(`already trained ${start} steps; pass a larger --steps to train further`);
 
+let lastTrained = start - 1;
+let stoppedAt: number | undefined;
 for (let step = start; step < totalSteps; step++) {
   const { x, y } = batch(step);
   const loss = optimizer.minimize(() => tf.losses.meanSquaredError(y, model.predict(x) as tf.Tensor) as tf.Scalar, true)!;
   const value = (await loss.data())[0]!;
   tf.dispose([x, y, loss]);
+  lastTrained = step;
   const last = step === totalSteps - 1;
   if (manager.shouldSave(step) || last) {
+    losses.set(step, value);
     // Resolves once the state is staged; the upload goes on while training continues.
     await manager.saveAsync(step, await getStateDict(model, optimizer), { force: last, metrics: { loss: value } });
-    console.log(`step ${step}: loss ${value.toFixed(5)}, checkpoint staged`);
   }
   if (manager.reachedPreemption(step)) {
-    console.log(`preempted: checkpoint committed at step ${step}, weights crc ${await weightsCrc()}`);
+    stoppedAt = step;
     break;
   }
 }
 await manager.close(); // waits for background uploads
-console.log(`checkpoints kept: ${(await new CheckpointManager(values.path!, interval, { readOnly: true }).allSteps()).join(", ")}`);
+if (stoppedAt !== undefined) console.log(`stopped at step ${stoppedAt}; run again to resume`);
+else console.log(`final weights crc32c ${await weightsCrc()} (steps 0–${lastTrained})`);
