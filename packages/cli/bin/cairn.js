@@ -1,27 +1,24 @@
 #!/usr/bin/env node
-// The `cairn` command. In the repository (tsx installed beside this package), it runs the
-// TypeScript sources in this process: tsx's loader plus a resolve hook adding the
-// "@cairn/source" export condition, exactly what `spawnTypeScript` and vitest do, so no build
-// is needed. A published install without tsx runs the built `dist/`.
+// The `cairn` command. Installed as a dependency it runs the built `dist/`. In a checkout of the
+// repository, where the TypeScript sources sit beside this bin, it runs them in this process with
+// tsx's loader plus a resolve hook adding the "@cairn/source" export condition, so no build is needed.
+import { existsSync } from "node:fs";
 import { register } from "node:module";
 import process from "node:process";
+import { URL } from "node:url";
 
-function tsxApi() {
+async function sourceEntry() {
+  let api;
   try {
-    return import.meta.resolve("tsx/esm/api");
-  } catch {
-    return undefined;
+    api = import.meta.resolve("tsx/esm/api");
+  } catch (error) {
+    throw new Error("cairn: this is a checkout of the repository, and tsx, which runs its TypeScript sources, is not installed. Run `pnpm install` at its root.", { cause: error });
   }
+  register("./source-condition.js", import.meta.url);
+  (await import(api)).register();
+  return import("../src/main.ts");
 }
 
-const api = tsxApi();
-let entry;
-if (api) {
-  register("./source-condition.js", import.meta.url);
-  const { register: registerTsx } = await import(api);
-  registerTsx();
-  entry = await import("../src/main.ts");
-} else {
-  entry = await import("../dist/main.js");
-}
+const sources = new URL("../src/main.ts", import.meta.url);
+const entry = existsSync(sources) ? await sourceEntry() : await import("../dist/main.js");
 process.exitCode = await entry.runCli(process.argv.slice(2));
