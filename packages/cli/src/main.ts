@@ -1,4 +1,4 @@
-import { parseArgs } from "node:util";
+import { inspect, parseArgs } from "node:util";
 import { type StorageOptions, CheckpointError } from "@cairn/core";
 import { type CommandSpec, type OptionSpec, UsageError, makeContext } from "./command.js";
 import { cpCommand } from "./commands/cp.js";
@@ -34,8 +34,14 @@ export const COMMANDS: readonly CommandSpec[] = [
 const COMMON: Readonly<Record<string, OptionSpec>> = {
   json: { type: "boolean", help: "print the result as one line of JSON (errors too, as {\"error\": {code, message}})" },
   "storage-options": { type: "string", value: "<json>", help: "options for storage adapters, by protocol: '{\"s3\":{\"endpoint\":\"http://127.0.0.1:9000\",\"forcePathStyle\":true}}'" },
+  verbose: { type: "boolean", help: "when a command fails, also print the error's details: context, causes, stack (or set DEBUG=cairn)" },
   help: { type: "boolean", short: "h", help: "show this help" },
 };
+
+/** `DEBUG=cairn` (the `debug` package's convention: a list of names, `*` wildcards) asks for what --verbose prints. */
+function debugAsked(debug: string | undefined): boolean {
+  return (debug ?? "").split(/[\s,]+/).some((name) => name === "*" || name === "cairn" || name === "cairn*" || name === "cairn:*");
+}
 
 /** What `runCli` reads and writes; the bin passes the process's, tests their own. */
 export interface CliIO {
@@ -128,9 +134,11 @@ async function runOne(argv: readonly string[], io: CliIO, signal: AbortSignal, l
   const [name, ...rest] = argv;
   const command = COMMANDS.find((c) => c.name === name);
   const json = rest.includes("--json");
-  const fail = (code: number, errorCode: string, message: string): number => {
+  const verbose = rest.includes("--verbose") || debugAsked(process.env.DEBUG);
+  const fail = (code: number, errorCode: string, message: string, error?: unknown): number => {
     const line = oneLine(message);
     io.stderr.write(`cairn${command ? ` ${command.name}` : ""}: ${line}\n`);
+    if (verbose && error !== undefined) io.stderr.write(`${inspect(error, { depth: 4, colors: false })}\n`);
     if (json) io.stdout.write(`${JSON.stringify({ error: { code: errorCode, message: line } })}\n`);
     return code;
   };
@@ -167,12 +175,12 @@ async function runOne(argv: readonly string[], io: CliIO, signal: AbortSignal, l
     if (error instanceof UsageError) return fail(EXIT.usage, "usage", `${error.message}; see cairn ${command.name} --help`);
     if (error instanceof CheckpointError) {
       if (error.code === "cancelled" || signal.aborted) return fail(EXIT.interrupted, "cancelled", "interrupted; nothing was committed");
-      return fail(error.code === "corrupt" ? EXIT.corrupt : EXIT.failed, error.code, error.message);
+      return fail(error.code === "corrupt" ? EXIT.corrupt : EXIT.failed, error.code, error.message, error);
     }
     if (signal.aborted) return fail(EXIT.interrupted, "cancelled", "interrupted; nothing was committed");
     // Not a Cairn error (a bug, or a system error Cairn did not classify): still one line, with its type.
     const e = error as NodeJS.ErrnoException;
-    return fail(EXIT.failed, "internal", `${e?.code ? `${e.code}: ` : ""}${e?.message ?? String(error)}${process.env.CAIRN_DEBUG ? ` ${e?.stack ?? ""}` : " (set CAIRN_DEBUG=1 for a stack trace)"}`);
+    return fail(EXIT.failed, "internal", `${e?.code ? `${e.code}: ` : ""}${e?.message ?? String(error)}${verbose ? "" : " (--verbose prints its stack)"}`, error);
   }
 }
 
