@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -22,5 +22,12 @@ describe("the README's example", () => {
     expect(second.code, second.stderr).toBe(0);
     expect(second.stdout).toContain("resumed from step 80");
     expect(second.stdout).not.toContain("checkpoint committed");
+  });
+
+  it("is the code the README shows, line for line", async () => {
+    const readme = await readFile(fileURLToPath(new URL("../../README.md", import.meta.url)), "utf8");
+    const shown = /## A complete example[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    const source = (await readFile(quickstart, "utf8")).split("\n").filter((line, i) => i > 1 || !line.startsWith("//")).join("\n");
+    expect(shown).toBe(source);
   });
 });

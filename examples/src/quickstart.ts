@@ -6,6 +6,7 @@ import { getStateDict, primeOptimizer, setStateDict } from "@cairn/tfjs";
 
 const root = process.argv[2] ?? "quickstart-checkpoints"; // a directory, or any URL: memory://, s3://, gs://
 const steps = 100;
+tf.enableProdMode(); // silences tfjs's warnings, among them its "install tfjs-node" banner
 
 const model = tf.sequential({
   layers: [tf.layers.dense({ units: 1, inputShape: [2], kernelInitializer: tf.initializers.zeros() })],
