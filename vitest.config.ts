@@ -5,5 +5,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     projects: ["packages/*", "tests", "examples"],
+    // tfjs-core's "install tfjs-node" advice, printed by every process that uses tfjs: noise here.
+    onConsoleLog: (log) => !log.includes("looks like you are running TensorFlow.js in Node.js"),
   },
 });
