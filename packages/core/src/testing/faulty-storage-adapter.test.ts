@@ -1,48 +1,14 @@
 import { describe, expect, it } from "vitest";
 import type { CheckpointError } from "../errors.js";
 import { withRetry } from "../storage/retry.js";
-import { type ByteRange, type ObjectInfo, type StorageAdapter, type WriteBody, notFound } from "../storage/storage-adapter.js";
+import { MapStorage } from "../../test/map-storage.js";
 import { FaultyStorageAdapter } from "./faulty-storage-adapter.js";
-
-/** Objects in a Map; a write lands only once its whole body arrived. */
-class MapStorageAdapter implements StorageAdapter {
-  readonly protocol = "map";
-  readonly root = "map://";
-  readonly objects = new Map<string, Uint8Array>();
-
-  async read(path: string, range?: ByteRange): Promise<Uint8Array> {
-    const bytes = this.objects.get(path);
-    if (!bytes) throw notFound(this.protocol, path, this.root);
-    return range ? bytes.subarray(range.offset, range.offset + range.length) : bytes;
-  }
-
-  async write(path: string, body: WriteBody): Promise<void> {
-    const parts: Uint8Array[] = [];
-    for await (const part of body instanceof Uint8Array ? [body] : body) parts.push(part);
-    this.objects.set(path, new Uint8Array(Buffer.concat(parts)));
-  }
-
-  async stat(path: string): Promise<ObjectInfo | null> {
-    const bytes = this.objects.get(path);
-    return bytes ? { path, size: bytes.byteLength } : null;
-  }
-
-  async *list(prefix: string): AsyncIterable<ObjectInfo> {
-    for (const [path, bytes] of this.objects) if (path.startsWith(prefix)) yield { path, size: bytes.byteLength };
-  }
-
-  async delete(path: string): Promise<void> {
-    this.objects.delete(path);
-  }
-
-  async close(): Promise<void> {}
-}
 
 const BYTES = new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]);
 
 describe("FaultyStorageAdapter", () => {
   it("fails the nth matching call with an errno fault coded as the local adapter codes it, the errno error as cause", async () => {
-    const inner = new MapStorageAdapter();
+    const inner = new MapStorage();
     const storage = new FaultyStorageAdapter(inner, [{ operation: "delete", nth: 2, path: (p) => p.startsWith("3/"), errno: "EACCES" }]);
     await storage.write("3/a", BYTES);
     await storage.delete("3/a");
@@ -55,7 +21,7 @@ describe("FaultyStorageAdapter", () => {
   });
 
   it("makes transient errno faults that core's retry gets past", async () => {
-    const storage = new FaultyStorageAdapter(new MapStorageAdapter(), [{ operation: "write", times: 2, errno: "EIO" }]);
+    const storage = new FaultyStorageAdapter(new MapStorage(), [{ operation: "write", times: 2, errno: "EIO" }]);
     const attempts: number[] = [];
     await withRetry((attempt) => (attempts.push(attempt), storage.write("x", BYTES)), { sleep: async () => undefined });
     expect(attempts).toEqual([1, 2, 3]);
@@ -63,14 +29,14 @@ describe("FaultyStorageAdapter", () => {
   });
 
   it("codes ENOSPC as no_space and leaves the failed write unwritten", async () => {
-    const inner = new MapStorageAdapter();
+    const inner = new MapStorage();
     const storage = new FaultyStorageAdapter(inner, [{ operation: "write", errno: "ENOSPC" }]);
     await expect(storage.write("x", BYTES)).rejects.toMatchObject({ code: "no_space", cause: { code: "ENOSPC", syscall: "write" } });
     expect(inner.objects.size).toBe(0);
   });
 
   it("returns a short read on the chosen call only", async () => {
-    const storage = new FaultyStorageAdapter(new MapStorageAdapter(), [{ operation: "read", nth: 2, shortRead: 3 }]);
+    const storage = new FaultyStorageAdapter(new MapStorage(), [{ operation: "read", nth: 2, shortRead: 3 }]);
     await storage.write("x", BYTES);
     expect(await storage.read("x")).toEqual(BYTES);
     expect(await storage.read("x", { offset: 2, length: 6 })).toEqual(BYTES.subarray(2, 5));
@@ -78,7 +44,7 @@ describe("FaultyStorageAdapter", () => {
   });
 
   it("stalls a read until its signal aborts, then rejects cancelled", async () => {
-    const storage = new FaultyStorageAdapter(new MapStorageAdapter(), [{ operation: "read", stall: true }]);
+    const storage = new FaultyStorageAdapter(new MapStorage(), [{ operation: "read", stall: true }]);
     await storage.write("x", BYTES);
     const controller = new AbortController();
     let settled = false;
@@ -90,7 +56,7 @@ describe("FaultyStorageAdapter", () => {
   });
 
   it("stalls a write after its first part until its signal aborts, writing nothing", async () => {
-    const inner = new MapStorageAdapter();
+    const inner = new MapStorage();
     const storage = new FaultyStorageAdapter(inner, [{ operation: "write", stall: true }]);
     const controller = new AbortController();
     let pulled = 0;
@@ -113,6 +79,6 @@ describe("FaultyStorageAdapter", () => {
     [{ operation: "write", shortRead: 1 }, "shortRead"],
     [{ operation: "stat", stall: true }, "without a signal"],
   ] as const)("refuses a fault that cannot happen: %o", (fault, problem) => {
-    expect(() => new FaultyStorageAdapter(new MapStorageAdapter(), [fault])).toThrow(expect.objectContaining({ code: "invalid_argument", message: expect.stringContaining(problem) }));
+    expect(() => new FaultyStorageAdapter(new MapStorage(), [fault])).toThrow(expect.objectContaining({ code: "invalid_argument", message: expect.stringContaining(problem) }));
   });
 });
