@@ -17,7 +17,7 @@ export interface CliRun {
 }
 
 /** Runs the real bin, `node bin/cairn.js …`, as a user's shell would, with stdout a pipe (not a terminal). */
-export function cairn(args: readonly string[], options: { cwd?: string } = {}): Promise<CliRun> {
+export function cairn(args: readonly string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliRun> {
   const child = spawn(process.execPath, [BIN, ...args], { stdio: ["ignore", "pipe", "pipe"], ...options });
   let stdout = "";
   let stderr = "";

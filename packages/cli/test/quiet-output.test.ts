@@ -1,21 +1,12 @@
-import { spawn } from "node:child_process";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { hostTensor, save } from "@cairn/core";
 import { describe, expect, it } from "vitest";
-import { BIN, type CliRun, pattern, tempDir } from "./helpers.js";
+import { type CliRun, cairn, pattern, tempDir } from "./helpers.js";
 
 /** The bin with stdout and stderr piped, in an environment of exactly the variables named (plus PATH). */
 function cairnWithEnv(args: readonly string[], env: Record<string, string>): Promise<CliRun> {
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { PATH: process.env.PATH ?? "", ...env } });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-  return new Promise((resolve, reject) => {
-    child.once("error", reject);
-    child.once("close", (code) => resolve({ code, stdout, stderr }));
-  });
+  return cairn(args, { env: { PATH: process.env.PATH ?? "", ...env } });
 }
 
 describe("the CLI's output in logs and pipes", () => {
