@@ -6,6 +6,10 @@ import type { S3StorageOptions } from "../src/open-s3-storage.js";
 import { startFauxqs } from "./start-fauxqs.js";
 import { startS3rver } from "./start-s3rver.js";
 
+// For benchmarks: the server in a child process, so its CPU and memory are measured apart.
+export { startFauxqsProcess } from "./start-fauxqs.js";
+export type { ServerProcess } from "./server-process.js";
+
 // The SDK warns on every client about Node 20 leaving its support window; tests pin Node 20 on purpose.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
 

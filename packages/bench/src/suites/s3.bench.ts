@@ -1,0 +1,102 @@
+// s3:// against the SDK's own transfer of the same bytes, on fauxqs (the S3 server the tests
+// use) in a child process on 127.0.0.1: Cairn's save vs `@aws-sdk/lib-storage` Upload (its
+// default 5 MiB parts, queue of 4 per object), Cairn's load vs parallel ranged GetObject into
+// the same tensors; then the requests each makes for one save and one load, counted by a proxy.
+import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
+import { Upload } from "@aws-sdk/lib-storage";
+import { type StorageOptions, load, save } from "@cairn/core";
+import { FaultProxy, measureWork } from "@cairn/core/testing";
+import "@cairn/storage-s3";
+import { s3Operation, startFauxqsProcess } from "@cairn/storage-s3/testing";
+import { READ_BYTES, TENSORS, TOTAL, alternate, bytesOf, checkSame, countRequests, rangedReads, reportRate, reportRequests, tensors } from "../remote-support.js";
+import { MiB, rounds } from "../support.js";
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
+
+const SUITE = "s3";
+const BUCKET = "bench";
+const CREDENTIALS = { accessKeyId: "bench", secretAccessKey: "bench" };
+const size = `${TOTAL / MiB} MiB in ${TENSORS} tensors`;
+
+const clientFor = (endpoint: string): S3Client => new S3Client({ endpoint, region: "us-east-1", forcePathStyle: true, credentials: CREDENTIALS });
+
+// Cairn's defaults (8 MiB parts, 8 requests in flight) but for the one fauxqs workaround: it
+// stores an empty object when CompleteMultipartUpload lists part checksums, so parts go without.
+const storageOptionsFor = (endpoint: string): StorageOptions => ({
+  s3: { endpoint, region: "us-east-1", forcePathStyle: true, credentials: CREDENTIALS, checksums: { put: true, multipart: false } },
+});
+
+const source = tensors(true);
+const state = Object.fromEntries(source.map((t, i) => [`t${i}`, t]));
+const target = tensors(false);
+const into = Object.fromEntries(target.map((t, i) => [`t${i}`, t]));
+
+const sdkSave = (client: S3Client, prefix: string): Promise<unknown> =>
+  Promise.all(source.map((t, i) => new Upload({ client, params: { Bucket: BUCKET, Key: `${prefix}/t${i}`, Body: bytesOf(t) } }).done()));
+
+const sdkLoad = (client: S3Client, prefix: string): Promise<void> =>
+  rangedReads(TENSORS, async (o, offset, length) => {
+    const response = await client.send(new GetObjectCommand({ Bucket: BUCKET, Key: `${prefix}/t${o}`, Range: `bytes=${offset}-${offset + length - 1}` }));
+    bytesOf(target[o]!).set(await response.Body!.transformToByteArray(), offset);
+  });
+
+async function removePrefix(client: S3Client, prefix: string): Promise<void> {
+  const listed = await client.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: `${prefix}/` }));
+  for (const o of listed.Contents ?? []) await client.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: o.Key! }));
+}
+
+const server = await startFauxqsProcess([BUCKET]);
+const client = clientFor(server.endpoint);
+const storageOptions = storageOptionsFor(server.endpoint);
+try {
+  const measure = (work: () => Promise<unknown>) => measureWork(server.pid, async () => void (await work()));
+  const n = rounds(3);
+  const saves = await alternate(n, {
+    cairn: (r) => measure(() => save(state, { checkpointId: `s3://${BUCKET}/cairn-${r}`, storageOptions })),
+    sdk: (r) => measure(() => sdkSave(client, `sdk-${r}`)),
+  });
+  const loads = await alternate(n, {
+    cairn: async (r) => {
+      for (const t of target) t.data.fill(-1);
+      const m = await measure(() => load(into, { checkpointId: `s3://${BUCKET}/cairn-${r}`, storageOptions }));
+      checkSame("cairn load", target, source);
+      return m;
+    },
+    sdk: async (r) => {
+      for (const t of target) t.data.fill(-1);
+      const m = await measure(() => sdkLoad(client, `sdk-${r}`));
+      checkSame("ranged GetObject", target, source);
+      return m;
+    },
+  });
+  for (let r = 0; r < n; r++) for (const prefix of [`cairn-${r}`, `sdk-${r}`]) await removePrefix(client, prefix);
+  reportRate(SUITE, `save ${size} to s3:// (fauxqs)`, "lib-storage Upload, default parts and queue", saves);
+  reportRate(SUITE, `load ${size} from s3:// (fauxqs)`, `ranged GetObject, ${READ_BYTES / MiB} MiB x 8 in flight`, loads);
+
+  // Untimed: the same save and load once more through a counting proxy.
+  const proxy = await FaultProxy.start(server.endpoint);
+  const counted = clientFor(proxy.url);
+  try {
+    const classify = (r: { method: string; url: string }): string | undefined =>
+      (Object.keys(s3Operation) as (keyof typeof s3Operation)[]).find((k) => k !== "part" && (s3Operation[k] as (r: unknown) => boolean)(r));
+    const countOf = async (work: () => Promise<unknown>): Promise<Record<string, number>> => {
+      proxy.requests.length = 0;
+      await work();
+      return countRequests(proxy.requests, classify);
+    };
+    const viaProxy = storageOptionsFor(proxy.url);
+    const cairnSaveCount = await countOf(() => save(state, { checkpointId: `s3://${BUCKET}/cairn-count`, storageOptions: viaProxy }));
+    const sdkSaveCount = await countOf(() => sdkSave(counted, "sdk-count"));
+    const cairnLoadCount = await countOf(() => load(into, { checkpointId: `s3://${BUCKET}/cairn-count`, storageOptions: viaProxy }));
+    const sdkLoadCount = await countOf(() => sdkLoad(counted, "sdk-count"));
+    reportRequests(SUITE, `requests per save, ${size}`, "lib-storage Upload", cairnSaveCount, sdkSaveCount);
+    reportRequests(SUITE, `requests per load, ${size}`, "ranged GetObject", cairnLoadCount, sdkLoadCount);
+    for (const prefix of ["cairn-count", "sdk-count"]) await removePrefix(client, prefix);
+  } finally {
+    counted.destroy();
+    await proxy.close();
+  }
+} finally {
+  client.destroy();
+  await server.stop();
+}
