@@ -18,6 +18,7 @@ export { type SaveOptions, type SaveResult, checkSaveOptions } from "./save/save
 export { save } from "./save/save.js";
 export { type LoadOptions, type LoadResult, load, readMetadata } from "./load/load.js";
 export { type TfjsModule, tfjsModule } from "./load/tfjs.js";
-export { type AsyncSaveOptions, type AsyncSaveHandle, type StagedInfo, asyncSave } from "./background/async-save.js";
+export { type AsyncSaveOptions, type AsyncSaveHandle, type StagedInfo, asyncSave, prepareAsyncSave } from "./background/async-save.js";
 export { startUploadWorker } from "./background/upload-thread.js";
-export { type StagingStrategy, type StagingPoolOptions, type StagedLeaves, StagingPool } from "./stage/staging.js";
+export { type StagingStrategy, type StagedLeaves } from "./stage/staging.js";
+export { type StagingPoolOptions, StagingPool } from "./stage/staging-pool.js";

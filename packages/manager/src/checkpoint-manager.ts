@@ -110,6 +110,18 @@ export class CheckpointManager {
     return this.#save(step, stateDict, options, true);
   }
 
+  /**
+   * Readies the staging memory that `saveAsync` of state dicts shaped like `stateDict` will use:
+   * allocated now and made resident by another thread, so that even the first background save
+   * blocks only for copying the state. Call it once before training (a `saveAsync` meanwhile
+   * waits for it); it reads no tensor data and keeps nothing of the state dict.
+   */
+  async prepare(stateDict: StateDict): Promise<void> {
+    checkStateDict(stateDict);
+    this.#checkWritable("prepare saves");
+    await this.#pipeline.prepare(stateDict, this.#options.save ?? {});
+  }
+
   /** Committed steps, ascending, read from storage once retention caught up with the saves so far (damaged steps are left out). */
   async allSteps(): Promise<number[]> {
     const store = await this.#open();

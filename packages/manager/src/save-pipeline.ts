@@ -1,4 +1,4 @@
-import { type ProcessGroup, type SaveOptions, type SaveResult, type StateDict, type StorageAdapter, StagingPool, asyncSave, startUploadWorker, storageUrl } from "@cairn/core";
+import { type ProcessGroup, type SaveOptions, type SaveResult, type StateDict, type StorageAdapter, StagingPool, asyncSave, prepareAsyncSave, startUploadWorker, storageUrl } from "@cairn/core";
 import PQueue from "p-queue";
 import type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
 import type { ManagerEmitter } from "./manager-events.js";
@@ -82,6 +82,11 @@ export class SavePipeline {
     this.#pending.set(step, settled);
     void settled.finally(() => this.#pending.delete(step));
     return { settled };
+  }
+
+  /** Readies the staging buffers for saveAsync of state dicts shaped like `stateDict`, from another thread (see `prepareAsyncSave`). */
+  prepare(stateDict: StateDict, save: Pick<SaveOptions, "concurrency">): Promise<void> {
+    return prepareAsyncSave(stateDict, { concurrency: save.concurrency, staging: this.#options.staging ?? "copy", pool: this.#pool });
   }
 
   /** Several ranks: after `pass`, a barrier of the step's `group`, in commit order; `drain()` waits for it. */

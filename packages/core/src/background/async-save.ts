@@ -2,7 +2,8 @@ import { flattenStateDict } from "../state/flatten.js";
 import { checkOption, checkpointOptionsOf } from "../storage/checkpoint-location.js";
 import { type CommitLeaves, planAndCommit, saveLeaves } from "../save/save.js";
 import { DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions } from "../save/save-options.js";
-import { type StagingLayout, StagingPool, type StagingStrategy, copyInBackground, stageLeaves } from "../stage/staging.js";
+import { type StagingLayout, type StagingStrategy, copyInBackground, prepareStaging, stageLeaves } from "../stage/staging.js";
+import { StagingPool } from "../stage/staging-pool.js";
 import type { StateDict } from "../state/state-dict.js";
 import { canUploadInWorker, uploadInWorker } from "./upload-thread.js";
 
@@ -59,8 +60,7 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   const options = asyncSaveOptionsOf(checkpointIdOrOptions);
   const started = performance.now();
   const pool = options.pool ?? new StagingPool();
-  // With the default planner, copies are staged in the data files' layout (see stageLeaves): as many files as `save` will write.
-  const layout = options.planner === undefined ? { filesPerRank: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY } : undefined;
+  const layout = stagingLayoutOf(options);
   const snapshot = flattenStateDict(stateDict).then((leaves) => {
     checkSaveOptions(options, "asyncSave: option ");
     return stageLeaves(leaves, options.staging ?? "copy", pool, options.signal, layout);
@@ -79,6 +79,27 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   staged.catch(() => undefined);
   done.catch(() => undefined);
   return { staged, done };
+}
+
+/**
+ * Readies `options.pool` for background saves of state dicts shaped like `stateDict` (same
+ * leaves, shapes and dtypes): the staging buffers the next `asyncSave` with these options will
+ * take are allocated and made resident by another thread now, so that save blocks for a memcpy
+ * alone rather than a page fault every 4 KiB of fresh memory. Call it off the training path (at
+ * start-up, or on a step that is not saved); an `asyncSave` meanwhile waits for it. Reads no
+ * tensor data, holds nothing of the state dict, and never rejects for lack of memory budget
+ * (it then readies nothing); a bad state dict rejects as `asyncSave` would.
+ */
+export async function prepareAsyncSave(
+  stateDict: StateDict,
+  options: Pick<AsyncSaveOptions, "staging" | "planner" | "concurrency"> & { readonly pool: StagingPool },
+): Promise<void> {
+  await prepareStaging(await flattenStateDict(stateDict), options.staging ?? "copy", options.pool, stagingLayoutOf(options));
+}
+
+/** With the default planner, copies are staged in the data files' layout (see stageLeaves): as many files as `save` will write. */
+function stagingLayoutOf(options: Pick<AsyncSaveOptions, "planner" | "concurrency">): StagingLayout | undefined {
+  return options.planner === undefined ? { filesPerRank: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY } : undefined;
 }
 
 const STAGING_STRATEGIES: ReadonlySet<unknown> = new Set<StagingStrategy>(["copy", "reference"]);

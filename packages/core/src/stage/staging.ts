@@ -1,8 +1,9 @@
 import { arrayConstructorFor, byteSize } from "../state/dtypes.js";
-import { CheckpointError, throwIfAborted } from "../errors.js";
+import { throwIfAborted } from "../errors.js";
 import { type Leaf, tensorBytes } from "../state/flatten.js";
 import { DefaultSavePlanner } from "../plan/default-save-planner.js";
-import { MAX_PAGE_ALIGNED_BYTES, isPageAligned, pageAlignedAvailable, pageAlignedSharedBytes } from "../storage/page-aligned.js";
+import { MAX_PAGE_ALIGNED_BYTES, pageAlignedAvailable } from "../storage/page-aligned.js";
+import type { StagingPool } from "./staging-pool.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
 import type { WriteItem } from "../plan/save-planner.js";
 import type { HostTensor, TensorLike } from "../state/tensors.js";
@@ -22,115 +23,6 @@ import type { HostTensor, TensorLike } from "../state/tensors.js";
  *   the upload after all; otherwise they are held until the upload ends.
  */
 export type StagingStrategy = "copy" | "reference";
-
-export interface StagingPoolOptions {
-  /** Most bytes of staging buffers held at once (default: unbounded). A save needing more is refused. */
-  readonly maxBytes?: number;
-}
-
-/**
- * Reusable host buffers for staging, in shared memory so worker threads (the upload worker,
- * checksum workers) read them without a copy. Buffers are handed out per save and come back
- * when its upload ends; a later save of the same state reuses them, so steady-state training
- * allocates nothing for checkpoints.
- * With `maxBytes`, a save waits until enough buffers come back.
- */
-export class StagingPool {
-  readonly #maxBytes: number;
-  /** Free buffers by kind and size: `s<bytes>` shared, `p<bytes>` page-aligned shared. */
-  readonly #free = new Map<string, Uint8Array[]>();
-  #allocated = 0;
-  #inUse = 0;
-  readonly #waiting: (() => void)[] = [];
-
-  constructor(options: StagingPoolOptions = {}) {
-    this.#maxBytes = options.maxBytes ?? Infinity;
-  }
-
-  /** The most bytes of buffers it may hold (`Infinity` without a budget). */
-  get maxBytes(): number {
-    return this.#maxBytes;
-  }
-
-  /** Bytes of buffers the pool holds, free or in use. */
-  get allocatedBytes(): number {
-    return this.#allocated;
-  }
-
-  get inUseBytes(): number {
-    return this.#inUse;
-  }
-
-  /**
-   * Buffers of the given sizes, all at once (so two saves never each hold half of what they
-   * need), in shared memory; those with `pageAligned[i]` start on a page boundary.
-   */
-  async acquire(sizes: readonly number[], signal?: AbortSignal, pageAligned: readonly boolean[] = []): Promise<Uint8Array[]> {
-    const total = sizes.reduce((a, b) => a + b, 0);
-    if (total > this.#maxBytes) {
-      throw new CheckpointError(
-        "invalid_argument",
-        `staging this state dict needs ${total} bytes but the staging budget is ${this.#maxBytes}; raise stagingBudget or use staging "reference"`,
-      );
-    }
-    for (;;) {
-      throwIfAborted(signal, "staging");
-      if (this.#inUse + total <= this.#maxBytes) {
-        const keys = sizes.map((size, i) => keyOf(size, pageAligned[i] === true));
-        const wanted = new Map<string, number>();
-        for (const key of keys) wanted.set(key, (wanted.get(key) ?? 0) + 1);
-        let reusable = 0;
-        for (const [key, count] of wanted) reusable += sizeOf(key) * Math.min(count, this.#free.get(key)?.length ?? 0);
-        const over = this.#allocated + (total - reusable) - this.#maxBytes;
-        if (over > 0) this.#dropFree(over, wanted);
-        return keys.map((key) => this.#take(key));
-      }
-      await new Promise<void>((resolve) => this.#waiting.push(resolve));
-    }
-  }
-
-  release(buffers: readonly Uint8Array[]): void {
-    for (const buffer of buffers) {
-      this.#inUse -= buffer.byteLength;
-      const key = keyOf(buffer.byteLength, isPageAligned(buffer.buffer));
-      const list = this.#free.get(key) ?? [];
-      list.push(buffer);
-      this.#free.set(key, list);
-    }
-    for (const wake of this.#waiting.splice(0)) wake();
-  }
-
-  /** Drops every free buffer (for example after training ends). */
-  clear(): void {
-    for (const list of this.#free.values()) for (const b of list) this.#allocated -= b.byteLength;
-    this.#free.clear();
-  }
-
-  /** Frees unused buffers this request will not reuse, until `bytes` are freed. */
-  #dropFree(bytes: number, wanted: ReadonlyMap<string, number>): void {
-    for (const [key, list] of this.#free) {
-      while (list.length > (wanted.get(key) ?? 0) && bytes > 0) {
-        list.pop();
-        this.#allocated -= sizeOf(key);
-        bytes -= sizeOf(key);
-      }
-      if (list.length === 0) this.#free.delete(key);
-    }
-  }
-
-  #take(key: string): Uint8Array {
-    const size = sizeOf(key);
-    this.#inUse += size;
-    const reused = this.#free.get(key)?.pop();
-    if (reused) return reused;
-    this.#allocated += size;
-    return key.startsWith("p") ? pageAlignedSharedBytes(size) : new Uint8Array(new SharedArrayBuffer(size));
-  }
-}
-
-/** A free-list key: `p<bytes>` for page-aligned buffers, `s<bytes>` for other shared ones. */
-const keyOf = (bytes: number, pageAligned: boolean): string => `${pageAligned ? "p" : "s"}${bytes}`;
-const sizeOf = (key: string): number => Number(key.slice(1));
 
 /** A snapshot of a state dict's leaves that training can no longer change. */
 export interface StagedLeaves {
@@ -258,6 +150,44 @@ async function copyInto(target: Uint8Array, source: Uint8Array, pace: Pace | und
   return ms;
 }
 
+interface StagingPlan {
+  /** Whether a leaf is held by reference rather than copied. */
+  readonly byReference: (leaf: Leaf) => boolean;
+  readonly segments: readonly Segment[];
+  /** Leaf index → where in which segment its bytes go. */
+  readonly placed: ReadonlyMap<number, { segment: number; offset: number }>;
+  /** The buffers to acquire: one per segment, then one per copied leaf in no segment, in leaf order. */
+  readonly sizes: readonly number[];
+  readonly copiedBytes: number;
+}
+
+/** Which staging buffers snapshotting `leaves` takes from the pool, and where each leaf goes. */
+function stagingPlan(leaves: readonly Leaf[], strategy: StagingStrategy, layout: StagingLayout | undefined): StagingPlan {
+  const byReference = (leaf: Leaf): boolean => strategy === "reference" && leaf.kind === "tensor" && leaf.source.kind === "tfjs" && cloneable(leaf.source.tensor);
+  const segments = layout && strategy === "copy" ? plannedSegments(leaves, layout.filesPerRank) : [];
+  const placed = new Map<number, { segment: number; offset: number }>();
+  segments.forEach(({ items, layout }, segment) => items.forEach((item, i) => placed.set(item.leafIndex, { segment, offset: layout.offsets[i]! })));
+  const sizes = segments.map((s) => s.layout.fileSize);
+  let copiedBytes = 0;
+  leaves.forEach((leaf, index) => {
+    if (leaf.kind === "value" || byReference(leaf)) return;
+    const bytes = leaf.kind === "bytes" ? leaf.data.byteLength : byteSize(leaf.dtype, leaf.shape);
+    copiedBytes += bytes;
+    if (!placed.has(index)) sizes.push(bytes);
+  });
+  return { byReference, segments, placed, sizes, copiedBytes };
+}
+
+/**
+ * Readies in `pool` the buffers a later `stageLeaves` of leaves shaped like these will take
+ * (same strategy and layout): allocated now and made resident by another thread, so that save
+ * pays no page faults. Reads no tensor data and holds no leaf.
+ */
+export function prepareStaging(leaves: readonly Leaf[], strategy: StagingStrategy, pool: StagingPool, layout?: StagingLayout): Promise<void> {
+  const { segments, sizes } = stagingPlan(leaves, strategy, layout);
+  return pool.prepare(sizes, segments.map(() => true));
+}
+
 async function stage(
   leaves: readonly Leaf[],
   strategy: StagingStrategy,
@@ -269,19 +199,7 @@ async function stage(
   // Background work starts in a turn of its own: working out the layout of thousands of tensors
   // takes milliseconds, which must not hold up whatever the caller does next (saveAsync's return).
   await pace?.yield();
-  const byReference = (leaf: Leaf): boolean => strategy === "reference" && leaf.kind === "tensor" && leaf.source.kind === "tfjs" && cloneable(leaf.source.tensor);
-  const segments = layout && strategy === "copy" ? plannedSegments(leaves, layout.filesPerRank) : [];
-  /** Leaf index → where in which segment its bytes go. */
-  const placed = new Map<number, { segment: number; offset: number }>();
-  segments.forEach(({ items, layout }, segment) => items.forEach((item, i) => placed.set(item.leafIndex, { segment, offset: layout.offsets[i]! })));
-  const sizes = segments.map((s) => s.layout.fileSize);
-  let copiedBytes = 0;
-  leaves.forEach((leaf, index) => {
-    if (leaf.kind === "value" || byReference(leaf)) return;
-    const bytes = leaf.kind === "bytes" ? leaf.data.byteLength : byteSize(leaf.dtype, leaf.shape);
-    copiedBytes += bytes;
-    if (!placed.has(index)) sizes.push(bytes);
-  });
+  const { byReference, segments, placed, sizes, copiedBytes } = stagingPlan(leaves, strategy, layout);
   // Never waits for buffers: those it would wait for may be held by this very save, or by saves queued behind it.
   if (options.paced === true && pool.inUseBytes + sizes.reduce((a, b) => a + b, 0) > pool.maxBytes) return undefined;
   const buffers = await pool.acquire(sizes, signal, segments.map(() => true));
