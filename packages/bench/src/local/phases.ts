@@ -1,0 +1,99 @@
+import { readFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import { report } from "../report.js";
+import { MiB, median, pythonResultLine, range, runChild } from "../support.js";
+import type { StateSpec } from "./state-spec.js";
+
+const nodePhase = fileURLToPath(new URL("./local-phase.ts", import.meta.url));
+const pythonPhase = fileURLToPath(new URL("./torch_phase.py", import.meta.url));
+
+/** One phase's run: its own timing and peak RSS, from its own process. */
+export interface PhaseRun {
+  readonly bytes: number;
+  readonly seconds: number;
+  readonly cpuSeconds: number;
+  readonly peakRss: number;
+}
+
+/** Runs a phase of `local-phase.ts` (Cairn, node:fs, safetensors-style, direct write, dd read). */
+export async function nodePhaseRun(phase: string, spec: StateSpec, cairnDir: string, otherDir?: string): Promise<PhaseRun> {
+  const run = await runChild<Omit<PhaseRun, "peakRss">>(nodePhase, [phase, JSON.stringify(spec), cairnDir, ...(otherDir ? [otherDir] : [])]);
+  return { ...run.result, peakRss: run.peakRss };
+}
+
+/** Runs a phase of `torch_phase.py` (torch.save/load, DCP, safetensors) with `python`. */
+export async function pythonPhaseRun(python: string, phase: string, spec: StateSpec, path: string): Promise<PhaseRun> {
+  const source = await readFile(pythonPhase, "utf8");
+  const run = await runChild<Omit<PhaseRun, "peakRss">>(python, ["-c", `${pythonResultLine}\n${source}`, phase, JSON.stringify(spec), path]);
+  return { ...run.result, peakRss: run.peakRss };
+}
+
+/** Every run of each phase, by phase name, across rounds. */
+export class PhaseRuns {
+  private readonly runs = new Map<string, PhaseRun[]>();
+
+  add(phase: string, run: PhaseRun): void {
+    const list = this.runs.get(phase) ?? [];
+    list.push(run);
+    this.runs.set(phase, list);
+    console.log(`  ${phase.padEnd(24)} ${(run.bytes / MiB / run.seconds).toFixed(0).padStart(6)} MiB/s  ${run.seconds.toFixed(3)} s  peak RSS ${(run.peakRss / MiB).toFixed(0)} MiB`);
+  }
+
+  has(phase: string): boolean {
+    return (this.runs.get(phase)?.length ?? 0) > 0;
+  }
+
+  get(phase: string): readonly PhaseRun[] {
+    const list = this.runs.get(phase);
+    if (!list?.length) throw new Error(`no runs of ${phase}`);
+    return list;
+  }
+
+  /** Median throughput in MiB/s. */
+  rate(phase: string): number {
+    return median(this.get(phase).map((r) => r.bytes / MiB / r.seconds));
+  }
+
+  seconds(phase: string): number[] {
+    return this.get(phase).map((r) => +r.seconds.toFixed(4));
+  }
+
+  /** Highest peak RSS over the state's bytes, in MiB. */
+  rssOverState(phase: string): number {
+    return Math.max(...this.get(phase).map((r) => (r.peakRss - r.bytes) / MiB));
+  }
+}
+
+export interface Comparison {
+  readonly suite: string;
+  readonly name: string;
+  readonly cairn: string;
+  readonly baseline: string;
+  readonly baselineName: string;
+  readonly target?: number;
+}
+
+/** Reports Cairn's median throughput against the baseline's (higher is better), with the ranges and peak RSS. */
+export function reportRates(runs: PhaseRuns, c: Comparison): void {
+  const value = runs.rate(c.cairn);
+  const baseline = runs.rate(c.baseline);
+  report({
+    suite: c.suite,
+    name: c.name,
+    value,
+    unit: "MiB/s",
+    baseline: { name: c.baselineName, value: baseline },
+    ratio: value / baseline,
+    better: "higher",
+    ...(c.target === undefined ? {} : { target: c.target }),
+    extra: {
+      rounds: runs.get(c.cairn).length,
+      cairnSeconds: runs.seconds(c.cairn),
+      baselineSeconds: runs.seconds(c.baseline),
+      cairnSecondsRange: range(runs.seconds(c.cairn)),
+      baselineSecondsRange: range(runs.seconds(c.baseline)),
+      cairnPeakRssOverStateMiB: +runs.rssOverState(c.cairn).toFixed(1),
+      baselinePeakRssOverStateMiB: +runs.rssOverState(c.baseline).toFixed(1),
+    },
+  });
+}
