@@ -47,8 +47,8 @@ describe("runSuites", () => {
 
   it("keeps the previous run's suites that were not run again", async () => {
     const old: BenchResult = { suite: "gone", name: "old figure", value: 1, unit: "s" };
-    const previous: BenchRun = { ...(await runSuites({ suitesDir: dir, names: ["fake"], quick: false, diskBytes: 0 })), results: [old] };
-    previous.suites.push({ suite: "gone", date: "2026-01-01T00:00:00.000Z", seconds: 1, ok: true });
+    const first = await runSuites({ suitesDir: dir, names: ["fake"], quick: false, diskBytes: 0 });
+    const previous: BenchRun = { ...first, suites: [...first.suites, { suite: "gone", date: "2026-01-01T00:00:00.000Z", seconds: 1, ok: true }], results: [old] };
     const run = await runSuites({ suitesDir: dir, names: ["fake"], quick: false, diskBytes: 0, previous });
     expect(run.results.map((r) => r.name)).toEqual(["save", "load", "peak RSS over state", "old figure"]);
     expect(run.suites.map((s) => s.suite)).toEqual(["fake", "gone"]);
