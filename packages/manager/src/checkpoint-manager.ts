@@ -1,4 +1,4 @@
-import { CheckpointError, type CoordinatedProcessGroup, type LoadResult, type ProcessGroup, type SaveResult, type StateDict, type StorageAdapter, SingleProcessGroup, load, openStorage, save } from "@cairn/core";
+import { CheckpointError, type CoordinatedProcessGroup, isCheckpointError, type LoadResult, type ProcessGroup, type SaveResult, type StateDict, type StorageAdapter, SingleProcessGroup, load, openStorage, save } from "@cairn/core";
 import "@cairn/storage-local";
 import { type CheckpointManagerOptions, checkManagerArguments } from "./checkpoint-manager-options.js";
 import { type RestoreOptions, type SaveStepOptions, checkListener, checkRestoreArguments, checkSaveStepOptions, checkStateDict } from "./manager-arguments.js";
@@ -28,9 +28,10 @@ export interface JoinResult {
  * Checkpoints a training loop, like torch_xla's and Orbax's `CheckpointManager`: call
  * `save(step, stateDict)` or `saveAsync(step, stateDict)` every step and it saves when
  * `step % saveInterval === 0` (or when forced, or after a preemption notice), into
- * `<root>/<step>/` in Cairn's format, then applies retention in the background. `allSteps()`
- * lists committed steps from storage, so a new process sees an old run; `restore(step, target)`
- * loads one in place.
+ * `<root>/<step>/` in Cairn's format, then applies retention in the background. The manager
+ * lists its root once, when first needed (so a new process sees an old run), then keeps its
+ * index of steps in memory: `allSteps()` and saves cost the same on 10 or 10,000 steps, and
+ * `reload()` lists again for steps another process wrote. `restore(step, target)` loads one in place.
  *
  * Call order: construct, any number of saves, restores and queries, then `close()` (which
  * waits for background uploads and retention and removes the preemption handlers). Methods
@@ -41,7 +42,8 @@ export interface JoinResult {
  * once. A step retention cannot delete fails nothing: it is emitted as `error` (operation
  * `"retention"`), listed in what `join()` and `close()` resolve, and retried by every later pass.
  *
- * Several managers may write under one root (a trainer and an evaluator): a step another one
+ * Several managers may write under one root (a trainer and an evaluator): each sees the others'
+ * steps after its `reload()` (and its leftover sweep, once per `leftoverAgeMs`), a step another one
  * deleted meanwhile counts as deleted, and a step whose metadata is damaged or foreign is
  * reported (`error`, operation `"listing"`) and skipped by listing and retention, never deleted.
  */
@@ -122,15 +124,33 @@ export class CheckpointManager {
     await this.#pipeline.prepare(stateDict, this.#options.save ?? {});
   }
 
-  /** Committed steps, ascending, read from storage once retention caught up with the saves so far (damaged steps are left out). */
+  /**
+   * Committed steps, ascending, once retention caught up with the saves so far (damaged steps are
+   * left out): from the manager's index (the root is listed on first use), so steps another
+   * process committed or deleted since show after `reload()`.
+   */
   async allSteps(): Promise<number[]> {
     const store = await this.#open();
     await this.#retention?.settled();
     return store.committedSteps();
   }
 
+  /** The newest of `allSteps()`, reading the metadata of that step alone. */
   async latestStep(): Promise<number | undefined> {
-    return (await this.allSteps()).at(-1);
+    const store = await this.#open();
+    await this.#retention?.settled();
+    return store.latestStep();
+  }
+
+  /**
+   * Lists the root again, like Orbax's `reload()`: call it when another process (an evaluator
+   * watching a trainer, a second writer) may have committed or deleted steps since this manager
+   * listed. Local to this rank; waits for retention first.
+   */
+  async reload(): Promise<void> {
+    const store = await this.#open();
+    await this.#retention?.settled();
+    await store.reload();
   }
 
   /** What `step` was saved with. */
@@ -219,7 +239,7 @@ export class CheckpointManager {
     const where = { ...this.#options.save, storage: store.storage, path: stepDir(step), metadata, processGroup: group };
     const committed = (result: SaveResult): Promise<void> => this.#committed(store, step, savedAt, metadata.metrics, result, group);
     await this.#pipeline.hold(step, async () => {
-      if (!background) return committed(await save(stateDict, where));
+      if (!background) return committed(await save(stateDict, where).catch((error: unknown) => this.#lostRace(store, step, error)));
       const { settled } = await this.#pipeline.stage(step, stateDict, where, committed);
       if (forPreemption) {
         await settled;
@@ -232,9 +252,9 @@ export class CheckpointManager {
 
   /**
    * After a commit: alone, retention runs in the background. With several ranks, rank 0 applies
-   * it and every rank waits for that (a barrier of the step's own group), so when a save is
-   * done on any rank, `allSteps()` reads the same steps there as on every other rank. A
-   * retention failure never fails the save (see `RetentionRunner`).
+   * it and broadcasts the steps it deleted to every rank's index (a collective of the step's own
+   * group), so when a save is done on any rank, `allSteps()` reads the same steps there as on
+   * every other rank. A retention failure never fails the save (see `RetentionRunner`).
    */
   async #committed(
     store: StepStore,
@@ -248,7 +268,17 @@ export class CheckpointManager {
     this.#events.emit("committed", { step, bytes: result.bytes, seconds: result.seconds, backgroundCopySeconds: result.backgroundCopySeconds ?? 0 });
     const pass = this.#group.rank === 0 ? this.#retention?.schedule() : undefined;
     if (this.#group.worldSize === 1) return;
-    await this.#pipeline.barrierAfter(pass, group);
+    await this.#pipeline.barrierAfter(pass, async () => {
+      const deleted = await group.broadcast(pass === undefined ? undefined : await pass, 0);
+      // Rank 0's message, yet checked: a rank trusts no value it did not make.
+      if (this.#group.rank !== 0 && Array.isArray(deleted)) for (const s of deleted) if (Number.isSafeInteger(s)) store.forget(s as number);
+    });
+  }
+
+  /** A commit that lost to another writer shows the step is committed: the index lists it. */
+  #lostRace(store: StepStore, step: number, error: unknown): never {
+    if (isCheckpointError(error, "already_exists")) store.noteCommitted(step);
+    throw error;
   }
 
   #now(): number {
@@ -259,7 +289,10 @@ export class CheckpointManager {
     if (this.#closed) return Promise.reject(new CheckpointError("invalid_argument", "the CheckpointManager is closed"));
     this.#store ??= (typeof this.#location === "string" ? openStorage(this.#location, this.#options.storageOptions) : Promise.resolve(this.#location)).then(
       (storage) => {
-        const store = new StepStore(storage, (step, error) => this.#events.report({ step, error, operation: "listing" }));
+        const store = new StepStore(storage, {
+          onDamaged: (step, error) => this.#events.report({ step, error, operation: "listing" }),
+          now: () => this.#now(),
+        });
         this.#retention = new RetentionRunner({
           store,
           retention: this.#options,

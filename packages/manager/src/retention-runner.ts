@@ -20,8 +20,8 @@ export interface RetentionRunnerOptions {
  */
 export class RetentionRunner {
   readonly #options: RetentionRunnerOptions;
-  #chain: Promise<void> = Promise.resolve();
-  #queued: Promise<void> | undefined;
+  #chain: Promise<number[]> = Promise.resolve([]);
+  #queued: Promise<number[]> | undefined;
   /** Keyed by step; `undefined` when a pass could not list the root. */
   #failures = new Map<number | undefined, unknown>();
 
@@ -29,8 +29,8 @@ export class RetentionRunner {
     this.#options = options;
   }
 
-  /** Queues a pass after the current one; resolves when it ran (it never rejects). */
-  schedule(): Promise<void> {
+  /** Queues a pass after the current one; resolves when it ran with the steps it deleted (it never rejects). */
+  schedule(): Promise<number[]> {
     if (this.#queued) return this.#queued;
     const pass = this.#chain.then(() => {
       this.#queued = undefined;
@@ -42,8 +42,8 @@ export class RetentionRunner {
   }
 
   /** Resolves once every pass scheduled so far has run. */
-  settled(): Promise<void> {
-    return this.#chain;
+  async settled(): Promise<void> {
+    await this.#chain;
   }
 
   /** What retention could not do, as of its latest pass, by step. */
@@ -51,12 +51,14 @@ export class RetentionRunner {
     return [...this.#failures].map(([step, error]) => ({ step, error }));
   }
 
-  async #run(): Promise<void> {
+  async #run(): Promise<number[]> {
     const { store, retention, leftoverAgeMs, now, isBusy } = this.#options;
     let next: Map<number | undefined, unknown>;
+    let deleted: number[] = [];
     try {
       const pass = await store.retain(retention, leftoverAgeMs, now(), isBusy);
       next = new Map(pass.failures.map((f) => [f.step, f.error]));
+      deleted = pass.deleted;
     } catch (error) {
       // Listing failed: nothing is known about the steps, so their earlier failures stand.
       next = new Map(this.#failures);
@@ -64,5 +66,6 @@ export class RetentionRunner {
     }
     for (const [step, error] of next) if (!this.#failures.has(step)) this.#options.report({ step, error });
     this.#failures = next;
+    return deleted;
   }
 }

@@ -1,4 +1,4 @@
-import { type ProcessGroup, type SaveOptions, type SaveResult, type StateDict, type StorageAdapter, StagingPool, asyncSave, prepareAsyncSave, startUploadWorker, storageUrl } from "@cairn/core";
+import { type SaveOptions, type SaveResult, type StateDict, type StorageAdapter, StagingPool, asyncSave, prepareAsyncSave, startUploadWorker, storageUrl } from "@cairn/core";
 import PQueue from "p-queue";
 import type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
 import type { ManagerEmitter } from "./manager-events.js";
@@ -89,9 +89,9 @@ export class SavePipeline {
     return prepareAsyncSave(stateDict, { concurrency: save.concurrency, staging: this.#options.staging ?? "copy", pool: this.#pool });
   }
 
-  /** Several ranks: after `pass`, a barrier of the step's `group`, in commit order; `drain()` waits for it. */
-  async barrierAfter(pass: Promise<void> | undefined, group: ProcessGroup): Promise<void> {
-    this.#barriers = this.#barriers.then(() => pass).then(() => group.barrier());
+  /** Several ranks: after `pass`, `collective` (of the step's group: it shares what the pass deleted), in commit order; `drain()` waits for it. */
+  async barrierAfter(pass: Promise<unknown> | undefined, collective: () => Promise<void>): Promise<void> {
+    this.#barriers = this.#barriers.then(() => pass).then(collective);
     await this.#barriers;
   }
 

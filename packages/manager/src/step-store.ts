@@ -3,7 +3,8 @@ import { joinPath } from "@cairn/core/storage";
 import { METADATA_FILE } from "@cairn/core/format";
 import PQueue from "p-queue";
 import { type RetentionOptions, type StepRecord, stepsToDelete } from "./retention-policy.js";
-import { parseStep, stepDir } from "./step-naming.js";
+import { StepIndex } from "./step-index.js";
+import { stepDir } from "./step-naming.js";
 import { hostileJsonCopy, metricsOf } from "./stored-values.js";
 
 /** What `metadata(step)` returns, as the manager stores it in each step's user metadata. */
@@ -36,44 +37,71 @@ const GONE = new Set(["not_found", "not_committed"]);
 const STORAGE_FAILURES = new Set(["storage", "timeout", "cancelled", "permission_denied", "no_space", "process_group"]);
 /** Metadata reads in flight at once when listing many steps. */
 const READ_CONCURRENCY = 8;
+/** Steps a retention pass deletes at once, and objects each of them deletes at once. */
+const STEP_CONCURRENCY = 8;
+const DELETE_CONCURRENCY = 16;
 
 function isNotFound(error: unknown): boolean {
   return isCheckpointError(error, "not_found");
 }
 
+/** A data file name read from metadata.json: one plain name inside the step directory, nothing that climbs out. */
+function isPlainName(name: string): boolean {
+  return name.length > 0 && !name.includes("/") && !name.includes("\\") && name !== "." && name !== "..";
+}
+
+export interface StepStoreOptions {
+  /** Called once per step whose metadata.json is present but unusable; the step is skipped. */
+  readonly onDamaged?: DamagedStepListener;
+  /** The manager's clock, in ms since the epoch: when listings ran, for leftover sweeps. */
+  readonly now: () => number;
+}
+
 /**
  * The steps under a manager's root: `<root>/<step>/`, committed once `metadata.json` exists.
  * Listing, un-committing deletion, retention and leftover cleanup live here, in one place that
- * ignores anything uncommitted. Another writer may delete steps at any moment: a step that
- * vanishes midway is treated as gone, never as a failure. A step whose metadata is damaged is
- * reported (once) and skipped: it is not listed, counted or deleted by retention.
+ * ignores anything uncommitted. Which steps exist comes from a `StepIndex` (one listing, then
+ * this process's own commits and deletions): `reload()` lists again. Another writer may delete
+ * steps at any moment: a step that vanishes midway is treated as gone, never as a failure. A
+ * step whose metadata is damaged is reported (once) and skipped: not listed, counted or deleted.
  * The manager opens one per root on first use and calls it in any order; `RetentionRunner` calls `retain`.
  */
 export class StepStore {
   readonly storage: StorageAdapter;
+  readonly #index: StepIndex;
   readonly #records = new Map<number, StepRecord>();
   readonly #damaged = new Map<number, CheckpointError>();
-  /** Steps this store un-committed whose other objects it could not all delete: finished by the next pass whatever their age. */
-  readonly #unfinished = new Set<number>();
-  readonly #onDamaged: DamagedStepListener | undefined;
+  /** Steps this store un-committed whose other objects it could not all delete, with those objects: finished by the next pass whatever their age. */
+  readonly #unfinished = new Map<number, readonly string[]>();
+  readonly #options: StepStoreOptions;
 
-  constructor(storage: StorageAdapter, onDamaged?: DamagedStepListener) {
+  constructor(storage: StorageAdapter, options: StepStoreOptions) {
     this.storage = storage;
-    this.#onDamaged = onDamaged;
+    this.#index = new StepIndex(storage);
+    this.#options = options;
   }
 
   /** Committed steps whose metadata reads back, ascending. Steps deleted meanwhile and damaged ones are left out. */
   async committedSteps(): Promise<number[]> {
-    const steps: number[] = [];
-    for await (const object of this.storage.list("")) {
-      const [dir, name, extra] = object.path.split("/");
-      const step = parseStep(dir ?? "");
-      if (step !== undefined && name === METADATA_FILE && extra === undefined) steps.push(step);
-    }
-    this.#forgetAllBut(new Set(steps));
+    await this.#load();
+    const steps = this.#index.steps();
     const queue = new PQueue({ concurrency: READ_CONCURRENCY });
     const records = await Promise.all(steps.map((step) => queue.add(() => this.#record(step))));
-    return records.flatMap((record) => (record ? [record.step] : [])).sort((a, b) => a - b);
+    return records.flatMap((record) => (record ? [record.step] : []));
+  }
+
+  /** The newest committed step whose metadata reads back: reads metadata only from the newest step down to the first usable one. */
+  async latestStep(): Promise<number | undefined> {
+    await this.#load();
+    const steps = this.#index.steps();
+    for (let i = steps.length - 1; i >= 0; i--) if (await this.#record(steps[i]!)) return steps[i];
+    return undefined;
+  }
+
+  /** Lists the root again, for steps other processes committed or deleted since this store listed it. */
+  async reload(): Promise<void> {
+    await this.#index.refresh(this.#options.now());
+    this.#forgetUnlisted();
   }
 
   async isCommitted(step: number): Promise<boolean> {
@@ -90,10 +118,22 @@ export class StepStore {
     );
   }
 
+  /** A step this process committed, with what retention needs of it. */
   remember(record: StepRecord): void {
     this.#records.set(record.step, record);
-    this.#damaged.delete(record.step);
-    this.#unfinished.delete(record.step);
+    this.#committedElsewhere(record.step);
+  }
+
+  /** A step found committed by someone else (a lost commit race): listed from now on, its metadata read when needed. */
+  noteCommitted(step: number): void {
+    if (!this.#records.has(step)) this.#committedElsewhere(step);
+  }
+
+  /** A step another rank deleted (rank 0's retention): no longer listed here. */
+  forget(step: number): void {
+    this.#records.delete(step);
+    this.#damaged.delete(step);
+    this.#index.removed(step);
   }
 
   /** What `step` was saved with; stored values are copied into null-prototype objects. */
@@ -112,90 +152,141 @@ export class StepStore {
 
   /**
    * Deletes a step, its metadata.json first: a crash midway leaves an uncommitted leftover, never
-   * a damaged committed step. Objects already gone are fine; a failure is thrown after every
-   * object was tried, and the next retention pass finishes the step.
+   * a damaged committed step. Its other objects are those the latest listing found or, with
+   * `listed` false, those its metadata names (no listing: a stray object left is swept as a
+   * leftover later). Objects already gone are fine; a failure is thrown after every object was
+   * tried, and the next retention pass finishes the step.
    */
-  async deleteStep(step: number): Promise<void> {
+  async deleteStep(step: number, listed = true): Promise<void> {
     const dir = stepDir(step);
+    const known = listed ? undefined : (this.#index.objectsOf(step)?.paths ?? (await this.#dataFiles(step)));
     await this.storage.delete(joinPath(dir, METADATA_FILE)).catch((error: unknown) => {
       if (!isNotFound(error)) throw error;
     });
-    this.#records.delete(step);
-    this.#damaged.delete(step);
-    this.#unfinished.add(step);
-    const rest: string[] = [];
-    for await (const object of this.storage.list(`${dir}/`)) rest.push(object.path);
+    this.forget(step);
+    let rest = known?.filter((path) => path !== joinPath(dir, METADATA_FILE));
+    if (rest === undefined) {
+      rest = [];
+      for await (const object of this.storage.list(`${dir}/`)) rest.push(object.path);
+    }
+    this.#unfinished.set(step, rest);
     await this.#deleteAll(rest);
     this.#unfinished.delete(step);
   }
 
   /**
-   * Deletes the committed steps retention no longer keeps, and the leftovers of saves that never
-   * committed once their newest object is older than `leftoverAgeMs` (so a save still running
-   * elsewhere is never touched) or that this store left unfinished. Steps `isBusy` names (saves in
-   * flight here, asked at each decision) are left alone. A step that fails is recorded and the pass goes on with the others.
+   * Deletes the committed steps retention no longer keeps (no listing when no option keeps a
+   * bounded number), finishes steps this store left half-deleted, and, at most once per
+   * `leftoverAgeMs`, lists the root again and deletes the leftovers of saves that never committed
+   * whose newest object is older than `leftoverAgeMs` (so a save still running elsewhere is never
+   * touched). Steps `isBusy` names (saves in flight here, asked at each decision) are left alone.
+   * A step that fails is recorded and the pass goes on with the others; a failed listing is thrown.
    */
   async retain(options: RetentionOptions, leftoverAgeMs: number, now: number, isBusy: (step: number) => boolean): Promise<RetentionPass> {
-    const committed = new Set<number>();
-    const objects = new Map<number, { paths: string[]; newest: number }>();
-    for await (const object of this.storage.list("")) {
-      const [dir, name] = object.path.split("/");
-      const step = parseStep(dir ?? "");
-      if (step === undefined || name === undefined) continue;
-      if (name === METADATA_FILE) committed.add(step);
-      const entry = objects.get(step) ?? { paths: [], newest: 0 };
-      entry.paths.push(object.path);
-      // An object of unknown age is treated as brand new: never deleted as a leftover.
-      entry.newest = Math.max(entry.newest, object.modified?.getTime() ?? Infinity);
-      objects.set(step, entry);
-    }
-    this.#forgetAllBut(committed);
+    const listedAt = this.#index.listedAt;
+    const sweep = listedAt === undefined || now - listedAt >= leftoverAgeMs;
+    if (sweep) await this.reload();
     const failures: RetentionFailure[] = [];
-    const records: StepRecord[] = [];
-    const queue = new PQueue({ concurrency: READ_CONCURRENCY });
-    await Promise.all(
-      [...committed].map((step) =>
-        queue.add(async () => {
-          try {
-            const record = await this.#record(step);
-            if (record) records.push(record);
-          } catch (error) {
-            failures.push({ step, error });
-          }
-        }),
-      ),
-    );
-    // Unfinished steps someone else finished, or saved anew, are no longer this store's to finish.
-    for (const step of this.#unfinished) if (!objects.has(step) || committed.has(step)) this.#unfinished.delete(step);
     const deleted: number[] = [];
-    for (const step of stepsToDelete(records, options).filter((s) => !isBusy(s))) {
-      try {
-        await this.deleteStep(step);
-        deleted.push(step);
-      } catch (error) {
-        failures.push({ step, error });
+    const queue = new PQueue({ concurrency: STEP_CONCURRENCY });
+    const attempt = (step: number, work: () => Promise<void>): Promise<void> =>
+      queue.add(async () => {
+        try {
+          await work();
+        } catch (error) {
+          failures.push({ step, error });
+        }
+      });
+    const work: Promise<void>[] = [];
+    for (const [step, paths] of this.#unfinished) {
+      // A step saved anew since is no longer this store's to finish.
+      if (this.#index.has(step) || isBusy(step)) this.#unfinished.delete(step);
+      else
+        work.push(
+          attempt(step, async () => {
+            await this.#deleteAll(paths);
+            this.#unfinished.delete(step);
+          }),
+        );
+    }
+    if ((options.maxToKeep ?? 0) > 0) {
+      await this.#load();
+      const records: StepRecord[] = [];
+      const reads = new PQueue({ concurrency: READ_CONCURRENCY });
+      await Promise.all(
+        this.#index.steps().map((step) =>
+          reads.add(async () => {
+            try {
+              const record = await this.#record(step);
+              if (record) records.push(record);
+            } catch (error) {
+              failures.push({ step, error });
+            }
+          }),
+        ),
+      );
+      for (const step of stepsToDelete(records, options)) {
+        if (!isBusy(step) && !this.#unfinished.has(step))
+          work.push(
+            attempt(step, async () => {
+              if (isBusy(step)) return;
+              await this.deleteStep(step, false);
+              deleted.push(step);
+            }),
+          );
       }
     }
-    for (const [step, { paths, newest }] of objects) {
-      if (committed.has(step) || isBusy(step) || (!this.#unfinished.has(step) && now - newest < leftoverAgeMs)) continue;
-      try {
-        await this.#deleteAll(paths);
-        this.#unfinished.delete(step);
-      } catch (error) {
-        failures.push({ step, error });
+    if (sweep) {
+      for (const [step, { paths, newest }] of this.#index.leftovers()) {
+        if (isBusy(step) || this.#unfinished.has(step) || now - newest < leftoverAgeMs) continue;
+        work.push(
+          attempt(step, async () => {
+            await this.#deleteAll(paths);
+            this.#index.removed(step);
+          }),
+        );
       }
     }
+    await Promise.all(work);
+    deleted.sort((a, b) => a - b);
     return { deleted, failures: failures.sort((a, b) => (a.step ?? -1) - (b.step ?? -1)) };
   }
 
+  #committedElsewhere(step: number): void {
+    this.#damaged.delete(step);
+    this.#unfinished.delete(step);
+    this.#index.added(step);
+  }
+
+  async #load(): Promise<void> {
+    const before = this.#index.listedAt;
+    await this.#index.load(this.#options.now());
+    if (this.#index.listedAt !== before) this.#forgetUnlisted();
+  }
+
   /** Drops what is known of steps no longer committed (deleted by anyone), so the caches only hold listed steps. */
-  #forgetAllBut(committed: ReadonlySet<number>): void {
-    for (const step of this.#records.keys()) if (!committed.has(step)) this.#records.delete(step);
-    for (const step of this.#damaged.keys()) if (!committed.has(step)) this.#damaged.delete(step);
+  #forgetUnlisted(): void {
+    for (const step of this.#records.keys()) if (!this.#index.has(step)) this.#records.delete(step);
+    for (const step of this.#damaged.keys()) if (!this.#index.has(step)) this.#damaged.delete(step);
+  }
+
+  /** The objects of a committed step, as its metadata names them; none when the step is gone. */
+  async #dataFiles(step: number): Promise<string[]> {
+    let metadata: CheckpointMetadata;
+    try {
+      metadata = await readMetadata({ storage: this.storage, path: stepDir(step) });
+    } catch (error) {
+      if (isCheckpointError(error) && GONE.has(error.code)) return [];
+      throw error;
+    }
+    return Object.keys(metadata.files)
+      .filter(isPlainName)
+      .map((name) => joinPath(stepDir(step), name));
   }
 
   async #deleteAll(paths: readonly string[]): Promise<void> {
-    const results = await Promise.allSettled(paths.map((path) => this.storage.delete(path)));
+    const queue = new PQueue({ concurrency: DELETE_CONCURRENCY });
+    const results = await Promise.allSettled(paths.map((path) => queue.add(() => this.storage.delete(path))));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected" && !isNotFound(r.reason));
     if (failed) throw failed.reason;
   }
@@ -212,13 +303,16 @@ export class StepStore {
     try {
       metadata = await readMetadata({ storage: this.storage, path: stepDir(step) });
     } catch (error) {
-      if (isCheckpointError(error) && GONE.has(error.code)) return undefined;
+      if (isCheckpointError(error) && GONE.has(error.code)) {
+        this.#index.removed(step);
+        return undefined;
+      }
       if (isCheckpointError(error) && STORAGE_FAILURES.has(error.code)) throw error;
       const damaged = isCheckpointError(error)
         ? error
         : new CheckpointError("corrupt", `step ${step} under ${this.storage.root} has metadata that cannot be read; it is skipped`, { cause: error, context: { step } });
       this.#damaged.set(step, damaged);
-      this.#onDamaged?.(step, damaged);
+      this.#options.onDamaged?.(step, damaged);
       return undefined;
     }
     const user = metadata.user;
