@@ -1,4 +1,4 @@
-import { closeSync, fsync, ftruncateSync, linkSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmdirSync, statSync, unlinkSync, write, writeSync } from "node:fs";
+import { closeSync, fstatSync, fsync, ftruncateSync, linkSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmdirSync, statSync, unlinkSync, write, writeSync } from "node:fs";
 import { opensDirect } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 
@@ -17,6 +17,9 @@ function blockingHandle(fd: number, direct: boolean): FileHandleLike {
     },
     async truncate(length) {
       ftruncateSync(fd, length);
+    },
+    async stat() {
+      return fstatSync(fd);
     },
     sync() {
       return new Promise<void>((resolve, reject) => fsync(fd, (error) => (error ? reject(error) : resolve())));

@@ -46,6 +46,7 @@ function recordingFs(faults: { refuseOpen?: boolean; refuseWrite?: boolean; fail
       const wrapped: FileHandleLike = {
         read: (b, o, l, p) => handle.read(b, o, l, p),
         truncate: (length) => handle.truncate(length),
+        stat: () => handle.stat(),
         sync: () => handle.sync(),
         close: async () => {
           rec.open--;

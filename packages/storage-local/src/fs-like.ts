@@ -15,6 +15,7 @@ export interface FileHandleLike {
   read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
   write(buffer: Uint8Array, offset: number, length: number, position?: number | null): Promise<{ bytesWritten: number }>;
   truncate(length: number): Promise<void>;
+  stat(): Promise<{ size: number; isFile(): boolean; isDirectory(): boolean }>;
   sync(): Promise<void>;
   close(): Promise<void>;
 }

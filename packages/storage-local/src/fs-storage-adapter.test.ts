@@ -48,6 +48,7 @@ function failingFs(injection: Injection): { fs: FsPromisesLike; thrown: Error[] 
     write: async (b, o, l, p) => (fail("handle.write", path), handle.write(b, o, l, p)),
     sync: async () => (fail("handle.sync", path), handle.sync()),
     truncate: (length) => handle.truncate(length),
+    stat: () => handle.stat(),
     close: () => handle.close(),
   });
   const fs: FsPromisesLike = {

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { posix } from "node:path";
 import { type StorageAdapter, CheckpointError } from "@cairn/core";
-import { type ByteRange, type ObjectInfo, type PortableStorage, type ReadOptions, type WriteBody, type WriteOptions, ReadTarget, cancelledError, checkRelativePath } from "@cairn/core/storage";
+import { type ByteRange, type ObjectInfo, type ObjectReader, type PortableStorage, type ReadOptions, type WriteBody, type WriteOptions, ReadTarget, cancelledError, checkRelativePath } from "@cairn/core/storage";
 import { directCreateFlags, directIoAvailable, writeDirect, writeFully } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 import { type FsAction, type FsSite, errnoOf, existingObject, fsError, missingObject } from "./fs-errors.js";
@@ -67,6 +67,27 @@ async function writeWindowed(handle: FileHandleLike, body: Iterable<Uint8Array> 
   if (failure) throw failure.error;
 }
 
+/** How many bytes of a file of `size` bytes `range` covers (a range past the end is cut there). */
+function rangeLength(size: number, range: ByteRange | undefined): number {
+  const start = Math.min(range?.offset ?? 0, size);
+  return Math.max(0, Math.min(range ? range.length : size, size - start));
+}
+
+/** Reads `range` of an open file of `size` bytes into the buffers `options` gives (see `ReadTarget`). */
+async function readRange(handle: FileHandleLike, size: number, range: ByteRange | undefined, options: ReadOptions | undefined): Promise<Uint8Array> {
+  const start = Math.min(range?.offset ?? 0, size);
+  const length = rangeLength(size, range);
+  const target = new ReadTarget(length, options);
+  let filled = 0;
+  while (filled < length) {
+    const slot = target.slot(filled, length);
+    const { bytesRead } = await handle.read(slot, 0, slot.byteLength, start + filled);
+    if (bytesRead === 0) break;
+    filled += bytesRead;
+  }
+  return target.result(filled);
+}
+
 /**
  * A `StorageAdapter` over a POSIX-like file system rooted at a directory. Writes are durable
  * and all-or-nothing: a temp file in the target directory, written, fsynced and closed, then
@@ -122,24 +143,10 @@ export class FsStorageAdapter implements StorageAdapter {
     let handle: FileHandleLike | undefined;
     try {
       const info = await this.#fs.stat(abs);
-      if (!info.isFile()) {
-        throw new CheckpointError("not_found", `[${this.protocol}] ${path} under ${this.root} is ${info.isDirectory() ? "a directory" : "not a regular file"}, not an object`, {
-          context: { path, protocol: this.protocol },
-        });
-      }
-      const start = Math.min(range?.offset ?? 0, info.size);
-      const length = Math.max(0, Math.min(range ? range.length : info.size, info.size - start));
-      const target = new ReadTarget(length, options);
-      if (length === 0) return target.result(0);
+      this.#checkFile(path, info);
+      if (rangeLength(info.size, range) === 0) return new ReadTarget(0, options).result(0);
       handle = await this.#fs.open(abs, "r");
-      let filled = 0;
-      while (filled < length) {
-        const slot = target.slot(filled, length);
-        const { bytesRead } = await handle.read(slot, 0, slot.byteLength, start + filled);
-        if (bytesRead === 0) break;
-        filled += bytesRead;
-      }
-      return target.result(filled);
+      return await readRange(handle, info.size, range, options);
     } catch (error) {
       // Missing at stat, or deleted between stat and open.
       if (MISSING_CODES.has(errnoOf(error))) throw missingObject(error, site);
@@ -148,6 +155,45 @@ export class FsStorageAdapter implements StorageAdapter {
       // Nothing was written through this handle, so a failing close loses nothing.
       await handle?.close().catch(() => undefined);
     }
+  }
+
+  /** The file opened once for all of a load's ranges of it: no stat, open and close per range. */
+  async openReader(path: string): Promise<ObjectReader> {
+    const abs = this.#abs(path);
+    const site = this.#site("read", path, abs);
+    let handle: FileHandleLike | undefined;
+    let size: number;
+    try {
+      handle = await this.#fs.open(abs, "r");
+      const info = await handle.stat();
+      this.#checkFile(path, info);
+      size = info.size;
+    } catch (error) {
+      await handle?.close().catch(() => undefined);
+      if (MISSING_CODES.has(errnoOf(error))) throw missingObject(error, site);
+      throw fsError(error, site);
+    }
+    const opened = handle;
+    return {
+      size,
+      read: async (range, options) => {
+        if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`, null);
+        try {
+          return await readRange(opened, size, range, options);
+        } catch (error) {
+          throw fsError(error, site);
+        }
+      },
+      close: () => opened.close().catch(() => undefined),
+    };
+  }
+
+  /** A directory or a device is not an object: `not_found`, as in an object store. */
+  #checkFile(path: string, info: { isFile(): boolean; isDirectory(): boolean }): void {
+    if (info.isFile()) return;
+    throw new CheckpointError("not_found", `[${this.protocol}] ${path} under ${this.root} is ${info.isDirectory() ? "a directory" : "not a regular file"}, not an object`, {
+      context: { path, protocol: this.protocol },
+    });
   }
 
   async write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {

@@ -110,6 +110,7 @@ describe("file:// writes", () => {
         return {
           read: (b, o, l, p) => handle.read(b, o, l, p),
           truncate: (length) => handle.truncate(length),
+          stat: () => handle.stat(),
           sync: () => handle.sync(),
           close: () => handle.close(),
           write: async (buffer, offset, length, position) => {

@@ -8,6 +8,7 @@ import { type FlattenedTarget, type Leaf, flattenTarget, leafBox, tfjsDType } fr
 import type { LoadPlanner, LoadRequest } from "../plan/load-planner.js";
 import { type CheckpointMetadata, METADATA_FILE, parseMetadata, valueOf } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";
+import { ObjectReaders } from "../storage/object-readers.js";
 import { type KeyPath, type StateDict, type StateValue, displayKey, isForbiddenKey, pathId } from "../state/state-dict.js";
 import { type HostTensor, type VariableLike } from "../state/tensors.js";
 import { joinPath } from "../storage/storage-adapter.js";
@@ -134,6 +135,7 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
   const started = performance.now();
   const flattened = target ? await flattenTarget(target) : undefined;
   const location = await openCheckpoint(options);
+  const readers = new ObjectReaders(location.storage, location.dir, { retry: options.retry, signal: options.signal });
   try {
     throwIfAborted(options.signal, "the load", null);
     const { metadata, bytes: metadataBytes } = await readCheckpointMetadata(location, options);
@@ -151,18 +153,14 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
       plan.items,
       destinations.map((d) => ({ key: displayKey(d.request.key), box: d.box, buffer: d.buffer, itemSize: itemSize(d.request.dtype ?? "uint8") })),
       async (file, offset, length, buffers = {}) => {
-        const path = joinPath(location.dir, file);
-        const data = await withRetry(() => location.storage.read(path, { offset, length }, { signal: options.signal, ...buffers }), {
-          policy: options.retry,
-          signal: options.signal,
-        });
+        const data = await readers.read(file, offset, length, buffers);
         bytes += data.byteLength + (buffers.head && data.byteLength > 0 ? buffers.head.byteLength : 0);
         return data;
       },
       {
         headerInFirstRange: location.storage.remote === true,
         rereadDamaged: location.storage.remote === true,
-        sizeOf: async (file) => (await withRetry(() => location.storage.stat(joinPath(location.dir, file)), { policy: options.retry, signal: options.signal }))?.size ?? null,
+        sizeOf: (file) => readers.size(file),
         concurrency: options.concurrency ?? 8,
         maxReadBytes: options.maxReadBytes ?? 8 << 20,
         maxInflightBytes: options.maxInflightBytes ?? 64 << 20,
@@ -184,6 +182,7 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
   } catch (error) {
     throw cancelledOr(error, options.signal, "the load");
   } finally {
+    await readers.close();
     await location.release();
   }
 }

@@ -5,6 +5,7 @@ export {
   type StorageAdapter,
   type PortableStorage,
   type ObjectInfo,
+  type ObjectReader,
   type ByteRange,
   type WriteBody,
   type WriteOptions,

@@ -55,6 +55,19 @@ export interface ReadOptions {
 }
 
 /**
+ * An object held open for many ranged reads (a file descriptor), from `StorageAdapter.openReader`:
+ * a load reads each data file through one, instead of opening and closing it for every range.
+ */
+export interface ObjectReader {
+  /** The object's size when it was opened. */
+  readonly size: number;
+  /** What `StorageAdapter.read` with this range and these options returns, from the opened object. */
+  read(range: ByteRange, options?: ReadOptions): Promise<Uint8Array>;
+  /** Releases the handle; called once, after every read settled. */
+  close(): Promise<void>;
+}
+
+/**
  * How another thread of this process opens the same storage: the factory `factory` exported
  * by the module at `module` (an absolute URL), called with `new URL(url)`. Only adapters whose
  * state lives outside the JavaScript heap can offer one (file://: the file system); an
@@ -106,6 +119,12 @@ export interface StorageAdapter {
    */
   readonly portable?: PortableStorage;
   read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array>;
+  /**
+   * Opens an object for many ranged reads, where holding it open saves work per read (file://
+   * keeps the file descriptor). Rejects `not_found` for a missing object, as `read` does. Optional:
+   * without it, core reads with `read` and learns sizes with `stat`.
+   */
+  openReader?(path: string): Promise<ObjectReader>;
   write(path: string, body: WriteBody, options?: WriteOptions): Promise<void>;
   stat(path: string): Promise<ObjectInfo | null>;
   list(prefix: string): AsyncIterable<ObjectInfo>;

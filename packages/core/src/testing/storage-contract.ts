@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { crc32c } from "../format/crc32c.js";
 import { CheckpointError } from "../errors.js";
 import type { ObjectInfo, StorageAdapter } from "../storage/storage-adapter.js";
+import { ObjectReaders } from "../storage/object-readers.js";
 
 export interface StorageContractOptions {
   /** Opens an adapter on a fresh, empty root; called before every test. */
@@ -142,6 +143,29 @@ export function storageContractSuite(name: string, options: StorageContractOptio
       expect(same(head, 60_000, 90_000)).toBe(true);
       expect((await storage.read("head", { offset: 80_000, length: 90_000 }, { head })).byteLength).toBe(0);
       expect((await storage.read("head", { offset: 100_000, length: 10 }, { head })).byteLength).toBe(0);
+    });
+
+    it("reads through ObjectReaders (the adapter's openReader, or read and stat) as read does", async () => {
+      const data = pattern(100_000, 17);
+      await storage.write("d/held", data);
+      const readers = new ObjectReaders(storage, "d");
+      try {
+        expect(await readers.size("held")).toBe(100_000);
+        expect(await readers.size("missing")).toBeNull();
+        await expectCode(readers.read("missing", 0, 4), "not_found");
+        expect(await readers.read("held", 10, 90)).toEqual(data.subarray(10, 100));
+        expect(await readers.read("held", 99_990, 100)).toEqual(data.subarray(99_990));
+        expect((await readers.read("held", 100_000, 5)).byteLength).toBe(0);
+        const into = new Uint8Array(70_000);
+        const head = new Uint8Array(30_000);
+        const got = await readers.read("held", 5, 90_000, { into, head });
+        expect(got).toEqual(data.subarray(30_005, 90_005));
+        expect(head).toEqual(data.subarray(5, 30_005));
+        if (got.buffer === into.buffer) expect(got.byteOffset).toBe(into.byteOffset);
+      } finally {
+        await readers.close();
+      }
+      if (storage.openReader) await expectCode(storage.openReader("d"), "not_found");
     });
 
     it("reports missing objects: read rejects not_found, stat is null", async () => {

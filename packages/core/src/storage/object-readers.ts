@@ -1,0 +1,70 @@
+import { isCheckpointError } from "../errors.js";
+import { type RetryPolicy, withRetry } from "./retry.js";
+import { type ObjectReader, type ReadOptions, type StorageAdapter, joinPath } from "./storage-adapter.js";
+
+export interface ObjectReadersOptions {
+  readonly retry?: Partial<RetryPolicy>;
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * The objects of one directory a load reads ranges of, each opened once (`StorageAdapter.openReader`)
+ * and held until `close`; with adapters that offer no readers, each range is a `read` and each
+ * size a `stat`. Every call is retried by core's policy; a failed open is tried afresh next time.
+ */
+export class ObjectReaders {
+  readonly #storage: StorageAdapter;
+  readonly #dir: string;
+  readonly #options: ObjectReadersOptions;
+  readonly #open = new Map<string, Promise<ObjectReader>>();
+
+  constructor(storage: StorageAdapter, dir: string, options: ObjectReadersOptions = {}) {
+    this.#storage = storage;
+    this.#dir = dir;
+    this.#options = options;
+  }
+
+  /** The object's size, or null if it is missing. */
+  async size(name: string): Promise<number | null> {
+    if (!this.#storage.openReader) {
+      const info = await this.#retry(() => this.#storage.stat(joinPath(this.#dir, name)));
+      return info?.size ?? null;
+    }
+    try {
+      return (await this.#retry(() => this.#reader(name))).size;
+    } catch (error) {
+      if (isCheckpointError(error, "not_found")) return null;
+      throw error;
+    }
+  }
+
+  /** `length` bytes from `offset`, as `StorageAdapter.read` returns them with these buffers. */
+  read(name: string, offset: number, length: number, buffers: Pick<ReadOptions, "into" | "head"> = {}): Promise<Uint8Array> {
+    const options = { ...buffers, signal: this.#options.signal };
+    if (!this.#storage.openReader) return this.#retry(() => this.#storage.read(joinPath(this.#dir, name), { offset, length }, options));
+    return this.#retry(async () => (await this.#reader(name)).read({ offset, length }, options));
+  }
+
+  /** Closes every reader opened; call once every read has settled. */
+  async close(): Promise<void> {
+    const opened = [...this.#open.values()];
+    this.#open.clear();
+    await Promise.all(opened.map(async (reader) => (await reader.catch(() => undefined))?.close().catch(() => undefined)));
+  }
+
+  #reader(name: string): Promise<ObjectReader> {
+    let reader = this.#open.get(name);
+    if (!reader) {
+      reader = this.#storage.openReader!(joinPath(this.#dir, name));
+      this.#open.set(name, reader);
+      reader.catch(() => {
+        if (this.#open.get(name) === reader) this.#open.delete(name);
+      });
+    }
+    return reader;
+  }
+
+  #retry<T>(operation: () => Promise<T>): Promise<T> {
+    return withRetry(operation, { policy: this.#options.retry, signal: this.#options.signal });
+  }
+}
