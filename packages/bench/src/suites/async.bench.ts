@@ -1,0 +1,132 @@
+// Background saves on file://: how long `saveAsync` blocks the caller, the first one on a fresh
+// manager (after `prepare()`, and without it) and the steady ones after it, against a synchronous
+// `save` of the same state in the same process. Each size runs in child processes of its own
+// (fresh manager, its own peak RSS): one that calls `prepare(state)` before the first save, one
+// that does not. The state is 16 float32 host tensors.
+import { fileURLToPath } from "node:url";
+import { type StateDict, hostTensor } from "@cairn/core";
+import { CheckpointManager } from "@cairn/manager";
+import { report } from "../report.js";
+import { GiB, MiB, median, quick, range, rounds, runChild, sendResult, withTempDir } from "../support.js";
+
+const SUITE = "async";
+const TENSORS = 16;
+/** Steady saves measured per child, after the first. */
+const STEADY = quick ? 3 : 5;
+
+interface ChildResult {
+  /** Seconds `prepare()` took (0 when not called). */
+  readonly prepare: number;
+  /** Seconds the first `saveAsync` blocked. */
+  readonly first: number;
+  /** Seconds each later `saveAsync` blocked. */
+  readonly steady: readonly number[];
+  /** Seconds each synchronous `save` took. */
+  readonly sync: readonly number[];
+}
+
+/** One child: a fresh manager saving `bytes` of state, first with `saveAsync`, then with `save`. */
+async function child(bytes: number, prepared: boolean): Promise<void> {
+  const elements = bytes / TENSORS / 4;
+  const state: StateDict = {};
+  for (let i = 0; i < TENSORS; i++) state[`t${i}`] = hostTensor("float32", [elements], new Float32Array(elements).fill(i + 0.5));
+  await withTempDir(async (dir) => {
+    const manager = new CheckpointManager(`file://${dir}`, 1, { maxToKeep: 2, checkpointOnPreemption: false });
+    const seconds = async (work: () => Promise<unknown>): Promise<number> => {
+      const started = performance.now();
+      await work();
+      return (performance.now() - started) / 1000;
+    };
+    const prepare = prepared ? await seconds(() => manager.prepare(state)) : 0;
+    const first = await seconds(() => manager.saveAsync(0, state));
+    await manager.join();
+    const steady: number[] = [];
+    const sync: number[] = [];
+    for (let step = 1; step <= STEADY; step++) {
+      steady.push(await seconds(() => manager.saveAsync(step, state)));
+      await manager.join();
+    }
+    for (let step = STEADY + 1; step <= STEADY + 3; step++) sync.push(await seconds(() => manager.save(step, state)));
+    await manager.close();
+    sendResult({ prepare, first, steady, sync } satisfies ChildResult);
+  }, "cairn-bench-async-");
+}
+
+async function measure(bytes: number, label: string): Promise<void> {
+  const runs: { prepared: ChildResult; unprepared: ChildResult; rss: number; rssUnprepared: number }[] = [];
+  for (let r = 0; r < rounds(2); r++) {
+    const prepared = await runChild<ChildResult>(fileURLToPath(import.meta.url), ["child", String(bytes), "prepared"]);
+    const unprepared = await runChild<ChildResult>(fileURLToPath(import.meta.url), ["child", String(bytes), "unprepared"]);
+    runs.push({ prepared: prepared.result, unprepared: unprepared.result, rss: prepared.peakRss, rssUnprepared: unprepared.peakRss });
+  }
+  const first = runs.map((r) => r.prepared.first);
+  const steady = runs.flatMap((r) => r.prepared.steady);
+  const sync = runs.flatMap((r) => [...r.prepared.sync, ...r.unprepared.sync]);
+  const firstUnprepared = runs.map((r) => r.unprepared.first);
+  const rss = runs.map((r) => r.rss / MiB);
+  const seconds = (xs: readonly number[]): string => range(xs).map((x) => x.toFixed(3)).join("–");
+  const extra = {
+    rounds: runs.length,
+    firstRange: seconds(first),
+    steadyRange: seconds(steady),
+    syncRange: seconds(sync),
+    prepareSeconds: median(runs.map((r) => r.prepared.prepare)),
+    peakRssMiB: median(rss),
+  };
+  const ratioOf = (value: number, baseline: number) => ({ value, ratio: value / baseline });
+  report({
+    suite: SUITE,
+    name: `first saveAsync after prepare(), fresh manager, ${label}`,
+    ...ratioOf(median(first), median(steady)),
+    unit: "s",
+    baseline: { name: "steady saveAsync (median)", value: median(steady) },
+    better: "lower",
+    target: 1.5,
+    extra,
+  });
+  report({
+    suite: SUITE,
+    name: `steady saveAsync blocking, ${label}`,
+    ...ratioOf(median(steady), median(sync)),
+    unit: "s",
+    baseline: { name: "synchronous save (median)", value: median(sync) },
+    better: "lower",
+    target: 0.15,
+    extra,
+  });
+  report({
+    suite: SUITE,
+    name: `first saveAsync without prepare(), fresh manager, ${label}`,
+    ...ratioOf(median(firstUnprepared), median(sync)),
+    unit: "s",
+    baseline: { name: "synchronous save (median)", value: median(sync) },
+    better: "lower",
+    target: 1,
+    extra: { rounds: runs.length, firstRange: seconds(firstUnprepared), peakRssMiB: median(runs.map((r) => r.rssUnprepared / MiB)) },
+  });
+  report({
+    suite: SUITE,
+    name: `peak RSS, saveAsync after prepare() then save, ${label}`,
+    ...ratioOf(median(rss), bytes / MiB),
+    unit: "MiB",
+    baseline: { name: "state size", value: bytes / MiB },
+    better: "lower",
+    extra: { rounds: runs.length, rssRange: range(rss).map((x) => x.toFixed(0)).join("–") },
+  });
+}
+
+const [role, bytesArg, variant] = process.argv.slice(2);
+if (role === "child") {
+  await child(Number(bytesArg), variant === "prepared");
+} else {
+  const sizes: [number, string][] = quick
+    ? [
+        [16 * MiB, "16 MiB"],
+        [64 * MiB, "64 MiB"],
+      ]
+    : [
+        [256 * MiB, "256 MiB"],
+        [4 * GiB, "4 GiB"],
+      ];
+  for (const [bytes, label] of sizes) await measure(bytes, `${label} in ${TENSORS} tensors`);
+}
