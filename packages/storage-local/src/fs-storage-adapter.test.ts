@@ -310,3 +310,36 @@ describe("load through a faulty adapter", () => {
     await expect(load({ storage, path: "ck", signal: controller.signal })).rejects.toMatchObject({ code: "cancelled" });
   });
 });
+
+describe("FsStorageAdapter.list on a root of many step directories", () => {
+  it("stats and reads directories several at a time, within a bound, and yields in name order", async () => {
+    const dir = await freshDir();
+    const expected: string[] = [];
+    for (let step = 0; step < 150; step++) {
+      await nodeFs.mkdir(join(dir, String(step)), { recursive: true });
+      for (const name of ["data-0.safetensors", "metadata.json"]) {
+        await writeFile(join(dir, String(step), name), "x");
+        expected.push(`${step}/${name}`);
+      }
+    }
+    let inFlight = 0;
+    let most = 0;
+    const base = nodeFs as unknown as FsPromisesLike;
+    const counted = <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
+      async (...args: A): Promise<R> => {
+        most = Math.max(most, ++inFlight);
+        try {
+          return await call(...args);
+        } finally {
+          inFlight--;
+        }
+      };
+    const fs: FsPromisesLike = { ...base, stat: counted(base.stat.bind(base)), readdir: counted(base.readdir.bind(base)) };
+    const storage = new FsStorageAdapter("file", dir, fs, dir, { syncDirectories: false });
+    const listed: string[] = [];
+    for await (const object of storage.list("")) listed.push(object.path);
+    expect(listed).toEqual([...expected].sort());
+    expect(most).toBeGreaterThan(1);
+    expect(most).toBeLessThanOrEqual(32);
+  });
+});

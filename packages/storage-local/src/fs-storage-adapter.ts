@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { posix } from "node:path";
+import PQueue from "p-queue";
 import { type StorageAdapter, CheckpointError } from "@cairn/core";
 import { type ByteRange, type ObjectInfo, type ObjectReader, type PortableStorage, type ReadOptions, type WriteBody, type WriteOptions, ReadTarget, cancelledError, checkRelativePath } from "@cairn/core/storage";
 import { directCreateFlags, directIoAvailable, writeDirect, writeFully } from "./direct-write.js";
@@ -27,6 +28,17 @@ const TEMP_PREFIX = ".cairn-tmp-";
 
 /** Errno names that show the object is not there: nothing at its name, or a file where one of its directories would be. */
 const MISSING_CODES: ReadonlySet<string> = new Set(["ENOENT", "ENOTDIR"]);
+
+/** File system calls (readdir, stat) one listing makes at once. */
+const LIST_CONCURRENCY = 32;
+/** Entries of one directory a listing works on ahead of the one it yields. */
+const LIST_AHEAD = 64;
+
+async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of items) out.push(item);
+  return out;
+}
 
 /** Bytes of positional writes a file keeps in flight while it pulls the next parts of its body. */
 const WRITE_WINDOW_BYTES = 16 << 20;
@@ -291,34 +303,57 @@ export class FsStorageAdapter implements StorageAdapter {
     }
   }
 
+  /**
+   * Walks the directories under the prefix in name order. Entries are stat'ed and sub-directories
+   * read ahead of the consumer, a bounded number of calls at once, never one after another.
+   */
   async *list(prefix: string): AsyncIterable<ObjectInfo> {
     // Start at the deepest directory the prefix names in full; everything below it is matched by string prefix.
     const base = prefix.includes("/") ? prefix.slice(0, prefix.lastIndexOf("/")) : "";
     if (base) checkRelativePath(this.protocol, base);
     this.#abs(base);
-    yield* this.#walk(base, prefix);
+    yield* this.#walk(base, prefix, new PQueue({ concurrency: LIST_CONCURRENCY }));
   }
 
-  async *#walk(rel: string, prefix: string): AsyncGenerator<ObjectInfo> {
+  async *#walk(rel: string, prefix: string, calls: PQueue): AsyncGenerator<ObjectInfo> {
     let entries: { name: string | Buffer; isDirectory(): boolean; isFile(): boolean }[];
     const dir = posix.join(this.#dir, rel);
     try {
-      entries = await this.#fs.readdir(dir, { withFileTypes: true });
+      entries = await calls.add(() => this.#fs.readdir(dir, { withFileTypes: true }));
     } catch (error) {
       if (MISSING_CODES.has(errnoOf(error))) return;
       throw fsError(error, this.#site("list", rel || ".", dir));
     }
+    const jobs: (() => Promise<ObjectInfo[]>)[] = [];
     const names = entries.map((e) => ({ name: String(e.name), dir: e.isDirectory(), file: e.isFile() }));
     names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     for (const entry of names) {
       if (entry.name.startsWith(TEMP_PREFIX)) continue;
       const path = rel ? `${rel}/${entry.name}` : entry.name;
-      if (entry.dir) {
-        if (path.startsWith(prefix) || prefix.startsWith(`${path}/`)) yield* this.#walk(path, prefix);
+      if (entry.dir && (path.startsWith(prefix) || prefix.startsWith(`${path}/`))) {
+        jobs.push(() => collect(this.#walk(path, prefix, calls)));
       } else if (entry.file && path.startsWith(prefix)) {
-        const info = await this.stat(path);
-        if (info) yield info;
+        jobs.push(async () => {
+          const info = await calls.add(() => this.stat(path));
+          return info ? [info] : [];
+        });
       }
+    }
+    // Up to LIST_AHEAD entries in flight beyond the one yielded; each failure is handled where it is awaited.
+    const ahead: Promise<ObjectInfo[]>[] = [];
+    let next = 0;
+    const fill = (): void => {
+      while (ahead.length < LIST_AHEAD && next < jobs.length) {
+        const job = jobs[next++]!();
+        job.catch(() => undefined);
+        ahead.push(job);
+      }
+    };
+    fill();
+    while (ahead.length > 0) {
+      const infos = await ahead.shift()!;
+      fill();
+      yield* infos;
     }
   }
 
