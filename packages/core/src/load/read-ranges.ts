@@ -9,6 +9,9 @@ import type { ReadOptions } from "../storage/storage-adapter.js";
 /** Largest piece of a chunk read straight into its destination (a multiple of any power-of-two block size). */
 const DIRECT_READ_BYTES = 64 << 20;
 
+/** Size of the reads a range read straight into its destination is issued as, so verification follows the reads closely. */
+const PIPELINED_READ_BYTES = 8 << 20;
+
 /**
  * Most bytes between a data file's header and its first range that are read (and dropped) to
  * fetch the header in that range's request: fewer than a network round trip is worth.
@@ -132,8 +135,9 @@ export async function readRanges(
 
   /** Reads one range, verifies every block of it (and the header read with it) and copies it into its destinations. */
   async function readRange(range: RangeRead): Promise<void> {
-    const length = range.end - range.start;
     const direct = directTarget(range, destinations);
+    if (direct && !withHeader.has(range)) return readDirect(range, direct);
+    const length = range.end - range.start;
     const scratch = direct ? undefined : (pool.pop() ?? new Uint8Array(maxRead));
     // The header and any gap after it, read in this range's request: [0, range.start).
     const head = withHeader.has(range) ? new Uint8Array(range.start) : undefined;
@@ -147,12 +151,7 @@ export async function readRanges(
         if (data.byteLength === 0) await verifyHeader(range.file, metadata, read);
         else checkHeader(range.file, metadata, head);
       }
-      if (data.byteLength < length) {
-        const key = destinations[range.pieces[0]!.consumers[0]!.item.request]!.key;
-        throw new CheckpointError("corrupt", `${range.file} is truncated: ${key} needs bytes up to ${range.end} but the file ends at ${range.start + data.byteLength}`, {
-          context: { file: range.file, key },
-        });
-      }
+      if (data.byteLength < length) throw truncated(range, range.start + data.byteLength);
       for (const piece of range.pieces) {
         const bytes = data.subarray(piece.start - range.start, piece.end - range.start);
         verifyPiece(piece, bytes, blockSize, destinations);
@@ -166,6 +165,43 @@ export async function readRanges(
       budget.release(held);
       if (scratch) pool.push(scratch);
     }
+  }
+
+  /**
+   * Reads a range straight into its destination as several reads issued at once, and verifies
+   * each as it lands, in order: the checksums of the first bytes run while later ones are read.
+   */
+  async function readDirect(range: RangeRead, into: Uint8Array): Promise<void> {
+    const piece = range.pieces[0]!;
+    const key = destinations[piece.consumers[0]!.item.request]!.key;
+    const step = Math.max(blockSize, Math.floor(PIPELINED_READ_BYTES / blockSize) * blockSize);
+    const reads: { at: number; length: number; data: Promise<Uint8Array> }[] = [];
+    for (let at = range.start; at < range.end; at += step) {
+      const length = Math.min(step, range.end - at);
+      const data = read(range.file, at, length, { into: into.subarray(at - range.start, at - range.start + length) });
+      // Awaited in order below; one failing early must not count as unhandled meanwhile.
+      data.catch(() => undefined);
+      reads.push({ at, length, data });
+    }
+    try {
+      for (const { at, length, data } of reads) {
+        const bytes = await data;
+        if (bytes.byteLength < length) throw truncated(range, at + bytes.byteLength);
+        checkBlocks(piece.chunk, key, at - piece.chunk.byteOffset, bytes, blockSize);
+        const place = into.subarray(at - range.start, at - range.start + length);
+        if (bytes.buffer !== place.buffer || bytes.byteOffset !== place.byteOffset) place.set(bytes);
+      }
+    } finally {
+      // Every read has settled before the range does: none writes into the destination after a failure is reported.
+      await Promise.allSettled(reads.map((r) => r.data));
+    }
+  }
+
+  function truncated(range: RangeRead, fileEnd: number): CheckpointError {
+    const key = destinations[range.pieces[0]!.consumers[0]!.item.request]!.key;
+    return new CheckpointError("corrupt", `${range.file} is truncated: ${key} needs bytes up to ${range.end} but the file ends at ${fileEnd}`, {
+      context: { file: range.file, key },
+    });
   }
 }
 
