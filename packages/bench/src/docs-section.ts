@@ -19,14 +19,8 @@ function details(extra: BenchResult["extra"]): string {
 
 function suiteTable(results: readonly BenchResult[]): string {
   return markdownTable(
-    ["what", "Cairn", "baseline", "ratio", "details"],
-    results.map((r) => [
-      r.name,
-      `${formatNumber(r.value)} ${r.unit}`,
-      r.baseline ? `${r.baseline.name}: ${formatNumber(r.baseline.value)} ${r.unit}` : "—",
-      r.ratio === undefined ? "—" : `${r.ratio.toFixed(2)}×`,
-      details(r.extra),
-    ]),
+    ["what", "Cairn", "against", "ratio", "details"],
+    results.map((r) => [r.name, `${formatNumber(r.value)} ${r.unit}`, r.baseline?.name ?? "—", r.ratio === undefined ? "—" : `${r.ratio.toFixed(2)}×`, details(r.extra)]),
   );
 }
 

@@ -1,7 +1,8 @@
 import { type BenchResult, meetsTarget } from "./report.js";
 
-/** A figure as the report prints it: whole numbers from 100 up, three significant digits below. */
+/** A figure for a table: integers as they are, others whole from 100 up and to three significant digits below. */
 export function formatNumber(x: number): string {
+  if (Number.isInteger(x)) return String(x);
   return Math.abs(x) >= 100 ? x.toFixed(0) : x.toPrecision(3);
 }
 
