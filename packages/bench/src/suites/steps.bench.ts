@@ -1,0 +1,145 @@
+// How a manager scales with the steps already under its root: a save (1 MiB state, save + its
+// retention pass) on a root of N committed steps against the same on an empty root, with and
+// without maxToKeep; one retention pass deleting all but 5 of 2,000 steps against node:fs rm of
+// the same directories; and opening a manager on 2,000 steps against a node:fs readdir.
+import { cp, mkdir, readdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { type StateDict, hostTensor } from "@cairn/core";
+import { CheckpointManager, type CheckpointManagerOptions } from "@cairn/manager";
+import { report } from "../report.js";
+import { MiB, median, quick, range, timed, withTempDir } from "../support.js";
+
+const suite = "steps";
+const counts = quick ? [10, 100] : [10, 100, 1000, 2000];
+const largest = counts.at(-1)!;
+/** Timed saves per root, after one untimed save that lists the root and reads what retention needs. */
+const saves = quick ? 5 : 15;
+const KEEP = 5;
+
+function state(step: number, bytes: number): StateDict {
+  return { w: hostTensor("float32", [bytes / 4], new Float32Array(bytes / 4).fill(step)), step };
+}
+
+const managerOptions: CheckpointManagerOptions = { checkpointOnPreemption: false };
+
+/** A root holding steps 0..count-1: one real step written by Cairn (a 4 KiB state), copied with node:fs cp. */
+async function populate(template: string, root: string, count: number): Promise<void> {
+  await mkdir(root, { recursive: true });
+  const copies: Promise<void>[] = [];
+  for (let step = 0; step < count; step++) copies.push(cp(template, join(root, String(step)), { recursive: true }));
+  await Promise.all(copies);
+}
+
+/** A manager saving 1 MiB states on `root` from step `first` on, each `save()` + `join()` (its retention pass included) timed. */
+async function saver(root: string, first: number, options: CheckpointManagerOptions): Promise<{ next: () => Promise<number>; close: () => Promise<unknown> }> {
+  const mgr = new CheckpointManager(`file://${root}`, 1, { ...managerOptions, ...options });
+  let step = first;
+  const next = (): Promise<number> =>
+    timed(async () => {
+      await mgr.save(step, state(step++, MiB));
+      await mgr.join();
+    });
+  // Untimed: the first save lists the root and reads what retention needs.
+  await next();
+  return { next, close: () => mgr.close() };
+}
+
+/** Seconds of each timed save on a root of `count` steps and on an empty root, taken in turns so both see the same disk. */
+async function pairedSaveTimes(fresh: (count: number) => Promise<string>, count: number, options: (count: number) => CheckpointManagerOptions): Promise<[number[], number[]]> {
+  const full = await saver(await fresh(count), count, options(count));
+  const empty = await saver(await fresh(0), 0, options(0));
+  const times: [number[], number[]] = [[], []];
+  for (let i = 0; i < saves; i++) {
+    const order = i % 2 === 0 ? [0, 1] : [1, 0];
+    for (const which of order) times[which]!.push(await (which === 0 ? full : empty).next());
+  }
+  await full.close();
+  await empty.close();
+  return times;
+}
+
+await withTempDir(async (dir) => {
+  const template = join(dir, "template");
+  const writer = new CheckpointManager(`file://${template}`, 1, managerOptions);
+  await writer.save(0, state(0, 4096));
+  await writer.close();
+  const step0 = join(template, "0");
+  let root = 0;
+  const fresh = async (count: number): Promise<string> => {
+    const path = join(dir, `root-${root++}`);
+    await populate(step0, path, count);
+    return path;
+  };
+
+  for (const [label, options] of [
+    ["no retention option", (): CheckpointManagerOptions => ({})],
+    [`maxToKeep N + ${KEEP}`, (count: number): CheckpointManagerOptions => ({ maxToKeep: count + KEEP })],
+  ] as const) {
+    for (const count of counts) {
+      const [times, empty] = await pairedSaveTimes(fresh, count, options);
+      const value = median(times);
+      const baseline = median(empty);
+      report({
+        suite,
+        name: `save 1 MiB + join, ${label}, root of ${count} steps`,
+        value,
+        unit: "s",
+        baseline: { name: "same on an empty root, in turns", value: baseline },
+        ratio: value / baseline,
+        better: "lower",
+        target: 1.1,
+        extra: { saves, range: range(times), emptyRange: range(empty) },
+      });
+    }
+  }
+
+  // Opening: a new manager's first latestStep() lists the root once and reads one metadata.json.
+  const big = await fresh(largest);
+  const open = await timed(async () => {
+    const mgr = new CheckpointManager(`file://${big}`, 1, { readOnly: true });
+    if ((await mgr.latestStep()) !== largest - 1) throw new Error("latestStep() missed the newest step");
+    await mgr.close();
+  });
+  const listing = await timed(async () => {
+    const names = await readdir(big);
+    if (Math.max(...names.map(Number)) !== largest - 1) throw new Error("readdir missed the newest step");
+  });
+  report({
+    suite,
+    name: `open a manager on ${largest} steps (first latestStep())`,
+    value: open,
+    unit: "s",
+    baseline: { name: "node:fs readdir of the root", value: listing },
+    ratio: open / listing,
+    better: "lower",
+  });
+
+  // Retention: a new manager with maxToKeep 5 saves once on the same root; its pass deletes the rest.
+  const doomed = largest + 1 - KEEP;
+  const pass = await timed(async () => {
+    const mgr = new CheckpointManager(`file://${big}`, 1, { ...managerOptions, maxToKeep: KEEP });
+    await mgr.save(largest, state(largest, MiB));
+    const { retentionFailures } = await mgr.close();
+    if (retentionFailures.length > 0 || (await readdir(big)).length !== KEEP) throw new Error("retention did not delete every step it should");
+  });
+  const baseRoot = await fresh(largest);
+  const emptySaver = await saver(await fresh(0), 0, {});
+  const emptySaves: number[] = [];
+  for (let i = 0; i < saves; i++) emptySaves.push(await emptySaver.next());
+  await emptySaver.close();
+  const emptySave = median(emptySaves);
+  const removal = await timed(async () => {
+    const names = (await readdir(baseRoot)).sort((a, b) => Number(a) - Number(b)).slice(0, doomed);
+    await Promise.all(names.map((name) => rm(join(baseRoot, name), { recursive: true })));
+  });
+  report({
+    suite,
+    name: `open + save 1 MiB + retention pass deleting ${doomed} of ${largest + 1} steps`,
+    value: pass,
+    unit: "s",
+    baseline: { name: "a save on an empty root + node:fs readdir and rm of the same directories", value: emptySave + removal },
+    ratio: pass / (emptySave + removal),
+    better: "lower",
+    extra: { perStepMs: +(((pass - emptySave) / doomed) * 1000).toFixed(3), nodeFsPerStepMs: +((removal / doomed) * 1000).toFixed(3) },
+  });
+});
