@@ -1,8 +1,8 @@
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type CheckpointMetadata, type DType, type HostTensor, DTYPE_NAMES, hostTensor } from "@cairn/core";
-import { encodeMetadata, numel } from "@cairn/core/format";
+import { type DType, type HostTensor, DTYPE_NAMES, hostTensor } from "@cairn/core";
+import { crc32c, numel } from "@cairn/core/format";
 import { afterAll } from "vitest";
 import "@cairn/storage-local";
 
@@ -71,13 +71,15 @@ export function sameBits(a: HostTensor, b: HostTensor): boolean {
 }
 
 /**
- * Rewrites a file:// checkpoint's metadata.json as `edit` returns it, with a fresh checksum: the
+ * Rewrites a file:// checkpoint's metadata.json (its raw JSON, without the checksum field) as `edit`
+ * returns it, with a fresh checksum: the
  * way a crafted checkpoint is made (the checksum finds damage; it does not authenticate).
  */
 export async function rewriteMetadata(dir: string, edit: (metadata: Record<string, unknown>) => unknown): Promise<void> {
   const path = join(dir, "metadata.json");
-  const metadata = JSON.parse(await readFile(path, "utf8")) as Record<string, unknown>;
-  await writeFile(path, encodeMetadata(edit(metadata) as CheckpointMetadata));
+  const { metadataCrc32c: _, ...metadata } = JSON.parse(await readFile(path, "utf8")) as Record<string, unknown>;
+  const body = JSON.stringify(edit(metadata));
+  await writeFile(path, `{"metadataCrc32c":${crc32c(new TextEncoder().encode(body))},${body.slice(1)}`);
 }
 
 /** Everything a prototype pollution would change: the own keys of the prototypes every object shares. */

@@ -50,17 +50,20 @@ describe("save refuses keys that reach a prototype, naming the key path, and wri
   });
 });
 
+/** metadata.json 2.x as JSON: entries are `[kind, [sharedPrefix, ...key], ...]` (docs/format.md). */
+type RawMetadata = { entries: unknown[][]; files: Record<string, unknown>[]; user: unknown };
+
 /** A committed checkpoint whose metadata.json is then edited as a hostile writer would. */
-async function crafted(edit: (metadata: { entries: Record<string, unknown>[]; files: Record<string, unknown>; user: unknown }) => unknown): Promise<string> {
+async function crafted(edit: (metadata: RawMetadata) => unknown): Promise<string> {
   const dir = join(await tempDir(), "ckpt");
   await save({ w: hostTensor("float32", [4], Float32Array.of(1, 2, 3, 4)), step: 7, blob: Uint8Array.of(9) }, dir);
   await rewriteMetadata(dir, (m) => edit(m as never));
   return dir;
 }
 
-const renameEntry = (from: string, to: (string | number)[]) => (m: { entries: Record<string, unknown>[] }) => ({
+const renameEntry = (from: string, to: (string | number)[]) => (m: RawMetadata) => ({
   ...m,
-  entries: m.entries.map((e) => ((e.key as unknown[])[0] === from ? { ...e, key: to } : e)),
+  entries: m.entries.map((e) => ((e[1] as unknown[])[1] === from ? [e[0], [0, ...to], ...e.slice(2)] : e)),
 });
 
 describe("a crafted metadata.json never reaches a prototype", () => {
@@ -70,11 +73,7 @@ describe("a crafted metadata.json never reaches a prototype", () => {
     ["a blob at constructor.prototype.polluted", renameEntry("blob", ["constructor", "prototype", "polluted"])],
     ["a value at a.prototype", renameEntry("step", ["a", "prototype"])],
     ["a __proto__ key in user metadata", (m: { user: unknown }) => ({ ...m, user: withOwn("__proto__", { polluted: 1 }) })],
-    ["a data file named __proto__", (m: { files: Record<string, unknown>; entries: Record<string, unknown>[] }) => {
-      const [[name, file]] = Object.entries(m.files) as [[string, unknown]];
-      const json = JSON.stringify(m).replaceAll(name, "__proto__");
-      return { ...(JSON.parse(json) as object), files: withOwn("__proto__", file) };
-    }],
+    ["a data file named __proto__", (m: RawMetadata) => JSON.parse(JSON.stringify(m).replaceAll(m.files[0]!.name as string, "__proto__")) as unknown],
   ])("%s is corrupt, with and without a target", async (_, edit) => {
     const dir = await crafted(edit);
     await expect(load(dir)).rejects.toMatchObject({ code: "corrupt", message: expect.stringMatching(/__proto__|constructor|prototype/) });
@@ -83,11 +82,12 @@ describe("a crafted metadata.json never reaches a prototype", () => {
   });
 
   it.each([
-    ["a key stored twice", (m: { entries: Record<string, unknown>[] }) => ({ ...m, entries: [...m.entries, m.entries.find((e) => e.kind === "value")] })],
-    ["a value that is also a container", (m: { entries: Record<string, unknown>[] }) => ({ ...m, entries: [...m.entries, { kind: "value", key: ["step", "x"], value: 1 }] })],
-    ["an index into an object", (m: { entries: Record<string, unknown>[] }) => ({ ...m, entries: [...m.entries, { kind: "value", key: ["o", "a"], value: 1 }, { kind: "value", key: ["o", 0], value: 1 }] })],
-    ["an array with a hole", (m: { entries: Record<string, unknown>[] }) => ({ ...m, entries: [...m.entries, { kind: "value", key: ["list", 4294967295], value: 1 }] })],
-    ["a value that is not a leaf", (m: { entries: Record<string, unknown>[] }) => ({ ...m, entries: [...m.entries, { kind: "value", key: ["v"], value: { polluted: 1 } }] })],
+    ["a key stored twice", (m: RawMetadata) => ({ ...m, entries: [...m.entries, m.entries.find((e) => e[0] === "v")] })],
+    ["a value that is also a container", (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "step", "x"], 1]] })],
+    ["an index into an object", (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "o", "a"], 1], ["v", [1, 0], 1]] })],
+    ["an array with a hole", (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "list", 4294967295], 1]] })],
+    ["a value that is not a leaf", (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "v"], { polluted: 1 }]] })],
+    ["a key path __proto__ reached through a shared prefix", (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "__proto__", "a"], 1], ["v", [1, "polluted"], 1]] })],
   ])("%s is corrupt when loaded without a target", async (_, edit) => {
     const dir = await crafted(edit);
     await expect(load(dir)).rejects.toMatchObject({ code: "corrupt" });

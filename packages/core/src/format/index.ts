@@ -18,8 +18,8 @@ export {
   FORMAT_MAJOR,
   FORMAT_MINOR,
   DEFAULT_BLOCK_SIZE,
-  parseMetadata,
-  encodeMetadata,
   valueOf,
 } from "./metadata.js";
+export { parseMetadata, encodeMetadata } from "./metadata-json.js";
+export { chunkBlockSize, MIN_BLOCK_SIZE } from "./checksum-blocks.js";
 export { dataFileName, isDataFileName, isFileOfAttempt, tensorName } from "./naming.js";

@@ -6,13 +6,17 @@ import { CheckpointError, cancelledError, describeValue, isCheckpointError, thro
 import { readRanges } from "./read-ranges.js";
 import { type FlattenedTarget, type Leaf, flattenTarget, leafBox, tfjsDType } from "../state/flatten.js";
 import type { LoadPlanner, LoadRequest } from "../plan/load-planner.js";
-import { type CheckpointMetadata, METADATA_FILE, parseMetadata, valueOf } from "../format/metadata.js";
+import { type CheckpointMetadata, METADATA_FILE, valueOf } from "../format/metadata.js";
+import { parseMetadata } from "../format/metadata-json.js";
 import { withRetry } from "../storage/retry.js";
 import { ObjectReaders } from "../storage/object-readers.js";
 import { type KeyPath, type StateDict, type StateValue, displayKey, isForbiddenKey, pathId } from "../state/state-dict.js";
 import { type HostTensor, type VariableLike } from "../state/tensors.js";
 import { joinPath } from "../storage/storage-adapter.js";
 import { type TfjsModule, tfjsModule } from "./tfjs.js";
+
+/** On remote storage, a gap up to this size between two needed ranges costs less to read than one more request. */
+const REMOTE_GAP_BYTES = 1 << 20;
 
 export interface LoadOptions extends CheckpointOptions {
   readonly planner?: LoadPlanner;
@@ -160,6 +164,7 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
       {
         headerInFirstRange: location.storage.remote === true,
         rereadDamaged: location.storage.remote === true,
+        coalesceGapBytes: location.storage.remote === true ? REMOTE_GAP_BYTES : 0,
         sizeOf: (file) => readers.size(file),
         concurrency: options.concurrency ?? 8,
         maxReadBytes: options.maxReadBytes ?? 8 << 20,

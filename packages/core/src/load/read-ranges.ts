@@ -1,5 +1,5 @@
 import PQueue from "p-queue";
-import { type Box, type RowLayout, copyRows, rowLayout, rowSpan } from "../state/box.js";
+import { type Box, type RowLayout, copyRows, rowLayout } from "../state/box.js";
 import { crc32c } from "../format/crc32c.js";
 import { CheckpointError, isCheckpointError, throwIfAborted } from "../errors.js";
 import type { ReadItem } from "../plan/load-planner.js";
@@ -51,6 +51,11 @@ export interface RangeReadOptions {
   readonly headerInFirstRange: boolean;
   readonly concurrency: number;
   readonly maxReadBytes: number;
+  /**
+   * Neighbouring pieces of a file at most this many bytes apart are read in one request, the gap
+   * read and dropped: 0 for local storage (read only needed blocks), more where a request costs a round trip.
+   */
+  readonly coalesceGapBytes?: number;
   readonly maxInflightBytes: number;
   /** Read a range or header that fails its checksum (or comes short) once more before reporting it `corrupt`: for network storage. */
   readonly rereadDamaged: boolean;
@@ -88,9 +93,7 @@ export async function readRanges(
   read: ReadFn,
   options: RangeReadOptions,
 ): Promise<{ files: number }> {
-  const blockSize = metadata.checksum.blockSize;
-  const maxRead = Math.max(blockSize, Math.floor(options.maxReadBytes / blockSize) * blockSize);
-  const ranges = planRanges(items, destinations, blockSize, maxRead);
+  const { ranges, maxRead } = planRanges(items, destinations, options.maxReadBytes, options.coalesceGapBytes ?? 0);
   const firstRanges = new Map<string, RangeRead>();
   for (const range of ranges) if (!firstRanges.has(range.file)) firstRanges.set(range.file, range);
   const withHeader = new Set<RangeRead>();
@@ -154,7 +157,7 @@ export async function readRanges(
       if (data.byteLength < length) throw truncated(range, range.start + data.byteLength);
       for (const piece of range.pieces) {
         const bytes = data.subarray(piece.start - range.start, piece.end - range.start);
-        verifyPiece(piece, bytes, blockSize, destinations);
+        verifyPiece(piece, bytes, destinations);
         if (direct && data.buffer === direct.buffer && data.byteOffset === direct.byteOffset) continue;
         for (const { item, layout } of piece.consumers) {
           const destination = destinations[item.request]!;
@@ -230,48 +233,68 @@ export function checkHeader(file: string, metadata: CheckpointMetadata, bytes: U
 }
 
 /**
- * Groups what each chunk must supply into block-aligned byte ranges (so every byte read can be
- * verified), splits big ones at `maxRead`, and merges neighbours in a file into single reads.
+ * Groups what each chunk must supply into block-aligned byte runs, row by row (so a column
+ * slice reads only the blocks its rows touch, and every byte read can be verified), splits big
+ * runs at the chunk's read size, and merges pieces of a file at most `gapBytes` apart into
+ * single reads of at most `maxRead` bytes (a multiple of every chunk's block size).
  */
-function planRanges(items: readonly ReadItem[], destinations: readonly ReadDestination[], blockSize: number, maxRead: number): RangeRead[] {
-  const byChunk = new Map<ChunkMetadata, { start: number; end: number; consumers: { item: ReadItem; layout: RowLayout }[] }>();
+function planRanges(items: readonly ReadItem[], destinations: readonly ReadDestination[], maxReadBytes: number, gapBytes: number): { ranges: RangeRead[]; maxRead: number } {
+  const byChunk = new Map<ChunkMetadata, { runs: number[]; consumers: { item: ReadItem; layout: RowLayout }[] }>();
   for (const item of items) {
     const destination = destinations[item.request]!;
-    const span = rowSpan(rowLayout(item.chunk, item.chunk, item.region), destination.itemSize);
-    const start = Math.floor(span.start / blockSize) * blockSize;
-    const end = Math.min(item.chunk.byteLength, Math.ceil(span.end / blockSize) * blockSize);
-    const consumer = { item, layout: rowLayout(item.chunk, destination.box, item.region) };
-    const need = byChunk.get(item.chunk);
-    if (need) {
-      need.start = Math.min(need.start, start);
-      need.end = Math.max(need.end, end);
-      need.consumers.push(consumer);
-    } else {
-      byChunk.set(item.chunk, { start, end, consumers: [consumer] });
+    const { chunk } = item;
+    const source = rowLayout(chunk, chunk, item.region);
+    const runBytes = source.run * destination.itemSize;
+    const need = byChunk.get(chunk) ?? { runs: [], consumers: [] };
+    byChunk.set(chunk, need);
+    need.consumers.push({ item, layout: rowLayout(chunk, destination.box, item.region) });
+    for (let r = 0; r < source.src.length; r++) {
+      const start = source.src[r]! * destination.itemSize;
+      need.runs.push(Math.floor(start / chunk.blockSize) * chunk.blockSize, Math.min(chunk.byteLength, Math.ceil((start + runBytes) / chunk.blockSize) * chunk.blockSize));
     }
   }
   const pieces: Piece[] = [];
+  let maxRead = maxReadBytes;
   for (const [chunk, need] of byChunk) {
+    const block = chunk.blockSize;
+    const chunkRead = Math.max(block, Math.floor(maxReadBytes / block) * block);
+    maxRead = Math.max(maxRead, chunkRead);
     // A chunk landing in one contiguous run of one destination is read straight into it, needing
     // no buffer: it can be read in bigger pieces, which the kernel serves as longer sequential reads.
     const direct = need.consumers.length === 1 && need.consumers[0]!.layout.src.length === 1;
-    const step = direct ? Math.max(maxRead, DIRECT_READ_BYTES) : maxRead;
-    for (let at = need.start; at < need.end; at += step) {
-      pieces.push({ chunk, start: chunk.byteOffset + at, end: chunk.byteOffset + Math.min(need.end, at + step), consumers: need.consumers });
+    const step = direct ? Math.max(chunkRead, Math.floor(DIRECT_READ_BYTES / block) * block) : chunkRead;
+    for (const [start, end] of mergedRuns(need.runs, need.consumers.length > 1)) {
+      for (let at = start; at < end; at += step) {
+        pieces.push({ chunk, start: chunk.byteOffset + at, end: chunk.byteOffset + Math.min(end, at + step), consumers: need.consumers });
+      }
     }
   }
   pieces.sort((a, b) => (a.chunk.file < b.chunk.file ? -1 : a.chunk.file > b.chunk.file ? 1 : a.start - b.start));
   const ranges: RangeRead[] = [];
   for (const piece of pieces) {
     const last = ranges[ranges.length - 1];
-    if (last && last.file === piece.chunk.file && last.end === piece.start && piece.end - last.start <= maxRead) {
+    if (last && last.file === piece.chunk.file && piece.start >= last.end && piece.start - last.end <= gapBytes && piece.end - last.start <= maxRead) {
       last.end = piece.end;
       last.pieces.push(piece);
     } else {
       ranges.push({ file: piece.chunk.file, start: piece.start, end: piece.end, pieces: [piece] });
     }
   }
-  return ranges;
+  return { ranges, maxRead };
+}
+
+/** Flat `[start, end, start, end…]` runs merged where they overlap or touch, in order (sorted first if `unsorted`). */
+function mergedRuns(flat: readonly number[], unsorted: boolean): [number, number][] {
+  let runs: [number, number][] = [];
+  for (let i = 0; i < flat.length; i += 2) runs.push([flat[i]!, flat[i + 1]!]);
+  if (unsorted) runs = runs.sort((a, b) => a[0] - b[0]);
+  const merged: [number, number][] = [];
+  for (const run of runs) {
+    const last = merged[merged.length - 1];
+    if (last && run[0] <= last[1]) last[1] = Math.max(last[1], run[1]);
+    else merged.push(run);
+  }
+  return merged;
 }
 
 /** The destination bytes a range can be read straight into: one piece, one consumer, landing in one contiguous run. */
@@ -290,15 +313,16 @@ function directTarget(range: RangeRead, destinations: readonly ReadDestination[]
   return destination.buffer.subarray(at, at + (end - start));
 }
 
-function verifyPiece(piece: Piece, data: Uint8Array, blockSize: number, destinations: readonly ReadDestination[]): void {
-  checkBlocks(piece.chunk, destinations[piece.consumers[0]!.item.request]!.key, piece.start - piece.chunk.byteOffset, data, blockSize);
+function verifyPiece(piece: Piece, data: Uint8Array, destinations: readonly ReadDestination[]): void {
+  checkBlocks(piece.chunk, destinations[piece.consumers[0]!.item.request]!.key, piece.start - piece.chunk.byteOffset, data);
 }
 
 /**
- * Checks bytes of a chunk read from `start` (relative to the chunk, block-aligned) against the
- * chunk's block CRC32Cs. Throws `corrupt` naming the file, the key and the first damaged block.
+ * Checks bytes of a chunk read from `start` (relative to the chunk, aligned to its `blockSize`)
+ * against the chunk's block CRC32Cs. Throws `corrupt` naming the file, the key and the first damaged block.
  */
-export function checkBlocks(chunk: ChunkMetadata, key: string, start: number, data: Uint8Array, blockSize: number): void {
+export function checkBlocks(chunk: ChunkMetadata, key: string, start: number, data: Uint8Array): void {
+  const { blockSize } = chunk;
   for (let at = 0; at < data.byteLength; at += blockSize) {
     const block = (start + at) / blockSize;
     const end = Math.min(at + blockSize, data.byteLength);

@@ -1,5 +1,6 @@
 import { CheckpointError, isCheckpointError } from "../errors.js";
-import { type CheckpointMetadata, METADATA_FILE, parseMetadata } from "../format/metadata.js";
+import { type CheckpointMetadata, METADATA_FILE } from "../format/metadata.js";
+import { parseMetadata } from "../format/metadata-json.js";
 import { isDataFileName } from "../format/naming.js";
 import { commitMetadata } from "../save/commit-metadata.js";
 import { withRetry } from "../storage/retry.js";

@@ -60,17 +60,16 @@ function chunksByFile(metadata: CheckpointMetadata): Map<string, { meta: ChunkMe
  */
 export function filePieces(metadata: CheckpointMetadata, file: string, readBytes: number): FilePiece[] {
   const info = metadata.files[file]!;
-  const blockSize = metadata.checksum.blockSize;
-  const step = Math.max(blockSize, Math.floor(readBytes / blockSize) * blockSize);
   const pieces: FilePiece[] = [{ start: 0, end: 8 + info.headerLength, header: true }];
   const chunks = (chunksByFile(metadata).get(file) ?? []).sort((a, b) => a.meta.byteOffset - b.meta.byteOffset);
   let at = 8 + info.headerLength;
   for (const { meta, key } of chunks) {
     if (meta.byteOffset < at) continue;
     if (meta.byteOffset > at) pieces.push({ start: at, end: meta.byteOffset });
+    const step = Math.max(meta.blockSize, Math.floor(readBytes / meta.blockSize) * meta.blockSize);
     for (let offset = 0; offset < meta.byteLength; offset += step) {
       const start = meta.byteOffset + offset;
-      pieces.push({ start, end: Math.min(meta.byteOffset + meta.byteLength, start + step), chunk: { meta, key, firstBlock: offset / blockSize } });
+      pieces.push({ start, end: Math.min(meta.byteOffset + meta.byteLength, start + step), chunk: { meta, key, firstBlock: offset / meta.blockSize } });
     }
     at = Math.max(at, meta.byteOffset + meta.byteLength);
   }
@@ -86,7 +85,7 @@ export function checkPiece(metadata: CheckpointMetadata, file: string, piece: Fi
   }
   try {
     if (piece.header) checkHeader(file, metadata, bytes);
-    if (piece.chunk) checkBlocks(piece.chunk.meta, piece.chunk.key, piece.chunk.firstBlock * metadata.checksum.blockSize, bytes, metadata.checksum.blockSize);
+    if (piece.chunk) checkBlocks(piece.chunk.meta, piece.chunk.key, piece.chunk.firstBlock * piece.chunk.meta.blockSize, bytes);
   } catch (error) {
     if (!isCheckpointError(error, "corrupt")) throw error;
     return { file, ...(key ? { key } : {}), problem: error.message };

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { throwIfAborted } from "../errors.js";
 import { crc32c } from "../format/crc32c.js";
+import { chunkBlockSize } from "../format/checksum-blocks.js";
 import { type ChunkMetadata, type CheckpointMetadata, type DataFileMetadata, type EntryMetadata, DEFAULT_BLOCK_SIZE, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME } from "../format/metadata.js";
 import { dataFileName } from "../format/naming.js";
 import { dataFileLayout } from "../plan/data-file-layout.js";
@@ -67,7 +68,7 @@ export async function writeCheckpoint(storage: StorageAdapter, dir: string, entr
   const where = `${storage.root.replace(/\/$/, "")}${dir ? `/${dir}` : ""}`;
   const replacing = await checkpointDestination(storage, dir, where, options.force === true, options.signal);
   const blockSize = options.blockSize ?? DEFAULT_BLOCK_SIZE;
-  const readBytes = Math.max(blockSize, Math.floor((options.readBytes ?? 8 << 20) / blockSize) * blockSize);
+  const readBytes = options.readBytes ?? 8 << 20;
   const attempt = randomBytes(6).toString("hex");
   const groups = groupIntoFiles(
     entries.filter((e): e is SourceTensor => e.kind !== "value"),
@@ -85,13 +86,14 @@ export async function writeCheckpoint(storage: StorageAdapter, dir: string, entr
         yield layout.header;
         for (const [i, { tensor }] of group.entries()) {
           const sums: number[] = [];
-          for await (const data of tensorPieces(tensor, readBytes, options.signal)) {
-            for (let b = 0; b < data.byteLength; b += blockSize) sums.push(crc32c(data.subarray(b, Math.min(data.byteLength, b + blockSize))));
+          const block = chunkBlockSize(tensor.dtype, tensor.shape, blockSize);
+          for await (const data of tensorPieces(tensor, Math.max(block, Math.floor(readBytes / block) * block), options.signal)) {
+            for (let b = 0; b < data.byteLength; b += block) sums.push(crc32c(data.subarray(b, Math.min(data.byteLength, b + block))));
             yield data;
             options.onWrite?.(data.byteLength);
           }
           const whole = { offsets: tensor.shape.map(() => 0), sizes: tensor.shape };
-          chunks.set(tensor, { ...whole, file: name, tensorName: names[i]!, byteOffset: layout.offsets[i]!, byteLength: tensor.byteLength, crc32c: sums });
+          chunks.set(tensor, { ...whole, file: name, tensorName: names[i]!, byteOffset: layout.offsets[i]!, byteLength: tensor.byteLength, blockSize: block, crc32c: sums });
         }
       };
       written.push(name);

@@ -10,8 +10,8 @@ import { crc32c } from "../format/crc32c.js";
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
 const { crc32c } = require(workerData.crc32);
-parentPort.on("message", ({ id, parts, blockSize }) => {
-  const sums = parts.map(({ buffer, offset, length }) => {
+parentPort.on("message", ({ id, parts }) => {
+  const sums = parts.map(({ buffer, offset, length, blockSize }) => {
     const bytes = Buffer.from(buffer, offset, length);
     const out = new Array(Math.ceil(length / blockSize));
     for (let b = 0; b < out.length; b++) out[b] = crc32c(bytes.subarray(b * blockSize, Math.min((b + 1) * blockSize, length))) >>> 0;
@@ -88,11 +88,11 @@ class ChecksumWorkers {
   }
 
   /**
-   * The block checksums of several buffers. When all are in shared memory, one worker hashes
+   * The block checksums of several buffers, each with its own block size. When all are in shared memory, one worker hashes
    * them in one round trip (a background save makes as few event-loop round trips as it can,
    * since a busy training loop may grant it only one per step).
    */
-  async blockChecksums(parts: readonly Uint8Array[], blockSize: number): Promise<number[][]> {
+  async blockChecksums(parts: readonly Uint8Array[], blockSizes: readonly number[]): Promise<number[][]> {
     // Off the main thread (the upload worker) hashing in place costs the training loop nothing.
     const shared = isMainThread && parts.every((p) => p.buffer instanceof SharedArrayBuffer);
     if (shared && parts.some((p) => p.byteLength > 0)) {
@@ -102,12 +102,13 @@ class ChecksumWorkers {
       return new Promise<number[][]>((resolve, reject) => {
         this.#jobs.set(id, { worker, resolve, reject });
         this.#track(worker, 1);
-        worker.postMessage({ id, blockSize, parts: parts.map((p) => ({ buffer: p.buffer, offset: p.byteOffset, length: p.byteLength })) });
+        worker.postMessage({ id, parts: parts.map((p, i) => ({ buffer: p.buffer, offset: p.byteOffset, length: p.byteLength, blockSize: blockSizes[i] })) });
       });
     }
     const all: number[][] = [];
     let sinceYield = 0;
-    for (const bytes of parts) {
+    for (const [i, bytes] of parts.entries()) {
+      const blockSize = blockSizes[i]!;
       const sums: number[] = [];
       for (let start = 0; start < bytes.byteLength; start += blockSize) {
         const end = Math.min(start + blockSize, bytes.byteLength);
@@ -126,7 +127,7 @@ class ChecksumWorkers {
 
 const workers = new ChecksumWorkers();
 
-/** CRC32C of each `blockSize` block of each buffer, off the calling thread where the bytes are shared. */
-export function blockChecksumsAsync(parts: readonly Uint8Array[], blockSize: number): Promise<number[][]> {
-  return workers.blockChecksums(parts, blockSize);
+/** CRC32C of each `blockSizes[i]` block of each buffer `parts[i]`, off the calling thread where the bytes are shared. */
+export function blockChecksumsAsync(parts: readonly Uint8Array[], blockSizes: readonly number[]): Promise<number[][]> {
+  return workers.blockChecksums(parts, blockSizes);
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { CheckpointError } from "../errors.js";
 import { commitMetadata } from "./commit-metadata.js";
-import { type CheckpointMetadata, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME, METADATA_FILE, parseMetadata } from "../format/metadata.js";
+import { type CheckpointMetadata, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME, METADATA_FILE } from "../format/metadata.js";
+import { parseMetadata } from "../format/metadata-json.js";
 import type { ByteRange, ObjectInfo, ReadOptions, StorageAdapter, WriteBody, WriteOptions } from "../storage/storage-adapter.js";
 
 /** In-memory objects; `lostCreate` makes the first atomic create land but answer with a transient error, as a lost response would. */

@@ -1,5 +1,6 @@
 import { type CheckpointError, isCheckpointError } from "../errors.js";
-import { type CheckpointMetadata, METADATA_FILE, encodeMetadata, parseMetadata } from "../format/metadata.js";
+import { type CheckpointMetadata, METADATA_FILE } from "../format/metadata.js";
+import { encodeMetadata, parseMetadata } from "../format/metadata-json.js";
 import { type RetryPolicy, withRetry } from "../storage/retry.js";
 import type { StorageAdapter } from "../storage/storage-adapter.js";
 import { joinPath } from "../storage/storage-adapter.js";

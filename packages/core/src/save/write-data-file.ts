@@ -2,6 +2,7 @@ import { isMainThread } from "node:worker_threads";
 import { blockChecksumsAsync } from "./checksum-workers.js";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { crc32c } from "../format/crc32c.js";
+import { chunkBlockSize } from "../format/checksum-blocks.js";
 import { isPageAligned } from "../storage/page-aligned.js";
 import { dataFileLayout } from "../plan/data-file-layout.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
@@ -114,7 +115,7 @@ export async function writeDataFile(
   const { names, layout } = dataFileLayout(file.items);
   const rank = location.group.rank;
   const groups = groupItems(file.items);
-  const prepare = async (group: readonly number[]): Promise<{ group: readonly number[]; datas: Uint8Array[]; sums: number[][] }> => {
+  const prepare = async (group: readonly number[]): Promise<{ group: readonly number[]; datas: Uint8Array[]; blockSizes: number[]; sums: number[][] }> => {
     throwIfAborted(options.signal, "the save");
     const datas: Uint8Array[] = [];
     for (const i of group) {
@@ -128,7 +129,8 @@ export async function writeDataFile(
       }
       datas.push(data);
     }
-    return { group, datas, sums: await blockChecksumsAsync(datas, blockSize) };
+    const blockSizes = group.map((i) => chunkBlockSize(file.items[i]!.dtype, file.items[i]!.chunk.sizes, blockSize));
+    return { group, datas, blockSizes, sums: await blockChecksumsAsync(datas, blockSizes) };
   };
   const segment = stagedSegment(file, leaves, layout);
   let chunks: WrittenChunk[] = [];
@@ -158,6 +160,7 @@ export async function writeDataFile(
             tensorName: names[i]!,
             byteOffset: layout.offsets[i]!,
             byteLength: item.byteLength,
+            blockSize: current.blockSizes[k]!,
             crc32c: current.sums[k]!,
           },
         });

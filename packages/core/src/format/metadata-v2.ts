@@ -1,0 +1,141 @@
+import { type DType, byteSize, isDType } from "../state/dtypes.js";
+import { CheckpointError } from "../errors.js";
+import type { KeyPath } from "../state/state-dict.js";
+import { decodeChecksums, encodeChecksums } from "./checksum-blocks.js";
+import type { ChunkMetadata, DataFileMetadata, EntryMetadata } from "./metadata.js";
+import { checkChunks, checkFile, checkKey, corrupt, isCount, isCounts, isKeyElement, isRecord, isSpecial, isStoredValue } from "./metadata-checks.js";
+import { isDataFileName, tensorName } from "./naming.js";
+
+/**
+ * Format 2.x's compact `files` and `entries` (docs/format.md): files are a table that chunks
+ * index by position; an entry is an array whose key path shares a counted prefix with the
+ * previous entry's; a chunk covering its whole tensor with the default block and name is
+ * `[file, byteOffset, crc32c]`, others add offsets, sizes, block size and name.
+ */
+
+const FILE_FIELDS: ReadonlySet<string> = new Set(["name", "rank", "size", "headerLength", "headerCrc32c"]);
+
+type Json = unknown[];
+
+export function encodeV2(files: Readonly<Record<string, DataFileMetadata>>, entries: readonly EntryMetadata[], defaultBlockSize: number): { files: Json; entries: Json } {
+  const names = Object.keys(files);
+  const index = new Map(names.map((name, i) => [name, i]));
+  const table = names.map((name) => {
+    const { rank, size, headerLength, headerCrc32c } = files[name]!;
+    return { name, rank, size, headerLength, headerCrc32c };
+  });
+  let previous: KeyPath = [];
+  const encoded = entries.map((entry): Json => {
+    let shared = 0;
+    while (shared < previous.length && shared < entry.key.length - 1 && previous[shared] === entry.key[shared]) shared++;
+    const key = [shared, ...entry.key.slice(shared)];
+    previous = entry.key;
+    if (entry.kind === "value") return entry.special !== undefined ? ["n", key, entry.special] : ["v", key, entry.value ?? null];
+    const shape = entry.kind === "tensor" ? entry.shape : [entry.byteLength];
+    const chunks = entry.chunks.map((c) => encodeChunk(c, entry.key, shape, index, defaultBlockSize));
+    return entry.kind === "tensor" ? ["t", key, entry.dtype, entry.shape, chunks] : ["b", key, entry.byteLength, chunks];
+  });
+  return { files: table, entries: encoded };
+}
+
+function encodeChunk(chunk: ChunkMetadata, key: KeyPath, shape: readonly number[], index: ReadonlyMap<string, number>, defaultBlockSize: number): Json {
+  const file = index.get(chunk.file);
+  if (file === undefined) throw new CheckpointError("invalid_argument", `a chunk of ${key.join(".")} is in ${chunk.file}, which the metadata's files do not list`);
+  const head = [file, chunk.byteOffset, encodeChecksums(chunk.crc32c)];
+  const defaultName = tensorName(key, shape, chunk);
+  if (chunk.tensorName !== defaultName) return [...head, chunk.offsets, chunk.sizes, chunk.blockSize, chunk.tensorName];
+  // A chunk of at most one block under both sizes has the same checksum under either: no need to say which.
+  const oneBlock = chunk.byteLength <= chunk.blockSize && chunk.byteLength <= defaultBlockSize;
+  if (chunk.blockSize !== defaultBlockSize && !oneBlock) return [...head, chunk.offsets, chunk.sizes, chunk.blockSize];
+  const whole = chunk.sizes.length === shape.length && chunk.sizes.every((s, d) => s === shape[d] && chunk.offsets[d] === 0);
+  return whole ? head : [...head, chunk.offsets, chunk.sizes];
+}
+
+/** Reads the files and entries of a format 2.x `metadata.json`; everything is checked before use. */
+export function decodeV2(raw: Record<string, unknown>, defaultBlockSize: number, where: string): { files: Record<string, DataFileMetadata>; entries: EntryMetadata[] } {
+  if (!Array.isArray(raw.files)) throw corrupt(where, "files must be an array");
+  // Null prototype: file names come from storage and index this object.
+  const files = Object.create(null) as Record<string, DataFileMetadata>;
+  const names: string[] = [];
+  for (const file of raw.files as unknown[]) {
+    if (!isRecord(file) || typeof file.name !== "string" || !isDataFileName(file.name)) throw corrupt(where, `file ${JSON.stringify(file)?.slice(0, 200)} has no plain file name`);
+    const unknown = Object.keys(file).find((field) => !FILE_FIELDS.has(field));
+    if (unknown !== undefined) {
+      // A later format may locate a file elsewhere (an earlier step): reading it from here would read the wrong bytes.
+      throw new CheckpointError("unsupported_version", `${where}: file ${file.name} has the field ${JSON.stringify(unknown)}, which this Cairn does not know; upgrade @cairn/core`, {
+        context: { path: where },
+      });
+    }
+    if (!isCount(file.size) || !isCount(file.headerLength) || !isCount(file.headerCrc32c) || !isCount(file.rank)) {
+      throw corrupt(where, `file ${JSON.stringify(file.name)} needs rank, size, headerLength and headerCrc32c`);
+    }
+    if (Object.hasOwn(files, file.name)) throw corrupt(where, `file ${JSON.stringify(file.name)} is listed twice`);
+    const record: DataFileMetadata = { rank: file.rank, size: file.size, headerLength: file.headerLength, headerCrc32c: file.headerCrc32c };
+    checkFile(file.name, record, where);
+    files[file.name] = record;
+    names.push(file.name);
+  }
+  if (!Array.isArray(raw.entries)) throw corrupt(where, "entries must be an array");
+  let previous: KeyPath = [];
+  const entries = (raw.entries as unknown[]).map((entry): EntryMetadata => {
+    if (!Array.isArray(entry) || typeof entry[0] !== "string" || !Array.isArray(entry[1])) throw corrupt(where, `entry ${JSON.stringify(entry)?.slice(0, 200)} is not [kind, key, …]`);
+    const packed = entry[1] as unknown[];
+    const shared = packed[0];
+    if (!isCount(shared) || shared > previous.length || !packed.every((k, i) => i === 0 || isKeyElement(k))) {
+      throw corrupt(where, `entry ${JSON.stringify(entry).slice(0, 200)} has no valid key path`);
+    }
+    const key: KeyPath = [...previous.slice(0, shared), ...(packed.slice(1) as (string | number)[])];
+    previous = key;
+    const name = checkKey(key, where);
+    return decodeEntry(entry, key, name);
+  });
+  return { files, entries };
+
+  function decodeEntry(entry: unknown[], key: KeyPath, name: string): EntryMetadata {
+    const [kind, , a, b, c] = entry;
+    if (kind === "v" && entry.length === 3) {
+      if (!isStoredValue(a)) throw corrupt(where, `value ${name} must hold a JSON primitive, {} or []`);
+      return { kind: "value", key, value: (a ?? null) as never };
+    }
+    if (kind === "n" && entry.length === 3) {
+      if (!isSpecial(a)) throw corrupt(where, `value ${name} holds the unknown special number ${JSON.stringify(a)}`);
+      return { kind: "value", key, special: a };
+    }
+    if (kind === "t" && entry.length === 5) {
+      if (!isDType(a) || !isCounts(b) || !Array.isArray(c)) throw corrupt(where, `tensor ${name} needs a known dtype, a shape and chunks`);
+      return { kind: "tensor", key, dtype: a, shape: b, chunks: decodeChunks(c as unknown[], key, name, a, b) };
+    }
+    if (kind === "b" && entry.length === 4) {
+      if (!isCount(a) || !Array.isArray(b)) throw corrupt(where, `bytes ${name} needs a byteLength and chunks`);
+      return { kind: "bytes", key, byteLength: a, chunks: decodeChunks(b as unknown[], key, name, "uint8", [a]) };
+    }
+    throw corrupt(where, `entry ${name} has unknown kind ${JSON.stringify(kind)} or the wrong number of fields`);
+  }
+
+  function decodeChunks(raw: unknown[], key: KeyPath, name: string, dtype: DType, shape: number[]): ChunkMetadata[] {
+    const chunks = raw.map((chunk): ChunkMetadata => {
+      if (!Array.isArray(chunk) || ![3, 5, 6, 7].includes(chunk.length)) throw corrupt(where, `entry ${name} has a malformed chunk`);
+      const [file, byteOffset, sums, offsets = shape.map(() => 0), sizes = shape, blockSize = defaultBlockSize, ownName] = chunk as unknown[];
+      if (
+        !isCount(file) ||
+        file >= names.length ||
+        !isCount(byteOffset) ||
+        typeof sums !== "string" ||
+        !isCounts(offsets) ||
+        !isCounts(sizes) ||
+        !isCount(blockSize) ||
+        blockSize === 0 ||
+        (ownName !== undefined && typeof ownName !== "string")
+      ) {
+        throw corrupt(where, `entry ${name} has a malformed chunk`);
+      }
+      const byteLength = byteSize(dtype, sizes);
+      const crc32c = Number.isSafeInteger(byteLength) ? decodeChecksums(sums, Math.ceil(byteLength / blockSize)) : undefined;
+      if (!crc32c) throw corrupt(where, `entry ${name} has a chunk whose checksums do not match its sizes`);
+      const box = { offsets, sizes };
+      return { offsets, sizes, file: names[file]!, tensorName: ownName ?? tensorName(key, shape, box), byteOffset, byteLength, blockSize, crc32c };
+    });
+    checkChunks(name, dtype, shape, chunks, files, where);
+    return chunks;
+  }
+}
