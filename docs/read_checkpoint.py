@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""Reads a Cairn checkpoint (format v1) with only json and numpy, as docs/format.md specifies.
+"""Reads a Cairn checkpoint (format 2.x, and 1.x) with only json and numpy, as docs/format.md specifies.
 
     python3 read_checkpoint.py <checkpoint-dir> [--verify] [--json] [--check-safetensors]
 
 Prints every entry; with --json, one JSON object per line with each tensor's dtype, shape and
 the SHA-256 of its little-endian bytes (used by Cairn's tests to check the spec is complete).
-metadata.json's own checksum (format 1.1) is always checked. With --verify, checks every block's
+metadata.json's own checksum (from format 1.1 on) is always checked. With --verify, checks every block's
 CRC32C (pure Python: slow, for small checkpoints); with --check-safetensors, checks every data
 file the way a safetensors reader does.
 """
+import base64
 import hashlib
 import json
 import os
 import re
+import struct
 import sys
 
 import numpy as np
@@ -52,25 +54,68 @@ def parse_metadata(raw):
         raise ValueError("metadata.json does not match its checksum: it was changed or damaged")
     meta = json.loads(raw.decode("utf-8"))
     major, minor = (int(part) for part in meta["version"].split("."))
-    if meta["format"] != "cairn-checkpoint" or major != 1:
-        raise SystemExit(f"not a Cairn v1 checkpoint: {meta['format']} {meta['version']}")
-    if not prefix and (minor >= 1 or "metadataCrc32c" in meta):
+    if meta["format"] != "cairn-checkpoint" or major not in (1, 2):
+        raise SystemExit(f"not a Cairn 1.x or 2.x checkpoint: {meta['format']} {meta['version']}")
+    if not prefix and (major >= 2 or minor >= 1 or "metadataCrc32c" in meta):
         raise ValueError(f"metadata.json of version {meta['version']} must open with its checksum")
-    return meta
+    return expand_v2(meta) if major == 2 else meta
+
+
+def expand_v2(meta):
+    """Format 2.x's compact files and entries, in the 1.x shape: a dict of files, entries as dicts, one blockSize per chunk."""
+    names = []
+    files = {}
+    for f in meta["files"]:
+        unknown = set(f) - {"name", "rank", "size", "headerLength", "headerCrc32c"}
+        if unknown:
+            raise SystemExit(f"file {f['name']} has fields this reader does not know: {sorted(unknown)}")
+        names.append(f["name"])
+        files[f["name"]] = f
+    default_block = meta["checksum"]["blockSize"]
+    entries = []
+    previous = []
+    for e in meta["entries"]:
+        kind, packed = e[0], e[1]
+        key = previous[:packed[0]] + packed[1:]
+        previous = key
+        if kind == "v":
+            entries.append({"kind": "value", "key": key, "value": e[2]})
+            continue
+        if kind == "n":
+            entries.append({"kind": "value", "key": key, "special": e[2]})
+            continue
+        dtype, shape, chunks = (e[2], e[3], e[4]) if kind == "t" else ("uint8", [e[2]], e[3])
+        itemsize = np.dtype(NUMPY_DTYPES[dtype]).itemsize
+        expanded = []
+        for c in chunks:
+            sizes = c[4] if len(c) > 4 else shape
+            sums = base64.b64decode(c[2], validate=True)
+            expanded.append({
+                "file": names[c[0]], "byteOffset": c[1],
+                "crc32c": list(struct.unpack(f"<{len(sums) // 4}I", sums)),
+                "offsets": c[3] if len(c) > 3 else [0] * len(shape), "sizes": sizes,
+                "blockSize": c[5] if len(c) > 5 else default_block,
+                "byteLength": int(np.prod(sizes, dtype=np.int64)) * itemsize,
+            })
+        entry = {"kind": "tensor", "dtype": dtype, "shape": shape} if kind == "t" else {"kind": "bytes", "byteLength": e[2]}
+        entries.append({**entry, "key": key, "chunks": expanded})
+    return {**meta, "files": files, "entries": entries}
 
 
 def read_tensor(root, meta, entry, verify=False):
     dtype = NUMPY_DTYPES[entry["dtype"]] if entry["kind"] == "tensor" else "<u1"
     shape = entry["shape"] if entry["kind"] == "tensor" else [entry["byteLength"]]
     out = np.zeros(shape, dtype=dtype)
-    block = meta["checksum"]["blockSize"]
     for chunk in entry["chunks"]:
+        block = chunk.get("blockSize", meta["checksum"]["blockSize"])
         with open(os.path.join(root, chunk["file"]), "rb") as f:
             f.seek(chunk["byteOffset"])
             raw = f.read(chunk["byteLength"])
         if len(raw) != chunk["byteLength"]:
             raise ValueError(f"{chunk['file']} is truncated")
         if verify:
+            if len(chunk["crc32c"]) != -(-len(raw) // block):
+                raise ValueError(f"{chunk['file']}: a chunk has {len(chunk['crc32c'])} checksums for {len(raw)} bytes in blocks of {block}")
             for i, expected in enumerate(chunk["crc32c"]):
                 if crc32c(raw[i * block:(i + 1) * block]) != expected:
                     raise ValueError(f"checksum mismatch in {chunk['file']}, block {i}")

@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFile, writeFile } from "node:fs/promises";
+import { cp, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type HostTensor, load, save } from "@cairn/core";
@@ -66,16 +66,30 @@ describe("docs/format.md is enough to read a checkpoint with json and numpy", ()
     await save({ step: 42, w: sampleTensor("float32", [4]) }, dir);
     const path = join(dir, "metadata.json");
     const text = await readFile(path, "utf8");
-    await writeFile(path, text.replace('"value":42', '"value":43'));
+    expect(text).toContain('["v",[0,"step"],42]');
+    await writeFile(path, text.replace('["v",[0,"step"],42]', '["v",[0,"step"],43]'));
     const run = spawnSync(python, [reader, dir, "--json"], { encoding: "utf8" });
     expect(run.status).not.toBe(0);
     expect(run.stderr).toContain("metadata.json does not match its checksum");
     await expect(load(dir)).rejects.toMatchObject({ code: "corrupt" });
-    // Without the checksum field, 1.1 metadata is refused; as 1.0 (written before the field existed) it is read.
+    // Without the checksum field, 2.0 metadata is refused.
     const { metadataCrc32c: _, ...metadata } = JSON.parse(text) as Record<string, unknown>;
     await writeFile(path, JSON.stringify(metadata));
     expect(spawnSync(python, [reader, dir, "--json"], { encoding: "utf8" }).stderr).toContain("must open with its checksum");
+  });
+
+  it("docs/read_checkpoint.py reads and verifies a stored format 1.1 checkpoint, and one of 1.0 without the checksum", async ({ skip }) => {
+    const python = pythonWithNumpy(skip);
+    const dir = join(await tempDir(), "old");
+    await cp(fileURLToPath(new URL("../fixtures/checkpoint-1.1", import.meta.url)), dir, { recursive: true });
+    const lines = (): string => execFileSync(python, [reader, dir, "--json", "--verify", "--check-safetensors"], { encoding: "utf8" });
+    const expected = (await load(dir)) as { model: { layers: { w: HostTensor }[] } };
+    const digest = createHash("sha256").update(new Uint8Array(expected.model.layers[1]!.w.data.buffer)).digest("hex");
+    expect(lines()).toContain(digest);
+    expect(lines()).toContain('"value": 7');
+    const path = join(dir, "metadata.json");
+    const { metadataCrc32c: _, ...metadata } = JSON.parse(await readFile(path, "utf8")) as Record<string, unknown>;
     await writeFile(path, JSON.stringify({ ...metadata, version: "1.0" }));
-    expect(execFileSync(python, [reader, dir, "--json", "--verify"], { encoding: "utf8" })).toContain('"value": 42');
+    expect(lines()).toContain(digest);
   });
 });
