@@ -177,6 +177,7 @@ export async function readRanges(
   async function readDirect(range: RangeRead, into: Uint8Array): Promise<void> {
     const piece = range.pieces[0]!;
     const key = destinations[piece.consumers[0]!.item.request]!.key;
+    const { blockSize } = piece.chunk;
     const step = Math.max(blockSize, Math.floor(PIPELINED_READ_BYTES / blockSize) * blockSize);
     const reads: { at: number; length: number; data: Promise<Uint8Array> }[] = [];
     for (let at = range.start; at < range.end; at += step) {
@@ -190,7 +191,7 @@ export async function readRanges(
       for (const { at, length, data } of reads) {
         const bytes = await data;
         if (bytes.byteLength < length) throw truncated(range, at + bytes.byteLength);
-        checkBlocks(piece.chunk, key, at - piece.chunk.byteOffset, bytes, blockSize);
+        checkBlocks(piece.chunk, key, at - piece.chunk.byteOffset, bytes);
         const place = into.subarray(at - range.start, at - range.start + length);
         if (bytes.buffer !== place.buffer || bytes.byteOffset !== place.byteOffset) place.set(bytes);
       }
