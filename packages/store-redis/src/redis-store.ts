@@ -1,0 +1,145 @@
+import { CheckpointError } from "@cairn/core";
+import { DEFAULT_LEASE_MS, type Store, type StoreOptions } from "@cairn/distributed";
+import { Redis } from "ioredis";
+
+/** Deadline of every command; a stalled server fails the call instead of hanging it. */
+const COMMAND_TIMEOUT_MS = 10_000;
+
+/** Sets KEYS[1] to ARGV[3] if it is absent (ARGV[1] = "0") or equals ARGV[2] (ARGV[1] = "1"), and wakes its waiters. */
+const COMPARE_AND_SET = `local cur = redis.call('GET', KEYS[1])
+if (ARGV[1] == '0' and cur) or (ARGV[1] == '1' and cur ~= ARGV[2]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[3])
+redis.call('PUBLISH', KEYS[1], '')
+return 1`;
+
+/**
+ * A `Store` on Redis through `ioredis`: `redis://[:password@]host:6379/prefix[?db=N]`
+ * (`rediss://` for TLS). Every write publishes on the key's own channel, so `wait` subscribes,
+ * then reads, and wakes on the write. Leased keys carry a TTL this client renews.
+ */
+export class RedisStore implements Store {
+  readonly where: string;
+  readonly #prefix: string;
+  readonly #client: Redis;
+  readonly #subscriber: Redis;
+  /** Per channel: the wake-ups of the calls waiting on it, and its SUBSCRIBE. */
+  readonly #waiters = new Map<string, { readonly wakers: Set<() => void>; readonly subscribed: Promise<unknown> }>();
+  readonly #leased = new Set<string>();
+  readonly #leaseMs: number;
+  readonly #renewal: NodeJS.Timeout;
+
+  constructor(url: URL, options: StoreOptions = {}) {
+    const prefix = decodeURIComponent(url.pathname).replace(/^\/+|\/+$/g, "");
+    this.#prefix = `${prefix || "cairn"}/`;
+    this.where = `${url.protocol}//${url.host}/${this.#prefix}`;
+    const db = Number(url.searchParams.get("db") ?? 0);
+    if (!Number.isSafeInteger(db) || db < 0) throw new CheckpointError("invalid_argument", `[redis] db=${url.searchParams.get("db")} in ${this.where} is not a database number`);
+    this.#client = new Redis({
+      host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+      port: Number(url.port || 6379),
+      db,
+      ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+      ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+      ...(url.protocol === "rediss:" ? { tls: {} } : {}),
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      connectTimeout: COMMAND_TIMEOUT_MS,
+      maxRetriesPerRequest: 3,
+    });
+    this.#client.on("error", () => undefined);
+    this.#subscriber = this.#client.duplicate();
+    this.#subscriber.on("error", () => undefined);
+    this.#subscriber.on("message", (channel: string) => {
+      for (const wake of this.#waiters.get(channel)?.wakers ?? []) wake();
+    });
+    this.#leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+    this.#renewal = setInterval(() => {
+      for (const key of this.#leased) this.#client.pexpire(key, this.#leaseMs).catch(() => undefined);
+    }, Math.max(100, Math.floor(this.#leaseMs / 3)));
+    this.#renewal.unref();
+  }
+
+  async set(key: string, value: string, options: { readonly lease?: boolean } = {}): Promise<void> {
+    const k = this.#prefix + key;
+    const multi = this.#client.multi();
+    if (options.lease) multi.set(k, value, "PX", this.#leaseMs);
+    else multi.set(k, value);
+    await this.#call(`set ${key}`, () => multi.publish(k, "").exec());
+    if (options.lease) this.#leased.add(k);
+  }
+
+  async get(key: string): Promise<string | undefined> {
+    return (await this.#call(`get ${key}`, () => this.#client.get(this.#prefix + key))) ?? undefined;
+  }
+
+  async add(key: string, delta: number): Promise<number> {
+    const k = this.#prefix + key;
+    const results = await this.#call(`add to ${key}`, () => this.#client.multi().incrby(k, delta).publish(k, "").exec());
+    const [error, value] = results?.[0] ?? [new Error("no reply")];
+    if (error) throw new CheckpointError("process_group", `[redis] add to ${key} on ${this.where}: ${error.message}`, { cause: error });
+    return Number(value);
+  }
+
+  async compareAndSet(key: string, expected: string | undefined, value: string): Promise<boolean> {
+    const args = expected === undefined ? ["0", "", value] : ["1", expected, value];
+    return (await this.#call(`compare-and-set ${key}`, () => this.#client.eval(COMPARE_AND_SET, 1, this.#prefix + key, ...args))) === 1;
+  }
+
+  async wait(key: string, timeoutMs: number, signal?: AbortSignal): Promise<string | undefined> {
+    if (signal?.aborted) return undefined;
+    const channel = this.#prefix + key;
+    let entry = this.#waiters.get(channel);
+    if (!entry) {
+      entry = { wakers: new Set(), subscribed: this.#call(`watch ${key}`, () => this.#subscriber.subscribe(channel)) };
+      this.#waiters.set(channel, entry);
+    }
+    let wake = (): void => undefined;
+    const waker = (): void => wake();
+    entry.wakers.add(waker);
+    const deadline = Date.now() + timeoutMs;
+    const timer = setTimeout(waker, timeoutMs);
+    signal?.addEventListener("abort", waker);
+    try {
+      // Subscribed first, then read, so a write between the two is never missed.
+      await entry.subscribed;
+      for (;;) {
+        const woken = new Promise<void>((resolve) => (wake = resolve));
+        const value = await this.get(key);
+        if (value !== undefined || Date.now() >= deadline || signal?.aborted) return value;
+        await woken;
+      }
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", waker);
+      entry.wakers.delete(waker);
+      if (entry.wakers.size === 0 && this.#waiters.get(channel) === entry) {
+        this.#waiters.delete(channel);
+        await entry.subscribed.then(() => this.#subscriber.unsubscribe(channel)).catch(() => undefined);
+      }
+    }
+  }
+
+  async deletePrefix(prefix: string): Promise<void> {
+    const pattern = `${(this.#prefix + prefix).replace(/[*?[\]\\]/g, "\\$&")}*`;
+    let cursor = "0";
+    do {
+      const [next, keys] = await this.#call(`list ${prefix}*`, () => this.#client.scan(cursor, "MATCH", pattern, "COUNT", 1000));
+      if (keys.length > 0) await this.#call(`delete ${prefix}*`, () => this.#client.del(...keys));
+      cursor = next;
+    } while (cursor !== "0");
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#renewal);
+    if (this.#leased.size > 0) await this.#client.del(...this.#leased).catch(() => undefined);
+    this.#subscriber.disconnect();
+    await this.#client.quit().catch(() => this.#client.disconnect());
+  }
+
+  async #call<T>(what: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      throw new CheckpointError("process_group", `[redis] ${what} on ${this.where}: ${(error as Error).message}`, { cause: error });
+    }
+  }
+}
