@@ -36,7 +36,8 @@ export type InitializedProcessGroup = (TcpProcessGroup | StoreProcessGroup | Sin
  * Joins the job's process group, like `torch.distributed.init_process_group`. With no
  * `WORLD_SIZE` (or 1) and no `tcp://` address this is a group of one and nothing listens.
  * Otherwise rank 0 listens on `MASTER_ADDR:MASTER_PORT` and the other ranks connect to it,
- * retrying until it does. With a store (`CAIRN_STORE`), the ranks meet on it under `<prefix>/<runId>/`
+ * retrying until it does; the server admits only ranks showing `CAIRN_JOB_TOKEN` (cairn-run sets
+ * one; required when rank 0's address is not loopback). With a store (`CAIRN_STORE`), the ranks meet on it under `<prefix>/<runId>/`
  * instead, and nothing listens. Throws `invalid_argument` naming a missing or malformed variable,
  * and `process_group` when the ranks do not all join within the timeout.
  */
@@ -66,7 +67,8 @@ export async function initProcessGroup(options: InitProcessGroupOptions = {}): P
   } else {
     throw new CheckpointError("invalid_argument", `init method ${JSON.stringify(method)} is not supported; use env:// or tcp://host:port`);
   }
-  return TcpProcessGroup.connect({ rank, worldSize, host, port, timeoutMs });
+  const token = env.CAIRN_JOB_TOKEN || undefined;
+  return TcpProcessGroup.connect({ rank, worldSize, host, port, timeoutMs, ...(token === undefined ? {} : { token }) });
 }
 
 function integer(env: Readonly<Record<string, string | undefined>>, name: string, fallback: number | undefined): number {

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes, randomUUID } from "node:crypto";
 import { createServer } from "node:net";
 import { CheckpointError } from "@cairn/core";
 
@@ -11,6 +12,10 @@ export interface LaunchOptions {
   /** Rank 0's address (default 127.0.0.1) and port (default: a free port, single host only). */
   readonly masterAddr?: string;
   readonly masterPort?: number;
+  /** A store for the ranks to meet on instead of rank 0's TCP server (`etcd://…`, `redis://…`): sets `CAIRN_STORE`. */
+  readonly store?: string;
+  /** The job's id on the store, the same on every host (torchrun's `--rdzv-id`); one host alone gets a fresh one. Sets `CAIRN_RUN_ID`. */
+  readonly runId?: string;
   /** What each rank runs. A `.js`, `.mjs`, `.cjs` or `.ts` file first runs under this Node, with this process's `execArgv` (so tsx carries over). */
   readonly command: readonly string[];
   /** How long ranks get to exit after SIGTERM before SIGKILL (default 30 000 ms). */
@@ -49,6 +54,18 @@ export async function launchRanks(options: LaunchOptions, signals: NodeJS.EventE
   if (nnodes > 1 && options.masterPort === undefined) {
     throw new CheckpointError("invalid_argument", "with --nnodes > 1 every host must agree on --master-port; give one");
   }
+  const env = options.env ?? process.env;
+  const store = options.store ?? (env.CAIRN_STORE || undefined);
+  const runId = options.runId ?? (env.CAIRN_RUN_ID || undefined);
+  if (nnodes > 1 && store !== undefined && runId === undefined) {
+    throw new CheckpointError("invalid_argument", "with --store and --nnodes > 1 every host must agree on --run-id (or CAIRN_RUN_ID); give one per job");
+  }
+  // The embedded server admits only ranks that show the job's token; hosts of one job must share it.
+  const token = env.CAIRN_JOB_TOKEN || (nnodes === 1 ? randomBytes(18).toString("base64url") : undefined);
+  if (store === undefined && token === undefined) {
+    throw new CheckpointError("invalid_argument", "with --nnodes > 1 every host must share a secret CAIRN_JOB_TOKEN in its environment (e.g. from `openssl rand -hex 16`), so that no stray client joins the job");
+  }
+  const jobRunId = store === undefined ? undefined : (runId ?? randomUUID());
   const masterAddr = options.masterAddr ?? "127.0.0.1";
   const masterPort = options.masterPort ?? (await freePort(masterAddr));
   const [program, ...args] = commandLine(options.command);
@@ -73,7 +90,9 @@ export async function launchRanks(options: LaunchOptions, signals: NodeJS.EventE
       const child = spawn(program!, args, {
         stdio: ["ignore", "pipe", "pipe"],
         env: {
-          ...(options.env ?? process.env),
+          ...env,
+          ...(store === undefined ? {} : { CAIRN_STORE: store, CAIRN_RUN_ID: jobRunId }),
+          ...(token === undefined ? {} : { CAIRN_JOB_TOKEN: token }),
           RANK: String(rank),
           LOCAL_RANK: String(local),
           WORLD_SIZE: String(nnodes * perNode),
@@ -111,12 +130,15 @@ export async function launchRanks(options: LaunchOptions, signals: NodeJS.EventE
   return failed ? { exitCode: failed.code, failedRank: failed.rank } : { exitCode: 0 };
 }
 
-export const LAUNCH_USAGE = `usage: cairn-run --nproc-per-node N [--nnodes M --node-rank R] [--master-addr A] [--master-port P] [--] <script.js|script.ts|program> [args...]
+export const LAUNCH_USAGE = `usage: cairn-run --nproc-per-node N [--nnodes M --node-rank R] [--master-addr A] [--master-port P]
+                 [--store etcd://host:2379/prefix|redis://host:6379/prefix --run-id ID] [--] <script.js|script.ts|program> [args...]
 
 Starts N ranks of a script with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT set, as torchrun does; the script joins with initProcessGroup() from @cairn/distributed.
 A .js/.mjs/.ts script runs under this Node with its flags; anything else runs as a program.
-SIGTERM and SIGINT are passed to every rank; if a rank fails the others are stopped, and
+Ranks meet on rank 0's embedded TCP server, admitted by CAIRN_JOB_TOKEN (a fresh one on one host;
+several hosts must share one in their environment), or with --store (CAIRN_STORE) on etcd or Redis
+under --run-id (CAIRN_RUN_ID, the same on every host). SIGTERM and SIGINT are passed to every rank; if a rank fails the others are stopped, and
 cairn-run exits with the failed rank's code.`;
 
 const FLAGS: Readonly<Record<string, keyof LaunchOptions>> = {
@@ -126,6 +148,8 @@ const FLAGS: Readonly<Record<string, keyof LaunchOptions>> = {
   "--node-rank": "nodeRank",
   "--master-addr": "masterAddr",
   "--master-port": "masterPort",
+  "--store": "store",
+  "--run-id": "runId",
 };
 
 /** Parses cairn-run's arguments: options up to the first non-option (or `--`), then the command. */
@@ -145,7 +169,7 @@ export function parseLaunchArgs(argv: readonly string[]): LaunchOptions | "help"
     if (!name) throw new Error(`unknown option ${flag}`);
     const value = inline ?? argv[++i];
     if (value === undefined) throw new Error(`${flag} needs a value`);
-    if (name === "masterAddr") options[name] = value;
+    if (name === "masterAddr" || name === "store" || name === "runId") options[name] = value;
     else {
       const n = Number(value);
       if (!Number.isSafeInteger(n)) throw new Error(`${flag} must be an integer, got ${JSON.stringify(value)}`);

@@ -1,15 +1,17 @@
+import { createHash, timingSafeEqual } from "node:crypto";
 import { type Server, type Socket, createServer } from "node:net";
 import { CheckpointError } from "@cairn/core";
-import { onJsonLines, sendJsonLine } from "./json-lines.js";
+import { DEFAULT_MAX_MESSAGE_BYTES, onJsonLines, sendJsonLine } from "./json-lines.js";
 
 /** The collectives the server runs; every rank of a collective must name the same one. */
 export type CollectiveKind = "allGather" | "broadcast" | "barrier";
 
 /** Messages from a rank to the server. */
 export type ClientMessage =
-  | { readonly op: "hello"; readonly rank: number; readonly worldSize: number }
+  | { readonly op: "hello"; readonly rank: number; readonly worldSize: number; readonly token?: string }
   | { readonly op: "collective"; readonly tag: string; readonly seq: number; readonly kind: CollectiveKind; readonly root?: number; readonly value?: unknown }
   | { readonly op: "post"; readonly topic: string; readonly value?: unknown }
+  | { readonly op: "abort"; readonly reason: string }
   | { readonly op: "bye" };
 
 /** Messages from the server to a rank. */
@@ -34,7 +36,15 @@ export interface RendezvousServerOptions {
   readonly timeoutMs: number;
   /** For messages: where ranks reach this server. */
   readonly address: string;
+  /** The job's secret: a client whose hello does not carry it cannot join or claim a rank. */
+  readonly token?: string;
+  /** The longest message a rank may send (default 256 MiB). */
+  readonly maxMessageBytes?: number;
 }
+
+/** What a client may send before it has shown the token, and how long it has to say hello. */
+const HELLO_MAX_BYTES = 64 * 1024;
+const HELLO_TIMEOUT_MS = 10_000;
 
 /**
  * The small server rank 0 hosts, like torch's `TCPStore`: ranks join it, and it runs every
@@ -109,18 +119,26 @@ export class RendezvousServer {
 
   #accept(socket: Socket): void {
     let rank: number | undefined;
+    const helloTimer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
+    helloTimer.unref();
+    socket.once("close", () => clearTimeout(helloTimer));
     onJsonLines(
       socket,
       (message) => {
         const m = message as ClientMessage;
         if (rank === undefined) {
           if (m.op !== "hello") return reject(socket, "the first message must be hello");
+          clearTimeout(helloTimer);
           rank = this.#join(socket, m);
           return;
         }
         this.#handle(rank, m);
       },
-      () => reject(socket, "malformed message"),
+      (reason) => {
+        if (rank !== undefined && this.#ranks.get(rank) === socket) this.#break(`rank ${rank} sent ${reason}; the limit is maxMessageBytes`);
+        reject(socket, `${reason} (the limit is ${rank === undefined ? HELLO_MAX_BYTES : this.#maxBytes} bytes)`);
+      },
+      () => (rank === undefined ? HELLO_MAX_BYTES : this.#maxBytes),
     );
     socket.on("error", () => undefined);
     socket.on("close", () => {
@@ -134,8 +152,16 @@ export class RendezvousServer {
     });
   }
 
+  get #maxBytes(): number {
+    return this.#options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  }
+
   #join(socket: Socket, hello: Extract<ClientMessage, { op: "hello" }>): number | undefined {
-    const { worldSize } = this.#options;
+    const { worldSize, token } = this.#options;
+    if (token !== undefined && !sameSecret(hello.token, token)) {
+      reject(socket, "this client did not show the job's token; start every rank with the same CAIRN_JOB_TOKEN (cairn-run sets one)");
+      return undefined;
+    }
     if (hello.worldSize !== worldSize) {
       reject(socket, `this rank says WORLD_SIZE=${hello.worldSize} but rank 0 says ${worldSize}; start every rank with the same WORLD_SIZE`);
       return undefined;
@@ -163,10 +189,17 @@ export class RendezvousServer {
   #handle(rank: number, message: ClientMessage): void {
     switch (message.op) {
       case "collective":
+        if (typeof message.tag !== "string" || !Number.isSafeInteger(message.seq) || !["allGather", "broadcast", "barrier"].includes(message.kind)) {
+          this.#break(`rank ${rank} sent a malformed collective`);
+          return;
+        }
         this.#contribute(rank, message);
         return;
       case "post":
         for (const socket of this.#ranks.values()) sendJsonLine(socket, { op: "event", topic: message.topic, from: rank, value: message.value } satisfies ServerMessage);
+        return;
+      case "abort":
+        this.#break(`rank ${rank} failed: ${String(message.reason).slice(0, 1000)}`);
         return;
       case "bye":
         this.#left.add(rank);
@@ -237,6 +270,13 @@ export class RendezvousServer {
   #missing(present: ReadonlySet<number>): number[] {
     return Array.from({ length: this.#options.worldSize }, (_, r) => r).filter((r) => !present.has(r));
   }
+}
+
+/** Compares in constant time, so the token cannot be guessed byte by byte from response times. */
+function sameSecret(given: unknown, expected: string): boolean {
+  if (typeof given !== "string") return false;
+  const digest = (text: string): Buffer => createHash("sha256").update(text).digest();
+  return timingSafeEqual(digest(given), digest(expected));
 }
 
 function reject(socket: Socket, message: string): void {

@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { initProcessGroup } from "./init-process-group.js";
 import { freePort } from "./launch-ranks.js";
@@ -91,6 +92,56 @@ describe("TcpProcessGroup", () => {
       message: expect.stringMatching(/WORLD_SIZE=4 but rank 0 says 3/),
     });
     await Promise.allSettled(first);
+  });
+
+  it("admits only ranks that show the job's token, and a stray client cannot claim a rank", async () => {
+    const port = await freePort();
+    const token = "job-secret";
+    const rank0 = TcpProcessGroup.connect({ rank: 0, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000, token });
+    await expect(TcpProcessGroup.connect({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000, token: "guess" })).rejects.toMatchObject({
+      code: "process_group",
+      message: expect.stringMatching(/did not show the job's token/),
+    });
+    await expect(TcpProcessGroup.connect({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000 })).rejects.toMatchObject({ message: expect.stringMatching(/token/) });
+    const g = await Promise.all([rank0, TcpProcessGroup.connect({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000, token })]);
+    open.push(...g);
+    expect(await Promise.all(g.map((r) => r.allGather(r.rank)))).toEqual([[0, 1], [0, 1]]);
+  });
+
+  it("refuses a rank address other hosts can reach without a token", async () => {
+    await expect(TcpProcessGroup.connect({ rank: 1, worldSize: 2, host: "10.1.2.3", port: 29500 })).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: expect.stringMatching(/CAIRN_JOB_TOKEN/),
+    });
+  });
+
+  it("cuts off a client that grows a line without end before it says hello, and the job goes on", async () => {
+    const g = await groups(2);
+    const port = g[0]!.serverPort!;
+    const closed = await new Promise<string>((resolve) => {
+      const socket = connect({ host: "127.0.0.1", port }, () => {
+        const chunk = "x".repeat(16 * 1024);
+        for (let i = 0; i < 64 && !socket.destroyed; i++) socket.write(chunk);
+      });
+      let answer = "";
+      socket.on("data", (d: Buffer) => (answer += d.toString()));
+      socket.on("error", () => undefined);
+      socket.on("close", () => resolve(answer));
+    });
+    expect(closed).toMatch(/a message longer than 65536 bytes/);
+    expect(await Promise.all(g.map((r) => r.allGather(r.rank)))).toEqual([[0, 1], [0, 1]]);
+  });
+
+  it("carries a message split over many packets, and refuses to send one over maxMessageBytes", async () => {
+    const port = await freePort();
+    const g = await Promise.all([0, 1].map((rank) => TcpProcessGroup.connect({ rank, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000, maxMessageBytes: 4 * 1024 * 1024 })));
+    open.push(...g);
+    const long = "é".repeat(1_000_000);
+    const gathered = await Promise.all(g.map((r) => r.allGather(`${r.rank}${long}`)));
+    expect(gathered[1]!.map((v) => `${v.length}:${v.slice(0, 2)}`)).toEqual(["1000001:0é", "1000001:1é"]);
+    const results = await Promise.allSettled([g[0]!.allGather("x".repeat(5 * 1024 * 1024)), g[1]!.allGather("small")]);
+    expect((results[0] as PromiseRejectedResult).reason).toMatchObject({ code: "process_group", message: expect.stringMatching(/cannot send its value for allGather #2: .*longer than the limit/) });
+    expect((results[1] as PromiseRejectedResult).reason).toMatchObject({ code: "process_group", message: expect.stringMatching(/rank 0 failed: cannot send/) });
   });
 
   it("gives up connecting when rank 0 never listens", async () => {

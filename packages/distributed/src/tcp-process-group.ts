@@ -1,7 +1,7 @@
 import { type Socket, connect } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { CheckpointError, type CoordinatedProcessGroup, type ProcessGroup } from "@cairn/core";
-import { onJsonLines, sendJsonLine } from "./json-lines.js";
+import { DEFAULT_MAX_MESSAGE_BYTES, onJsonLines, sendJsonLine } from "./json-lines.js";
 import { type ClientMessage, type CollectiveKind, RendezvousServer, type ServerMessage } from "./rendezvous-server.js";
 
 export interface TcpProcessGroupOptions {
@@ -15,6 +15,10 @@ export interface TcpProcessGroupOptions {
    * to join (default 300 000 ms, 5 minutes). A rank that dies fails the others at once.
    */
   readonly timeoutMs?: number;
+  /** The job's secret: rank 0's server admits only ranks that show it. Required unless `host` is a loopback address. */
+  readonly token?: string;
+  /** The longest message a rank sends (default 256 MiB); rank 0's server refuses longer ones. */
+  readonly maxMessageBytes?: number;
 }
 
 type Listener = (value: unknown, from: number) => void;
@@ -41,11 +45,18 @@ class Connection {
     readonly where: string,
     readonly rank: number,
     readonly timeoutMs: number,
+    readonly maxBytes: number,
+    worldSize: number,
   ) {
+    // The server's answers gather one message from every rank.
     onJsonLines(
       socket,
       (message) => this.#receive(message as ServerMessage),
-      () => this.fail(`rank ${rank} got a malformed message from the rendezvous server at ${where}`),
+      (reason) => {
+        this.fail(`rank ${rank} got ${reason} from the rendezvous server at ${where}`);
+        socket.destroy();
+      },
+      () => maxBytes * worldSize + 1024 * 1024,
     );
     socket.on("close", () => {
       if (!this.closed) this.fail(`lost the connection to the rendezvous server at ${where}: rank 0, which hosts it, exited, crashed or closed the group`);
@@ -66,8 +77,16 @@ class Connection {
     if (this.closed) throw new CheckpointError("process_group", `process group (rank ${this.rank}): the group is closed; create a new one`);
     const seq = (this.sequences.get(tag) ?? 0) + 1;
     this.sequences.set(tag, seq);
+    const message = { op: "collective", tag, seq, kind, ...(root === undefined ? {} : { root }), value } satisfies ClientMessage;
     const result = this.wait(`${tag}#${seq}`, `no answer to ${kind} #${seq} from the rendezvous server at ${this.where} within ${this.timeoutMs + SERVER_GRACE_MS} ms`);
-    sendJsonLine(this.socket, { op: "collective", tag, seq, kind, ...(root === undefined ? {} : { root }), value } satisfies ClientMessage);
+    try {
+      sendJsonLine(this.socket, message, this.maxBytes);
+    } catch (error) {
+      // Too long to send: this rank never contributes, so the group cannot go on; the others learn why.
+      const reason = `cannot send its value for ${kind} #${seq}: ${(error as Error).message} (maxMessageBytes)`;
+      sendJsonLine(this.socket, { op: "abort", reason } satisfies ClientMessage);
+      this.fail(`rank ${this.rank} ${reason}`);
+    }
     return result;
   }
 
@@ -128,8 +147,15 @@ export class TcpProcessGroup implements CoordinatedProcessGroup {
    * does not join within the timeout, and `invalid_argument` for a bad rank or a taken port.
    */
   static async connect(options: TcpProcessGroupOptions): Promise<TcpProcessGroup> {
-    const { rank, worldSize, host, port } = options;
+    const { rank, worldSize, host, port, token } = options;
     const timeoutMs = options.timeoutMs ?? 300_000;
+    const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    if (token === undefined && worldSize > 1 && !isLoopback(host)) {
+      throw new CheckpointError(
+        "invalid_argument",
+        `MASTER_ADDR=${host} is reachable from other hosts: give every rank the same secret CAIRN_JOB_TOKEN (e.g. from \`openssl rand -hex 16\`) so that no stray client joins the job`,
+      );
+    }
     if (!Number.isSafeInteger(worldSize) || worldSize < 1) {
       throw new CheckpointError("invalid_argument", `WORLD_SIZE must be a positive integer, got ${worldSize}`);
     }
@@ -139,13 +165,13 @@ export class TcpProcessGroup implements CoordinatedProcessGroup {
     if (!Number.isSafeInteger(port) || port < 0 || port > 65535 || (port === 0 && worldSize > 1)) {
       throw new CheckpointError("invalid_argument", `MASTER_PORT must be a TCP port (1..65535), got ${port}`);
     }
-    const server = rank === 0 ? await RendezvousServer.listen(host, port, { worldSize, timeoutMs }) : undefined;
+    const server = rank === 0 ? await RendezvousServer.listen(host, port, { worldSize, timeoutMs, maxMessageBytes: maxBytes, ...(token === undefined ? {} : { token }) }) : undefined;
     const where = `${host}:${server?.port ?? port}`;
     try {
       const socket = await connectWithRetries(host, server?.port ?? port, timeoutMs, where, rank);
-      const connection = new Connection(socket, where, rank, timeoutMs);
+      const connection = new Connection(socket, where, rank, timeoutMs, maxBytes, worldSize);
       const ready = connection.wait("ready", `the ranks did not all join ${where} within ${timeoutMs + SERVER_GRACE_MS} ms`);
-      sendJsonLine(socket, { op: "hello", rank, worldSize } satisfies ClientMessage);
+      sendJsonLine(socket, { op: "hello", rank, worldSize, ...(token === undefined ? {} : { token }) } satisfies ClientMessage);
       try {
         await ready;
       } catch (error) {
@@ -185,7 +211,11 @@ export class TcpProcessGroup implements CoordinatedProcessGroup {
   /** Sends `value` to every rank's `topic` listeners (this rank's too), without waiting for anyone. */
   post(topic: string, value?: unknown): void {
     if (this.#connection.broken || this.#connection.closed) return;
-    sendJsonLine(this.#connection.socket, { op: "post", topic, value } satisfies ClientMessage);
+    try {
+      sendJsonLine(this.#connection.socket, { op: "post", topic, value } satisfies ClientMessage, this.#connection.maxBytes);
+    } catch (error) {
+      throw new CheckpointError("invalid_argument", `process group (rank ${this.rank}): cannot post to ${topic}: ${(error as Error).message}`, { cause: error });
+    }
   }
 
   /** Calls `listener` for every value posted to `topic` by any rank; returns the unsubscribe. */
@@ -208,6 +238,10 @@ export class TcpProcessGroup implements CoordinatedProcessGroup {
     connection.socket.end();
     await this.#server?.close(connection.timeoutMs);
   }
+}
+
+function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^127\./.test(host);
 }
 
 async function connectWithRetries(host: string, port: number, timeoutMs: number, where: string, rank: number): Promise<Socket> {
