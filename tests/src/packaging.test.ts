@@ -13,7 +13,7 @@ import { afterAll, describe, expect, it } from "vitest";
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const SCRIPT = fileURLToPath(new URL("./fixtures/packaging/save-restore.mjs", import.meta.url));
-const PACKAGES = ["cli", "core", "distributed", "manager", "storage-gcs", "storage-local", "storage-s3", "tfjs"];
+const PACKAGES = ["cli", "core", "distributed", "manager", "storage-gcs", "storage-local", "storage-s3", "store-etcd", "store-redis", "tfjs"];
 
 // Vitest's loader options must not reach the children: the installed packages are plain JS.
 const env = { ...process.env, NODE_OPTIONS: "", NO_COLOR: "1", TURBO_TELEMETRY_DISABLED: "1", DO_NOT_TRACK: "1" };

@@ -131,7 +131,7 @@ class Session {
       await this.collect(tag, seq);
       return kind === "allGather" ? values : null;
     } catch (error) {
-      if (error instanceof CheckpointError && error.code === "process_group") throw error;
+      if (error instanceof CheckpointError && error.code === "process_group") throw (this.broken ??= error);
       return this.fail(`${what} failed on the store at ${this.store.where}: ${(error as Error).message}`);
     }
   }
