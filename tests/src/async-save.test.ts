@@ -82,3 +82,33 @@ describe("StagingPool", () => {
     expect(third[0]!.buffer).toBeInstanceOf(SharedArrayBuffer);
   });
 });
+
+describe("asyncSave with freshPool: \"save\"", () => {
+  it("writes the first save in place, resolving staged once committed, then prepares the pool", async () => {
+    const url = await locations.file();
+    const pool = new StagingPool();
+    const host = hostTensor("float32", [1 << 18], new Float32Array(1 << 18).fill(4));
+    const first = await asyncSave({ host }, { checkpointId: `${url}/0`, pool, freshPool: "save" });
+    const info = await first.staged;
+    expect(info.bytes).toBe(0);
+    // Staged means written: what the checkpoint holds is already fixed.
+    host.data.fill(5);
+    await first.done;
+    await pool.prepared();
+    expect(pool.fresh).toBe(false);
+    const prepared = pool.allocatedBytes;
+    expect(prepared).toBeGreaterThanOrEqual(1 << 20);
+    const second = await asyncSave({ host }, { checkpointId: `${url}/1`, pool, freshPool: "save" });
+    expect((await second.staged).bytes).toBe(1 << 20);
+    host.data.fill(6);
+    await second.done;
+    expect(pool.allocatedBytes).toBe(prepared);
+    const back0 = (await load(`${url}/0`)) as Record<string, HostTensor>;
+    const back1 = (await load(`${url}/1`)) as Record<string, HostTensor>;
+    expect([back0.host!.data[0], back1.host!.data[0]]).toEqual([4, 5]);
+  });
+
+  it("refuses a value other than \"stage\" or \"save\"", async () => {
+    await expect(asyncSave({ a: 1 }, { checkpointId: await locations.memory(), freshPool: "later" as never })).rejects.toMatchObject({ code: "invalid_argument" });
+  });
+});

@@ -16,6 +16,11 @@ function writtenByWorker(location: string | StorageAdapter): boolean {
   return typeof location === "string" ? storageUrl(location).protocol === "file:" : location.portable !== undefined;
 }
 
+/** Whether `location` is local disk, where writing a save costs about what staging it into fresh memory does. */
+function onLocalDisk(location: string | StorageAdapter): boolean {
+  return typeof location === "string" ? storageUrl(location).protocol === "file:" : location.protocol === "file";
+}
+
 /**
  * A manager's saves in flight: the staging pool, the bounded upload queue, the steps pending or
  * being written, the barriers after commits, and the first background failure. Per save the
@@ -71,6 +76,8 @@ export class SavePipeline {
       staging: this.#options.staging ?? "copy",
       uploadWorker: this.#options.uploadWorker,
       pool: this.#pool,
+      // Unprepared, the first save to local disk is written in place: no slower than `save`, where staging into fresh memory can be several times slower.
+      freshPool: onLocalDisk(this.#options.location) ? "save" : "stage",
       schedule: (upload) => this.#uploads.add(upload),
     });
     const info = await staged;
@@ -101,9 +108,10 @@ export class SavePipeline {
     while (this.#pending.size >= max) await Promise.race(this.#pending.values());
   }
 
-  /** Waits for every pending save and every barrier, including those queued meanwhile. */
+  /** Waits for every pending save and every barrier, including those queued meanwhile, and for staging being prepared. */
   async drain(): Promise<void> {
     while (this.#pending.size > 0) await Promise.all(this.#pending.values());
+    await this.#pool.prepared();
     let barriers: Promise<void>;
     do {
       barriers = this.#barriers;

@@ -1,8 +1,8 @@
-import { flattenStateDict } from "../state/flatten.js";
+import { type Leaf, flattenStateDict } from "../state/flatten.js";
 import { checkOption, checkpointOptionsOf } from "../storage/checkpoint-location.js";
 import { type CommitLeaves, planAndCommit, saveLeaves } from "../save/save.js";
 import { DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions } from "../save/save-options.js";
-import { type StagingLayout, type StagingStrategy, copyInBackground, prepareStaging, stageLeaves } from "../stage/staging.js";
+import { type StagedLeaves, type StagingLayout, type StagingStrategy, copyInBackground, prepareStaging, stageLeaves } from "../stage/staging.js";
 import { StagingPool } from "../stage/staging-pool.js";
 import type { StateDict } from "../state/state-dict.js";
 import { canUploadInWorker, uploadInWorker } from "./upload-thread.js";
@@ -23,6 +23,14 @@ export interface AsyncSaveOptions extends SaveOptions {
    * event loop, as asynchronous I/O between its turns.
    */
   readonly uploadWorker?: boolean;
+  /**
+   * What a copy-staged save does when `pool` is fresh (nothing allocated or prepared yet), where
+   * copying would take a page fault every 4 KiB of new memory on the calling thread: `"stage"`
+   * (default) stages anyway; `"save"` writes and commits from the state itself on the calling
+   * thread, as `save` does, resolving `staged` once written (so it blocks as long as `save`), then
+   * prepares the pool for the next saves in the background. For storage as fast as local disk.
+   */
+  readonly freshPool?: "stage" | "save";
 }
 
 /** When the snapshot was complete, and what it cost the caller. */
@@ -61,21 +69,28 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   const started = performance.now();
   const pool = options.pool ?? new StagingPool();
   const layout = stagingLayoutOf(options);
-  const snapshot = flattenStateDict(stateDict).then((leaves) => {
+  const snapshot = flattenStateDict(stateDict).then(async (leaves): Promise<Snapshot> => {
     checkSaveOptions(options, "asyncSave: option ");
-    return stageLeaves(leaves, options.staging ?? "copy", pool, options.signal, layout);
+    const strategy = options.staging ?? "copy";
+    if (options.freshPool === "save" && strategy === "copy" && pool.fresh) return inPlace(leaves, pool, layout);
+    return stageLeaves(leaves, strategy, pool, options.signal, layout);
   });
-  const staged = snapshot.then((s) => ({ bytes: s.copiedBytes, seconds: (performance.now() - started) / 1000 }));
   const schedule = options.schedule ?? (<T>(upload: () => Promise<T>) => upload());
   const done = snapshot.then((s) =>
     schedule(async () => {
       try {
-        return await saveLeaves(s.leaves, options, started, options.uploadWorker === false ? planAndCommit : offloaded(pool, layout, s.dropReferences));
+        const commit = options.uploadWorker === false || s.inPlace === true ? planAndCommit : offloaded(pool, layout, s.dropReferences);
+        return await saveLeaves(s.leaves, options, started, commit);
       } finally {
         s.release();
       }
     }),
   );
+  const staged = snapshot.then(async (s) => {
+    // Written in place: training may change the state once nothing reads it any more, committed or not.
+    if (s.inPlace === true) await done.catch(() => undefined);
+    return { bytes: s.copiedBytes, seconds: (performance.now() - started) / 1000 };
+  });
   staged.catch(() => undefined);
   done.catch(() => undefined);
   return { staged, done };
@@ -102,6 +117,14 @@ function stagingLayoutOf(options: Pick<AsyncSaveOptions, "planner" | "concurrenc
   return options.planner === undefined ? { filesPerRank: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY } : undefined;
 }
 
+type Snapshot = StagedLeaves & { readonly inPlace?: true };
+
+/** A save written from the state itself (see `freshPool`); once written, the pool is prepared for the next one. */
+function inPlace(leaves: readonly Leaf[], pool: StagingPool, layout: StagingLayout | undefined): Snapshot {
+  const release = (): void => void prepareStaging(leaves, "copy", pool, layout);
+  return { leaves: [...leaves], copiedBytes: 0, copySeconds: 0, release, dropReferences: () => undefined, inPlace: true };
+}
+
 const STAGING_STRATEGIES: ReadonlySet<unknown> = new Set<StagingStrategy>(["copy", "reference"]);
 
 /** The options of the call itself: where, and the options only a background save has; save's own are checked once staged, as for `save`. */
@@ -112,6 +135,7 @@ function asyncSaveOptionsOf(idOrOptions: string | AsyncSaveOptions): AsyncSaveOp
   checkOption(options, "pool", (v) => v instanceof StagingPool, "a StagingPool", prefix);
   checkOption(options, "schedule", (v) => typeof v === "function", "a function", prefix);
   checkOption(options, "uploadWorker", (v) => typeof v === "boolean", "true or false", prefix);
+  checkOption(options, "freshPool", (v) => v === "stage" || v === "save", '"stage" or "save"', prefix);
   return options;
 }
 

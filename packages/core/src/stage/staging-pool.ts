@@ -22,6 +22,8 @@ export class StagingPool {
   #allocated = 0;
   #inUse = 0;
   readonly #waiting: (() => void)[] = [];
+  /** Until it first allocates or prepares anything. */
+  #fresh = true;
   /** Settles when every `prepare` so far is done; `acquire` waits for it rather than allocate a second set. */
   #preparing: Promise<void> = Promise.resolve();
 
@@ -41,6 +43,11 @@ export class StagingPool {
 
   get inUseBytes(): number {
     return this.#inUse;
+  }
+
+  /** Whether it has neither allocated nor prepared a buffer yet: a save staged now would copy into fresh memory. */
+  get fresh(): boolean {
+    return this.#fresh;
   }
 
   /**
@@ -69,6 +76,7 @@ export class StagingPool {
    * do not fit the budget beside the buffers in use now. Never rejects: it only saves time.
    */
   prepare(sizes: readonly number[], pageAligned: readonly boolean[] = []): Promise<void> {
+    this.#fresh = false;
     const run = async (): Promise<void> => {
       if (this.#inUse + sizes.reduce((a, b) => a + b, 0) > this.#maxBytes) return;
       const buffers = this.#takeAll(sizes, pageAligned);
@@ -81,6 +89,11 @@ export class StagingPool {
       }
     };
     this.#preparing = this.#preparing.then(run);
+    return this.#preparing;
+  }
+
+  /** Settles once every `prepare` so far is done. */
+  prepared(): Promise<void> {
     return this.#preparing;
   }
 
@@ -131,6 +144,7 @@ export class StagingPool {
     this.#inUse += size;
     const reused = this.#free.get(key)?.pop();
     if (reused) return reused;
+    this.#fresh = false;
     this.#allocated += size;
     return key.startsWith("p") ? pageAlignedSharedBytes(size) : new Uint8Array(new SharedArrayBuffer(size));
   }
