@@ -4,6 +4,7 @@ import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 
 function blockingHandle(fd: number, direct: boolean): FileHandleLike {
   return {
+    fd,
     async read(buffer, offset, length, position) {
       return { bytesRead: readSync(fd, buffer, offset, length, position) };
     },

@@ -12,6 +12,8 @@ export interface FsPromisesLike {
 }
 
 export interface FileHandleLike {
+  /** The descriptor, where there is a real one (node:fs). */
+  readonly fd?: number;
   read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
   write(buffer: Uint8Array, offset: number, length: number, position?: number | null): Promise<{ bytesWritten: number }>;
   truncate(length: number): Promise<void>;

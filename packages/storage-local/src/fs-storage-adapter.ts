@@ -3,6 +3,7 @@ import { posix } from "node:path";
 import PQueue from "p-queue";
 import { type StorageAdapter, CheckpointError } from "@cairn/core";
 import { type ByteRange, type ObjectInfo, type ObjectReader, type PortableStorage, type ReadOptions, type WriteBody, type WriteOptions, ReadTarget, cancelledError, checkRelativePath } from "@cairn/core/storage";
+import { DirectReads, directReadAvailable } from "./direct-read.js";
 import { directCreateFlags, directIoAvailable, writeDirect, writeFully } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 import { type FsAction, type FsSite, errnoOf, existingObject, fsError, missingObject } from "./fs-errors.js";
@@ -186,17 +187,21 @@ export class FsStorageAdapter implements StorageAdapter {
       throw fsError(error, site);
     }
     const opened = handle;
+    const direct = this.#options.directIo === true && directReadAvailable && opened.fd !== undefined ? new DirectReads(this.#fs, abs, opened.fd) : undefined;
     return {
       size,
       read: async (range, options) => {
         if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`, null);
         try {
-          return await readRange(opened, size, range, options);
+          return (await direct?.read(size, range, options)) ?? (await readRange(opened, size, range, options));
         } catch (error) {
           throw fsError(error, site);
         }
       },
-      close: () => opened.close().catch(() => undefined),
+      close: async () => {
+        await direct?.close();
+        await opened.close().catch(() => undefined);
+      },
     };
   }
 

@@ -1,0 +1,86 @@
+import { constants, openSync, closeSync, promises as nodeFs } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DirectReads } from "./direct-read.js";
+import type { FsPromisesLike } from "./fs-like.js";
+
+const MiB = 1 << 20;
+let dir: string;
+let path: string;
+const data = new Uint8Array(20 * MiB + 1234);
+for (let i = 0; i < data.length; i++) data[i] = (i * 31 + (i >> 12)) & 0xff;
+
+/** Whether this directory's file system takes O_DIRECT opens (tmpfs does not). */
+function directSupported(file: string): boolean {
+  try {
+    closeSync(openSync(file, constants.O_RDONLY | constants.O_DIRECT!));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "cairn-direct-read-"));
+  path = join(dir, "data");
+  await writeFile(path, data);
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe("DirectReads", () => {
+  it("reads unaligned ranges past the page cache, across its buffers and up to the end of the file", async () => {
+    const opened: (string | number)[] = [];
+    const fs: FsPromisesLike = { ...(nodeFs as unknown as FsPromisesLike), open: (p, flags, mode) => (opened.push(flags), (nodeFs as unknown as FsPromisesLike).open(p, flags, mode)) };
+    const handle = await nodeFs.open(path, "r");
+    const probes: number[] = [];
+    const reads = new DirectReads(fs, path, handle.fd, (_, position) => (probes.push(position), false));
+    try {
+      const ranges: [number, number][] = [
+        [12_345, 3 * MiB],
+        [4096, 8 * MiB],
+        [1, 8 * MiB + 5000],
+        [19 * MiB - 333, 5 * MiB],
+        [0, 20 * MiB + 1234],
+      ];
+      const direct = directSupported(path);
+      for (const [offset, length] of ranges) {
+        const into = new Uint8Array(length + 10);
+        const got = await reads.read(data.byteLength, { offset, length }, { into });
+        if (!direct) {
+          expect(got).toBeUndefined();
+          continue;
+        }
+        expect(got).toBeDefined();
+        expect(Buffer.from(got!).equals(data.subarray(offset, offset + length))).toBe(true);
+        expect(got!.buffer).toBe(into.buffer);
+      }
+      // Probed once, at the first big range's last page; a direct descriptor opened once.
+      expect(probes).toEqual([12_345 + 3 * MiB - 4096]);
+      expect(opened.filter((f) => typeof f === "number" && (f & constants.O_DIRECT!) !== 0)).toHaveLength(1);
+    } finally {
+      await reads.close();
+      await handle.close();
+    }
+  });
+
+  it("leaves small reads, reads with a head, and cached files to the page cache", async () => {
+    const handle = await nodeFs.open(path, "r");
+    let cached = true;
+    const reads = new DirectReads(nodeFs as unknown as FsPromisesLike, path, handle.fd, () => cached);
+    try {
+      expect(await reads.read(data.byteLength, { offset: 0, length: MiB - 1 }, {})).toBeUndefined();
+      expect(await reads.read(data.byteLength, { offset: 0, length: 4 * MiB }, { head: new Uint8Array(10) })).toBeUndefined();
+      expect(await reads.read(data.byteLength, { offset: 0, length: 4 * MiB }, {})).toBeUndefined();
+      // The answer of the first probe holds for the file.
+      cached = false;
+      expect(await reads.read(data.byteLength, { offset: 0, length: 4 * MiB }, {})).toBeUndefined();
+    } finally {
+      await reads.close();
+      await handle.close();
+    }
+  });
+});
