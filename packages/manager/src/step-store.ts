@@ -53,8 +53,8 @@ function isPlainName(name: string): boolean {
 export interface StepStoreOptions {
   /** Called once per step whose metadata.json is present but unusable; the step is skipped. */
   readonly onDamaged?: DamagedStepListener;
-  /** The manager's clock, in ms since the epoch: when listings ran, for leftover sweeps. */
-  readonly now: () => number;
+  /** The manager's clock, in ms since the epoch: when listings ran, for leftover sweeps (default `Date.now`). */
+  readonly now?: () => number;
 }
 
 /**
@@ -73,12 +73,14 @@ export class StepStore {
   readonly #damaged = new Map<number, CheckpointError>();
   /** Steps this store un-committed whose other objects it could not all delete, with those objects: finished by the next pass whatever their age. */
   readonly #unfinished = new Map<number, readonly string[]>();
-  readonly #options: StepStoreOptions;
+  readonly #onDamaged: DamagedStepListener | undefined;
+  readonly #now: () => number;
 
-  constructor(storage: StorageAdapter, options: StepStoreOptions) {
+  constructor(storage: StorageAdapter, options: StepStoreOptions = {}) {
     this.storage = storage;
     this.#index = new StepIndex(storage);
-    this.#options = options;
+    this.#onDamaged = options.onDamaged;
+    this.#now = options.now ?? Date.now;
   }
 
   /** Committed steps whose metadata reads back, ascending. Steps deleted meanwhile and damaged ones are left out. */
@@ -100,7 +102,7 @@ export class StepStore {
 
   /** Lists the root again, for steps other processes committed or deleted since this store listed it. */
   async reload(): Promise<void> {
-    await this.#index.refresh(this.#options.now());
+    await this.#index.refresh(this.#now());
     this.#forgetUnlisted();
   }
 
@@ -260,7 +262,7 @@ export class StepStore {
 
   async #load(): Promise<void> {
     const before = this.#index.listedAt;
-    await this.#index.load(this.#options.now());
+    await this.#index.load(this.#now());
     if (this.#index.listedAt !== before) this.#forgetUnlisted();
   }
 
@@ -312,7 +314,7 @@ export class StepStore {
         ? error
         : new CheckpointError("corrupt", `step ${step} under ${this.storage.root} has metadata that cannot be read; it is skipped`, { cause: error, context: { step } });
       this.#damaged.set(step, damaged);
-      this.#options.onDamaged?.(step, damaged);
+      this.#onDamaged?.(step, damaged);
       return undefined;
     }
     const user = metadata.user;
