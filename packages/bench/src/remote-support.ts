@@ -55,12 +55,17 @@ export async function alternate(rounds: number, sides: { cairn: (round: number) 
 }
 
 const mbps = (m: MeasuredWork): number => TOTAL / 1e6 / m.seconds;
+const round2 = (x: number): number => Number(x.toFixed(2));
 
-/** Reports Cairn's median MB/s against the SDK's (ratio higher is better), with ranges, CPU of both processes and peak RSS rise. */
+/**
+ * Reports Cairn's median MB/s against the SDK's (ratio higher is better), with ranges, CPU of both
+ * processes and peak RSS rise; then the client's CPU seconds against the SDK's (lower is better),
+ * steadier than wall time when other work shares the two cores.
+ */
 export function reportRate(suite: string, name: string, baseline: string, runs: { cairn: MeasuredWork[]; sdk: MeasuredWork[] }): void {
   const cairn = median(runs.cairn.map(mbps));
   const sdk = median(runs.sdk.map(mbps));
-  const cpu = (ms: MeasuredWork[], k: "clientCpu" | "serverCpu"): number => Number(median(ms.map((m) => m[k])).toFixed(2));
+  const cpu = (ms: MeasuredWork[], k: "clientCpu" | "serverCpu"): number => round2(median(ms.map((m) => m[k])));
   report({
     suite,
     name,
@@ -80,6 +85,18 @@ export function reportRate(suite: string, name: string, baseline: string, runs: 
       cairnPeakRssRiseMiB: Math.round(Math.max(...runs.cairn.map((m) => m.peakRiseBytes)) / MiB),
       baselinePeakRssRiseMiB: Math.round(Math.max(...runs.sdk.map((m) => m.peakRiseBytes)) / MiB),
     },
+  });
+  const cairnCpu = median(runs.cairn.map((m) => m.clientCpu));
+  const sdkCpu = median(runs.sdk.map((m) => m.clientCpu));
+  report({
+    suite,
+    name: `client CPU, ${name}`,
+    value: cairnCpu,
+    unit: "CPU s",
+    baseline: { name: baseline, value: sdkCpu },
+    ratio: cairnCpu / sdkCpu,
+    better: "lower",
+    extra: { rounds: runs.cairn.length, cairnCpuS: range(runs.cairn.map((m) => m.clientCpu)).map(round2), baselineCpuS: range(runs.sdk.map((m) => m.clientCpu)).map(round2) },
   });
 }
 
