@@ -1,0 +1,144 @@
+// How save, load and metadata scale with the number of tensors: 1k/10k/100k float32 tensors of
+// 1 KiB keyed like a real model (`model.layers.123.mlp.w`), against one file holding all their
+// bytes plus a JSON index of them, written (fsynced) and read back with node:fs in the same run.
+import { mkdir, open, readFile, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { type HostTensor, type StateDict, hostTensor, load, save } from "@cairn/core";
+import "@cairn/storage-local";
+import { report } from "../report.js";
+import { KiB, median, quick, range, rounds, timed, withTempDir } from "../support.js";
+
+const suite = "tensors";
+const counts = quick ? [1_000, 10_000] : [1_000, 10_000, 100_000];
+const ROUNDS = rounds(3);
+const ELEMENTS = KiB / 4;
+
+/** `count` tensors as `model.layers.<i>.mlp.w`, each 1 KiB of float32; filled with `seed` so a load can be checked. */
+function modelState(count: number, seed: number): { state: StateDict; tensors: HostTensor[] } {
+  const tensors: HostTensor[] = [];
+  const layers = Array.from({ length: count }, (_, i) => {
+    const w = hostTensor("float32", [ELEMENTS], new Float32Array(ELEMENTS).fill(seed + i));
+    tensors.push(w);
+    return { mlp: { w } };
+  });
+  return { state: { model: { layers } }, tensors };
+}
+
+/** The baseline's save: every tensor's bytes back to back in one file, then a JSON index of name → [offset, length], both fsynced. */
+async function writeOneFile(dir: string, tensors: readonly HostTensor[]): Promise<void> {
+  const index: Record<string, [number, number]> = {};
+  const data = await open(join(dir, "data.bin"), "w");
+  const buffers: Uint8Array[] = [];
+  let at = 0;
+  tensors.forEach((t, i) => {
+    const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+    index[`model.layers.${i}.mlp.w`] = [at, bytes.byteLength];
+    buffers.push(bytes);
+    at += bytes.byteLength;
+  });
+  await data.writev(buffers);
+  await data.sync();
+  await data.close();
+  const json = await open(join(dir, "index.json"), "w");
+  await json.writeFile(JSON.stringify({ dtype: "float32", shape: [ELEMENTS], tensors: index }));
+  await json.sync();
+  await json.close();
+}
+
+/** The baseline's load: the index and the data file read whole, each tensor copied into its target. */
+async function readOneFile(dir: string, targets: readonly HostTensor[]): Promise<void> {
+  const index = JSON.parse(await readFile(join(dir, "index.json"), "utf8")) as { tensors: Record<string, [number, number]> };
+  const data = await readFile(join(dir, "data.bin"));
+  targets.forEach((t, i) => {
+    const [offset, length] = index.tensors[`model.layers.${i}.mlp.w`]!;
+    new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength).set(data.subarray(offset, offset + length));
+  });
+}
+
+function check(targets: readonly HostTensor[], seed: number): void {
+  targets.forEach((t, i) => {
+    if (t.data[0] !== seed + i || t.data[ELEMENTS - 1] !== seed + i) throw new Error(`tensor ${i} did not load`);
+  });
+}
+
+await withTempDir(async (dir) => {
+  const loadTimes = new Map<number, { cairn: number; baseline: number }>();
+  for (const count of counts) {
+    const { state, tensors } = modelState(count, 1);
+    const target = modelState(count, 0);
+    const times = { save: [] as number[], saveBase: [] as number[], load: [] as number[], loadBase: [] as number[] };
+    let metadataBytes = 0;
+    let indexBytes = 0;
+    for (let round = 0; round < ROUNDS; round++) {
+      const cairn = join(dir, `cairn-${count}-${round}`);
+      const base = join(dir, `base-${count}-${round}`);
+      await mkdir(base, { recursive: true });
+      // In turns, so both see the same disk and cache.
+      times.saveBase.push(await timed(() => writeOneFile(base, tensors)));
+      times.save.push(await timed(() => save(state, cairn)));
+      metadataBytes = (await stat(join(cairn, "metadata.json"))).size;
+      indexBytes = (await stat(join(base, "index.json"))).size;
+      times.loadBase.push(await timed(() => readOneFile(base, target.tensors)));
+      check(target.tensors, 1);
+      for (const t of target.tensors) (t.data as Float32Array).fill(0);
+      times.load.push(await timed(() => load(target.state, cairn)));
+      check(target.tensors, 1);
+    }
+    const label = `${count.toLocaleString("en")} tensors of 1 KiB`;
+    const saveS = median(times.save);
+    const saveBase = median(times.saveBase);
+    report({
+      suite,
+      name: `save, ${label}`,
+      value: saveS,
+      unit: "s",
+      baseline: { name: "node:fs one file + JSON index, fsynced", value: saveBase },
+      ratio: saveS / saveBase,
+      better: "lower",
+      target: 2.0,
+      extra: { rounds: ROUNDS, range: range(times.save), baselineRange: range(times.saveBase) },
+    });
+    const loadS = median(times.load);
+    const loadBase = median(times.loadBase);
+    loadTimes.set(count, { cairn: loadS, baseline: loadBase });
+    report({
+      suite,
+      name: `warm load into the targets, ${label}`,
+      value: loadS,
+      unit: "s",
+      baseline: { name: "node:fs read of one file + JSON index, copied into the targets", value: loadBase },
+      ratio: loadS / loadBase,
+      better: "lower",
+      extra: { rounds: ROUNDS, range: range(times.load), baselineRange: range(times.loadBase), microsecondsPerTensor: +((loadS / count) * 1e6).toFixed(2) },
+    });
+    report({
+      suite,
+      name: `metadata.json bytes per tensor, ${label}`,
+      value: metadataBytes / count,
+      unit: "B/tensor",
+      baseline: { name: "issue 22's limit", value: 100 },
+      ratio: metadataBytes / count / 100,
+      better: "lower",
+      target: 1.0,
+      extra: { metadataBytes, baselineIndexBytesPerTensor: +(indexBytes / count).toFixed(1) },
+    });
+  }
+  // Linear load: ten times the tensors should cost ten times the time, as it does for the baseline.
+  for (let i = 1; i < counts.length; i++) {
+    const small = loadTimes.get(counts[i - 1]!)!;
+    const big = loadTimes.get(counts[i]!)!;
+    const growth = big.cairn / small.cairn;
+    const factor = counts[i]! / counts[i - 1]!;
+    report({
+      suite,
+      name: `load time growth, ${counts[i - 1]!.toLocaleString("en")} → ${counts[i]!.toLocaleString("en")} tensors`,
+      value: growth,
+      unit: "x",
+      baseline: { name: `${factor}x (linear)`, value: factor },
+      ratio: growth / factor,
+      better: "lower",
+      target: 1.25,
+      extra: { baselineGrowth: +(big.baseline / small.baseline).toFixed(2) },
+    });
+  }
+});
