@@ -37,13 +37,12 @@ export function isStoredValue(value: unknown): boolean {
   return typeof value === "object" && Object.keys(value).length === 0;
 }
 
-/** A key path is non-empty and holds no key that reaches a prototype; returns its display name. */
-export function checkKey(key: KeyPath, where: string): string {
-  const name = key.join(".");
+/** A key path is non-empty and holds no key that reaches a prototype. */
+export function checkKey(key: KeyPath, where: string): void {
   if (key.length === 0) throw corrupt(where, "an entry has an empty key path");
-  const forbidden = key.find(isForbiddenKey);
-  if (forbidden !== undefined) throw corrupt(where, `entry ${name} has the key ${JSON.stringify(forbidden)}, which Cairn never writes (it would reach Object.prototype when loaded)`);
-  return name;
+  for (const k of key) {
+    if (isForbiddenKey(k)) throw corrupt(where, `entry ${key.join(".")} has the key ${JSON.stringify(k)}, which Cairn never writes (it would reach Object.prototype when loaded)`);
+  }
 }
 
 /** Throws `corrupt` if `value` holds, at any depth, an object key that reaches a prototype when merged. */
@@ -67,23 +66,24 @@ export function refuseForbiddenKeys(value: unknown, where: string): void {
  * The chunks of a tensor: each inside the tensor's shape and inside its file's data section,
  * with one checksum per block, and together holding every element once by count.
  */
-export function checkChunks(name: string, dtype: DType, shape: readonly number[], chunks: readonly ChunkMetadata[], files: Readonly<Record<string, DataFileMetadata>>, where: string): void {
+export function checkChunks(key: KeyPath, dtype: DType, shape: readonly number[], chunks: readonly ChunkMetadata[], files: Readonly<Record<string, DataFileMetadata>>, where: string): void {
+  const name = (): string => key.join(".");
   let elements = 0;
   for (const chunk of chunks) {
     const { offsets, sizes } = chunk;
     if (offsets.length !== shape.length || sizes.length !== shape.length || shape.some((d, i) => offsets[i]! + sizes[i]! > d)) {
-      throw corrupt(where, `entry ${name} has a chunk outside its shape ${JSON.stringify(shape)}`);
+      throw corrupt(where, `entry ${name()} has a chunk outside its shape ${JSON.stringify(shape)}`);
     }
     if (!Number.isSafeInteger(chunk.byteLength) || chunk.crc32c.length !== Math.ceil(chunk.byteLength / chunk.blockSize)) {
-      throw corrupt(where, `entry ${name} (${dtype}) has a chunk whose byte length or checksums do not match its sizes`);
+      throw corrupt(where, `entry ${name()} (${dtype}) has a chunk whose byte length or checksums do not match its sizes`);
     }
     const file = files[chunk.file]!;
     if (chunk.byteLength > 0 && (chunk.byteOffset < 8 + file.headerLength || chunk.byteOffset + chunk.byteLength > file.size)) {
-      throw corrupt(where, `entry ${name} has a chunk outside the data section of ${chunk.file}`);
+      throw corrupt(where, `entry ${name()} has a chunk outside the data section of ${chunk.file}`);
     }
     elements += numel(sizes);
   }
-  if (elements !== numel(shape)) throw corrupt(where, `entry ${name}: its chunks hold ${elements} elements, not the ${numel(shape)} of its shape`);
+  if (elements !== numel(shape)) throw corrupt(where, `entry ${name()}: its chunks hold ${elements} elements, not the ${numel(shape)} of its shape`);
 }
 
 /** A data file's record: its header fits in it. */

@@ -28,7 +28,8 @@ function decodeEntry(entry: unknown, files: Record<string, DataFileMetadata>, bl
     throw corrupt(where, `entry ${JSON.stringify(entry)?.slice(0, 200)} has no valid key path`);
   }
   const key = entry.key as KeyPath;
-  const name = checkKey(key, where);
+  checkKey(key, where);
+  const name = key.join(".");
   if (entry.kind === "value") {
     if (entry.special !== undefined) {
       if (!isSpecial(entry.special)) throw corrupt(where, `value ${name} must hold a JSON primitive, {} or [], or a special number`);
@@ -60,6 +61,6 @@ function decodeEntry(entry: unknown, files: Record<string, DataFileMetadata>, bl
     const tensorName = typeof chunk.tensorName === "string" ? chunk.tensorName : "";
     return { offsets: chunk.offsets, sizes: chunk.sizes, file: chunk.file, tensorName, byteOffset: chunk.byteOffset, byteLength: chunk.byteLength, blockSize, crc32c: chunk.crc32c };
   });
-  checkChunks(name, dtype, shape, chunks, files, where);
+  checkChunks(key, dtype, shape, chunks, files, where);
   return entry.kind === "tensor" ? { kind: "tensor", key, dtype, shape, chunks } : { kind: "bytes", key, byteLength: shape[0]!, chunks };
 }

@@ -86,35 +86,37 @@ export function decodeV2(raw: Record<string, unknown>, defaultBlockSize: number,
     }
     const key: KeyPath = [...previous.slice(0, shared), ...(packed.slice(1) as (string | number)[])];
     previous = key;
-    const name = checkKey(key, where);
-    return decodeEntry(entry, key, name);
+    checkKey(key, where);
+    return decodeEntry(entry, key);
   });
   return { files, entries };
 
-  function decodeEntry(entry: unknown[], key: KeyPath, name: string): EntryMetadata {
+  function decodeEntry(entry: unknown[], key: KeyPath): EntryMetadata {
+    const name = (): string => key.join(".");
     const [kind, , a, b, c] = entry;
     if (kind === "v" && entry.length === 3) {
-      if (!isStoredValue(a)) throw corrupt(where, `value ${name} must hold a JSON primitive, {} or []`);
+      if (!isStoredValue(a)) throw corrupt(where, `value ${name()} must hold a JSON primitive, {} or []`);
       return { kind: "value", key, value: (a ?? null) as never };
     }
     if (kind === "n" && entry.length === 3) {
-      if (!isSpecial(a)) throw corrupt(where, `value ${name} holds the unknown special number ${JSON.stringify(a)}`);
+      if (!isSpecial(a)) throw corrupt(where, `value ${name()} holds the unknown special number ${JSON.stringify(a)}`);
       return { kind: "value", key, special: a };
     }
     if (kind === "t" && entry.length === 5) {
-      if (!isDType(a) || !isCounts(b) || !Array.isArray(c)) throw corrupt(where, `tensor ${name} needs a known dtype, a shape and chunks`);
-      return { kind: "tensor", key, dtype: a, shape: b, chunks: decodeChunks(c as unknown[], key, name, a, b) };
+      if (!isDType(a) || !isCounts(b) || !Array.isArray(c)) throw corrupt(where, `tensor ${name()} needs a known dtype, a shape and chunks`);
+      return { kind: "tensor", key, dtype: a, shape: b, chunks: decodeChunks(c as unknown[], key, a, b) };
     }
     if (kind === "b" && entry.length === 4) {
-      if (!isCount(a) || !Array.isArray(b)) throw corrupt(where, `bytes ${name} needs a byteLength and chunks`);
-      return { kind: "bytes", key, byteLength: a, chunks: decodeChunks(b as unknown[], key, name, "uint8", [a]) };
+      if (!isCount(a) || !Array.isArray(b)) throw corrupt(where, `bytes ${name()} needs a byteLength and chunks`);
+      return { kind: "bytes", key, byteLength: a, chunks: decodeChunks(b as unknown[], key, "uint8", [a]) };
     }
-    throw corrupt(where, `entry ${name} has unknown kind ${JSON.stringify(kind)} or the wrong number of fields`);
+    throw corrupt(where, `entry ${name()} has unknown kind ${JSON.stringify(kind)} or the wrong number of fields`);
   }
 
-  function decodeChunks(raw: unknown[], key: KeyPath, name: string, dtype: DType, shape: number[]): ChunkMetadata[] {
+  function decodeChunks(raw: unknown[], key: KeyPath, dtype: DType, shape: number[]): ChunkMetadata[] {
+    const name = (): string => key.join(".");
     const chunks = raw.map((chunk): ChunkMetadata => {
-      if (!Array.isArray(chunk) || ![3, 5, 6, 7].includes(chunk.length)) throw corrupt(where, `entry ${name} has a malformed chunk`);
+      if (!Array.isArray(chunk) || chunk.length < 3 || chunk.length > 7 || chunk.length === 4) throw corrupt(where, `entry ${name()} has a malformed chunk`);
       const [file, byteOffset, sums, offsets = shape.map(() => 0), sizes = shape, blockSize = defaultBlockSize, ownName] = chunk as unknown[];
       if (
         !isCount(file) ||
@@ -127,15 +129,15 @@ export function decodeV2(raw: Record<string, unknown>, defaultBlockSize: number,
         blockSize === 0 ||
         (ownName !== undefined && typeof ownName !== "string")
       ) {
-        throw corrupt(where, `entry ${name} has a malformed chunk`);
+        throw corrupt(where, `entry ${name()} has a malformed chunk`);
       }
       const byteLength = byteSize(dtype, sizes);
       const crc32c = Number.isSafeInteger(byteLength) ? decodeChecksums(sums, Math.ceil(byteLength / blockSize)) : undefined;
-      if (!crc32c) throw corrupt(where, `entry ${name} has a chunk whose checksums do not match its sizes`);
+      if (!crc32c) throw corrupt(where, `entry ${name()} has a chunk whose checksums do not match its sizes`);
       const box = { offsets, sizes };
       return { offsets, sizes, file: names[file]!, tensorName: ownName ?? tensorName(key, shape, box), byteOffset, byteLength, blockSize, crc32c };
     });
-    checkChunks(name, dtype, shape, chunks, files, where);
+    checkChunks(key, dtype, shape, chunks, files, where);
     return chunks;
   }
 }

@@ -264,7 +264,8 @@ function planRanges(items: readonly ReadItem[], destinations: readonly ReadDesti
     // no buffer: it can be read in bigger pieces, which the kernel serves as longer sequential reads.
     const direct = need.consumers.length === 1 && need.consumers[0]!.layout.src.length === 1;
     const step = direct ? Math.max(chunkRead, Math.floor(DIRECT_READ_BYTES / block) * block) : chunkRead;
-    for (const [start, end] of mergedRuns(need.runs, need.consumers.length > 1)) {
+    const runs = need.runs.length === 2 ? [need.runs as [number, number]] : mergedRuns(need.runs, need.consumers.length > 1);
+    for (const [start, end] of runs) {
       for (let at = start; at < end; at += step) {
         pieces.push({ chunk, start: chunk.byteOffset + at, end: chunk.byteOffset + Math.min(end, at + step), consumers: need.consumers });
       }

@@ -11,6 +11,10 @@ function describe(entry: EntryMetadata): string {
   return "a value";
 }
 
+function sameNumbers(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
 function mismatch(request: LoadRequest, message: string): CheckpointError {
   return new CheckpointError("mismatch", `key ${displayKey(request.key)}: ${message}`, { context: { key: displayKey(request.key) } });
 }
@@ -39,7 +43,7 @@ export class DefaultLoadPlanner implements LoadPlanner {
       if (entry.kind !== request.kind) throw mismatch(request, `the target holds ${request.kind === "value" ? "a value" : request.kind} but the checkpoint has ${describe(entry)}`);
       if (entry.kind === "value") return;
       const shape = entry.kind === "tensor" ? entry.shape : [entry.byteLength];
-      if (entry.kind === "tensor" && (request.dtype !== entry.dtype || pathId(request.shape ?? []) !== pathId(shape))) {
+      if (entry.kind === "tensor" && (request.dtype !== entry.dtype || !sameNumbers(request.shape ?? [], shape))) {
         throw mismatch(request, `the target is a ${request.dtype} tensor of shape ${JSON.stringify(request.shape)} but the checkpoint has ${describe(entry)}`);
       }
       const box: Box = request.box ?? { offsets: shape.map(() => 0), sizes: shape };

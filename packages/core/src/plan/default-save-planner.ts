@@ -47,35 +47,36 @@ export class DefaultSavePlanner implements SavePlanner {
   }
 
   createGlobalPlan(plans: readonly SavePlan[], context: GlobalPlanContext): GlobalSavePlan {
-    const holders = new Map<string, Map<number, WriteItem>>();
+    const holders = new Map<string, Holder>();
     const firstSeen = new Map<string, WriteItem>();
     for (const plan of plans) {
       for (const item of plan.items) {
         const key = pathId(item.key);
         const seen = firstSeen.get(key);
-        if (seen && (seen.dtype !== item.dtype || seen.kind !== item.kind || pathId(seen.shape) !== pathId(item.shape))) {
+        if (seen && (seen.dtype !== item.dtype || seen.kind !== item.kind || !sameNumbers(seen.shape, item.shape))) {
           throw new CheckpointError(
             "invalid_argument",
             `ranks disagree about ${displayKey(item.key)}: ${seen.kind} ${seen.dtype}${JSON.stringify(seen.shape)} on one rank, ${item.kind} ${item.dtype}${JSON.stringify(item.shape)} on rank ${plan.rank}`,
             { context: { key: displayKey(item.key), rank: plan.rank } },
           );
         }
-        firstSeen.set(key, seen ?? item);
-        const id = `${key}@${pathId(item.chunk.offsets)}${pathId(item.chunk.sizes)}`;
-        const holder = holders.get(id) ?? new Map<number, WriteItem>();
-        holder.set(plan.rank, item);
-        holders.set(id, holder);
+        if (!seen) firstSeen.set(key, item);
+        // The key is JSON (it ends in "]"), so the box after it cannot make two ids collide.
+        const id = `${key}@${item.chunk.offsets.join(",")}/${item.chunk.sizes.join(",")}`;
+        let holder = holders.get(id);
+        if (!holder) holders.set(id, (holder = { key, ranks: new Map<number, WriteItem>() }));
+        holder.ranks.set(plan.rank, item);
       }
     }
     checkCoverage(holders);
     const assigned = plans.map(() => [] as WriteItem[]);
     const load = plans.map(() => 0);
-    const size = (holder: Map<number, WriteItem>): number => holder.values().next().value!.byteLength;
+    const size = (holder: Holder): number => holder.ranks.values().next().value!.byteLength;
     const bySize = [...holders.values()].sort((a, b) => size(b) - size(a));
     for (const holder of bySize) {
-      const ranks = [...holder.keys()];
-      const rank = ranks.reduce((best, r) => (load[r]! < load[best]! ? r : best), ranks[0]!);
-      const item = holder.get(rank)!;
+      let rank = -1;
+      for (const r of holder.ranks.keys()) if (rank < 0 || load[r]! < load[rank]!) rank = r;
+      const item = holder.ranks.get(rank)!;
       assigned[rank]!.push(item);
       load[rank]! += item.byteLength;
     }
@@ -93,15 +94,17 @@ export class DefaultSavePlanner implements SavePlanner {
  * The distinct chunks of every tensor must tile it: no two overlap (identical chunks are one
  * replicated chunk) and together they hold every element, or the checkpoint could not be loaded.
  */
-function checkCoverage(holders: ReadonlyMap<string, ReadonlyMap<number, WriteItem>>): void {
+function checkCoverage(holders: ReadonlyMap<string, Holder>): void {
   const byKey = new Map<string, { item: WriteItem; rank: number }[]>();
   for (const holder of holders.values()) {
-    const [rank, item] = holder.entries().next().value!;
-    const chunks = byKey.get(pathId(item.key)) ?? [];
-    chunks.push({ item, rank });
-    byKey.set(pathId(item.key), chunks);
+    const [rank, item] = holder.ranks.entries().next().value!;
+    const chunks = byKey.get(holder.key);
+    if (chunks) chunks.push({ item, rank });
+    else byKey.set(holder.key, [{ item, rank }]);
   }
   for (const chunks of byKey.values()) {
+    // One chunk covering the whole tensor (every unsharded tensor) tiles it by itself.
+    if (chunks.length === 1 && sameNumbers(chunks[0]!.item.chunk.sizes, chunks[0]!.item.shape)) continue;
     const { key, shape } = chunks[0]!.item;
     const shard = (c: { item: WriteItem; rank: number }): string =>
       `the shard at ${JSON.stringify(c.item.chunk.offsets)} of shape ${JSON.stringify(c.item.chunk.sizes)} (rank ${c.rank})`;
@@ -126,6 +129,16 @@ function checkCoverage(holders: ReadonlyMap<string, ReadonlyMap<number, WriteIte
       );
     }
   }
+}
+
+/** The ranks holding one chunk (one key, one box), and the key's id. */
+interface Holder {
+  readonly key: string;
+  readonly ranks: Map<number, WriteItem>;
+}
+
+function sameNumbers(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** Largest first onto the emptiest file; each file then keeps its items in the rank's leaf order. */
