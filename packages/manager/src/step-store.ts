@@ -87,9 +87,8 @@ export class StepStore {
   async committedSteps(): Promise<number[]> {
     await this.#load();
     const steps = this.#index.steps();
-    const queue = new PQueue({ concurrency: READ_CONCURRENCY });
-    const records = await Promise.all(steps.map((step) => queue.add(() => this.#record(step))));
-    return records.flatMap((record) => (record ? [record.step] : []));
+    await this.#readRecords(steps.filter((step) => !this.#records.has(step) && !this.#damaged.has(step)));
+    return steps.filter((step) => this.#records.has(step));
   }
 
   /** The newest committed step whose metadata reads back: reads metadata only from the newest step down to the first usable one. */
@@ -213,20 +212,9 @@ export class StepStore {
     }
     if ((options.maxToKeep ?? 0) > 0) {
       await this.#load();
-      const records: StepRecord[] = [];
-      const reads = new PQueue({ concurrency: READ_CONCURRENCY });
-      await Promise.all(
-        this.#index.steps().map((step) =>
-          reads.add(async () => {
-            try {
-              const record = await this.#record(step);
-              if (record) records.push(record);
-            } catch (error) {
-              failures.push({ step, error });
-            }
-          }),
-        ),
-      );
+      const steps = this.#index.steps();
+      failures.push(...(await this.#readRecords(steps.filter((step) => !this.#records.has(step) && !this.#damaged.has(step)), true)));
+      const records = steps.flatMap((step) => this.#records.get(step) ?? []);
       for (const step of stepsToDelete(records, options)) {
         if (!isBusy(step) && !this.#unfinished.has(step))
           work.push(
@@ -284,6 +272,29 @@ export class StepStore {
     return Object.keys(metadata.files)
       .filter(isPlainName)
       .map((name) => joinPath(stepDir(step), name));
+  }
+
+  /**
+   * Reads (into the cache) the records of `steps` not read yet, a few at a time. A storage failure
+   * is thrown, or with `collect` returned per step while the others go on.
+   */
+  async #readRecords(steps: readonly number[], collect = false): Promise<RetentionFailure[]> {
+    if (steps.length === 0) return [];
+    const failures: RetentionFailure[] = [];
+    const queue = new PQueue({ concurrency: READ_CONCURRENCY });
+    await Promise.all(
+      steps.map((step) =>
+        queue.add(async () => {
+          try {
+            await this.#record(step);
+          } catch (error) {
+            if (!collect) throw error;
+            failures.push({ step, error });
+          }
+        }),
+      ),
+    );
+    return failures;
   }
 
   async #deleteAll(paths: readonly string[]): Promise<void> {
