@@ -1,7 +1,7 @@
 // How a manager scales with the steps already under its root: a save (1 MiB state, save + its
 // retention pass) on a root of N committed steps against the same on an empty root, with and
-// without maxToKeep; one retention pass deleting all but 5 of 2,000 steps against node:fs rm of
-// the same directories; and opening a manager on 2,000 steps against a node:fs readdir.
+// without maxToKeep; opening a manager on 2,000 steps against a node:fs readdir; and one
+// retention pass deleting all but 5 of 2,000 steps against node:fs rm of the same directories.
 import { cp, mkdir, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { type StateDict, hostTensor } from "@cairn/core";
@@ -13,7 +13,7 @@ const suite = "steps";
 const counts = quick ? [10, 100] : [10, 100, 1000, 2000];
 const largest = counts.at(-1)!;
 /** Timed saves per root, after one untimed save that lists the root and reads what retention needs. */
-const saves = quick ? 5 : 15;
+const saves = quick ? 5 : 25;
 const KEEP = 5;
 
 function state(step: number, bytes: number): StateDict {
@@ -30,9 +30,9 @@ async function populate(template: string, root: string, count: number): Promise<
   await Promise.all(copies);
 }
 
-/** A manager saving 1 MiB states on `root` from step `first` on, each `save()` + `join()` (its retention pass included) timed. */
+/** A manager saving 1 MiB states on `root` (a path, or a URL) from step `first` on, each `save()` + `join()` (its retention pass included) timed. */
 async function saver(root: string, first: number, options: CheckpointManagerOptions): Promise<{ next: () => Promise<number>; close: () => Promise<unknown> }> {
-  const mgr = new CheckpointManager(`file://${root}`, 1, { ...managerOptions, ...options });
+  const mgr = new CheckpointManager(root.includes("://") ? root : `file://${root}`, 1, { ...managerOptions, ...options });
   let step = first;
   const next = (): Promise<number> =>
     timed(async () => {
@@ -93,6 +93,32 @@ await withTempDir(async (dir) => {
     }
   }
 
+  // The same on memory://, where no disk noise hides the manager's own cost (steps saved by Cairn).
+  let memoryRoots = 0;
+  const memoryRoot = async (count: number): Promise<string> => {
+    const url = `memory://bench-steps/${process.pid}-${memoryRoots++}`;
+    const writer = new CheckpointManager(url, 1, managerOptions);
+    for (let step = 0; step < count; step++) await writer.save(step, state(step, 4096));
+    await writer.close();
+    return url;
+  };
+  for (const count of counts) {
+    const [times, empty] = await pairedSaveTimes(memoryRoot, count, () => ({}));
+    const value = median(times);
+    const baseline = median(empty);
+    report({
+      suite,
+      name: `save 1 MiB + join on memory://, root of ${count} steps`,
+      value,
+      unit: "s",
+      baseline: { name: "same on an empty root, in turns", value: baseline },
+      ratio: value / baseline,
+      better: "lower",
+      target: 1.1,
+      extra: { saves, range: range(times), emptyRange: range(empty) },
+    });
+  }
+
   // Opening: a new manager's first latestStep() lists the root once and reads one metadata.json.
   const big = await fresh(largest);
   const open = await timed(async () => {
@@ -114,14 +140,17 @@ await withTempDir(async (dir) => {
     better: "lower",
   });
 
-  // Retention: a new manager with maxToKeep 5 saves once on the same root; its pass deletes the rest.
+  // Retention: a new manager with maxToKeep 5 reads what retention needs (one listing, every
+  // step's metadata.json), then saves once on the same root; that save's pass deletes the rest.
   const doomed = largest + 1 - KEEP;
+  const mgr = new CheckpointManager(`file://${big}`, 1, { ...managerOptions, maxToKeep: KEEP });
+  const reading = await timed(() => mgr.allSteps());
   const pass = await timed(async () => {
-    const mgr = new CheckpointManager(`file://${big}`, 1, { ...managerOptions, maxToKeep: KEEP });
     await mgr.save(largest, state(largest, MiB));
-    const { retentionFailures } = await mgr.close();
+    const { retentionFailures } = await mgr.join();
     if (retentionFailures.length > 0 || (await readdir(big)).length !== KEEP) throw new Error("retention did not delete every step it should");
   });
+  await mgr.close();
   const baseRoot = await fresh(largest);
   const emptySaver = await saver(await fresh(0), 0, {});
   const emptySaves: number[] = [];
@@ -134,12 +163,16 @@ await withTempDir(async (dir) => {
   });
   report({
     suite,
-    name: `open + save 1 MiB + retention pass deleting ${doomed} of ${largest + 1} steps`,
+    name: `save 1 MiB + retention pass deleting ${doomed} of ${largest + 1} steps`,
     value: pass,
     unit: "s",
-    baseline: { name: "a save on an empty root + node:fs readdir and rm of the same directories", value: emptySave + removal },
+    baseline: { name: "a save on an empty root + node:fs rm of the same directories", value: emptySave + removal },
     ratio: pass / (emptySave + removal),
     better: "lower",
-    extra: { perStepMs: +(((pass - emptySave) / doomed) * 1000).toFixed(3), nodeFsPerStepMs: +((removal / doomed) * 1000).toFixed(3) },
+    extra: {
+      perStepMs: +(((pass - emptySave) / doomed) * 1000).toFixed(3),
+      nodeFsPerStepMs: +((removal / doomed) * 1000).toFixed(3),
+      listAndReadMetadataSeconds: +reading.toFixed(3),
+    },
   });
 });
