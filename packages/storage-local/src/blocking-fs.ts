@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, fsync, ftruncateSync, linkSync, mkdirSync, openSync, readSync, readdirSync, renameSync, rmdirSync, statSync, unlinkSync, write, writeSync } from "node:fs";
+import { closeSync, fstatSync, fsync, ftruncateSync, linkSync, mkdirSync, openSync, readSync, readvSync, readdirSync, renameSync, rmdirSync, statSync, unlinkSync, write, writeSync } from "node:fs";
 import { opensDirect } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 
@@ -15,6 +15,9 @@ function blockingHandle(fd: number, direct: boolean): FileHandleLike {
         );
       }
       return { bytesWritten: writeSync(fd, buffer, offset, length, position ?? null) };
+    },
+    async readv(buffers, position) {
+      return { bytesRead: readvSync(fd, buffers, position) };
     },
     async truncate(length) {
       ftruncateSync(fd, length);

@@ -3,6 +3,7 @@ import { type ByteRange, type ReadOptions, ReadTarget, pageAlignedSharedBytes } 
 import { directIoAvailable } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 import { errnoOf } from "./fs-errors.js";
+import { rangeLength } from "./file-reads.js";
 
 /** Reads of fewer bytes go through the page cache: bypassing it gains nothing at that size. */
 const DIRECT_READ_MIN_BYTES = 1 << 20;
@@ -121,7 +122,7 @@ export class DirectReads {
   /** The range read past the page cache, or undefined where it should go through it. */
   async read(size: number, range: ByteRange | undefined, options: ReadOptions | undefined): Promise<Uint8Array | undefined> {
     const start = Math.min(range?.offset ?? 0, size);
-    const length = Math.max(0, Math.min(range ? range.length : size, size - start));
+    const length = rangeLength(size, range);
     if (options?.head || length < DIRECT_READ_MIN_BYTES || this.#cold === false) return undefined;
     // At the range's end: its start may be in what the kernel read ahead after the file's header.
     this.#cold ??= !this.#cached(this.#fd, start + length - PROBE_BYTES);

@@ -45,6 +45,7 @@ function recordingFs(faults: { refuseOpen?: boolean; refuseWrite?: boolean; fail
       rec.open++;
       const wrapped: FileHandleLike = {
         read: (b, o, l, p) => handle.read(b, o, l, p),
+        readv: (b, p) => handle.readv(b, p),
         truncate: (length) => handle.truncate(length),
         stat: () => handle.stat(),
         sync: () => handle.sync(),

@@ -15,6 +15,7 @@ export interface FileHandleLike {
   /** The descriptor, where there is a real one (node:fs). */
   readonly fd?: number;
   read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
+  readv(buffers: readonly Uint8Array[], position: number): Promise<{ bytesRead: number }>;
   write(buffer: Uint8Array, offset: number, length: number, position?: number | null): Promise<{ bytesWritten: number }>;
   truncate(length: number): Promise<void>;
   stat(): Promise<{ size: number; isFile(): boolean; isDirectory(): boolean }>;

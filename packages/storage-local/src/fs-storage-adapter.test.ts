@@ -45,6 +45,7 @@ function failingFs(injection: Injection): { fs: FsPromisesLike; thrown: Error[] 
   };
   const handleOf = (handle: FileHandleLike, path: string): FileHandleLike => ({
     read: async (b, o, l, p) => (fail("handle.read", path), handle.read(b, o, l, p)),
+    readv: async (b, p) => (fail("handle.read", path), handle.readv(b, p)),
     write: async (b, o, l, p) => (fail("handle.write", path), handle.write(b, o, l, p)),
     sync: async () => (fail("handle.sync", path), handle.sync()),
     truncate: (length) => handle.truncate(length),

@@ -4,6 +4,7 @@ import PQueue from "p-queue";
 import { type StorageAdapter, CheckpointError } from "@cairn/core";
 import { type ByteRange, type ObjectInfo, type ObjectReader, type PortableStorage, type ReadOptions, type WriteBody, type WriteOptions, ReadTarget, cancelledError, checkRelativePath } from "@cairn/core/storage";
 import { DirectReads, directReadAvailable } from "./direct-read.js";
+import { rangeLength, readRange, readScattered } from "./file-reads.js";
 import { directCreateFlags, directIoAvailable, writeDirect, writeFully } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 import { type FsAction, type FsSite, errnoOf, existingObject, fsError, missingObject } from "./fs-errors.js";
@@ -78,27 +79,6 @@ async function writeWindowed(handle: FileHandleLike, body: Iterable<Uint8Array> 
     await Promise.all(inflight);
   }
   if (failure) throw failure.error;
-}
-
-/** How many bytes of a file of `size` bytes `range` covers (a range past the end is cut there). */
-function rangeLength(size: number, range: ByteRange | undefined): number {
-  const start = Math.min(range?.offset ?? 0, size);
-  return Math.max(0, Math.min(range ? range.length : size, size - start));
-}
-
-/** Reads `range` of an open file of `size` bytes into the buffers `options` gives (see `ReadTarget`). */
-async function readRange(handle: FileHandleLike, size: number, range: ByteRange | undefined, options: ReadOptions | undefined): Promise<Uint8Array> {
-  const start = Math.min(range?.offset ?? 0, size);
-  const length = rangeLength(size, range);
-  const target = new ReadTarget(length, options);
-  let filled = 0;
-  while (filled < length) {
-    const slot = target.slot(filled, length);
-    const { bytesRead } = await handle.read(slot, 0, slot.byteLength, start + filled);
-    if (bytesRead === 0) break;
-    filled += bytesRead;
-  }
-  return target.result(filled);
 }
 
 /**
@@ -194,6 +174,14 @@ export class FsStorageAdapter implements StorageAdapter {
         if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`, null);
         try {
           return (await direct?.read(size, range, options)) ?? (await readRange(opened, size, range, options));
+        } catch (error) {
+          throw fsError(error, site);
+        }
+      },
+      readScattered: async (offset, parts, options) => {
+        if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`, null);
+        try {
+          return await readScattered(opened, offset, parts);
         } catch (error) {
           throw fsError(error, site);
         }

@@ -109,6 +109,7 @@ describe("file:// writes", () => {
         const handle = await base.open(path, flags, mode);
         return {
           read: (b, o, l, p) => handle.read(b, o, l, p),
+          readv: (b, p) => handle.readv(b, p),
           truncate: (length) => handle.truncate(length),
           stat: () => handle.stat(),
           sync: () => handle.sync(),

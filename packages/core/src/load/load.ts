@@ -166,6 +166,11 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
         rereadDamaged: location.storage.remote === true,
         coalesceGapBytes: location.storage.remote === true ? REMOTE_GAP_BYTES : 0,
         sizeOf: (file) => readers.size(file),
+        readScattered: async (file, offset, parts) => {
+          const got = await readers.readScattered(file, offset, parts);
+          bytes += got ?? 0;
+          return got;
+        },
         concurrency: options.concurrency ?? 8,
         maxReadBytes: options.maxReadBytes ?? 8 << 20,
         maxInflightBytes: options.maxInflightBytes ?? 64 << 20,

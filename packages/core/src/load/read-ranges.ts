@@ -63,6 +63,8 @@ export interface RangeReadOptions {
   readonly sizeOf: SizeFn;
   /** Data files whose size and header an earlier call checked: not checked again; files checked here are added. */
   readonly checkedFiles?: Set<string>;
+  /** Reads a range into several buffers in order, resolving the bytes read; undefined where it cannot (see `ObjectReaders.readScattered`). */
+  readonly readScattered?: (file: string, offset: number, parts: readonly Uint8Array[]) => Promise<number | undefined>;
   readonly signal?: AbortSignal;
 }
 
@@ -140,6 +142,7 @@ export async function readRanges(
   async function readRange(range: RangeRead): Promise<void> {
     const direct = directTarget(range, destinations);
     if (direct && !withHeader.has(range)) return readDirect(range, direct);
+    if (!withHeader.has(range) && (await readScattered(range))) return;
     const length = range.end - range.start;
     const scratch = direct ? undefined : (pool.pop() ?? new Uint8Array(maxRead));
     // The header and any gap after it, read in this range's request: [0, range.start).
@@ -199,6 +202,20 @@ export async function readRanges(
       // Every read has settled before the range does: none writes into the destination after a failure is reported.
       await Promise.allSettled(reads.map((r) => r.data));
     }
+  }
+
+  /**
+   * Reads a range of neighbouring pieces that each land in one contiguous run of one destination
+   * straight into those runs, with no buffer and no copy. False, having read nothing, where it cannot.
+   */
+  async function readScattered(range: RangeRead): Promise<boolean> {
+    const parts = options.readScattered ? scatterTargets(range, destinations) : undefined;
+    if (!parts) return false;
+    const got = await options.readScattered!(range.file, range.start, parts);
+    if (got === undefined) return false;
+    if (got < range.end - range.start) throw truncated(range, range.start + got);
+    for (const [i, piece] of range.pieces.entries()) verifyPiece(piece, parts[i]!, destinations);
+    return true;
   }
 
   function truncated(range: RangeRead, fileEnd: number): CheckpointError {
@@ -313,6 +330,20 @@ function directTarget(range: RangeRead, destinations: readonly ReadDestination[]
   if (start < rowStart || end > rowEnd) return undefined;
   const at = layout.dst[0]! * destination.itemSize + (start - rowStart);
   return destination.buffer.subarray(at, at + (end - start));
+}
+
+/** For a range of several pieces with no gaps between them, each piece's destination bytes (as `directTarget`), or undefined if any has none. */
+function scatterTargets(range: RangeRead, destinations: readonly ReadDestination[]): Uint8Array[] | undefined {
+  if (range.pieces.length < 2) return undefined;
+  const parts: Uint8Array[] = [];
+  let end = range.start;
+  for (const piece of range.pieces) {
+    const part = piece.start === end ? directTarget({ file: range.file, start: piece.start, end: piece.end, pieces: [piece] }, destinations) : undefined;
+    if (!part) return undefined;
+    parts.push(part);
+    end = piece.end;
+  }
+  return parts;
 }
 
 function verifyPiece(piece: Piece, data: Uint8Array, destinations: readonly ReadDestination[]): void {

@@ -45,6 +45,19 @@ export class ObjectReaders {
     return this.#retry(async () => (await this.#reader(name)).read({ offset, length }, options));
   }
 
+  /**
+   * Reads from `offset` into `parts` in order (`ObjectReader.readScattered`) and resolves how many
+   * bytes it read; undefined, having read nothing, where the adapter cannot.
+   */
+  async readScattered(name: string, offset: number, parts: readonly Uint8Array[]): Promise<number | undefined> {
+    if (!this.#storage.openReader) return undefined;
+    const options = { signal: this.#options.signal };
+    return this.#retry(async () => {
+      const reader = await this.#reader(name);
+      return reader.readScattered ? reader.readScattered(offset, parts, options) : undefined;
+    });
+  }
+
   /** Closes every reader opened; call once every read has settled. */
   async close(): Promise<void> {
     const opened = [...this.#open.values()];

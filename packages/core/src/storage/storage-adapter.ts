@@ -63,6 +63,12 @@ export interface ObjectReader {
   readonly size: number;
   /** What `StorageAdapter.read` with this range and these options returns, from the opened object. */
   read(range: ByteRange, options?: ReadOptions): Promise<Uint8Array>;
+  /**
+   * Reads the object's bytes from `offset` into `parts`, one after another (a scattered read,
+   * like preadv(2)): core reads neighbouring small tensors straight into their own memory this
+   * way. Resolves how many bytes it read, fewer only where the object ends. Optional.
+   */
+  readScattered?(offset: number, parts: readonly Uint8Array[], options?: Pick<ReadOptions, "signal">): Promise<number>;
   /** Releases the handle; called once, after every read settled. */
   close(): Promise<void>;
 }

@@ -162,6 +162,13 @@ export function storageContractSuite(name: string, options: StorageContractOptio
         expect(got).toEqual(data.subarray(30_005, 90_005));
         expect(head).toEqual(data.subarray(5, 30_005));
         if (got.buffer === into.buffer) expect(got.byteOffset).toBe(into.byteOffset);
+        const parts = [new Uint8Array(10), new Uint8Array(0), new Uint8Array(5000)];
+        const scattered = await readers.readScattered("held", 99_000, parts);
+        if (scattered !== undefined) {
+          expect(scattered).toBe(1000);
+          expect(parts[0]).toEqual(data.subarray(99_000, 99_010));
+          expect(parts[2]!.subarray(0, 990)).toEqual(data.subarray(99_010));
+        }
       } finally {
         await readers.close();
       }
