@@ -223,6 +223,7 @@ export class CheckpointManager {
     this.#pipeline.throwFailure();
     if (this.#pipeline.isPending(step)) throw new CheckpointError("already_exists", `step ${step} is already being saved`, { context: { step } });
     if (await store.isCommitted(step)) {
+      store.noteCommitted(step);
       if (forPreemption && !options.overwrite) {
         this.#preemption.checkpointed(step);
         return true;
