@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { randomFillSync } from "node:crypto";
 import { constants } from "node:fs";
-import { open, readFile, rm } from "node:fs/promises";
+import { open, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { pageAlignedSharedBytes } from "@cairn/core/storage";
 import { MiB, withTempDir } from "./support.js";
@@ -20,12 +20,21 @@ export function fillRandom(data: Uint8Array): void {
   for (let at = 0; at < data.byteLength; at += 64 * MiB) randomFillSync(data.subarray(at, Math.min(data.byteLength, at + 64 * MiB)));
 }
 
-/** A file's bytes read into page-aligned memory, ready for `directWrite`. */
+/** A file's bytes read straight into page-aligned memory, ready for `directWrite`. */
 export async function readAligned(path: string): Promise<Uint8Array> {
-  const bytes = await readFile(path);
-  const data = alignedBytes(bytes.byteLength);
-  data.set(bytes);
-  return data.subarray(0, bytes.byteLength);
+  const handle = await open(path, "r");
+  try {
+    const size = (await handle.stat()).size;
+    const data = alignedBytes(size).subarray(0, size);
+    for (let at = 0; at < size; ) {
+      const { bytesRead } = await handle.read(data, at, Math.min(BLOCK, size - at), at);
+      if (bytesRead === 0) throw new Error(`${path} ended at ${at} of ${size} bytes`);
+      at += bytesRead;
+    }
+    return data;
+  } finally {
+    await handle.close();
+  }
 }
 
 /**
