@@ -35,6 +35,7 @@ export function renderSection(run: BenchRun): string {
     `${run.quick ? "A quick (smoke) run, small sizes, one round: not figures to quote. " : ""}Written ${run.date.slice(0, 16).replace("T", " ")} UTC.`,
     `Machine: ${m.cpu}, ${m.cores} cores, ${m.ramGiB} GiB RAM, Linux ${m.kernel}, Node ${m.node}.`,
   ];
+  if (m.loadAverage !== undefined) lines.push(`Load average when the run started: ${m.loadAverage} (other work on the machine skews every figure).`);
   if (m.disk) {
     lines.push(
       `Disk, measured in the same run on ${formatNumber(m.disk.bytes / 2 ** 20)} MiB of random bytes: direct write + fsync ${formatNumber(m.disk.directWriteFsync)} MiB/s, cold read ${formatNumber(m.disk.coldRead)} MiB/s, warm read ${formatNumber(m.disk.warmRead)} MiB/s (\`dd bs=16M\`).`,

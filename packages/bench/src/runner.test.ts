@@ -64,7 +64,7 @@ describe("tables and docs", () => {
   const run: BenchRun = {
     date: "2026-11-25T12:00:00.000Z",
     quick: false,
-    machine: { cpu: "Test CPU", cores: 2, ramGiB: 23.4, kernel: "6.1", node: "v20.20.2", disk: { bytes: 2 ** 30, directWriteFsync: 1800, coldRead: 1300, warmRead: 6700 } },
+    machine: { cpu: "Test CPU", cores: 2, ramGiB: 23.4, loadAverage: 3.5, kernel: "6.1", node: "v20.20.2", disk: { bytes: 2 ** 30, directWriteFsync: 1800, coldRead: 1300, warmRead: 6700 } },
     suites: [{ suite: "fake", date: "2026-11-25T12:00:00.000Z", seconds: 3, ok: true }],
     results,
   };
@@ -82,6 +82,7 @@ describe("tables and docs", () => {
     expect(section).toContain("Machine: Test CPU, 2 cores, 23.4 GiB RAM");
     expect(section).toContain("direct write + fsync 1800 MiB/s, cold read 1300 MiB/s, warm read 6700 MiB/s");
     expect(section).toContain("### `other`");
+    expect(section).toContain("Load average when the run started: 3.5");
     expect(section).toContain("seconds 1.50–2.25");
     const first = replaceSection("# Benchmarks\n\nHand-written intro.\n", section);
     expect(first).toBe(`# Benchmarks\n\nHand-written intro.\n\n${section}\n`);

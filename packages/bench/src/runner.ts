@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { mkdtemp, readFile, readdir, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { cpus, release, tmpdir, totalmem, version } from "node:os";
+import { cpus, loadavg, release, tmpdir, totalmem, version } from "node:os";
 import { basename, join } from "node:path";
 import { type DiskFigures, measureDisk } from "./disk.js";
 import type { BenchResult } from "./report.js";
@@ -15,6 +15,8 @@ export interface Machine {
   readonly ramGiB: number;
   readonly kernel: string;
   readonly node: string;
+  /** The 1-minute load average when the run started: other work on the machine skews every figure. */
+  readonly loadAverage?: number;
   /** The benchmark disk, measured in the same run; absent when not asked for. */
   readonly disk?: DiskFigures;
 }
@@ -68,6 +70,7 @@ export function describeMachine(disk?: DiskFigures): Machine {
     ramGiB: +(totalmem() / 2 ** 30).toFixed(1),
     kernel: `${release()} ${version()}`,
     node: process.version,
+    loadAverage: +loadavg()[0]!.toFixed(1),
     ...(disk ? { disk } : {}),
   };
 }
@@ -103,6 +106,7 @@ async function runSuite(file: string, quick: boolean): Promise<{ run: SuiteRun; 
  * `CAIRN_BENCH_OUT` set, and returns every result; suites not run keep `previous`'s results.
  */
 export async function runSuites(options: RunOptions): Promise<BenchRun> {
+  const load = loadavg()[0]!;
   const names = await findSuites(options.suitesDir, options.names);
   const disk = options.diskBytes > 0 ? await measureDisk(options.diskBytes) : undefined;
   const runs: SuiteRun[] = [];
@@ -119,7 +123,7 @@ export async function runSuites(options: RunOptions): Promise<BenchRun> {
   return {
     date: new Date().toISOString(),
     quick: options.quick,
-    machine: describeMachine(disk ?? kept?.machine.disk),
+    machine: { ...describeMachine(disk ?? kept?.machine.disk), loadAverage: +load.toFixed(1) },
     suites: [...keptSuites, ...runs].sort((a, b) => a.suite.localeCompare(b.suite)),
     results: [...keptResults, ...results].sort((a, b) => a.suite.localeCompare(b.suite)),
   };
