@@ -1,4 +1,4 @@
-// One run of the async-save benchmark, in its own process (so peak RSS is its own):
+// One run of the async-training suite, in its own process (so peak RSS is its own):
 //   <mode> <root>   mode: sync | copy | reference | rawfs | rawfs-direct | overlap
 // rawfs and rawfs-direct are baselines without Cairn: the same bytes, in one buffer, written to
 // one file per save with node:fs by a worker thread of its own (write in 64 MiB calls, then
@@ -25,15 +25,17 @@ import { Worker } from "node:worker_threads";
 import * as tf from "@tensorflow/tfjs";
 import { pageAlignedSharedBytes } from "@cairn/core/storage";
 import { CheckpointManager } from "@cairn/manager";
-import { median } from "./bench-support.js";
+import { median, sendResult } from "./support.js";
 
 const [mode, root] = process.argv.slice(2) as ["sync" | "copy" | "reference" | "rawfs" | "rawfs-direct" | "overlap", string];
 await tf.setBackend("cpu");
 const MiB = 1 << 20;
 
 const state: Record<string, tf.Tensor> = {};
-for (let i = 0; i < 3; i++) state[`large${i}`] = tf.variable(tf.fill([(256 * MiB) / 4], i + 0.5));
-for (let i = 0; i < 2000; i++) state[`small${i}`] = tf.variable(tf.fill([Math.floor((256 * MiB) / 2000 / 4)], i));
+/** A quarter of the state: 256 MiB, or 4 MiB in a quick run. */
+const QUARTER = process.env.CAIRN_BENCH_QUICK === "1" ? 4 * MiB : 256 * MiB;
+for (let i = 0; i < 3; i++) state[`large${i}`] = tf.variable(tf.fill([QUARTER / 4], i + 0.5));
+for (let i = 0; i < 2000; i++) state[`small${i}`] = tf.variable(tf.fill([Math.floor(QUARTER / 2000 / 4)], i));
 const bytes = Object.values(state).reduce((n, t) => n + t.size * 4, 0);
 
 const model = tf.sequential({ layers: [tf.layers.dense({ units: 256, inputShape: [256], activation: "relu" }), tf.layers.dense({ units: 1 })] });
@@ -59,9 +61,11 @@ async function stepTime(steps: number, until?: Promise<unknown>): Promise<{ ms: 
   return { ms: (performance.now() - started) / n, steps: n };
 }
 for (let i = 0; i < 5; i++) trainStep();
-const idle = await stepTime(40);
+/** Idle steps before each save (and four times as many before the first): fewer in a quick run. */
+const IDLE = process.env.CAIRN_BENCH_QUICK === "1" ? 3 : 10;
+const idle = await stepTime(4 * IDLE);
 
-const SAVES = Number(process.env.CAIRN_BENCH_SAVES ?? 5);
+const SAVES = Number(process.env.CAIRN_BENCH_SAVES ?? (process.env.CAIRN_BENCH_QUICK === "1" ? 2 : 5));
 let committedAt = 0;
 /** Per step: ms the training thread spent in reference staging's background copy (the manager's `committed` event). */
 const copyMs = new Map<number, number>();
@@ -208,7 +212,7 @@ let busyMs = 0;
 let busySteps = 0;
 for (let step = 1; step <= SAVES; step++) {
   // Idle steps before each save, so a drift in the machine's speed during the run shows on both sides.
-  const before = await stepTime(10);
+  const before = await stepTime(IDLE);
   idleMs += before.ms * before.steps;
   idleSteps += before.steps;
   const started = performance.now();
@@ -226,8 +230,7 @@ for (let step = 1; step <= SAVES; step++) {
 await close();
 const blockedMs = median(blocked);
 const totalSeconds = median(seconds);
-process.stdout.write(
-  JSON.stringify({
+sendResult({
     mode,
     bytes,
     saves: SAVES,
@@ -240,5 +243,4 @@ process.stdout.write(
     busyStepMs: busySteps > 0 ? busyMs / busySteps : undefined,
     busySteps,
     peakRss: process.resourceUsage().maxRSS * 1024,
-  }),
-);
+});

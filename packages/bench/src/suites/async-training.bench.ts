@@ -1,6 +1,6 @@
-// `pnpm bench` for background saves: a 1 GiB state dict of tfjs tensors on file://, saved by a
+// Training with background saves in flight: a 1 GiB state dict (16 MiB in a quick run) of tfjs tensors on file://, saved by a
 // synchronous `save` and by `saveAsync` with each staging strategy, each in its own process,
-// for CAIRN_BENCH_ROUNDS rounds (default 3) of all of them and the baselines. Prints how long each call blocked
+// for CAIRN_BENCH_ROUNDS rounds (default 3; 1 quick) of all of them and the baselines. Prints how long each call blocked
 // training (and the ratio to the synchronous save), background throughput against the
 // synchronous save, peak RSS, and the step time of a tfjs training loop (cpu backend) without
 // and with a save in flight, over several saves per process (see async-bench-child.ts); then the
@@ -11,15 +11,12 @@
 // (as Cairn's file:// does): what writing 1 GiB at all costs training on this machine. A third
 // baseline, overlap, is the best a reference-staging design could do by overlapping the training
 // thread's copy with the writes (see async-bench-child.ts).
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { runTypeScript } from "@cairn/core/testing";
-import { median } from "./bench-support.js";
+import { report } from "../report.js";
+import { MiB, median, rounds as roundsOf, runChild, withTempDir } from "../support.js";
 
-const child = fileURLToPath(new URL("./async-bench-child.ts", import.meta.url));
-const MiB = 1 << 20;
+const SUITE = "async-training";
+const child = fileURLToPath(new URL("../async-training-child.ts", import.meta.url));
 
 interface Run {
   mode: string;
@@ -36,7 +33,7 @@ interface Run {
   peakRss: number;
 }
 
-const ROUNDS = Number(process.env.CAIRN_BENCH_ROUNDS ?? 3);
+const ROUNDS = roundsOf(3);
 const MODES = ["sync", "copy", "reference", "rawfs", "rawfs-direct", "overlap"] as const;
 
 const LABELS: Record<(typeof MODES)[number], string> = {
@@ -53,15 +50,8 @@ const rounds: Record<(typeof MODES)[number], Run>[] = [];
 for (let round = 0; round < ROUNDS; round++) {
   const runs = {} as Record<(typeof MODES)[number], Run>;
   for (const mode of MODES) {
-    const dir = await mkdtemp(join(tmpdir(), "cairn-async-bench-"));
-    try {
-      const result = await runTypeScript(child, [mode, `file://${dir}/run`]);
-      if (result.code !== 0) throw new Error(`${mode} failed:\n${result.stderr}`);
-      runs[mode] = JSON.parse(result.stdout) as Run;
-      console.log(`round ${round + 1} ${mode}: ${JSON.stringify(runs[mode])}`);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    runs[mode] = await withTempDir(async (dir) => (await runChild<Run>(child, [mode, `file://${dir}/run`])).result, "cairn-bench-async-training-");
+    console.log(`round ${round + 1} ${mode}: ${JSON.stringify(runs[mode])}`);
   }
   rounds.push(runs);
 }
@@ -115,4 +105,39 @@ for (const mode of ["copy", "reference", "overlap"] as const) {
   console.log(
     `| ${LABELS[mode]} | ${(median(m.blocked) * 100).toFixed(1)} % | ${median(m.throughput).toFixed(2)}x | ${percent(slowdown)} | ${(slowdown / directSlowdown).toFixed(2)}x | ${(slowdown / rawSlowdown).toFixed(2)}x |`,
   );
+}
+
+const state = `${(rounds[0]!.sync.bytes / MiB).toFixed(0)} MiB of tfjs tensors`;
+const syncRuns = rounds.map((runs) => runs.sync);
+for (const mode of ["copy", "reference"] as const) {
+  const runs = rounds.map((r) => r[mode]);
+  const label = mode === "copy" ? "saveAsync, copy staging" : "saveAsync, reference staging";
+  const blocked = median(runs.map((r) => r.blockedMs / 1000));
+  const syncSeconds = median(syncRuns.map((r) => r.blockedMs / 1000));
+  report({ suite: SUITE, name: `${label}: blocks training, ${state}`, value: blocked, unit: "s", baseline: { name: "synchronous save", value: syncSeconds }, ratio: blocked / syncSeconds, better: "lower", target: 0.05 });
+  const throughput = median(runs.map((r) => r.backgroundMBps));
+  const syncThroughput = median(syncRuns.map(syncMBps));
+  report({
+    suite: SUITE,
+    name: `${label}: background throughput, ${state}`,
+    value: throughput,
+    unit: "MB/s",
+    baseline: { name: "synchronous save", value: syncThroughput },
+    ratio: throughput / syncThroughput,
+    better: "higher",
+    target: 0.8,
+  });
+  const idle = median(runs.map((r) => r.idleStepMs));
+  const busy = median(runs.map((r) => r.busyStepMs ?? r.idleStepMs));
+  report({
+    suite: SUITE,
+    name: `${label}: training step with a save in flight, ${state}`,
+    value: busy / 1000,
+    unit: "s",
+    baseline: { name: "idle training step", value: idle / 1000 },
+    ratio: busy / idle,
+    better: "lower",
+    target: 1.1,
+    extra: { directWriteSlowdown: directSlowdown, bufferedWriteSlowdown: rawSlowdown, peakRssMiB: median(runs.map((r) => r.peakRss / MiB)) },
+  });
 }
