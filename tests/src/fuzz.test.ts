@@ -1,7 +1,7 @@
 import { readFile, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { type DType, type HostTensor, type StateDict, CheckpointError, hostTensor, load, openStorage, readMetadata, save } from "@cairn/core";
-import { bytesOf, itemSize, numel } from "@cairn/core/format";
+import { bytesOf, crc32c, itemSize, numel } from "@cairn/core/format";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { locations, sampleTensor, sharedPrototypes, tempDir } from "./helpers.js";
@@ -186,4 +186,43 @@ describe("fuzz: every changed, cut or extended byte of every file of a checkpoin
     // The pristine checkpoint still loads exactly: every failure above was the damage.
     expectSame(await load(dir), state());
   }, 30_000);
+});
+
+describe("fuzz: a metadata.json 2.x changed in structure (with a fresh checksum) is read or refused, never trusted blindly", () => {
+  /** Every JSON path in `value` below `entries` and `files`: where a hostile writer would change a field. */
+  function paths(value: unknown, at: (string | number)[] = []): (string | number)[][] {
+    if (typeof value !== "object" || value === null) return [at];
+    const keys: (string | number)[] = Array.isArray(value) ? value.map((_, i) => i) : Object.keys(value);
+    return [at, ...keys.flatMap((k) => paths((value as Record<string | number, unknown>)[k], [...at, k]))];
+  }
+
+  it("load without a target returns or throws corrupt / unsupported_version, and no prototype changes", async () => {
+    const dir = join(await tempDir(), "ckpt");
+    await save({ model: { layers: [{ w: sampleTensor("float32", [4, 3], 1) }, { w: sampleTensor("int32", [5], 2) }] }, blob: Uint8Array.of(1, 2), step: 3, nan: NaN }, dir);
+    const path = join(dir, "metadata.json");
+    const { metadataCrc32c: _, ...raw } = JSON.parse(await readFile(path, "utf8")) as Record<string, unknown>;
+    const targets = paths({ entries: raw.entries, files: raw.files }).filter((p) => p.length > 0);
+    const before = sharedPrototypes();
+    await fc.assert(
+      fc.asyncProperty(fc.nat(), fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.constantFrom(...FORBIDDEN), fc.constant(-1), fc.constant(2 ** 53)), async (which, replacement) => {
+        const edited = structuredClone(raw);
+        const target = targets[which % targets.length]!;
+        let node = edited as Record<string | number, unknown>;
+        for (const key of target.slice(0, -1)) node = node[key] as Record<string | number, unknown>;
+        node[target.at(-1)!] = replacement;
+        const body = JSON.stringify(edited);
+        await writeFile(path, `{"metadataCrc32c":${crc32c(new TextEncoder().encode(body))},${body.slice(1)}`);
+        const outcome = await load(dir).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        if (outcome !== undefined) {
+          expect(outcome, `${JSON.stringify(target)} = ${JSON.stringify(replacement)}: ${String(outcome)}`).toBeInstanceOf(CheckpointError);
+          expect(["corrupt", "unsupported_version"], `${JSON.stringify(target)} = ${JSON.stringify(replacement)}: ${String(outcome)}`).toContain((outcome as CheckpointError).code);
+        }
+        expect(sharedPrototypes()).toEqual(before);
+      }),
+      { seed, numRuns: 300 },
+    );
+  }, 60_000);
 });
