@@ -70,7 +70,7 @@ describe("cairn ls, inspect", () => {
     const json = jsonLines(await cairn(["inspect", dir, "--json"]))[0] as { entries: Record<string, unknown>[]; blockSize: number };
     expect(json.blockSize).toBe(1024);
     expect(json.entries[0]).toMatchObject({ key: ["model", "w"], kind: "tensor", dtype: "float32", shape: [64, 32], files: [file] });
-    expect(json.entries[0]!.chunks).toEqual([expect.objectContaining({ offsets: [0, 0], sizes: [64, 32], file, byteLength: 64 * 32 * 4 })]);
+    expect(json.entries[0]!.chunks).toEqual([expect.objectContaining({ offsets: [0, 0], sizes: [64, 32], file, byteLength: 64 * 32 * 4, blockSize: 1024 })]);
     expect(json.entries[2]).toMatchObject({ key: ["step"], kind: "value", value: 3 });
   });
 

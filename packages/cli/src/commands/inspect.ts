@@ -9,7 +9,7 @@ export const inspectCommand: CommandSpec = {
   summary: "show a checkpoint's entries: kind, dtype, global shape, chunks and files",
   help: [
     "Reads only metadata.json. Values saved inline (numbers, strings…) are shown with their value.",
-    "With --json, prints { checkpoint, format, version, worldSize, createdAt, blockSize, bytes, files, entries, user }, where each entry has its key path, display name, kind, dtype, shape, and chunks (offsets, sizes, file, byteOffset, byteLength).",
+    "With --json, prints { checkpoint, format, version, worldSize, createdAt, blockSize, bytes, files, entries, user }, where each entry has its key path, display name, kind, dtype, shape, and chunks (offsets, sizes, file, byteOffset, byteLength, blockSize).",
   ],
   minArgs: 1,
   maxArgs: 1,
@@ -24,7 +24,7 @@ export const inspectCommand: CommandSpec = {
       );
       const text = [
         `${location.where}: ${summary.format} ${summary.version}, ${summary.worldSize} rank${summary.worldSize === 1 ? "" : "s"}, committed ${summary.createdAt}`,
-        `${entries.length} entries, ${summary.files.length} data files, ${formatBytes(summary.bytes)}, CRC32C blocks of ${formatBytes(summary.blockSize)}`,
+        `${entries.length} entries, ${summary.files.length} data files, ${formatBytes(summary.bytes)}, CRC32C blocks of up to ${formatBytes(summary.blockSize)}`,
         ...(Object.keys(summary.user).length > 0 ? [`user metadata: ${JSON.stringify(summary.user).slice(0, 300)}`] : []),
         "",
         table([["KEY", "KIND", "DTYPE", "SHAPE", "CHUNKS", "FILES / VALUE"], ...rows]),

@@ -11,7 +11,7 @@ export type InspectedEntry =
       readonly kind: "tensor" | "bytes";
       readonly dtype: DType;
       readonly shape: readonly number[];
-      readonly chunks: readonly { offsets: readonly number[]; sizes: readonly number[]; file: string; byteOffset: number; byteLength: number }[];
+      readonly chunks: readonly { offsets: readonly number[]; sizes: readonly number[]; file: string; byteOffset: number; byteLength: number; blockSize: number }[];
       /** The data files its chunks are in, each once. */
       readonly files: readonly string[];
     };
@@ -21,6 +21,7 @@ export interface CheckpointSummary {
   readonly version: string;
   readonly worldSize: number;
   readonly createdAt: string;
+  /** The largest checksum block of any chunk (each chunk lists its own). */
   readonly blockSize: number;
   /** Bytes of all data files. */
   readonly bytes: number;
@@ -49,7 +50,7 @@ export function inspectCheckpoint(metadata: CheckpointMetadata): CheckpointSumma
           kind: e.kind,
           dtype: e.kind === "tensor" ? e.dtype : "uint8",
           shape: e.kind === "tensor" ? e.shape : [e.byteLength],
-          chunks: e.chunks.map(({ offsets, sizes, file, byteOffset, byteLength }) => ({ offsets, sizes, file, byteOffset, byteLength })),
+          chunks: e.chunks.map(({ offsets, sizes, file, byteOffset, byteLength, blockSize }) => ({ offsets, sizes, file, byteOffset, byteLength, blockSize })),
           files: [...new Set(e.chunks.map((c) => c.file))],
         },
   );
