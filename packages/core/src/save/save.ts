@@ -18,7 +18,7 @@ import {
   METADATA_FILE,
 } from "../format/metadata.js";
 import type { DataFilePlan, GlobalSavePlan, SavePlan } from "../plan/save-planner.js";
-import { type StateDict, pathId } from "../state/state-dict.js";
+import { type KeyPath, type StateDict, pathId } from "../state/state-dict.js";
 import { joinPath } from "../storage/storage-adapter.js";
 import { isDataFileName } from "../format/naming.js";
 import { type WrittenChunk, writeDataFile } from "./write-data-file.js";
@@ -217,11 +217,12 @@ function buildMetadata(
   blockSize: number,
 ): CheckpointMetadata {
   const files = Object.create(null) as Record<string, DataFileMetadata>;
+  const idOf = keyIds();
   const byKey = new Map<string, EntryMetadata & { chunks?: ChunkMetadata[] }>();
   for (const outcome of outcomes) {
     Object.assign(files, outcome.files);
     for (const { item, chunk } of outcome.chunks) {
-      const id = pathId(item.key);
+      const id = idOf(item.key);
       let entry = byKey.get(id) as { chunks: ChunkMetadata[] } | undefined;
       if (!entry) {
         const base =
@@ -234,7 +235,7 @@ function buildMetadata(
       entry.chunks.push(chunk);
     }
   }
-  for (const value of prepared.plan.values) byKey.set(pathId(value.key), value);
+  for (const value of prepared.plan.values) byKey.set(idOf(value.key), value);
   return {
     format: FORMAT_NAME,
     version: `${FORMAT_MAJOR}.${FORMAT_MINOR}`,
@@ -242,22 +243,39 @@ function buildMetadata(
     createdAt: new Date().toISOString(),
     checksum: { algorithm: "crc32c", blockSize },
     files,
-    entries: entryOrder(prepared.plans).map((id) => byKey.get(id)!),
+    entries: entryOrder(prepared.plans, idOf).map((id) => byKey.get(id)!),
     user: options.metadata ?? {},
   };
 }
 
 /** Entries in the order their leaves stood in the state dicts (rank 0's first), so a load without target rebuilds the same key order. */
-function entryOrder(plans: readonly SavePlan[]): string[] {
+function entryOrder(plans: readonly SavePlan[], idOf: (key: KeyPath) => string): string[] {
   const order = new Set<string>();
   for (const plan of plans) {
-    const leaves = [
-      ...plan.items.map((i) => ({ leafIndex: i.leafIndex, key: i.key })),
-      ...plan.values.map((v) => ({ leafIndex: v.leafIndex, key: v.entry.key })),
-    ].sort((a, b) => a.leafIndex - b.leafIndex);
-    for (const { key } of leaves) order.add(pathId(key));
+    // The default planner lists items and values each in leaf order: merged, not sorted again.
+    const items = inLeafOrder(plan.items);
+    const values = inLeafOrder(plan.values);
+    for (let i = 0, v = 0; i < items.length || v < values.length; ) {
+      const takeItem = v >= values.length || (i < items.length && items[i]!.leafIndex < values[v]!.leafIndex);
+      order.add(idOf(takeItem ? items[i++]!.key : values[v++]!.entry.key));
+    }
   }
   return [...order];
+}
+
+function inLeafOrder<T extends { readonly leafIndex: number }>(list: readonly T[]): readonly T[] {
+  for (let i = 1; i < list.length; i++) if (list[i]!.leafIndex < list[i - 1]!.leafIndex) return [...list].sort((a, b) => a.leafIndex - b.leafIndex);
+  return list;
+}
+
+/** `pathId` remembered per key path array, for the span of one commit: each key is stringified once. */
+function keyIds(): (key: KeyPath) => string {
+  const ids = new WeakMap<KeyPath, string>();
+  return (key) => {
+    let id = ids.get(key);
+    if (id === undefined) ids.set(key, (id = pathId(key)));
+    return id;
+  };
 }
 
 async function removeFiles(location: OpenedCheckpoint, files: readonly DataFilePlan[]): Promise<void> {
