@@ -75,7 +75,7 @@ describe.each([
     expect(outputs[2]!.signal).toBe("SIGKILL");
     const survivors = results(outputs[0]!.stdout + outputs[1]!.stdout);
     expect(survivors).toHaveLength(2);
-    for (const r of survivors) expect(r).toMatchObject({ ok: false, code: "process_group", message: expect.stringMatching(/rank 2 disconnected: its lease/) });
+    for (const r of survivors) expect(r).toMatchObject({ ok: false, code: "process_group", message: expect.stringMatching(/rank 2 disconnected: its liveness key/) });
     await expect(readMetadata(`file://${dir}/2`)).rejects.toMatchObject({ code: expect.stringMatching(/not_committed|not_found/) });
     const left = await readdir(`${dir}/2`).catch(() => []);
     expect(left.filter((f) => !f.includes("data-r2-"))).toEqual([]);

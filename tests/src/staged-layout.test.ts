@@ -1,5 +1,5 @@
 import { DefaultSavePlanner, type HostTensor, asyncSave, hostTensor, load } from "@cairn/core";
-import { TcpProcessGroup, freePort } from "@cairn/distributed";
+import { connectTcpProcessGroup, freePort } from "@cairn/distributed";
 import { describe, expect, it } from "vitest";
 import { openRecording } from "./fixtures/recording-file-storage.js";
 import { sampleTensor, tempDir } from "./helpers.js";
@@ -78,7 +78,7 @@ describe("copy staging lays data files out as they are written", () => {
   it("with two ranks, writes a file the global plan lays out otherwise as before, and every byte lands where the metadata says", async () => {
     const url = new URL(`file://${await tempDir()}/ckpt`);
     const port = await freePort();
-    const groups = await Promise.all([0, 1].map((rank) => TcpProcessGroup.connect({ rank, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 10_000 })));
+    const groups = await Promise.all([0, 1].map((rank) => connectTcpProcessGroup({ rank, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 10_000 })));
     // Both ranks hold all three (replicated), so each stages its two predicted files [a, c] and [b].
     // The global plan writes each once: a and c on rank 0, which spreads them over two files of
     // one tensor each (not the [a, c] it staged), and b on rank 1, as staged.

@@ -1,14 +1,15 @@
 import { randomUUID } from "node:crypto";
-import { type Store, StoreProcessGroup, openStore } from "@cairn/distributed";
-import { type TestServer, startEtcd, startRedis } from "@cairn/distributed/testing";
+import { type Store, StoreProcessGroup } from "@cairn/distributed";
+import { type TestServer, startEtcd, startRedis, startTcpStore } from "@cairn/distributed/testing";
 import "@cairn/store-etcd";
 import "@cairn/store-redis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 describe.each([
+  ["embedded TCP", startTcpStore],
   ["etcd", startEtcd],
   ["redis", startRedis],
-])("StoreProcessGroup on a real %s server", (_name, startServer) => {
+])("StoreProcessGroup on a real %s store", (_name, startServer) => {
   let server: TestServer;
   const open: StoreProcessGroup[] = [];
 
@@ -23,7 +24,7 @@ describe.each([
   /** `worldSize` ranks in this process, each with its own store client, as separate processes would have. */
   async function groups(worldSize: number, options: { timeoutMs?: number; runId?: string } = {}): Promise<{ groups: StoreProcessGroup[]; stores: Store[] }> {
     const runId = options.runId ?? randomUUID();
-    const stores = await Promise.all(Array.from({ length: worldSize }, () => openStore(server.url, { leaseMs: 2_000 })));
+    const stores = await Promise.all(Array.from({ length: worldSize }, () => server.open()));
     const all = await Promise.all(stores.map((store, rank) => StoreProcessGroup.connect({ store, rank, worldSize, runId, timeoutMs: options.timeoutMs ?? 10_000 })));
     open.push(...all);
     return { groups: all, stores };
@@ -69,7 +70,7 @@ describe.each([
     const { groups: g, stores } = await groups(3);
     await stores[1]!.close();
     const results = await Promise.allSettled([g[0]!.barrier(), g[2]!.barrier()]);
-    for (const r of results) expect((r as PromiseRejectedResult).reason).toMatchObject({ code: "process_group", message: expect.stringMatching(/rank 1 disconnected: its lease/) });
+    for (const r of results) expect((r as PromiseRejectedResult).reason).toMatchObject({ code: "process_group", message: expect.stringMatching(/rank 1 disconnected: its liveness key/) });
   });
 
   it("times out a collective that a rank never reaches, naming the rank", async () => {
@@ -80,12 +81,12 @@ describe.each([
   it("refuses a second process claiming a rank, and a rank with another world size", async () => {
     const runId = randomUUID();
     await groups(1, { runId });
-    const claimant = await openStore(server.url);
+    const claimant = await server.open();
     await expect(StoreProcessGroup.connect({ store: claimant, rank: 0, worldSize: 1, runId, timeoutMs: 2_000 })).rejects.toMatchObject({
       code: "process_group",
       message: expect.stringMatching(/RANK=0 of run .* is already taken/),
     });
-    const other = await openStore(server.url);
+    const other = await server.open();
     await expect(StoreProcessGroup.connect({ store: other, rank: 1, worldSize: 2, runId, timeoutMs: 2_000 })).rejects.toMatchObject({
       code: "invalid_argument",
       message: expect.stringMatching(/WORLD_SIZE=2 but run .* has 1/),
@@ -100,7 +101,7 @@ describe.each([
     const { groups: g } = await groups(2, { runId });
     await Promise.all(g.map((r) => r.barrier()));
     await Promise.all(g.map((r) => r.close()));
-    const probe = await openStore(server.url);
+    const probe = await server.open();
     try {
       expect(await probe.get(`${runId}/world`)).toBeUndefined();
       expect(await probe.get(`${runId}/c/${""}/1/0`)).toBeUndefined();

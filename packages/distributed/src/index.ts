@@ -1,8 +1,10 @@
 /**
- * @cairn/distributed owns the ranks of a job: env:// rendezvous, the TCP rendezvous server and process group, the Store interface
- * with the process group over it (etcd, Redis), and the cairn-run launcher. It may import @cairn/core and node: built-ins; core never imports it.
+ * @cairn/distributed owns the ranks of a job: env:// rendezvous, the Store interface and the process group over
+ * it, the embedded TCP store (etcd and Redis in their own packages), and the cairn-run launcher. It may import @cairn/core and node: built-ins; core never imports it.
  */
-export { type TcpProcessGroupOptions, TcpProcessGroup } from "./tcp-process-group.js";
+export { type TcpProcessGroupOptions, connectTcpProcessGroup } from "./tcp-process-group.js";
+export { type TcpStoreOptions, TcpStore } from "./tcp-store.js";
+export { type TcpStoreServerOptions, TcpStoreServer } from "./tcp-store-server.js";
 export { type Store, type StoreOptions, DEFAULT_LEASE_MS } from "./store.js";
 export { type StoreFactory, registerStore, openStore } from "./store-registry.js";
 export { type StoreProcessGroupOptions, StoreProcessGroup } from "./store-process-group.js";

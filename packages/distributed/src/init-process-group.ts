@@ -1,7 +1,7 @@
 import { CheckpointError, SingleProcessGroup } from "@cairn/core";
 import { openStore } from "./store-registry.js";
 import { StoreProcessGroup } from "./store-process-group.js";
-import { TcpProcessGroup } from "./tcp-process-group.js";
+import { connectTcpProcessGroup } from "./tcp-process-group.js";
 
 export interface InitProcessGroupOptions {
   /**
@@ -30,7 +30,7 @@ export interface InitProcessGroupOptions {
 }
 
 /** What `initProcessGroup` returns: a group to pass to `save`, `load` and `CheckpointManager`, and `close()` to leave it. */
-export type InitializedProcessGroup = (TcpProcessGroup | StoreProcessGroup | SingleProcessGroup) & { close(): Promise<void> };
+export type InitializedProcessGroup = (StoreProcessGroup | SingleProcessGroup) & { close(): Promise<void> };
 
 /**
  * Joins the job's process group, like `torch.distributed.init_process_group`. With no
@@ -68,7 +68,7 @@ export async function initProcessGroup(options: InitProcessGroupOptions = {}): P
     throw new CheckpointError("invalid_argument", `init method ${JSON.stringify(method)} is not supported; use env:// or tcp://host:port`);
   }
   const token = env.CAIRN_JOB_TOKEN || undefined;
-  return TcpProcessGroup.connect({ rank, worldSize, host, port, timeoutMs, ...(token === undefined ? {} : { token }) });
+  return connectTcpProcessGroup({ rank, worldSize, host, port, timeoutMs, ...(token === undefined ? {} : { token }) });
 }
 
 function integer(env: Readonly<Record<string, string | undefined>>, name: string, fallback: number | undefined): number {

@@ -11,6 +11,8 @@ export interface StoreProcessGroupOptions {
   readonly runId: string;
   /** How long a collective (and the join) may wait for its last rank (default 300 000 ms). */
   readonly timeoutMs?: number;
+  /** What to check when a rank does not join (default: the same CAIRN_STORE, CAIRN_RUN_ID and WORLD_SIZE). */
+  readonly joinHint?: string;
 }
 
 type Kind = "allGather" | "broadcast" | "barrier";
@@ -70,7 +72,7 @@ class Session {
     if (broken !== undefined) this.fail(broken, false);
     if (left !== undefined) this.fail(`rank ${rank} closed the process group before reaching ${what}`);
     if (claimed !== undefined && alive === undefined) {
-      this.fail(`rank ${rank} disconnected: its lease on ${this.store.where} expired (its process exited or crashed)`);
+      this.fail(`rank ${rank} disconnected: its liveness key on ${this.store.where} is gone (its process exited or crashed, or lost its connection or lease)`);
     }
   }
 
@@ -131,8 +133,8 @@ class Session {
       await this.collect(tag, seq);
       return kind === "allGather" ? values : null;
     } catch (error) {
-      if (error instanceof CheckpointError && error.code === "process_group") throw (this.broken ??= error);
-      return this.fail(`${what} failed on the store at ${this.store.where}: ${(error as Error).message}`);
+      if (error === this.broken) throw error;
+      return this.fail(`${what} failed: ${(error as Error).message}`);
     }
   }
 
@@ -214,7 +216,7 @@ export class StoreProcessGroup implements CoordinatedProcessGroup {
       const deadline = Date.now() + timeoutMs;
       for (let r = 0; r < worldSize; r++) {
         if (r === rank) continue;
-        const late = `rank ${r} did not join run ${runId} on ${store.where} within ${seconds(timeoutMs)}; start every rank with the same CAIRN_STORE, CAIRN_RUN_ID and WORLD_SIZE`;
+        const late = `rank ${r} did not join ${runId === "job" ? "" : `run ${runId} `}on ${store.where} within ${seconds(timeoutMs)}; ${options.joinHint ?? "start every rank with the same CAIRN_STORE, CAIRN_RUN_ID and WORLD_SIZE"}`;
         await session.take(`rank/${r}`, r, "the join", deadline, late);
       }
     } catch (error) {

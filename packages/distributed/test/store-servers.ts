@@ -9,6 +9,10 @@ import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { freePort } from "../src/launch-ranks.js";
+import type { Store } from "../src/store.js";
+import { openStore } from "../src/store-registry.js";
+import { TcpStore } from "../src/tcp-store.js";
+import { TcpStoreServer } from "../src/tcp-store-server.js";
 
 const run = promisify(execFile);
 const CACHE = fileURLToPath(new URL("../../../node_modules/.cache/cairn-store-servers/", import.meta.url));
@@ -17,6 +21,8 @@ const PACKAGES = ["etcd-server", "redis-tools", "libjemalloc2", "liblzf1"];
 export interface TestServer {
   /** The store URL of a fresh prefix on this server. */
   readonly url: string;
+  /** A new client of this server, as one rank would open it (leases of 2 s). */
+  open(): Promise<Store>;
   stop(): Promise<void>;
 }
 
@@ -104,7 +110,8 @@ export async function startEtcd(): Promise<TestServer> {
     /ready to serve client requests/,
     dir,
   );
-  return { url: `etcd://127.0.0.1:${client}/cairn-test`, stop: () => stopper(child, dir) };
+  const url = `etcd://127.0.0.1:${client}/cairn-test`;
+  return { url, open: () => openStore(url, { leaseMs: 2_000 }), stop: () => stopper(child, dir) };
 }
 
 /** A Redis with no persistence on a free port. */
@@ -117,5 +124,17 @@ export async function startRedis(): Promise<TestServer> {
     /Ready to accept connections/,
     dir,
   );
-  return { url: `redis://127.0.0.1:${port}/cairn-test`, stop: () => stopper(child, dir) };
+  const url = `redis://127.0.0.1:${port}/cairn-test`;
+  return { url, open: () => openStore(url, { leaseMs: 2_000 }), stop: () => stopper(child, dir) };
+}
+
+/** The embedded TCP store, as rank 0 hosts it, with a job token. */
+export async function startTcpStore(): Promise<TestServer> {
+  const token = "test-token";
+  const server = await TcpStoreServer.listen("127.0.0.1", 0, { token });
+  return {
+    url: `tcp://127.0.0.1:${server.port}`,
+    open: () => TcpStore.connect({ host: "127.0.0.1", port: server.port, token, timeoutMs: 5_000 }),
+    stop: () => server.close(0),
+  };
 }
