@@ -24,6 +24,8 @@ interface ChildResult {
   readonly steady: readonly number[];
   /** Seconds each synchronous `save` took. */
   readonly sync: readonly number[];
+  /** Seconds a plain memcpy (`Uint8Array.set`) of every tensor into resident memory took: the floor of copy staging. */
+  readonly memcpy: number;
 }
 
 type Variant = "prepared" | "unprepared" | "sync-first";
@@ -43,7 +45,7 @@ async function child(bytes: number, variant: Variant): Promise<void> {
     if (variant === "sync-first") {
       const first = await seconds(() => manager.save(0, state));
       await manager.close();
-      sendResult({ prepare: 0, first, steady: [], sync: [first] } satisfies ChildResult);
+      sendResult({ prepare: 0, first, steady: [], sync: [first], memcpy: 0 } satisfies ChildResult);
       return;
     }
     const prepare = variant === "prepared" ? await seconds(() => manager.prepare(state)) : 0;
@@ -57,7 +59,11 @@ async function child(bytes: number, variant: Variant): Promise<void> {
     }
     for (let step = STEADY + 1; step <= STEADY + 3; step++) sync.push(await seconds(() => manager.save(step, state)));
     await manager.close();
-    sendResult({ prepare, first, steady, sync } satisfies ChildResult);
+    const scratch = new Uint8Array(bytes / TENSORS).fill(1);
+    const copyAll = (): void => Object.values(state).forEach((t) => scratch.set(new Uint8Array((t as { data: Float32Array }).data.buffer)));
+    copyAll();
+    const memcpy = median(await Promise.all([0, 1, 2].map(() => seconds(async () => copyAll()))));
+    sendResult({ prepare, first, steady, sync, memcpy } satisfies ChildResult);
   }, "cairn-bench-async-");
 }
 
@@ -105,6 +111,16 @@ async function measure(bytes: number, label: string): Promise<void> {
     better: "lower",
     target: 0.15,
     extra,
+  });
+  const memcpy = median(runs.map((r) => r.prepared.memcpy));
+  report({
+    suite: SUITE,
+    name: `steady saveAsync blocking vs a plain memcpy of the same bytes, ${label}`,
+    ...ratioOf(median(steady), memcpy),
+    unit: "s",
+    baseline: { name: "Uint8Array.set of every tensor into resident memory", value: memcpy },
+    better: "lower",
+    extra: { memcpyVsSyncSave: memcpy / median(sync), memcpyGBps: bytes / memcpy / 1e9 },
   });
   report({
     suite: SUITE,
