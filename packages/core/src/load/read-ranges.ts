@@ -261,11 +261,16 @@ function planRanges(items: readonly ReadItem[], destinations: readonly ReadDesti
   for (const item of items) {
     const destination = destinations[item.request]!;
     const { chunk } = item;
-    const source = rowLayout(chunk, chunk, item.region);
-    const runBytes = source.run * destination.itemSize;
     const need = byChunk.get(chunk) ?? { runs: [], consumers: [] };
     byChunk.set(chunk, need);
     need.consumers.push({ item, layout: rowLayout(chunk, destination.box, item.region) });
+    if (sameBox(item.region, chunk)) {
+      // The whole chunk (every unsharded tensor): one run, no row layout to compute.
+      need.runs.push(0, chunk.byteLength);
+      continue;
+    }
+    const source = rowLayout(chunk, chunk, item.region);
+    const runBytes = source.run * destination.itemSize;
     for (let r = 0; r < source.src.length; r++) {
       const start = source.src[r]! * destination.itemSize;
       need.runs.push(Math.floor(start / chunk.blockSize) * chunk.blockSize, Math.min(chunk.byteLength, Math.ceil((start + runBytes) / chunk.blockSize) * chunk.blockSize));
@@ -300,6 +305,10 @@ function planRanges(items: readonly ReadItem[], destinations: readonly ReadDesti
     }
   }
   return { ranges, maxRead };
+}
+
+function sameBox(a: Box, b: Box): boolean {
+  return a.sizes.every((s, d) => s === b.sizes[d] && a.offsets[d] === b.offsets[d]);
 }
 
 /** Flat `[start, end, start, end…]` runs merged where they overlap or touch, in order (sorted first if `unsorted`). */
