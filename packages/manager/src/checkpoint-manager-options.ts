@@ -11,7 +11,7 @@ export interface CheckpointManagerOptions extends RetentionOptions {
   /**
    * Step directories without metadata.json (saves that crashed) are deleted once their newest
    * object is older than this, in ms (default 24 h), so a save still running elsewhere is never
-   * touched; a sweep lists the root for them at most once per this interval. A save that fails
+   * touched; the manager lists the root for them once per this interval. A save that fails
    * in this process removes its own files at once.
    */
   readonly leftoverAgeMs?: number;

@@ -44,6 +44,14 @@ describe("the manager's step index", () => {
     expect(after.at(-1)).toBe(30);
   });
 
+  it("lists nothing at all without a retention option when nobody asks for the steps", async () => {
+    const storage = new FaultyStorageAdapter(await rootWith(20));
+    const mgr = new CheckpointManager(storage, 1, { checkpointOnPreemption: false });
+    for (let step = 21; step <= 25; step++) await mgr.save(step, state(step));
+    expect(await mgr.close()).toEqual({ retentionFailures: [] });
+    expect(storage.calls.list).toEqual([]);
+  });
+
   it("reads only the newest step's metadata for latestStep() on a new manager", async () => {
     const storage = new FaultyStorageAdapter(await rootWith(12));
     const mgr = new CheckpointManager(storage, 1, { readOnly: true });

@@ -25,6 +25,7 @@ export class StepIndex {
   /** What this process committed (true) or deleted (false) while a listing ran: it wins over the listing. */
   #changes: Map<number, boolean> | undefined;
   #listedAt: number | undefined;
+  #listings = 0;
 
   constructor(storage: StorageAdapter) {
     this.#storage = storage;
@@ -33,6 +34,11 @@ export class StepIndex {
   /** When the latest listing started (the store's clock), or undefined before the first. */
   get listedAt(): number | undefined {
     return this.#listedAt;
+  }
+
+  /** How many listings completed: tells a caller whether it saw the latest one. */
+  get listings(): number {
+    return this.#listings;
   }
 
   /** Lists the root unless an earlier listing already did. */
@@ -105,6 +111,7 @@ export class StepIndex {
       this.#committed = committed;
       this.#objects = found;
       this.#listedAt = now;
+      this.#listings++;
     } finally {
       this.#changes = undefined;
     }

@@ -75,12 +75,16 @@ export class StepStore {
   readonly #unfinished = new Map<number, readonly string[]>();
   readonly #onDamaged: DamagedStepListener | undefined;
   readonly #now: () => number;
+  readonly #openedAt: number;
+  /** The listing whose leftovers a pass last looked at. */
+  #sweptListing = 0;
 
   constructor(storage: StorageAdapter, options: StepStoreOptions = {}) {
     this.storage = storage;
     this.#index = new StepIndex(storage);
     this.#onDamaged = options.onDamaged;
     this.#now = options.now ?? Date.now;
+    this.#openedAt = this.#now();
   }
 
   /** Committed steps whose metadata reads back, ascending. Steps deleted meanwhile and damaged ones are left out. */
@@ -176,17 +180,16 @@ export class StepStore {
   }
 
   /**
-   * Deletes the committed steps retention no longer keeps (no listing when no option keeps a
-   * bounded number), finishes steps this store left half-deleted, and, at most once per
-   * `leftoverAgeMs`, lists the root again and deletes the leftovers of saves that never committed
-   * whose newest object is older than `leftoverAgeMs` (so a save still running elsewhere is never
-   * touched). Steps `isBusy` names (saves in flight here, asked at each decision) are left alone.
-   * A step that fails is recorded and the pass goes on with the others; a failed listing is thrown.
+   * Deletes the committed steps retention no longer keeps (the first time, after one listing;
+   * without `maxToKeep`, none and no listing), finishes steps this store left half-deleted, and
+   * deletes the leftovers of saves that never committed found by a listing no pass looked at yet,
+   * once their newest object is older than `leftoverAgeMs` (so a save still running elsewhere is
+   * never touched). Once per `leftoverAgeMs` it lists the root again for them. Steps `isBusy`
+   * names (saves in flight here, asked at each decision) are left alone. A step that fails is
+   * recorded and the pass goes on with the others; a failed listing is thrown.
    */
   async retain(options: RetentionOptions, leftoverAgeMs: number, now: number, isBusy: (step: number) => boolean): Promise<RetentionPass> {
-    const listedAt = this.#index.listedAt;
-    const sweep = listedAt === undefined || now - listedAt >= leftoverAgeMs;
-    if (sweep) await this.reload();
+    if (now - (this.#index.listedAt ?? this.#openedAt) >= leftoverAgeMs) await this.reload();
     const failures: RetentionFailure[] = [];
     const deleted: number[] = [];
     const queue = new PQueue({ concurrency: STEP_CONCURRENCY });
@@ -226,7 +229,8 @@ export class StepStore {
           );
       }
     }
-    if (sweep) {
+    if (this.#index.listings !== this.#sweptListing) {
+      this.#sweptListing = this.#index.listings;
       for (const [step, { paths, newest }] of this.#index.leftovers()) {
         if (isBusy(step) || this.#unfinished.has(step) || now - newest < leftoverAgeMs) continue;
         work.push(
