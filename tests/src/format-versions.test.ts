@@ -1,7 +1,8 @@
 import { cp, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type HostTensor, hostTensor, load, readMetadata, save } from "@cairn/core";
+import { type HostTensor, hostTensor, load, openStorage, readMetadata, save } from "@cairn/core";
+import { copyCheckpoint } from "@cairn/core/ops";
 import { describe, expect, it } from "vitest";
 import { tempDir } from "./helpers.js";
 
@@ -43,6 +44,20 @@ describe("format versions", () => {
     bytes[bytes.byteLength - 1]! ^= 1;
     await writeFile(join(damaged, file), bytes);
     await expect(load(damaged)).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining("checksum mismatch") });
+  });
+
+  it("copies a stored 1.1 checkpoint into a 2.0 one holding the same bytes", async () => {
+    const to = join(await tempDir(), "copy");
+    const source = await openStorage(`file://${STORED_1_1}`);
+    const destination = await openStorage(`file://${to}`);
+    try {
+      await copyCheckpoint({ storage: source, dir: "", metadata: await readMetadata(STORED_1_1), where: STORED_1_1 }, { storage: destination, dir: "", where: to });
+    } finally {
+      await source.close();
+      await destination.close();
+    }
+    expect((await readMetadata(to)).version).toBe("2.0");
+    expect(await load(to)).toEqual(expected);
   });
 
   it("writes 2.0, which a 1.x reader refuses as a newer major version", async () => {

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import PQueue from "p-queue";
 import { CheckpointError } from "../errors.js";
-import type { CheckpointMetadata, DataFileMetadata } from "../format/metadata.js";
+import { type CheckpointMetadata, type DataFileMetadata, FORMAT_MAJOR, FORMAT_MINOR } from "../format/metadata.js";
 import { dataFileName } from "../format/naming.js";
 import { withRetry } from "../storage/retry.js";
 import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
@@ -110,6 +110,8 @@ export async function copyCheckpoint(
     for (const [file, info] of Object.entries(metadata.files)) files[names.get(file)!] = info;
     const copied: CheckpointMetadata = {
       ...metadata,
+      // Written in this version's layout: a copy of a 1.x checkpoint is a 2.x one holding the same bytes.
+      version: `${FORMAT_MAJOR}.${FORMAT_MINOR}`,
       files,
       entries: metadata.entries.map((e) => (e.kind === "value" ? e : { ...e, chunks: e.chunks.map((c) => ({ ...c, file: names.get(c.file)! })) })),
     };
