@@ -327,8 +327,12 @@ function mergedRuns(flat: readonly number[], unsorted: boolean): [number, number
 
 /** The destination bytes a range can be read straight into: one piece, one consumer, landing in one contiguous run. */
 function directTarget(range: RangeRead, destinations: readonly ReadDestination[]): Uint8Array | undefined {
-  if (range.pieces.length !== 1 || range.pieces[0]!.consumers.length !== 1) return undefined;
-  const piece = range.pieces[0]!;
+  return range.pieces.length === 1 ? pieceTarget(range.pieces[0]!, destinations) : undefined;
+}
+
+/** The destination bytes a piece can be read straight into: it has one consumer, and lands in one contiguous run of it. */
+function pieceTarget(piece: Piece, destinations: readonly ReadDestination[]): Uint8Array | undefined {
+  if (piece.consumers.length !== 1) return undefined;
   const { item, layout } = piece.consumers[0]!;
   if (layout.src.length !== 1) return undefined;
   const destination = destinations[item.request]!;
@@ -341,13 +345,13 @@ function directTarget(range: RangeRead, destinations: readonly ReadDestination[]
   return destination.buffer.subarray(at, at + (end - start));
 }
 
-/** For a range of several pieces with no gaps between them, each piece's destination bytes (as `directTarget`), or undefined if any has none. */
+/** For a range of several pieces with no gaps between them, each piece's destination bytes, or undefined if any has none. */
 function scatterTargets(range: RangeRead, destinations: readonly ReadDestination[]): Uint8Array[] | undefined {
   if (range.pieces.length < 2) return undefined;
   const parts: Uint8Array[] = [];
   let end = range.start;
   for (const piece of range.pieces) {
-    const part = piece.start === end ? directTarget({ file: range.file, start: piece.start, end: piece.end, pieces: [piece] }, destinations) : undefined;
+    const part = piece.start === end ? pieceTarget(piece, destinations) : undefined;
     if (!part) return undefined;
     parts.push(part);
     end = piece.end;
