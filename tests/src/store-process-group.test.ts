@@ -100,11 +100,14 @@ describe.each([
     const runId = randomUUID();
     const { groups: g } = await groups(2, { runId });
     await Promise.all(g.map((r) => r.barrier()));
+    const probeBefore = await server.open();
+    expect(await probeBefore.get(`${runId}/c//1/0/head`)).toMatch(/^v/);
+    await probeBefore.close();
     await Promise.all(g.map((r) => r.close()));
     const probe = await server.open();
     try {
       expect(await probe.get(`${runId}/world`)).toBeUndefined();
-      expect(await probe.get(`${runId}/c/${""}/1/0`)).toBeUndefined();
+      expect(await probe.get(`${runId}/c//1/0/head`)).toBeUndefined();
     } finally {
       await probe.close();
     }

@@ -76,21 +76,21 @@ class Session {
     }
   }
 
-  /** Writes a JSON value; long ones in parts first, then the head that readers wait for. */
-  async put(name: string, text: string): Promise<void> {
-    if (text.length <= PART_CHARS) return this.store.set(this.key(name), `v${text}`);
+  /** Writes a JSON value under the folder `dir`: long ones in parts first, then the head that readers wait for. */
+  async put(dir: string, text: string): Promise<void> {
+    if (text.length <= PART_CHARS) return this.store.set(this.key(`${dir}head`), `v${text}`);
     const parts = Math.ceil(text.length / PART_CHARS);
-    await Promise.all(Array.from({ length: parts }, (_, i) => this.store.set(this.key(`${name}/p${i}`), text.slice(i * PART_CHARS, (i + 1) * PART_CHARS))));
-    await this.store.set(this.key(name), `p${parts}`);
+    await Promise.all(Array.from({ length: parts }, (_, i) => this.store.set(this.key(`${dir}part${i}`), text.slice(i * PART_CHARS, (i + 1) * PART_CHARS))));
+    await this.store.set(this.key(`${dir}head`), `p${parts}`);
   }
 
-  async read(name: string, rank: number, what: string, deadline: number): Promise<unknown> {
-    const head = await this.take(name, rank, what, deadline);
+  async read(dir: string, rank: number, what: string, deadline: number): Promise<unknown> {
+    const head = await this.take(`${dir}head`, rank, what, deadline);
     let text = head.slice(1);
     if (head.startsWith("p")) {
       const parts = Number(text);
       if (!Number.isSafeInteger(parts) || parts < 1 || parts > 1 << 16) this.fail(`rank ${rank}'s value for ${what} is damaged (${parts} parts)`);
-      const pieces = await Promise.all(Array.from({ length: parts }, (_, i) => this.store.get(this.key(`${name}/p${i}`))));
+      const pieces = await Promise.all(Array.from({ length: parts }, (_, i) => this.store.get(this.key(`${dir}part${i}`))));
       if (pieces.some((p) => p === undefined)) this.fail(`rank ${rank}'s value for ${what} lost a part`);
       text = pieces.join("");
     } else if (!head.startsWith("v")) {
@@ -114,7 +114,7 @@ class Session {
     const base = `c/${encodeURIComponent(tag)}/${seq}`;
     const contribution = (v: unknown): string => JSON.stringify({ kind, root, value: v ?? null });
     const readPart = async (rank: number): Promise<unknown> => {
-      const part = (await this.read(`${base}/${rank}`, rank, what, deadline)) as { kind?: unknown; root?: unknown; value?: unknown } | null;
+      const part = (await this.read(`${base}/${rank}/`, rank, what, deadline)) as { kind?: unknown; root?: unknown; value?: unknown } | null;
       if (part?.kind !== kind || part.root !== root) {
         this.fail(`rank ${rank} called ${String(part?.kind)} where rank ${this.rank} called ${what}; every rank must call the same collectives in the same order`);
       }
@@ -123,13 +123,15 @@ class Session {
     try {
       if (kind === "broadcast") {
         if (this.rank === root) {
-          await this.put(`${base}/${root}`, contribution(value));
+          await this.put(`${base}/${root}/`, contribution(value));
           return value;
         }
         return await readPart(root);
       }
-      await this.put(`${base}/${this.rank}`, contribution(value));
-      const values = await Promise.all(Array.from({ length: this.worldSize }, (_, r) => (r === this.rank ? (value ?? null) : readPart(r))));
+      await this.put(`${base}/${this.rank}/`, contribution(value));
+      // One rank at a time: all must arrive anyway, and only one wait at a time polls for failures.
+      const values: unknown[] = [];
+      for (let r = 0; r < this.worldSize; r++) values.push(r === this.rank ? (value ?? null) : await readPart(r));
       await this.collect(tag, seq);
       return kind === "allGather" ? values : null;
     } catch (error) {
@@ -142,7 +144,7 @@ class Session {
   async collect(tag: string, seq: number): Promise<void> {
     const from = this.collected.get(tag) ?? 1;
     this.collected.set(tag, seq);
-    for (let s = from; s < seq; s++) await this.store.deletePrefix(this.key(`c/${encodeURIComponent(tag)}/${s}/${this.rank}`));
+    for (let s = from; s < seq; s++) await this.store.deletePrefix(this.key(`c/${encodeURIComponent(tag)}/${s}/${this.rank}/`));
   }
 
   /** Delivers every posted event, in order, to this rank's listeners until the group closes. */
@@ -164,8 +166,8 @@ class Session {
 }
 
 /**
- * A process group whose collectives run on a key-value store (etcd, Redis): each rank writes
- * its part under `<runId>/c/<tag>/<seq>/<rank>` and waits for the parts it needs. Ranks claim
+ * A process group whose collectives run on a key-value store (embedded TCP, etcd, Redis): each
+ * rank writes its part under `<runId>/c/<tag>/<seq>/<rank>/` and waits for the parts it needs. Ranks claim
  * their rank with a compare-and-set and hold a leased liveness key, so a rank that dies, leaves
  * or is late fails the others with a `process_group` error naming it, within the timeout (a
  * dead rank: once its lease expires). After a failure every call rejects with the first reason.
