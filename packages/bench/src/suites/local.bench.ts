@@ -4,20 +4,30 @@
 //     Cairn's own files, and in Python when importable), torch.load + copy, DCP;
 // (c) 16 x 256 MiB: save vs a dd-style direct write + fsync, cold load vs a cold dd read.
 // Every phase runs in its own process; phase order flips every round; medians with ranges.
+import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { type PhaseRun, PhaseRuns, nodePhaseRun, pythonPhaseRun, reportRates } from "../local/phases.js";
 import { type StateSpec, describeState, stateSpec } from "../local/state-spec.js";
 import { dropCaches, pythonWith, quick, rounds, warmCache, withTempDir } from "../support.js";
 
 const suite = "local";
-const mixed = quick ? stateSpec(2, 8, 200, 16) : stateSpec(2, 128, 2000, 256);
+const mixed = quick ? stateSpec(2, 8, 100, 16) : stateSpec(2, 128, 2000, 256);
 const big = quick ? stateSpec(4, 8) : stateSpec(16, 256);
 const n = rounds(3);
 
 const torchPython = pythonWith("torch");
-const safetensorsPython = pythonWith("torch", "safetensors.torch");
+/** Whether `python` has `module` installed, without importing it (importing torch twice costs seconds). */
+const installed = (python: string, module: string): boolean => {
+  try {
+    execFileSync(python, ["-c", `import importlib.util, sys; sys.exit(importlib.util.find_spec("${module}") is None)`], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+};
+const safetensorsPython = torchPython && installed(torchPython, "safetensors") ? torchPython : undefined;
 if (!torchPython) console.log("torch does not import in /usr/bin/python3 or python3: no torch.save or DCP rows");
-if (!safetensorsPython) console.log("safetensors does not import in /usr/bin/python3 or python3: no Python safetensors rows");
+if (!safetensorsPython) console.log("safetensors is not installed beside torch: no Python safetensors rows");
 
 /** A phase step: name, and how to run it in `dir`. */
 type Step = [phase: string, run: (dir: string) => Promise<PhaseRun>];
