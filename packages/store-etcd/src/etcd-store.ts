@@ -63,7 +63,7 @@ export class EtcdStore implements Store {
     const watcher = await this.#call(`watch ${key}`, () => this.#kv.watch().key(key).create());
     try {
       return await new Promise<string | undefined>((resolve, reject) => {
-        const timer = setTimeout(() => resolve(undefined), timeoutMs);
+        const timer = setTimeout(() => done(undefined), timeoutMs);
         const done = (value: string | undefined): void => {
           clearTimeout(timer);
           signal?.removeEventListener("abort", onAbort);
