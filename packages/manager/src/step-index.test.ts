@@ -97,6 +97,20 @@ describe("the manager's step index", () => {
     expect(await names(inner, "2/")).toEqual([]);
   });
 
+  it("retries a leftover it could not delete on every later pass, without listing again", async () => {
+    const inner = await rootWith(0);
+    await inner.write("2/data-r0-0-0123456789ab.safetensors", new Uint8Array(8));
+    const storage = new FaultyStorageAdapter(inner, [{ operation: "delete", path: (p) => p.startsWith("2/") }]);
+    const mgr = new CheckpointManager(storage, 1, { maxToKeep: 5, leftoverAgeMs: 1000, now: () => Date.now() + 3600_000, checkpointOnPreemption: false });
+    mgr.on("error", () => undefined);
+    await mgr.save(3, state(3));
+    expect((await mgr.join()).retentionFailures.map((f) => f.step)).toEqual([2]);
+    await mgr.save(4, state(4));
+    expect(await mgr.close()).toEqual({ retentionFailures: [] });
+    expect(await names(inner, "2/")).toEqual([]);
+    expect(storage.calls.list).toEqual([""]);
+  });
+
   it("deletes many steps in one pass, and a step that fails stops none of the others", async () => {
     const inner = await rootWith(40);
     const storage = new FaultyStorageAdapter(inner, [{ operation: "delete", path: (p) => p === "7/metadata.json" }]);

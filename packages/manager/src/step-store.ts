@@ -235,7 +235,10 @@ export class StepStore {
         if (isBusy(step) || this.#unfinished.has(step) || now - newest < leftoverAgeMs) continue;
         work.push(
           attempt(step, async () => {
+            // Until every object is gone, every later pass tries again, without a listing.
+            this.#unfinished.set(step, paths);
             await this.#deleteAll(paths);
+            this.#unfinished.delete(step);
             this.#index.removed(step);
           }),
         );
