@@ -62,7 +62,9 @@ async function child(bytes: number, variant: Variant): Promise<void> {
     const scratch = new Uint8Array(bytes / TENSORS).fill(1);
     const copyAll = (): void => Object.values(state).forEach((t) => scratch.set(new Uint8Array((t as { data: Float32Array }).data.buffer)));
     copyAll();
-    const memcpy = median(await Promise.all([0, 1, 2].map(() => seconds(async () => copyAll()))));
+    const copies: number[] = [];
+    for (let i = 0; i < 3; i++) copies.push(await seconds(async () => copyAll()));
+    const memcpy = median(copies);
     sendResult({ prepare, first, steady, sync, memcpy } satisfies ChildResult);
   }, "cairn-bench-async-");
 }
