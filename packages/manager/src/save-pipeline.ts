@@ -38,13 +38,15 @@ export class SavePipeline {
   /** Several ranks only: the barriers after each commit, in order. */
   #barriers: Promise<void> = Promise.resolve();
   #failure: unknown;
+  /** Resolves once the upload worker loaded its code: a first save meanwhile would compete with that for a core. */
+  #workerStarted: Promise<void> = Promise.resolve();
 
   constructor(options: SavePipelineOptions) {
     this.#options = options;
     this.#pool = new StagingPool(options.stagingBudget === undefined ? {} : { maxBytes: options.stagingBudget });
     this.#uploads = new PQueue({ concurrency: options.maxPendingAsync ?? 1 });
     // Started now so the first saveAsync does not wait for the thread to load.
-    if (options.writable && options.uploadWorker !== false && writtenByWorker(options.location)) startUploadWorker();
+    if (options.writable && options.uploadWorker !== false && writtenByWorker(options.location)) this.#workerStarted = startUploadWorker();
   }
 
   /** Whether a save of `step` is staged or being written here: retention leaves such a step alone. */
@@ -91,9 +93,9 @@ export class SavePipeline {
     return { settled };
   }
 
-  /** Readies the staging buffers for saveAsync of state dicts shaped like `stateDict`, from another thread (see `prepareAsyncSave`). */
-  prepare(stateDict: StateDict, save: Pick<SaveOptions, "concurrency">): Promise<void> {
-    return prepareAsyncSave(stateDict, { concurrency: save.concurrency, staging: this.#options.staging ?? "copy", pool: this.#pool });
+  /** Readies the staging buffers for saveAsync of state dicts shaped like `stateDict`, from another thread (see `prepareAsyncSave`), and waits for the upload worker to be up. */
+  async prepare(stateDict: StateDict, save: Pick<SaveOptions, "concurrency">): Promise<void> {
+    await Promise.all([prepareAsyncSave(stateDict, { concurrency: save.concurrency, staging: this.#options.staging ?? "copy", pool: this.#pool }), this.#workerStarted]);
   }
 
   /** Several ranks: after `pass`, `collective` (of the step's group: it shares what the pass deleted), in commit order; `drain()` waits for it. */

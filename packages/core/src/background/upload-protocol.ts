@@ -37,6 +37,8 @@ export type FromUploadWorker =
       readonly value?: unknown;
       readonly root?: number;
     }
+  /** The worker loaded its code and takes jobs. */
+  | { readonly type: "ready" }
   /** The worker could not load its code; no job can run there. */
   | { readonly type: "fatal"; readonly message: string };
 

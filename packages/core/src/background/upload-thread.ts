@@ -74,6 +74,9 @@ export function canUploadInWorker(leaves: readonly Leaf[], location: OpenedCheck
  */
 class UploadThread {
   #worker: Worker | undefined;
+  /** Resolves once the current worker has loaded its code (or is gone). */
+  #ready: Promise<void> = Promise.resolve();
+  #markReady: () => void = () => undefined;
   readonly #jobs = new Map<number, Job>();
   #next = 0;
 
@@ -102,8 +105,9 @@ class UploadThread {
     });
   }
 
-  start(): void {
+  start(): Promise<void> {
     this.#spawn();
+    return this.#ready;
   }
 
   #post(message: ToUploadWorker): void {
@@ -113,6 +117,7 @@ class UploadThread {
   #spawn(): Worker {
     if (this.#worker) return this.#worker;
     const worker = spawnUploadWorker();
+    this.#ready = new Promise<void>((resolve) => (this.#markReady = resolve));
     worker.on("message", (message: FromUploadWorker) => this.#receive(message));
     worker.on("error", (error) => this.#failAll(worker, error.message));
     worker.on("exit", (code) => this.#failAll(worker, `it exited with code ${code}`));
@@ -122,6 +127,10 @@ class UploadThread {
   }
 
   #receive(message: FromUploadWorker): void {
+    if (message.type === "ready") {
+      this.#markReady();
+      return;
+    }
     if (message.type === "fatal") {
       const worker = this.#worker;
       if (worker) {
@@ -161,6 +170,7 @@ class UploadThread {
   #failAll(worker: Worker, why: string): void {
     if (this.#worker !== worker) return;
     this.#worker = undefined;
+    this.#markReady();
     for (const [id, job] of [...this.#jobs]) {
       this.#finish(id);
       job.reject(
@@ -175,10 +185,11 @@ const uploads = new UploadThread();
 /**
  * Starts the upload worker thread ahead of the first background save, so that save does not
  * wait for the thread to load its code (a manager calls it when constructed for such saves).
- * Idempotent; an idle worker does not keep the process alive.
+ * Resolves once the thread has loaded it (or failed: the first job reports that). Idempotent;
+ * an idle worker does not keep the process alive.
  */
-export function startUploadWorker(): void {
-  uploads.start();
+export function startUploadWorker(): Promise<void> {
+  return uploads.start();
 }
 
 /** `planAndCommit`, run on the upload worker thread; call only when `canUploadInWorker` says so. */

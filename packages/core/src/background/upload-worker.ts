@@ -111,3 +111,4 @@ port.on("message", (message: ToUploadWorker) => {
     else pending?.reject(errorFromWire(message.error));
   }
 });
+send({ type: "ready" });
