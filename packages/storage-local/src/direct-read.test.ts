@@ -67,6 +67,26 @@ describe("DirectReads", () => {
     }
   });
 
+  it("reads a range scattered into several buffers past the page cache, up to the end of the file", async () => {
+    const handle = await nodeFs.open(path, "r");
+    const reads = new DirectReads(nodeFs as unknown as FsPromisesLike, path, handle.fd, () => false);
+    try {
+      const parts = [new Uint8Array(5), new Uint8Array(0), new Uint8Array(3 * MiB + 17), new Uint8Array(9 * MiB), new Uint8Array(MiB)];
+      const offset = 8 * MiB + 3;
+      const got = await reads.readScattered(data.byteLength, offset, parts);
+      if (!directSupported(path)) {
+        expect(got).toBeUndefined();
+        return;
+      }
+      const expected = data.subarray(offset);
+      expect(got).toBe(expected.byteLength);
+      expect(Buffer.from(Buffer.concat(parts).subarray(0, got)).equals(expected)).toBe(true);
+    } finally {
+      await reads.close();
+      await handle.close();
+    }
+  });
+
   it("leaves small reads, reads with a head, and cached files to the page cache", async () => {
     const handle = await nodeFs.open(path, "r");
     let cached = true;

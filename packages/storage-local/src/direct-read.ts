@@ -67,14 +67,15 @@ function giveBack(buffer: Uint8Array): void {
 }
 
 /**
- * Reads `[start, start + into.byteLength)` of a file of `size` bytes opened with O_DIRECT into
- * `into`, past the page cache: whole aligned blocks into aligned buffers, then copied out. On a
+ * Reads `[start, start + length)` of a file of `size` bytes opened with O_DIRECT, past the page
+ * cache: whole aligned blocks into aligned buffers, then handed to `place` in order (with their
+ * offset in the range) to be copied out. On a
  * cold cache this spares the kernel filling the page cache, which costs more CPU than the
  * copy. Returns how many bytes it read (fewer only at the end of the file). Rejects EINVAL
  * where the file system refuses direct reads.
  */
-async function readDirect(handle: FileHandleLike, size: number, start: number, into: Uint8Array): Promise<number> {
-  const end = Math.min(size, start + into.byteLength);
+async function readDirect(handle: FileHandleLike, size: number, start: number, length: number, place: (bytes: Uint8Array, at: number) => void): Promise<number> {
+  const end = Math.min(size, start + length);
   let done = start;
   while (done < end) {
     const buffer = await takeBuffer();
@@ -89,7 +90,7 @@ async function readDirect(handle: FileHandleLike, size: number, start: number, i
       }
       const last = Math.min(end, from + got);
       if (last <= done) break;
-      into.set(buffer.subarray(done - from, last - from), done - start);
+      place(buffer.subarray(done - from, last - from), done - start);
       done = last;
     } finally {
       giveBack(buffer);
@@ -124,13 +125,36 @@ export class DirectReads {
     const start = Math.min(range?.offset ?? 0, size);
     const length = rangeLength(size, range);
     if (options?.head || length < DIRECT_READ_MIN_BYTES || this.#cold === false) return undefined;
+    const target = new ReadTarget(length, options);
+    const body = target.slot(0, length);
+    const got = await this.#read(size, start, length, (bytes, at) => body.set(bytes, at));
+    return got === undefined ? undefined : target.result(got);
+  }
+
+  /** `readScattered` past the page cache: the bytes read, or undefined where it should go through it. */
+  readScattered(size: number, offset: number, parts: readonly Uint8Array[]): Promise<number | undefined> {
+    const length = parts.reduce((n, p) => n + p.byteLength, 0);
+    let part = 0;
+    let partStart = 0;
+    return this.#read(size, Math.min(offset, size), length, (bytes, at) => {
+      for (let done = 0; done < bytes.byteLength; ) {
+        while (at + done >= partStart + parts[part]!.byteLength) partStart += parts[part++]!.byteLength;
+        const into = at + done - partStart;
+        const n = Math.min(bytes.byteLength - done, parts[part]!.byteLength - into);
+        parts[part]!.set(bytes.subarray(done, done + n), into);
+        done += n;
+      }
+    });
+  }
+
+  async #read(size: number, start: number, length: number, place: (bytes: Uint8Array, at: number) => void): Promise<number | undefined> {
+    if (length < DIRECT_READ_MIN_BYTES || this.#cold === false) return undefined;
     // At the range's end: its start may be in what the kernel read ahead after the file's header.
-    this.#cold ??= !this.#cached(this.#fd, start + length - PROBE_BYTES);
+    this.#cold ??= !this.#cached(this.#fd, Math.max(0, Math.min(size, start + length) - PROBE_BYTES));
     if (!this.#cold) return undefined;
     try {
       this.#handle ??= this.#fs.open(this.#abs, directReadFlags());
-      const target = new ReadTarget(length, options);
-      return target.result(await readDirect(await this.#handle, size, start, target.slot(0, length)));
+      return await readDirect(await this.#handle, size, start, length, place);
     } catch (error) {
       if (errnoOf(error) !== "EINVAL") throw error;
       this.#cold = false;

@@ -181,7 +181,7 @@ export class FsStorageAdapter implements StorageAdapter {
       readScattered: async (offset, parts, options) => {
         if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`, null);
         try {
-          return await readScattered(opened, offset, parts);
+          return (await direct?.readScattered(size, offset, parts)) ?? (await readScattered(opened, offset, parts));
         } catch (error) {
           throw fsError(error, site);
         }
