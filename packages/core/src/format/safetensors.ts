@@ -23,14 +23,23 @@ export interface SafetensorsLayout {
  * section starts 8-byte aligned, as the reference implementation does.
  */
 export function layoutSafetensors(tensors: readonly SafetensorsTensor[], metadata: Readonly<Record<string, string>>): SafetensorsLayout {
-  const header: Record<string, unknown> = { __metadata__: metadata };
+  // The JSON is built as text (an object of 100k keys is slow to build), in the order JSON.stringify
+  // gives an object: array-index names first in numeric order, then the rest as inserted.
+  const seen = new Set<string>(["__metadata__"]);
+  const indexed: { index: number; part: string }[] = [];
+  const named: string[] = [`"__metadata__":${JSON.stringify(metadata)}`];
   let position = 0;
   for (const t of tensors) {
-    if (Object.hasOwn(header, t.name)) throw new Error(`duplicate safetensors tensor name ${JSON.stringify(t.name)}`);
-    header[t.name] = { dtype: safetensorsDType(t.dtype), shape: t.shape, data_offsets: [position, position + t.byteLength] };
+    if (seen.has(t.name)) throw new Error(`duplicate safetensors tensor name ${JSON.stringify(t.name)}`);
+    seen.add(t.name);
+    const part = `${JSON.stringify(t.name)}:{"dtype":"${safetensorsDType(t.dtype)}","shape":${JSON.stringify(t.shape)},"data_offsets":[${position},${position + t.byteLength}]}`;
+    const index = arrayIndex(t.name);
+    if (index === undefined) named.push(part);
+    else indexed.push({ index, part });
     position += t.byteLength;
   }
-  let json = new TextEncoder().encode(JSON.stringify(header));
+  const parts = indexed.length === 0 ? named : [...indexed.sort((a, b) => a.index - b.index).map((x) => x.part), ...named];
+  let json = new TextEncoder().encode(`{${parts.join(",")}}`);
   const padded = Math.ceil(json.byteLength / 8) * 8;
   if (padded !== json.byteLength) {
     const withPadding = new Uint8Array(padded).fill(0x20);
@@ -48,6 +57,17 @@ export function layoutSafetensors(tensors: readonly SafetensorsTensor[], metadat
     at += t.byteLength;
   }
   return { header: bytes, offsets, fileSize: at };
+}
+
+/** The number an object key is ordered by when it is an array index ("0", "17", not "01" or "-1"), else undefined. */
+function arrayIndex(name: string): number | undefined {
+  if (name.length === 0 || name.length > 10 || (name.length > 1 && name[0] === "0")) return undefined;
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c < 48 || c > 57) return undefined;
+  }
+  const n = Number(name);
+  return n < 2 ** 32 - 1 ? n : undefined;
 }
 
 export interface ParsedSafetensorsHeader {

@@ -47,36 +47,46 @@ export class DefaultSavePlanner implements SavePlanner {
   }
 
   createGlobalPlan(plans: readonly SavePlan[], context: GlobalPlanContext): GlobalSavePlan {
+    const keys = new Map<string, KeyChunks>();
     const holders = new Map<string, Holder>();
-    const firstSeen = new Map<string, WriteItem>();
     for (const plan of plans) {
       for (const item of plan.items) {
         const key = pathId(item.key);
-        const seen = firstSeen.get(key);
-        if (seen && (seen.dtype !== item.dtype || seen.kind !== item.kind || !sameNumbers(seen.shape, item.shape))) {
+        let chunks = keys.get(key);
+        if (chunks && (chunks.first.dtype !== item.dtype || chunks.first.kind !== item.kind || !sameNumbers(chunks.first.shape, item.shape))) {
+          const seen = chunks.first;
           throw new CheckpointError(
             "invalid_argument",
             `ranks disagree about ${displayKey(item.key)}: ${seen.kind} ${seen.dtype}${JSON.stringify(seen.shape)} on one rank, ${item.kind} ${item.dtype}${JSON.stringify(item.shape)} on rank ${plan.rank}`,
             { context: { key: displayKey(item.key), rank: plan.rank } },
           );
         }
-        if (!seen) firstSeen.set(key, item);
-        // The key is JSON (it ends in "]"), so the box after it cannot make two ids collide.
-        const id = `${key}@${item.chunk.offsets.join(",")}/${item.chunk.sizes.join(",")}`;
+        if (!chunks) keys.set(key, (chunks = { first: item, holders: [] }));
+        // The key is JSON (it ends in "]"), so a box after it cannot make two ids collide; a whole tensor needs none.
+        const id = isWhole(item) ? key : `${key}@${item.chunk.offsets.join(",")}/${item.chunk.sizes.join(",")}`;
         let holder = holders.get(id);
-        if (!holder) holders.set(id, (holder = { key, ranks: new Map<number, WriteItem>() }));
-        holder.ranks.set(plan.rank, item);
+        if (!holder) {
+          holders.set(id, (holder = { bytes: item.byteLength, ranks: [], items: [] }));
+          chunks.holders.push(holder);
+        }
+        // A rank holding the same chunk twice keeps its last one.
+        const last = holder.ranks.length - 1;
+        if (last >= 0 && holder.ranks[last] === plan.rank) holder.items[last] = item;
+        else {
+          holder.ranks.push(plan.rank);
+          holder.items.push(item);
+        }
       }
     }
-    checkCoverage(holders);
+    checkCoverage(keys);
     const assigned = plans.map(() => [] as WriteItem[]);
     const load = plans.map(() => 0);
-    const size = (holder: Holder): number => holder.ranks.values().next().value!.byteLength;
-    const bySize = [...holders.values()].sort((a, b) => size(b) - size(a));
+    const bySize = [...holders.values()].sort((a, b) => b.bytes - a.bytes);
     for (const holder of bySize) {
-      let rank = -1;
-      for (const r of holder.ranks.keys()) if (rank < 0 || load[r]! < load[rank]!) rank = r;
-      const item = holder.ranks.get(rank)!;
+      let at = 0;
+      for (let h = 1; h < holder.ranks.length; h++) if (load[holder.ranks[h]!]! < load[holder.ranks[at]!]!) at = h;
+      const rank = holder.ranks[at]!;
+      const item = holder.items[at]!;
       assigned[rank]!.push(item);
       load[rank]! += item.byteLength;
     }
@@ -94,17 +104,11 @@ export class DefaultSavePlanner implements SavePlanner {
  * The distinct chunks of every tensor must tile it: no two overlap (identical chunks are one
  * replicated chunk) and together they hold every element, or the checkpoint could not be loaded.
  */
-function checkCoverage(holders: ReadonlyMap<string, Holder>): void {
-  const byKey = new Map<string, { item: WriteItem; rank: number }[]>();
-  for (const holder of holders.values()) {
-    const [rank, item] = holder.ranks.entries().next().value!;
-    const chunks = byKey.get(holder.key);
-    if (chunks) chunks.push({ item, rank });
-    else byKey.set(holder.key, [{ item, rank }]);
-  }
-  for (const chunks of byKey.values()) {
+function checkCoverage(keys: ReadonlyMap<string, KeyChunks>): void {
+  for (const { holders } of keys.values()) {
     // One chunk covering the whole tensor (every unsharded tensor) tiles it by itself.
-    if (chunks.length === 1 && sameNumbers(chunks[0]!.item.chunk.sizes, chunks[0]!.item.shape)) continue;
+    if (holders.length === 1 && sameNumbers(holders[0]!.items[0]!.chunk.sizes, holders[0]!.items[0]!.shape)) continue;
+    const chunks = holders.map((holder) => ({ item: holder.items[0]!, rank: holder.ranks[0]! }));
     const { key, shape } = chunks[0]!.item;
     const shard = (c: { item: WriteItem; rank: number }): string =>
       `the shard at ${JSON.stringify(c.item.chunk.offsets)} of shape ${JSON.stringify(c.item.chunk.sizes)} (rank ${c.rank})`;
@@ -131,10 +135,25 @@ function checkCoverage(holders: ReadonlyMap<string, Holder>): void {
   }
 }
 
-/** The ranks holding one chunk (one key, one box), and the key's id. */
+/** The ranks holding one chunk (one key, one box), in rank order, each with its item. */
 interface Holder {
-  readonly key: string;
-  readonly ranks: Map<number, WriteItem>;
+  readonly bytes: number;
+  readonly ranks: number[];
+  readonly items: WriteItem[];
+}
+
+/** A key's first item (what every rank must agree on) and its distinct chunks in the order first met. */
+interface KeyChunks {
+  readonly first: WriteItem;
+  readonly holders: Holder[];
+}
+
+/** Whether an item is its whole tensor (offsets 0, sizes its shape). */
+function isWhole(item: WriteItem): boolean {
+  const { offsets, sizes } = item.chunk;
+  if (sizes.length !== item.shape.length || offsets.length !== sizes.length) return false;
+  for (let d = 0; d < sizes.length; d++) if (offsets[d] !== 0 || sizes[d] !== item.shape[d]) return false;
+  return true;
 }
 
 function sameNumbers(a: readonly number[], b: readonly number[]): boolean {
