@@ -116,14 +116,21 @@ export function byteSize(dtype: DType, shape: readonly number[]): number {
   return numel(shape) * itemSize(dtype);
 }
 
-export function validateShape(shape: unknown, where: string): readonly number[] {
+export function validateShape(shape: unknown, where: Where): readonly number[] {
   if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
     throw new CheckpointError(
       "invalid_argument",
-      `${where}: shape must be an array of non-negative integers, got ${JSON.stringify(shape)}`,
+      `${whereText(where)}: shape must be an array of non-negative integers, got ${JSON.stringify(shape)}`,
     );
   }
   return shape as number[];
+}
+
+/** Where a checked value came from, for messages: text, or a function making it, so a check that passes builds no string. */
+export type Where = string | (() => string);
+
+export function whereText(where: Where): string {
+  return typeof where === "string" ? where : where();
 }
 
 /** The bytes of a TypedArray, without copying. */
@@ -132,9 +139,9 @@ export function bytesOf(data: ArrayBufferView): Uint8Array {
 }
 
 /** The error for a dtype outside format v1's list. */
-export function unsupportedDType(dtype: unknown, where: string): CheckpointError {
+export function unsupportedDType(dtype: unknown, where: Where): CheckpointError {
   return new CheckpointError(
     "invalid_argument",
-    `${where}: dtype ${JSON.stringify(dtype)} is not supported; use one of float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool`,
+    `${whereText(where)}: dtype ${JSON.stringify(dtype)} is not supported; use one of float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool`,
   );
 }

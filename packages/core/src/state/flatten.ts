@@ -52,12 +52,20 @@ type Classified =
   | { readonly type: "leaf"; readonly leaf: Leaf }
   | { readonly type: "stateful"; readonly object: Stateful }
   | { readonly type: "sharded"; readonly leaves: readonly Leaf[]; readonly sharded: ShardedTensor }
-  | { readonly type: "container"; readonly entries: readonly [string | number, StateValue][]; readonly empty: EmptyContainer };
+  | { readonly type: "container"; readonly keys: readonly (string | number)[] | undefined; readonly empty: EmptyContainer };
+
+/** A container's keys: an array's indices are not listed (`undefined`), an object's are. */
+const ARRAY: Classified = { type: "container", keys: undefined, empty: [] };
 
 function invalid(path: KeyPath, message: string): CheckpointError {
   return new CheckpointError("invalid_argument", `state dict key ${displayKey(path)}: ${message}`, {
     context: { key: displayKey(path) },
   });
+}
+
+/** "state dict key …", built only when a check fails. */
+function whereKey(path: KeyPath): () => string {
+  return () => `state dict key ${displayKey(path)}`;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -115,11 +123,11 @@ function classify(value: unknown, path: KeyPath): Classified {
   if (isTensorLike(value)) {
     if (value.isDisposed === true) throw invalid(path, "the tfjs tensor is already disposed; pass a live tensor");
     const dtype = tfjsDType(value, path);
-    const shape = validateShape(value.shape, `state dict key ${displayKey(path)}`);
+    const shape = validateShape(value.shape, whereKey(path));
     return { type: "leaf", leaf: { kind: "tensor", path, dtype, shape, source: { kind: "tfjs", tensor: value } } };
   }
   if (looksLikeHostTensor(object)) {
-    const where = `state dict key ${displayKey(path)}`;
+    const where = whereKey(path);
     if (!isDType(object.dtype)) throw unsupportedDType(object.dtype, where);
     const shape = validateShape(object.shape, where);
     checkHostData(object.dtype, shape, object.data, where);
@@ -129,16 +137,12 @@ function classify(value: unknown, path: KeyPath): Classified {
   if (isShardedTensor(value)) return { type: "sharded", leaves: shardLeaves(value, path), sharded: value };
   if (isStateful(value)) return { type: "stateful", object: value };
   if (Array.isArray(value)) {
-    const entries: [number, StateValue][] = [];
-    for (let i = 0; i < value.length; i++) {
-      if (!(i in value)) throw invalid([...path, i], "arrays must not have holes; use null");
-      entries.push([i, value[i] as StateValue]);
-    }
-    return { type: "container", entries, empty: [] };
+    for (let i = 0; i < value.length; i++) if (!(i in value)) throw invalid([...path, i], "arrays must not have holes; use null");
+    return value.length === 0 ? { type: "container", keys: [], empty: [] } : ARRAY;
   }
   if (isPlainObject(object)) {
     if (Object.getOwnPropertySymbols(object).length > 0) throw invalid(path, "symbol keys cannot be checkpointed; use string keys");
-    return { type: "container", entries: Object.entries(object) as [string, StateValue][], empty: {} };
+    return { type: "container", keys: Object.keys(object), empty: {} };
   }
   const name = (Object.getPrototypeOf(object) as { constructor?: { name?: string } } | null)?.constructor?.name ?? "object";
   throw invalid(
@@ -182,22 +186,24 @@ export interface FlattenedTarget {
 
 /**
  * Walks a state dict depth-first, expanding `Stateful`s, and rejects anything that cannot be
- * saved. Runs to completion before any byte is written, so bad input writes nothing.
+ * saved. Runs to completion before any byte is written, so bad input writes nothing. Synchronous
+ * until a `Stateful` is met, so a large plain state dict costs no promise per value.
  */
 async function walk(
   root: StateDict,
   onLeaf: (leaf: Leaf, replace: (value: StateValue) => void) => void,
   onStateful: (target: StatefulTarget) => void,
+  replaceable: boolean,
 ): Promise<void> {
   if (!isObject(root) || Array.isArray(root) || ArrayBuffer.isView(root) || isTensorLike(root)) {
     throw new CheckpointError("invalid_argument", `a state dict must be a plain object of named values, not ${describeValue(root)}`);
   }
   const ancestors = new Set<object>();
-  const visit = async (value: unknown, path: KeyPath, replace: (value: StateValue) => void): Promise<void> => {
+  const visit = (value: unknown, path: KeyPath, replace: (value: StateValue) => void): Promise<void> | undefined => {
     const classified = classify(value, path);
     if (classified.type === "leaf") {
       onLeaf(classified.leaf, replace);
-      return;
+      return undefined;
     }
     if (classified.type === "sharded") {
       const { shards } = classified.sharded;
@@ -206,36 +212,51 @@ async function walk(
           shards[i] = { offsets: shards[i]!.offsets, tensor: replacement as TensorLike };
         });
       });
-      return;
+      return undefined;
     }
     const object = value as object;
     if (ancestors.has(object)) throw invalid(path, "the state dict contains a cycle; a value must not contain itself");
     ancestors.add(object);
-    if (classified.type === "stateful") {
-      const inner = await classified.object.stateDict();
-      if (!isObject(inner) || Array.isArray(inner) || !isPlainObject(inner as Record<string, unknown>)) {
-        throw invalid(path, "stateDict() must return a plain object");
-      }
-      ancestors.add(inner);
-      await visitContainer(inner, Object.entries(inner), path);
-      ancestors.delete(inner);
-      onStateful({ path, object: classified.object, target: inner });
-    } else if (classified.entries.length === 0) {
+    if (classified.type === "stateful") return visitStateful(classified.object, object, path);
+    if (classified.keys?.length === 0) {
       onLeaf({ kind: "value", path, value: classified.empty }, replace);
-    } else {
-      await visitContainer(object, classified.entries, path);
+      ancestors.delete(object);
+      return undefined;
     }
+    const pending = visitContainer(object, classified.keys, path, 0);
+    if (pending) return pending.then(() => void ancestors.delete(object));
+    ancestors.delete(object);
+    return undefined;
+  };
+  const visitStateful = async (stateful: Stateful, object: object, path: KeyPath): Promise<void> => {
+    const inner = await stateful.stateDict();
+    if (!isObject(inner) || Array.isArray(inner) || !isPlainObject(inner as Record<string, unknown>)) {
+      throw invalid(path, "stateDict() must return a plain object");
+    }
+    ancestors.add(inner);
+    await visitContainer(inner, Object.keys(inner), path, 0);
+    ancestors.delete(inner);
+    onStateful({ path, object: stateful, target: inner });
     ancestors.delete(object);
   };
-  const visitContainer = async (container: object, entries: readonly [string | number, unknown][], path: KeyPath): Promise<void> => {
-    for (const [key, child] of entries) {
+  /** Visits children from index `from` on; once a child turns asynchronous (a Stateful), the rest follow it. */
+  const visitContainer = (container: object, keys: readonly (string | number)[] | undefined, path: KeyPath, from: number): Promise<void> | undefined => {
+    const record = container as Record<string | number, StateValue>;
+    const count = keys ? keys.length : (container as unknown[]).length;
+    for (let i = from; i < count; i++) {
+      const key = keys ? keys[i]! : i;
       if (isForbiddenKey(key)) {
         throw invalid([...path, key], `the key ${JSON.stringify(key)} is not allowed (loaded into an object it would reach Object.prototype); rename it`);
       }
-      await visit(child, [...path, key], (replacement) => {
-        (container as Record<string | number, StateValue>)[key] = replacement;
-      });
+      const replace = replaceable
+        ? (replacement: StateValue): void => {
+            record[key] = replacement;
+          }
+        : noReplace;
+      const pending = visit(record[key], [...path, key], replace);
+      if (pending) return pending.then(() => visitContainer(container, keys, path, i + 1));
     }
+    return undefined;
   };
   if (Object.keys(root).length === 0 && !isStateful(root)) return;
   await visit(root, [], () => {
@@ -243,10 +264,15 @@ async function walk(
   });
 }
 
+/** What a save's leaves get as `replace`: a save never replaces a value. */
+function noReplace(): void {
+  throw new CheckpointError("invalid_argument", "a saved state dict's values are not replaced");
+}
+
 /** The leaves to save, in a deterministic order (depth-first, keys in insertion order). */
 export async function flattenStateDict(stateDict: StateDict): Promise<Leaf[]> {
   const leaves: Leaf[] = [];
-  await walk(stateDict, (leaf) => leaves.push(leaf), () => undefined);
+  await walk(stateDict, (leaf) => leaves.push(leaf), () => undefined, false);
   return leaves;
 }
 
@@ -254,7 +280,7 @@ export async function flattenStateDict(stateDict: StateDict): Promise<Leaf[]> {
 export async function flattenTarget(stateDict: StateDict): Promise<FlattenedTarget> {
   const leaves: TargetLeaf[] = [];
   const statefuls: StatefulTarget[] = [];
-  await walk(stateDict, (leaf, replace) => leaves.push({ leaf, replace }), (s) => statefuls.push(s));
+  await walk(stateDict, (leaf, replace) => leaves.push({ leaf, replace }), (s) => statefuls.push(s), true);
   return { leaves, statefuls };
 }
 
@@ -281,6 +307,6 @@ export async function tensorBytes(leaf: Extract<Leaf, { kind: "tensor" }>): Prom
       context: { key: displayKey(leaf.path) },
     });
   }
-  checkHostData(leaf.dtype, leaf.shape, data, `state dict key ${displayKey(leaf.path)}`);
+  checkHostData(leaf.dtype, leaf.shape, data, whereKey(leaf.path));
   return bytesOf(data as TypedArray);
 }

@@ -9,6 +9,8 @@ import {
   numel,
   unsupportedDType,
   validateShape,
+  type Where,
+  whereText,
 } from "./dtypes.js";
 import { CheckpointError, describeValue } from "../errors.js";
 
@@ -45,19 +47,19 @@ export function hostTensor<D extends DType>(dtype: D, shape: readonly number[], 
   return { dtype, shape: [...dims], data: values };
 }
 
-export function checkHostData(dtype: DType, shape: readonly number[], data: unknown, where: string): asserts data is TypedArray {
+export function checkHostData(dtype: DType, shape: readonly number[], data: unknown, where: Where): asserts data is TypedArray {
   if (!matchesArrayType(dtype, data)) {
     const got = ArrayBuffer.isView(data) ? data.constructor.name : describeValue(data);
     throw new CheckpointError(
       "invalid_argument",
-      `${where}: ${dtype} data must be a ${expectedArrayName(dtype)}, got ${got}`,
+      `${whereText(where)}: ${dtype} data must be a ${expectedArrayName(dtype)}, got ${got}`,
     );
   }
   const expected = numel(shape);
   if (data.length !== expected) {
     throw new CheckpointError(
       "invalid_argument",
-      `${where}: shape ${JSON.stringify(shape)} needs ${expected} elements but data has ${data.length}`,
+      `${whereText(where)}: shape ${JSON.stringify(shape)} needs ${expected} elements but data has ${data.length}`,
     );
   }
 }
