@@ -25,9 +25,24 @@ export function chunkBlockSize(dtype: DType, sizes: readonly number[], maxBlockS
 
 /** CRC32Cs as `metadata.json` 2.x stores them: their little-endian uint32 bytes, base64-encoded. */
 export function encodeChecksums(sums: ArrayLike<number>): string {
+  // One checksum (every chunk of at most one block) in JS: a Buffer per chunk costs more than the bytes.
+  if (sums.length === 1) return base64Uint32LE(sums[0]!);
   const bytes = Buffer.allocUnsafe(sums.length * 4);
   for (let i = 0; i < sums.length; i++) bytes.writeUInt32LE(sums[i]!, i * 4);
   return bytes.toString("base64");
+}
+
+const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/** The base64 of one uint32's four little-endian bytes, as Buffer would write it. */
+function base64Uint32LE(sum: number): string {
+  const b0 = sum & 0xff;
+  const b1 = (sum >>> 8) & 0xff;
+  const b2 = (sum >>> 16) & 0xff;
+  const b3 = sum >>> 24;
+  return (
+    ALPHABET[b0 >> 2]! + ALPHABET[((b0 & 3) << 4) | (b1 >> 4)]! + ALPHABET[((b1 & 15) << 2) | (b2 >> 6)]! + ALPHABET[b2 & 63]! + ALPHABET[b3 >> 2]! + ALPHABET[(b3 & 3) << 4]! + "=="
+  );
 }
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;

@@ -23,9 +23,14 @@ export function encodeMetadata(metadata: CheckpointMetadata): Uint8Array {
   if (majorOf(metadata.version) !== FORMAT_MAJOR) {
     throw new CheckpointError("invalid_argument", `encodeMetadata writes format ${FORMAT_MAJOR}.x, not version ${JSON.stringify(metadata.version)}`);
   }
-  const body = JSON.stringify({ ...rest, ...encodeV2(files, entries, metadata.checksum.blockSize) });
   const encoder = new TextEncoder();
-  return encoder.encode(`{"${CHECKSUM_FIELD}":${crc32c(encoder.encode(body))},${body.slice(1)}`);
+  const body = encoder.encode(JSON.stringify({ ...rest, ...encodeV2(files, entries, metadata.checksum.blockSize) }));
+  // The checksum covers the body's bytes; the body is encoded once and placed after the field.
+  const head = encoder.encode(`{"${CHECKSUM_FIELD}":${crc32c(body)},`);
+  const bytes = new Uint8Array(head.byteLength + body.byteLength - 1);
+  bytes.set(head);
+  bytes.set(body.subarray(1), head.byteLength);
+  return bytes;
 }
 
 function majorOf(version: unknown): number | undefined {

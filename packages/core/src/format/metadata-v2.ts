@@ -1,6 +1,6 @@
 import { type DType, byteSize, isDType } from "../state/dtypes.js";
 import { CheckpointError } from "../errors.js";
-import type { KeyPath } from "../state/state-dict.js";
+import { type KeyPath, displayKey } from "../state/state-dict.js";
 import { decodeChecksums, encodeChecksums } from "./checksum-blocks.js";
 import type { ChunkMetadata, DataFileMetadata, EntryMetadata } from "./metadata.js";
 import { checkChunks, checkFile, checkKey, corrupt, isCount, isCounts, isKeyElement, isRecord, isSpecial, isStoredValue } from "./metadata-checks.js";
@@ -28,7 +28,8 @@ export function encodeV2(files: Readonly<Record<string, DataFileMetadata>>, entr
   const encoded = entries.map((entry): Json => {
     let shared = 0;
     while (shared < previous.length && shared < entry.key.length - 1 && previous[shared] === entry.key[shared]) shared++;
-    const key = [shared, ...entry.key.slice(shared)];
+    const key: Json = [shared];
+    for (let k = shared; k < entry.key.length; k++) key.push(entry.key[k]);
     previous = entry.key;
     if (entry.kind === "value") return entry.special !== undefined ? ["n", key, entry.special] : ["v", key, entry.value ?? null];
     const shape = entry.kind === "tensor" ? entry.shape : [entry.byteLength];
@@ -41,14 +42,28 @@ export function encodeV2(files: Readonly<Record<string, DataFileMetadata>>, entr
 function encodeChunk(chunk: ChunkMetadata, key: KeyPath, shape: readonly number[], index: ReadonlyMap<string, number>, defaultBlockSize: number): Json {
   const file = index.get(chunk.file);
   if (file === undefined) throw new CheckpointError("invalid_argument", `a chunk of ${key.join(".")} is in ${chunk.file}, which the metadata's files do not list`);
-  const head = [file, chunk.byteOffset, encodeChecksums(chunk.crc32c)];
-  const defaultName = tensorName(key, shape, chunk);
-  if (chunk.tensorName !== defaultName) return [...head, chunk.offsets, chunk.sizes, chunk.blockSize, chunk.tensorName];
+  const sums = encodeChecksums(chunk.crc32c);
+  const whole = chunk.sizes.length === shape.length && chunk.sizes.every((s, d) => s === shape[d] && chunk.offsets[d] === 0);
+  // A whole chunk's default name is its dotted key (`tensorName`), compared here without joining it.
+  const defaultName = whole ? isDottedKey(chunk.tensorName, key) : chunk.tensorName === tensorName(key, shape, chunk);
+  if (!defaultName) return [file, chunk.byteOffset, sums, chunk.offsets, chunk.sizes, chunk.blockSize, chunk.tensorName];
   // A chunk of at most one block under both sizes has the same checksum under either: no need to say which.
   const oneBlock = chunk.byteLength <= chunk.blockSize && chunk.byteLength <= defaultBlockSize;
-  if (chunk.blockSize !== defaultBlockSize && !oneBlock) return [...head, chunk.offsets, chunk.sizes, chunk.blockSize];
-  const whole = chunk.sizes.length === shape.length && chunk.sizes.every((s, d) => s === shape[d] && chunk.offsets[d] === 0);
-  return whole ? head : [...head, chunk.offsets, chunk.sizes];
+  if (chunk.blockSize !== defaultBlockSize && !oneBlock) return [file, chunk.byteOffset, sums, chunk.offsets, chunk.sizes, chunk.blockSize];
+  return whole ? [file, chunk.byteOffset, sums] : [file, chunk.byteOffset, sums, chunk.offsets, chunk.sizes];
+}
+
+/** Whether `name` is `key`'s elements joined by dots (`displayKey`, for a non-empty key). */
+function isDottedKey(name: string, key: KeyPath): boolean {
+  if (key.length === 0) return name === displayKey(key);
+  let at = 0;
+  for (let k = 0; k < key.length; k++) {
+    if (k > 0 && name.charCodeAt(at++) !== 46) return false;
+    const part = String(key[k]);
+    if (!name.startsWith(part, at)) return false;
+    at += part.length;
+  }
+  return at === name.length;
 }
 
 /** Reads the files and entries of a format 2.x `metadata.json`; everything is checked before use. */

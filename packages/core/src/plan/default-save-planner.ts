@@ -47,49 +47,7 @@ export class DefaultSavePlanner implements SavePlanner {
   }
 
   createGlobalPlan(plans: readonly SavePlan[], context: GlobalPlanContext): GlobalSavePlan {
-    const keys = new Map<string, KeyChunks>();
-    const holders = new Map<string, Holder>();
-    for (const plan of plans) {
-      for (const item of plan.items) {
-        const key = pathId(item.key);
-        let chunks = keys.get(key);
-        if (chunks && (chunks.first.dtype !== item.dtype || chunks.first.kind !== item.kind || !sameNumbers(chunks.first.shape, item.shape))) {
-          const seen = chunks.first;
-          throw new CheckpointError(
-            "invalid_argument",
-            `ranks disagree about ${displayKey(item.key)}: ${seen.kind} ${seen.dtype}${JSON.stringify(seen.shape)} on one rank, ${item.kind} ${item.dtype}${JSON.stringify(item.shape)} on rank ${plan.rank}`,
-            { context: { key: displayKey(item.key), rank: plan.rank } },
-          );
-        }
-        if (!chunks) keys.set(key, (chunks = { first: item, holders: [] }));
-        // The key is JSON (it ends in "]"), so a box after it cannot make two ids collide; a whole tensor needs none.
-        const id = isWhole(item) ? key : `${key}@${item.chunk.offsets.join(",")}/${item.chunk.sizes.join(",")}`;
-        let holder = holders.get(id);
-        if (!holder) {
-          holders.set(id, (holder = { bytes: item.byteLength, ranks: [], items: [] }));
-          chunks.holders.push(holder);
-        }
-        // A rank holding the same chunk twice keeps its last one.
-        const last = holder.ranks.length - 1;
-        if (last >= 0 && holder.ranks[last] === plan.rank) holder.items[last] = item;
-        else {
-          holder.ranks.push(plan.rank);
-          holder.items.push(item);
-        }
-      }
-    }
-    checkCoverage(keys);
-    const assigned = plans.map(() => [] as WriteItem[]);
-    const load = plans.map(() => 0);
-    const bySize = [...holders.values()].sort((a, b) => b.bytes - a.bytes);
-    for (const holder of bySize) {
-      let at = 0;
-      for (let h = 1; h < holder.ranks.length; h++) if (load[holder.ranks[h]!]! < load[holder.ranks[at]!]!) at = h;
-      const rank = holder.ranks[at]!;
-      const item = holder.items[at]!;
-      assigned[rank]!.push(item);
-      load[rank]! += item.byteLength;
-    }
+    const assigned = plans.length === 1 && onlyWholeDistinct(plans[0]!.items) ? [plans[0]!.items] : assignItems(plans);
     const values = new Map<string, ValueEntry>();
     for (const plan of plans) for (const { entry } of plan.values) if (!values.has(pathId(entry.key))) values.set(pathId(entry.key), entry);
     return {
@@ -98,6 +56,68 @@ export class DefaultSavePlanner implements SavePlanner {
       values: [...values.values()],
     };
   }
+}
+
+/**
+ * One rank whose items are whole tensors under distinct names (so distinct keys) has nothing to
+ * deduplicate or tile: it writes them all, as `assignItems` would decide at far greater cost.
+ */
+function onlyWholeDistinct(items: readonly WriteItem[]): boolean {
+  const names = new Set<string>();
+  for (const item of items) {
+    const name = displayKey(item.key);
+    if (!isWhole(item) || names.has(name)) return false;
+    names.add(name);
+  }
+  return true;
+}
+
+/** Each distinct chunk (key and box) to one of the ranks holding it, the least loaded, largest chunks first; checks that ranks agree and chunks tile. */
+function assignItems(plans: readonly SavePlan[]): WriteItem[][] {
+  const keys = new Map<string, KeyChunks>();
+  const holders = new Map<string, Holder>();
+  for (const plan of plans) {
+    for (const item of plan.items) {
+      const key = pathId(item.key);
+      let chunks = keys.get(key);
+      if (chunks && (chunks.first.dtype !== item.dtype || chunks.first.kind !== item.kind || !sameNumbers(chunks.first.shape, item.shape))) {
+        const seen = chunks.first;
+        throw new CheckpointError(
+          "invalid_argument",
+          `ranks disagree about ${displayKey(item.key)}: ${seen.kind} ${seen.dtype}${JSON.stringify(seen.shape)} on one rank, ${item.kind} ${item.dtype}${JSON.stringify(item.shape)} on rank ${plan.rank}`,
+          { context: { key: displayKey(item.key), rank: plan.rank } },
+        );
+      }
+      if (!chunks) keys.set(key, (chunks = { first: item, holders: [] }));
+      // The key is JSON (it ends in "]"), so a box after it cannot make two ids collide; a whole tensor needs none.
+      const id = isWhole(item) ? key : `${key}@${item.chunk.offsets.join(",")}/${item.chunk.sizes.join(",")}`;
+      let holder = holders.get(id);
+      if (!holder) {
+        holders.set(id, (holder = { bytes: item.byteLength, ranks: [], items: [] }));
+        chunks.holders.push(holder);
+      }
+      // A rank holding the same chunk twice keeps its last one.
+      const last = holder.ranks.length - 1;
+      if (last >= 0 && holder.ranks[last] === plan.rank) holder.items[last] = item;
+      else {
+        holder.ranks.push(plan.rank);
+        holder.items.push(item);
+      }
+    }
+  }
+  checkCoverage(keys);
+  const assigned = plans.map(() => [] as WriteItem[]);
+  const load = plans.map(() => 0);
+  const bySize = [...holders.values()].sort((a, b) => b.bytes - a.bytes);
+  for (const holder of bySize) {
+    let at = 0;
+    for (let h = 1; h < holder.ranks.length; h++) if (load[holder.ranks[h]!]! < load[holder.ranks[at]!]!) at = h;
+    const rank = holder.ranks[at]!;
+    const item = holder.items[at]!;
+    assigned[rank]!.push(item);
+    load[rank]! += item.byteLength;
+  }
+  return assigned;
 }
 
 /**

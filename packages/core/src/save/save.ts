@@ -218,7 +218,8 @@ function buildMetadata(
 ): CheckpointMetadata {
   const files = Object.create(null) as Record<string, DataFileMetadata>;
   const idOf = keyIds();
-  const byKey = new Map<string, EntryMetadata & { chunks?: ChunkMetadata[] }>();
+  // Keys in entry order first (placeholders), so filling them in keeps that order.
+  const byKey = entryOrder(prepared.plans, idOf);
   for (const outcome of outcomes) {
     Object.assign(files, outcome.files);
     for (const { item, chunk } of outcome.chunks) {
@@ -236,6 +237,8 @@ function buildMetadata(
     }
   }
   for (const value of prepared.plan.values) byKey.set(idOf(value.key), value);
+  const entries: EntryMetadata[] = [];
+  for (const entry of byKey.values()) if (entry) entries.push(entry);
   return {
     format: FORMAT_NAME,
     version: `${FORMAT_MAJOR}.${FORMAT_MINOR}`,
@@ -243,24 +246,28 @@ function buildMetadata(
     createdAt: new Date().toISOString(),
     checksum: { algorithm: "crc32c", blockSize },
     files,
-    entries: entryOrder(prepared.plans, idOf).map((id) => byKey.get(id)!),
+    entries,
     user: options.metadata ?? {},
   };
 }
 
-/** Entries in the order their leaves stood in the state dicts (rank 0's first), so a load without target rebuilds the same key order. */
-function entryOrder(plans: readonly SavePlan[], idOf: (key: KeyPath) => string): string[] {
-  const order = new Set<string>();
+/**
+ * Every key, in the order its leaves stood in the state dicts (rank 0's first), mapped to nothing
+ * yet: a load without target then rebuilds the same key order.
+ */
+function entryOrder(plans: readonly SavePlan[], idOf: (key: KeyPath) => string): Map<string, EntryMetadata | undefined> {
+  const order = new Map<string, EntryMetadata | undefined>();
   for (const plan of plans) {
     // The default planner lists items and values each in leaf order: merged, not sorted again.
     const items = inLeafOrder(plan.items);
     const values = inLeafOrder(plan.values);
     for (let i = 0, v = 0; i < items.length || v < values.length; ) {
       const takeItem = v >= values.length || (i < items.length && items[i]!.leafIndex < values[v]!.leafIndex);
-      order.add(idOf(takeItem ? items[i++]!.key : values[v++]!.entry.key));
+      const id = idOf(takeItem ? items[i++]!.key : values[v++]!.entry.key);
+      if (!order.has(id)) order.set(id, undefined);
     }
   }
-  return [...order];
+  return order;
 }
 
 function inLeafOrder<T extends { readonly leafIndex: number }>(list: readonly T[]): readonly T[] {
@@ -270,7 +277,7 @@ function inLeafOrder<T extends { readonly leafIndex: number }>(list: readonly T[
 
 /** `pathId` remembered per key path array, for the span of one commit: each key is stringified once. */
 function keyIds(): (key: KeyPath) => string {
-  const ids = new WeakMap<KeyPath, string>();
+  const ids = new Map<KeyPath, string>();
   return (key) => {
     let id = ids.get(key);
     if (id === undefined) ids.set(key, (id = pathId(key)));
