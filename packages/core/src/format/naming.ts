@@ -21,6 +21,8 @@ export function isDataFileName(name: string): boolean {
 
 /** A chunk's name in its data file's safetensors header: the dotted key, plus the chunk's offsets if it is a part of the tensor. */
 export function tensorName(key: KeyPath, shape: readonly number[], chunk: { readonly offsets: readonly number[]; readonly sizes: readonly number[] }): string {
-  const whole = chunk.sizes.every((s, d) => s === shape[d]) && numel(chunk.sizes) === numel(shape);
+  let whole = true;
+  for (let d = 0; d < chunk.sizes.length && whole; d++) whole = chunk.sizes[d] === shape[d];
+  if (whole && chunk.sizes.length !== shape.length) whole = numel(chunk.sizes) === numel(shape);
   return whole ? displayKey(key) : `${displayKey(key)}@${chunk.offsets.join(",")}`;
 }

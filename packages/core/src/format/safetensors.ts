@@ -23,17 +23,40 @@ export interface SafetensorsLayout {
  * section starts 8-byte aligned, as the reference implementation does.
  */
 export function layoutSafetensors(tensors: readonly SafetensorsTensor[], metadata: Readonly<Record<string, string>>): SafetensorsLayout {
-  // The JSON is built as text (an object of 100k keys is slow to build), in the order JSON.stringify
-  // gives an object: array-index names first in numeric order, then the rest as inserted.
-  const seen = new Set<string>(["__metadata__"]);
-  const indexed: { index: number; part: string }[] = [];
-  const named: string[] = [`"__metadata__":${JSON.stringify(metadata)}`];
-  let position = 0;
+  const seen = new Set<string>();
   for (const t of tensors) {
     if (seen.has(t.name)) throw new Error(`duplicate safetensors tensor name ${JSON.stringify(t.name)}`);
     seen.add(t.name);
-    const part = `${JSON.stringify(t.name)}:{"dtype":"${safetensorsDType(t.dtype)}","shape":${JSON.stringify(t.shape)},"data_offsets":[${position},${position + t.byteLength}]}`;
-    const index = arrayIndex(t.name);
+  }
+  return layoutNamedSafetensors(
+    tensors.map((t) => t.name),
+    tensors,
+    (t) => t.shape,
+    metadata,
+  );
+}
+
+/**
+ * `layoutSafetensors` for tensors whose `names` (one per tensor, in order) are already unique,
+ * such as `uniqueTensorNames` gives, read from the caller's own records without copying them.
+ */
+export function layoutNamedSafetensors<T extends { readonly dtype: DType; readonly byteLength: number }>(
+  names: readonly string[],
+  tensors: readonly T[],
+  shapeOf: (tensor: T) => readonly number[],
+  metadata: Readonly<Record<string, string>>,
+): SafetensorsLayout {
+  // The JSON is built as text (an object of 100k keys is slow to build), in the order JSON.stringify
+  // gives an object: array-index names first in numeric order, then the rest as inserted.
+  const indexed: { index: number; part: string }[] = [];
+  const named: string[] = [`"__metadata__":${JSON.stringify(metadata)}`];
+  let position = 0;
+  for (let i = 0; i < tensors.length; i++) {
+    const t = tensors[i]!;
+    const name = names[i]!;
+    if (name === "__metadata__") throw new Error(`duplicate safetensors tensor name ${JSON.stringify(name)}`);
+    const part = `${JSON.stringify(name)}:{"dtype":"${safetensorsDType(t.dtype)}","shape":${JSON.stringify(shapeOf(t))},"data_offsets":[${position},${position + t.byteLength}]}`;
+    const index = arrayIndex(name);
     if (index === undefined) named.push(part);
     else indexed.push({ index, part });
     position += t.byteLength;

@@ -1,14 +1,11 @@
 import { FORMAT_MAJOR, FORMAT_NAME } from "../format/metadata.js";
 import { tensorName } from "../format/naming.js";
-import { type SafetensorsLayout, layoutSafetensors, uniqueTensorNames } from "../format/safetensors.js";
+import { type SafetensorsLayout, layoutNamedSafetensors, uniqueTensorNames } from "../format/safetensors.js";
 import type { WriteItem } from "./save-planner.js";
 
 /** A data file's tensor names and safetensors layout (header bytes, each item's offset), from its items alone. */
 export function dataFileLayout(items: readonly WriteItem[]): { names: string[]; layout: SafetensorsLayout } {
   const names = uniqueTensorNames(items.map((item) => tensorName(item.key, item.shape, item.chunk)));
-  const layout = layoutSafetensors(
-    items.map((item, i) => ({ name: names[i]!, dtype: item.dtype, shape: item.chunk.sizes, byteLength: item.byteLength })),
-    { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` },
-  );
+  const layout = layoutNamedSafetensors(names, items, (item) => item.chunk.sizes, { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` });
   return { names, layout };
 }

@@ -7,6 +7,7 @@ import { isPageAligned } from "../storage/page-aligned.js";
 import { dataFileLayout } from "../plan/data-file-layout.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { type Leaf, hostDataOf, tensorBytes } from "../state/flatten.js";
+import { bytesOf } from "../state/dtypes.js";
 import type { ChunkMetadata, DataFileMetadata } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
@@ -121,7 +122,8 @@ export async function writeDataFile(
     for (const i of group) {
       const item = file.items[i]!;
       const leaf = leaves[item.leafIndex]!;
-      const data = leaf.kind === "tensor" ? await tensorBytes(leaf) : leaf.kind === "bytes" ? leaf.data : undefined;
+      // A host tensor's bytes are a view: no await (one promise per tensor) unless tfjs must be read.
+      const data = leaf.kind === "bytes" ? leaf.data : leaf.kind !== "tensor" ? undefined : leaf.source.kind === "host" ? bytesOf(leaf.source.tensor.data) : await tensorBytes(leaf);
       if (!data || data.byteLength !== item.byteLength) {
         throw new CheckpointError("invalid_argument", `state dict key ${displayKey(item.key)} changed size while it was being saved`, {
           context: { key: displayKey(item.key) },
