@@ -4,7 +4,7 @@ import { dataFileName } from "../format/naming.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
 import { dataFileLayout } from "./data-file-layout.js";
 import { CheckpointError } from "../errors.js";
-import { type Leaf, leafBox } from "../state/flatten.js";
+import type { Leaf } from "../state/flatten.js";
 import { type ValueEntry, encodeSpecialNumber } from "../format/metadata.js";
 import type { DataFilePlan, GlobalPlanContext, GlobalSavePlan, PlannedValue, SavePlan, SavePlanner, WriteItem } from "./save-planner.js";
 import { displayKey, pathId } from "../state/state-dict.js";
@@ -24,15 +24,22 @@ export class DefaultSavePlanner implements SavePlanner {
   createLocalPlan(leaves: readonly Leaf[], rank: number): SavePlan {
     const items: WriteItem[] = [];
     const values: PlannedValue[] = [];
+    // Whole tensors of one rank share their all-zero offsets (plans are values: nothing mutates them).
+    const zeros: number[][] = [];
+    const zerosOf = (n: number): number[] => (zeros[n] ??= new Array<number>(n).fill(0));
     leaves.forEach((leaf, leafIndex) => {
       if (leaf.kind === "value") {
         values.push({ leafIndex, entry: valueEntry(leaf) });
         return;
       }
-      const dtype = leaf.kind === "tensor" ? leaf.dtype : "uint8";
-      const { globalShape, box } =
-        leaf.kind === "tensor" ? leafBox(leaf) : { globalShape: [leaf.data.byteLength], box: { offsets: [0], sizes: [leaf.data.byteLength] } };
-      items.push({ leafIndex, key: leaf.path, kind: leaf.kind, dtype, shape: globalShape, chunk: box, byteLength: byteSize(dtype, box.sizes) });
+      if (leaf.kind === "bytes") {
+        const sizes = [leaf.data.byteLength];
+        items.push({ leafIndex, key: leaf.path, kind: "bytes", dtype: "uint8", shape: sizes, chunk: { offsets: zerosOf(1), sizes }, byteLength: leaf.data.byteLength });
+        return;
+      }
+      const shape = leaf.shard ? leaf.shard.globalShape : leaf.shape;
+      const chunk = { offsets: leaf.shard ? leaf.shard.offsets : zerosOf(leaf.shape.length), sizes: leaf.shape };
+      items.push({ leafIndex, key: leaf.path, kind: "tensor", dtype: leaf.dtype, shape, chunk, byteLength: byteSize(leaf.dtype, leaf.shape) });
     });
     return { rank, items, values };
   }
