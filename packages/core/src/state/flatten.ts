@@ -52,10 +52,10 @@ type Classified =
   | { readonly type: "leaf"; readonly leaf: Leaf }
   | { readonly type: "stateful"; readonly object: Stateful }
   | { readonly type: "sharded"; readonly leaves: readonly Leaf[]; readonly sharded: ShardedTensor }
-  | { readonly type: "container"; readonly keys: readonly (string | number)[] | undefined; readonly empty: EmptyContainer };
+  | { readonly type: "container"; readonly keys: readonly string[] | undefined };
 
 /** A container's keys: an array's indices are not listed (`undefined`), an object's are. */
-const ARRAY: Classified = { type: "container", keys: undefined, empty: [] };
+const ARRAY: Classified = { type: "container", keys: undefined };
 
 function invalid(path: KeyPath, message: string): CheckpointError {
   return new CheckpointError("invalid_argument", `state dict key ${displayKey(path)}: ${message}`, {
@@ -138,11 +138,11 @@ function classify(value: unknown, path: KeyPath): Classified {
   if (isStateful(value)) return { type: "stateful", object: value };
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) if (!(i in value)) throw invalid([...path, i], "arrays must not have holes; use null");
-    return value.length === 0 ? { type: "container", keys: [], empty: [] } : ARRAY;
+    return ARRAY;
   }
   if (isPlainObject(object)) {
     if (Object.getOwnPropertySymbols(object).length > 0) throw invalid(path, "symbol keys cannot be checkpointed; use string keys");
-    return { type: "container", keys: Object.keys(object), empty: {} };
+    return { type: "container", keys: Object.keys(object) };
   }
   const name = (Object.getPrototypeOf(object) as { constructor?: { name?: string } } | null)?.constructor?.name ?? "object";
   throw invalid(
@@ -218,12 +218,13 @@ async function walk(
     if (ancestors.has(object)) throw invalid(path, "the state dict contains a cycle; a value must not contain itself");
     ancestors.add(object);
     if (classified.type === "stateful") return visitStateful(classified.object, object, path);
-    if (classified.keys?.length === 0) {
-      onLeaf({ kind: "value", path, value: classified.empty }, replace);
+    const { keys } = classified;
+    if ((keys ?? (object as unknown[])).length === 0) {
+      onLeaf({ kind: "value", path, value: keys ? {} : [] }, replace);
       ancestors.delete(object);
       return undefined;
     }
-    const pending = visitContainer(object, classified.keys, path, 0);
+    const pending = visitContainer(object, keys, path, 0);
     if (pending) return pending.then(() => void ancestors.delete(object));
     ancestors.delete(object);
     return undefined;
@@ -240,7 +241,7 @@ async function walk(
     ancestors.delete(object);
   };
   /** Visits children from index `from` on; once a child turns asynchronous (a Stateful), the rest follow it. */
-  const visitContainer = (container: object, keys: readonly (string | number)[] | undefined, path: KeyPath, from: number): Promise<void> | undefined => {
+  const visitContainer = (container: object, keys: readonly string[] | undefined, path: KeyPath, from: number): Promise<void> | undefined => {
     const record = container as Record<string | number, StateValue>;
     const count = keys ? keys.length : (container as unknown[]).length;
     for (let i = from; i < count; i++) {
