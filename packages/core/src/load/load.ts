@@ -6,7 +6,7 @@ import { CheckpointError, cancelledError, describeValue, isCheckpointError, thro
 import { readRanges } from "./read-ranges.js";
 import { type FlattenedTarget, type Leaf, flattenTarget, leafBox, tfjsDType } from "../state/flatten.js";
 import type { LoadPlanner, LoadRequest } from "../plan/load-planner.js";
-import { type CheckpointMetadata, METADATA_FILE, valueOf } from "../format/metadata.js";
+import { type CheckpointMetadata, type EntryMetadata, METADATA_FILE, valueOf } from "../format/metadata.js";
 import { parseMetadata } from "../format/metadata-json.js";
 import { withRetry } from "../storage/retry.js";
 import { ObjectReaders } from "../storage/object-readers.js";
@@ -203,11 +203,13 @@ function fullBox(shape: readonly number[]): Box {
 
 /** Where each leaf of a target state dict gets its bytes, and how it is put in place afterwards. */
 function targetDestinations(flattened: FlattenedTarget, metadata: CheckpointMetadata, tf: TfjsModule | undefined): Destination[] {
-  const entries = new Map(metadata.entries.map((e) => [pathId(e.key), e]));
+  // Only values and blobs look their entry up here (the load planner matches tensors): no id per entry otherwise.
+  let entries: Map<string, EntryMetadata> | undefined;
+  const savedAt = (path: KeyPath): EntryMetadata | undefined => (entries ??= new Map(metadata.entries.map((e) => [pathId(e.key), e]))).get(pathId(path));
   return flattened.leaves.map(({ leaf, replace }): Destination => {
     const request = requestFor(leaf);
     if (leaf.kind === "value") {
-      const saved = entries.get(pathId(leaf.path));
+      const saved = savedAt(leaf.path);
       const finish = (): void => {
         if (saved?.kind === "value") replace(valueOf(saved) as StateValue);
       };
@@ -215,7 +217,7 @@ function targetDestinations(flattened: FlattenedTarget, metadata: CheckpointMeta
     }
     if (leaf.kind === "bytes") {
       // A blob may change size between saves: it is replaced by one sized as the checkpoint's.
-      const saved = entries.get(pathId(leaf.path));
+      const saved = savedAt(leaf.path);
       const data = new Uint8Array(saved?.kind === "bytes" ? saved.byteLength : 0);
       return { request, box: fullBox([data.byteLength]), buffer: data, finish: () => replace(data) };
     }
