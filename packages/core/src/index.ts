@@ -19,6 +19,6 @@ export { save } from "./save/save.js";
 export { type LoadOptions, type LoadResult, load, readMetadata } from "./load/load.js";
 export { type TfjsModule, tfjsModule } from "./load/tfjs.js";
 export { type AsyncSaveOptions, type AsyncSaveHandle, type StagedInfo, asyncSave, prepareAsyncSave } from "./background/async-save.js";
-export { startUploadWorker } from "./background/upload-thread.js";
+export { startUploadWorker, uploadWorkerReady } from "./background/upload-thread.js";
 export { type StagingStrategy, type StagedLeaves } from "./stage/staging.js";
 export { type StagingPoolOptions, StagingPool } from "./stage/staging-pool.js";

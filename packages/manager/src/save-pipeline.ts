@@ -1,4 +1,4 @@
-import { type SaveOptions, type SaveResult, type StateDict, type StorageAdapter, StagingPool, asyncSave, prepareAsyncSave, startUploadWorker, storageUrl } from "@cairn/core";
+import { type SaveOptions, type SaveResult, type StateDict, type StorageAdapter, StagingPool, asyncSave, prepareAsyncSave, startUploadWorker, storageUrl, uploadWorkerReady } from "@cairn/core";
 import PQueue from "p-queue";
 import type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
 import type { ManagerEmitter } from "./manager-events.js";
@@ -38,15 +38,18 @@ export class SavePipeline {
   /** Several ranks only: the barriers after each commit, in order. */
   #barriers: Promise<void> = Promise.resolve();
   #failure: unknown;
-  /** Resolves once the upload worker loaded its code: a first save meanwhile would compete with that for a core. */
-  #workerStarted: Promise<void> = Promise.resolve();
+  /** Whether it started the upload worker, whose loading a first save would otherwise compete with for a core. */
+  #workerStarted = false;
 
   constructor(options: SavePipelineOptions) {
     this.#options = options;
     this.#pool = new StagingPool(options.stagingBudget === undefined ? {} : { maxBytes: options.stagingBudget });
     this.#uploads = new PQueue({ concurrency: options.maxPendingAsync ?? 1 });
     // Started now so the first saveAsync does not wait for the thread to load.
-    if (options.writable && options.uploadWorker !== false && writtenByWorker(options.location)) this.#workerStarted = startUploadWorker();
+    if (options.writable && options.uploadWorker !== false && writtenByWorker(options.location)) {
+      startUploadWorker();
+      this.#workerStarted = true;
+    }
   }
 
   /** Whether a save of `step` is staged or being written here: retention leaves such a step alone. */
@@ -95,7 +98,7 @@ export class SavePipeline {
 
   /** Readies the staging buffers for saveAsync of state dicts shaped like `stateDict`, from another thread (see `prepareAsyncSave`), and waits for the upload worker to be up. */
   async prepare(stateDict: StateDict, save: Pick<SaveOptions, "concurrency">): Promise<void> {
-    await Promise.all([prepareAsyncSave(stateDict, { concurrency: save.concurrency, staging: this.#options.staging ?? "copy", pool: this.#pool }), this.#workerStarted]);
+    await Promise.all([prepareAsyncSave(stateDict, { concurrency: save.concurrency, staging: this.#options.staging ?? "copy", pool: this.#pool }), this.#workerStarted ? uploadWorkerReady() : undefined]);
   }
 
   /** Several ranks: after `pass`, `collective` (of the step's group: it shares what the pass deleted), in commit order; `drain()` waits for it. */

@@ -105,9 +105,20 @@ class UploadThread {
     });
   }
 
-  start(): Promise<void> {
+  start(): void {
     this.#spawn();
-    return this.#ready;
+  }
+
+  /** Resolves once the worker (if one was started) has loaded its code, holding the process open meanwhile. */
+  async ready(): Promise<void> {
+    const worker = this.#worker;
+    if (!worker) return;
+    worker.ref();
+    try {
+      await this.#ready;
+    } finally {
+      if (this.#jobs.size === 0 && this.#worker === worker) worker.unref();
+    }
   }
 
   #post(message: ToUploadWorker): void {
@@ -185,11 +196,15 @@ const uploads = new UploadThread();
 /**
  * Starts the upload worker thread ahead of the first background save, so that save does not
  * wait for the thread to load its code (a manager calls it when constructed for such saves).
- * Resolves once the thread has loaded it (or failed: the first job reports that). Idempotent;
- * an idle worker does not keep the process alive.
+ * Idempotent; an idle worker does not keep the process alive.
  */
-export function startUploadWorker(): Promise<void> {
-  return uploads.start();
+export function startUploadWorker(): void {
+  uploads.start();
+}
+
+/** Resolves once a started upload worker has loaded its code (or failed: the first job reports that); at once if none was started. */
+export function uploadWorkerReady(): Promise<void> {
+  return uploads.ready();
 }
 
 /** `planAndCommit`, run on the upload worker thread; call only when `canUploadInWorker` says so. */
