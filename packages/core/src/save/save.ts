@@ -217,28 +217,7 @@ function buildMetadata(
   blockSize: number,
 ): CheckpointMetadata {
   const files = Object.create(null) as Record<string, DataFileMetadata>;
-  const idOf = keyIds();
-  // Keys in entry order first (placeholders), so filling them in keeps that order.
-  const byKey = entryOrder(prepared.plans, idOf);
-  for (const outcome of outcomes) {
-    Object.assign(files, outcome.files);
-    for (const { item, chunk } of outcome.chunks) {
-      const id = idOf(item.key);
-      let entry = byKey.get(id) as { chunks: ChunkMetadata[] } | undefined;
-      if (!entry) {
-        const base =
-          item.kind === "tensor"
-            ? { kind: "tensor" as const, key: item.key, dtype: item.dtype, shape: item.shape, chunks: [] as ChunkMetadata[] }
-            : { kind: "bytes" as const, key: item.key, byteLength: item.byteLength, chunks: [] as ChunkMetadata[] };
-        byKey.set(id, base);
-        entry = base;
-      }
-      entry.chunks.push(chunk);
-    }
-  }
-  for (const value of prepared.plan.values) byKey.set(idOf(value.key), value);
-  const entries: EntryMetadata[] = [];
-  for (const entry of byKey.values()) if (entry) entries.push(entry);
+  for (const outcome of outcomes) Object.assign(files, outcome.files);
   return {
     format: FORMAT_NAME,
     version: `${FORMAT_MAJOR}.${FORMAT_MINOR}`,
@@ -246,43 +225,71 @@ function buildMetadata(
     createdAt: new Date().toISOString(),
     checksum: { algorithm: "crc32c", blockSize },
     files,
-    entries,
+    entries: buildEntries(outcomes, prepared),
     user: options.metadata ?? {},
   };
 }
 
+type BuiltEntry = EntryMetadata & { chunks?: ChunkMetadata[] };
+
 /**
- * Every key, in the order its leaves stood in the state dicts (rank 0's first), mapped to nothing
- * yet: a load without target then rebuilds the same key order.
+ * One entry per key, in the order the leaves stood in the state dicts (rank 0's first), so a
+ * load without target rebuilds the same key order; each written chunk joins its key's entry.
+ * Keys get a slot in that order, and each rank's leaves an array of slots, so a chunk finds its
+ * entry by its item's leaf index instead of by a string id.
  */
-function entryOrder(plans: readonly SavePlan[], idOf: (key: KeyPath) => string): Map<string, EntryMetadata | undefined> {
-  const order = new Map<string, EntryMetadata | undefined>();
-  for (const plan of plans) {
+function buildEntries(outcomes: readonly Extract<RankOutcome, { ok: true }>[], prepared: PreparedSave): EntryMetadata[] {
+  const slotOfId = new Map<string, number>();
+  const keys: KeyPath[] = [];
+  const entries: (BuiltEntry | undefined)[] = [];
+  const slotOfKey = (key: KeyPath): number => {
+    const id = pathId(key);
+    let slot = slotOfId.get(id);
+    if (slot === undefined) {
+      slotOfId.set(id, (slot = keys.length));
+      keys.push(key);
+      entries.push(undefined);
+    }
+    return slot;
+  };
+  const slotsOfRank: Int32Array[] = [];
+  for (const plan of prepared.plans) {
     // The default planner lists items and values each in leaf order: merged, not sorted again.
     const items = inLeafOrder(plan.items);
     const values = inLeafOrder(plan.values);
+    const slots = new Int32Array(Math.max(items.at(-1)?.leafIndex ?? -1, values.at(-1)?.leafIndex ?? -1) + 1).fill(-1);
     for (let i = 0, v = 0; i < items.length || v < values.length; ) {
       const takeItem = v >= values.length || (i < items.length && items[i]!.leafIndex < values[v]!.leafIndex);
-      const id = idOf(takeItem ? items[i++]!.key : values[v++]!.entry.key);
-      if (!order.has(id)) order.set(id, undefined);
+      const { leafIndex, key } = takeItem ? items[i++]! : { leafIndex: values[v]!.leafIndex, key: values[v++]!.entry.key };
+      slots[leafIndex] = slotOfKey(key);
     }
+    slotsOfRank[plan.rank] = slots;
   }
-  return order;
+  outcomes.forEach((outcome, rank) => {
+    const slots = slotsOfRank[rank];
+    for (const { item, chunk } of outcome.chunks) {
+      const known = slots?.[item.leafIndex] ?? -1;
+      // The leaf index is the writer's own; its key is checked, by identity when the plan is this process's.
+      const slot = known >= 0 && (keys[known] === item.key || pathId(keys[known]!) === pathId(item.key)) ? known : slotOfKey(item.key);
+      let entry = entries[slot] as { chunks: ChunkMetadata[] } | undefined;
+      if (!entry) {
+        const base =
+          item.kind === "tensor"
+            ? { kind: "tensor" as const, key: item.key, dtype: item.dtype, shape: item.shape, chunks: [] as ChunkMetadata[] }
+            : { kind: "bytes" as const, key: item.key, byteLength: item.byteLength, chunks: [] as ChunkMetadata[] };
+        entries[slot] = base;
+        entry = base;
+      }
+      entry.chunks.push(chunk);
+    }
+  });
+  for (const value of prepared.plan.values) entries[slotOfKey(value.key)] = value;
+  return entries.filter((entry): entry is BuiltEntry => entry !== undefined);
 }
 
 function inLeafOrder<T extends { readonly leafIndex: number }>(list: readonly T[]): readonly T[] {
   for (let i = 1; i < list.length; i++) if (list[i]!.leafIndex < list[i - 1]!.leafIndex) return [...list].sort((a, b) => a.leafIndex - b.leafIndex);
   return list;
-}
-
-/** `pathId` remembered per key path array, for the span of one commit: each key is stringified once. */
-function keyIds(): (key: KeyPath) => string {
-  const ids = new Map<KeyPath, string>();
-  return (key) => {
-    let id = ids.get(key);
-    if (id === undefined) ids.set(key, (id = pathId(key)));
-    return id;
-  };
 }
 
 async function removeFiles(location: OpenedCheckpoint, files: readonly DataFilePlan[]): Promise<void> {
