@@ -46,40 +46,97 @@ export function layoutNamedSafetensors<T extends { readonly dtype: DType; readon
   shapeOf: (tensor: T) => readonly number[],
   metadata: Readonly<Record<string, string>>,
 ): SafetensorsLayout {
-  // The JSON is built as text (an object of 100k keys is slow to build), in the order JSON.stringify
-  // gives an object: array-index names first in numeric order, then the rest as inserted.
-  const indexed: { index: number; part: string }[] = [];
-  const named: string[] = [`"__metadata__":${JSON.stringify(metadata)}`];
+  // The JSON is written as bytes (an object of 100k keys, or 100k strings, is slow to build), in the
+  // order JSON.stringify gives an object: array-index names first in numeric order, then the rest as inserted.
+  const starts = new Array<number>(tensors.length);
+  const indexed: { index: number; tensor: number }[] = [];
   let position = 0;
   for (let i = 0; i < tensors.length; i++) {
+    if (names[i] === "__metadata__") throw new Error(`duplicate safetensors tensor name ${JSON.stringify(names[i])}`);
+    const index = arrayIndex(names[i]!);
+    if (index !== undefined) indexed.push({ index, tensor: i });
+    starts[i] = position;
+    position += tensors[i]!.byteLength;
+  }
+  const out = new JsonBytes(8 + 64 * tensors.length + 256);
+  out.text("{");
+  let first = true;
+  const part = (i: number): void => {
     const t = tensors[i]!;
-    const name = names[i]!;
-    if (name === "__metadata__") throw new Error(`duplicate safetensors tensor name ${JSON.stringify(name)}`);
-    const part = `${JSON.stringify(name)}:{"dtype":"${safetensorsDType(t.dtype)}","shape":${JSON.stringify(shapeOf(t))},"data_offsets":[${position},${position + t.byteLength}]}`;
-    const index = arrayIndex(name);
-    if (index === undefined) named.push(part);
-    else indexed.push({ index, part });
-    position += t.byteLength;
+    out.text(first ? "" : ",");
+    first = false;
+    out.text(JSON.stringify(names[i]!));
+    out.text(`:{"dtype":"${safetensorsDType(t.dtype)}","shape":[`);
+    const shape = shapeOf(t);
+    for (let d = 0; d < shape.length; d++) {
+      if (d > 0) out.byte(0x2c);
+      out.integer(shape[d]!);
+    }
+    out.text('],"data_offsets":[');
+    out.integer(starts[i]!);
+    out.byte(0x2c);
+    out.integer(starts[i]! + t.byteLength);
+    out.text("]}");
+  };
+  for (const { tensor } of indexed.sort((x, y) => x.index - y.index)) part(tensor);
+  out.text(`${first ? "" : ","}"__metadata__":${JSON.stringify(metadata)}`);
+  first = false;
+  for (let i = 0; i < tensors.length; i++) if (arrayIndex(names[i]!) === undefined) part(i);
+  out.text("}");
+  // Spaces pad the JSON so the data starts 8-byte aligned.
+  const jsonLength = Math.ceil((out.length - 8) / 8) * 8;
+  while (out.length < 8 + jsonLength) out.byte(0x20);
+  const bytes = out.bytes();
+  new DataView(bytes.buffer, bytes.byteOffset).setBigUint64(0, BigInt(jsonLength), true);
+  const offsets = new Array<number>(tensors.length);
+  for (let i = 0; i < tensors.length; i++) offsets[i] = bytes.byteLength + starts[i]!;
+  return { header: bytes, offsets, fileSize: bytes.byteLength + position };
+}
+
+/** A growing byte buffer for JSON written piece by piece; starts with 8 bytes left for the length. */
+class JsonBytes {
+  #buffer: Buffer;
+  length = 8;
+
+  constructor(capacity: number) {
+    this.#buffer = Buffer.allocUnsafe(capacity);
+    this.#buffer.fill(0, 0, 8);
   }
-  const parts = indexed.length === 0 ? named : [...indexed.sort((a, b) => a.index - b.index).map((x) => x.part), ...named];
-  let json = new TextEncoder().encode(`{${parts.join(",")}}`);
-  const padded = Math.ceil(json.byteLength / 8) * 8;
-  if (padded !== json.byteLength) {
-    const withPadding = new Uint8Array(padded).fill(0x20);
-    withPadding.set(json);
-    json = withPadding;
+
+  #ensure(more: number): void {
+    if (this.length + more <= this.#buffer.byteLength) return;
+    const grown = Buffer.allocUnsafe(Math.max(this.#buffer.byteLength * 2, this.length + more));
+    this.#buffer.copy(grown, 0, 0, this.length);
+    this.#buffer = grown;
   }
-  const bytes = new Uint8Array(8 + json.byteLength);
-  new DataView(bytes.buffer).setBigUint64(0, BigInt(json.byteLength), true);
-  bytes.set(json, 8);
-  const dataStart = bytes.byteLength;
-  const offsets: number[] = [];
-  let at = dataStart;
-  for (const t of tensors) {
-    offsets.push(at);
-    at += t.byteLength;
+
+  text(text: string): void {
+    this.#ensure(text.length * 3);
+    this.length += this.#buffer.write(text, this.length, "utf8");
   }
-  return { header: bytes, offsets, fileSize: at };
+
+  byte(value: number): void {
+    this.#ensure(1);
+    this.#buffer[this.length++] = value;
+  }
+
+  /** A non-negative safe integer's decimal digits, as JSON.stringify writes it. */
+  integer(value: number): void {
+    let digits = 1;
+    for (let rest = value; rest >= 10; rest = Math.floor(rest / 10)) digits++;
+    this.#ensure(digits);
+    let rest = value;
+    for (let at = this.length + digits - 1; at >= this.length; at--) {
+      this.#buffer[at] = 48 + (rest % 10);
+      rest = Math.floor(rest / 10);
+    }
+    this.length += digits;
+  }
+
+  /** The bytes written, copied into a buffer of their own. */
+  bytes(): Uint8Array {
+    return new Uint8Array(this.#buffer.subarray(0, this.length));
+  }
 }
 
 /** The number an object key is ordered by when it is an array index ("0", "17", not "01" or "-1"), else undefined. */
