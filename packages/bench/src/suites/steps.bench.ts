@@ -58,6 +58,23 @@ async function pairedSaveTimes(fresh: (count: number) => Promise<string>, count:
   return times;
 }
 
+/** Reports saves on a populated root against the same saves on an empty one, taken in turns. */
+function reportSaves(name: string, times: number[], empty: number[]): void {
+  const value = median(times);
+  const baseline = median(empty);
+  report({
+    suite,
+    name,
+    value,
+    unit: "s",
+    baseline: { name: "same on an empty root, in turns", value: baseline },
+    ratio: value / baseline,
+    better: "lower",
+    target: 1.1,
+    extra: { saves, range: range(times), emptyRange: range(empty), minRatio: +(Math.min(...times) / Math.min(...empty)).toFixed(3) },
+  });
+}
+
 await withTempDir(async (dir) => {
   const template = join(dir, "template");
   const writer = new CheckpointManager(`file://${template}`, 1, managerOptions);
@@ -76,20 +93,7 @@ await withTempDir(async (dir) => {
     [`maxToKeep N + ${KEEP}`, (count: number): CheckpointManagerOptions => ({ maxToKeep: count + KEEP })],
   ] as const) {
     for (const count of counts) {
-      const [times, empty] = await pairedSaveTimes(fresh, count, options);
-      const value = median(times);
-      const baseline = median(empty);
-      report({
-        suite,
-        name: `save 1 MiB + join, ${label}, root of ${count} steps`,
-        value,
-        unit: "s",
-        baseline: { name: "same on an empty root, in turns", value: baseline },
-        ratio: value / baseline,
-        better: "lower",
-        target: 1.1,
-        extra: { saves, range: range(times), emptyRange: range(empty), minRatio: +(Math.min(...times) / Math.min(...empty)).toFixed(3) },
-      });
+      reportSaves(`save 1 MiB + join, ${label}, root of ${count} steps`, ...(await pairedSaveTimes(fresh, count, options)));
     }
   }
 
@@ -103,20 +107,7 @@ await withTempDir(async (dir) => {
     return url;
   };
   for (const count of counts) {
-    const [times, empty] = await pairedSaveTimes(memoryRoot, count, () => ({}));
-    const value = median(times);
-    const baseline = median(empty);
-    report({
-      suite,
-      name: `save 1 MiB + join on memory://, root of ${count} steps`,
-      value,
-      unit: "s",
-      baseline: { name: "same on an empty root, in turns", value: baseline },
-      ratio: value / baseline,
-      better: "lower",
-      target: 1.1,
-      extra: { saves, range: range(times), emptyRange: range(empty), minRatio: +(Math.min(...times) / Math.min(...empty)).toFixed(3) },
-    });
+    reportSaves(`save 1 MiB + join on memory://, root of ${count} steps`, ...(await pairedSaveTimes(memoryRoot, count, () => ({}))));
   }
 
   // Opening: a new manager's first latestStep() lists the root once and reads one metadata.json.
