@@ -3,7 +3,8 @@ import { CheckpointError, describeValue } from "../errors.js";
 import { type CheckpointMetadata, FORMAT_MAJOR, FORMAT_NAME, METADATA_FILE } from "./metadata.js";
 import { corrupt, isCount, isRecord, refuseForbiddenKeys } from "./metadata-checks.js";
 import { decodeV1 } from "./metadata-v1.js";
-import { decodeV2, encodeV2 } from "./metadata-v2.js";
+import { decodeV2, writeV2 } from "./metadata-v2.js";
+import { JsonBytes } from "./json-bytes.js";
 
 /**
  * `metadata.json` opens with `{"metadataCrc32c":<n>,`: the CRC32C of the file's bytes without that
@@ -23,13 +24,19 @@ export function encodeMetadata(metadata: CheckpointMetadata): Uint8Array {
   if (majorOf(metadata.version) !== FORMAT_MAJOR) {
     throw new CheckpointError("invalid_argument", `encodeMetadata writes format ${FORMAT_MAJOR}.x, not version ${JSON.stringify(metadata.version)}`);
   }
-  const encoder = new TextEncoder();
-  const body = encoder.encode(JSON.stringify({ ...rest, ...encodeV2(files, entries, metadata.checksum.blockSize) }));
-  // The checksum covers the body's bytes; the body is encoded once and placed after the field.
-  const head = encoder.encode(`{"${CHECKSUM_FIELD}":${crc32c(body)},`);
-  const bytes = new Uint8Array(head.byteLength + body.byteLength - 1);
+  // The other fields as JSON.stringify writes them, then files and entries last, as `{ ...rest, files, entries }` would be.
+  const others = JSON.stringify(rest);
+  const body = new JsonBytes(128 + 80 * entries.length);
+  body.text(others.slice(0, -1));
+  if (others !== "{}") body.byte(0x2c);
+  writeV2(body, files, entries, metadata.checksum.blockSize);
+  body.byte(0x7d);
+  // The checksum covers the body's bytes; the body is written once and placed after the field.
+  const written = body.view();
+  const head = new TextEncoder().encode(`{"${CHECKSUM_FIELD}":${crc32c(written)},`);
+  const bytes = new Uint8Array(head.byteLength + written.byteLength - 1);
   bytes.set(head);
-  bytes.set(body.subarray(1), head.byteLength);
+  bytes.set(written.subarray(1), head.byteLength);
   return bytes;
 }
 

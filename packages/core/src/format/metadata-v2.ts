@@ -5,6 +5,7 @@ import { decodeChecksums, encodeChecksums } from "./checksum-blocks.js";
 import type { ChunkMetadata, DataFileMetadata, EntryMetadata } from "./metadata.js";
 import { checkChunks, checkFile, checkKey, corrupt, isCount, isCounts, isKeyElement, isRecord, isSpecial, isStoredValue } from "./metadata-checks.js";
 import { isDataFileName, tensorName } from "./naming.js";
+import type { JsonBytes } from "./json-bytes.js";
 
 /**
  * Format 2.x's compact `files` and `entries` (docs/format.md): files are a table that chunks
@@ -15,42 +16,108 @@ import { isDataFileName, tensorName } from "./naming.js";
 
 const FILE_FIELDS: ReadonlySet<string> = new Set(["name", "rank", "size", "headerLength", "headerCrc32c"]);
 
-type Json = unknown[];
-
-export function encodeV2(files: Readonly<Record<string, DataFileMetadata>>, entries: readonly EntryMetadata[], defaultBlockSize: number): { files: Json; entries: Json } {
+/**
+ * Writes `"files":[…],"entries":[…]` of format 2.x into `out` directly (an array per entry and chunk,
+ * then JSON.stringify, costs more): the bytes JSON.stringify of those arrays gives.
+ */
+export function writeV2(out: JsonBytes, files: Readonly<Record<string, DataFileMetadata>>, entries: readonly EntryMetadata[], defaultBlockSize: number): void {
   const names = Object.keys(files);
-  const index = new Map(names.map((name, i) => [name, i]));
-  const table = names.map((name) => {
+  const index = new Map<string, number>();
+  out.text('"files":[');
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i]!;
     const { rank, size, headerLength, headerCrc32c } = files[name]!;
-    return { name, rank, size, headerLength, headerCrc32c };
-  });
+    index.set(name, i);
+    out.text((i > 0 ? "," : "") + JSON.stringify({ name, rank, size, headerLength, headerCrc32c }));
+  }
+  out.text('],"entries":[');
   let previous: KeyPath = [];
-  const encoded = entries.map((entry): Json => {
+  for (let e = 0; e < entries.length; e++) {
+    const entry = entries[e]!;
+    const key = entry.key;
     let shared = 0;
-    while (shared < previous.length && shared < entry.key.length - 1 && previous[shared] === entry.key[shared]) shared++;
-    const key: Json = [shared];
-    for (let k = shared; k < entry.key.length; k++) key.push(entry.key[k]);
-    previous = entry.key;
-    if (entry.kind === "value") return entry.special !== undefined ? ["n", key, entry.special] : ["v", key, entry.value ?? null];
+    while (shared < previous.length && shared < key.length - 1 && previous[shared] === key[shared]) shared++;
+    previous = key;
+    out.text(e > 0 ? ',["' : '["');
+    out.text(entry.kind === "tensor" ? "t" : entry.kind === "bytes" ? "b" : entry.special !== undefined ? "n" : "v");
+    out.text('",[');
+    out.integer(shared);
+    for (let k = shared; k < key.length; k++) {
+      out.byte(0x2c);
+      const element = key[k]!;
+      if (typeof element === "string") out.string(element);
+      else out.number(element);
+    }
+    out.text("],");
+    if (entry.kind === "value") {
+      out.text(entry.special !== undefined ? JSON.stringify(entry.special) : JSON.stringify(entry.value ?? null));
+      out.byte(0x5d);
+      continue;
+    }
+    if (entry.kind === "tensor") {
+      out.string(entry.dtype);
+      out.byte(0x2c);
+      numbers(out, entry.shape);
+    } else {
+      out.number(entry.byteLength);
+    }
+    out.text(",[");
     const shape = entry.kind === "tensor" ? entry.shape : [entry.byteLength];
-    const chunks = entry.chunks.map((c) => encodeChunk(c, entry.key, shape, index, defaultBlockSize));
-    return entry.kind === "tensor" ? ["t", key, entry.dtype, entry.shape, chunks] : ["b", key, entry.byteLength, chunks];
-  });
-  return { files: table, entries: encoded };
+    for (let c = 0; c < entry.chunks.length; c++) {
+      const chunk = entry.chunks[c]!;
+      const file = index.get(chunk.file);
+      if (file === undefined) throw new CheckpointError("invalid_argument", `a chunk of ${key.join(".")} is in ${chunk.file}, which the metadata's files do not list`);
+      const fields = chunkFields(chunk, key, shape, defaultBlockSize);
+      out.text(c > 0 ? ",[" : "[");
+      out.integer(file);
+      out.byte(0x2c);
+      out.number(chunk.byteOffset);
+      out.byte(0x2c);
+      out.string(encodeChecksums(chunk.crc32c));
+      if (fields >= 5) {
+        out.byte(0x2c);
+        numbers(out, chunk.offsets);
+        out.byte(0x2c);
+        numbers(out, chunk.sizes);
+      }
+      if (fields >= 6) {
+        out.byte(0x2c);
+        out.number(chunk.blockSize);
+      }
+      if (fields === 7) {
+        out.byte(0x2c);
+        out.string(chunk.tensorName);
+      }
+      out.byte(0x5d);
+    }
+    out.text("]]");
+  }
+  out.byte(0x5d);
 }
 
-function encodeChunk(chunk: ChunkMetadata, key: KeyPath, shape: readonly number[], index: ReadonlyMap<string, number>, defaultBlockSize: number): Json {
-  const file = index.get(chunk.file);
-  if (file === undefined) throw new CheckpointError("invalid_argument", `a chunk of ${key.join(".")} is in ${chunk.file}, which the metadata's files do not list`);
-  const sums = encodeChecksums(chunk.crc32c);
-  const whole = chunk.sizes.length === shape.length && chunk.sizes.every((s, d) => s === shape[d] && chunk.offsets[d] === 0);
+function numbers(out: JsonBytes, values: readonly number[]): void {
+  out.byte(0x5b);
+  for (let i = 0; i < values.length; i++) {
+    if (i > 0) out.byte(0x2c);
+    out.number(values[i]!);
+  }
+  out.byte(0x5d);
+}
+
+/**
+ * How many fields a chunk's array needs: 3 `[file, byteOffset, crc32c]` for a whole tensor with
+ * the default block and name, 5 adding its offsets and sizes, 6 its block size, 7 its name.
+ */
+export function chunkFields(chunk: ChunkMetadata, key: KeyPath, shape: readonly number[], defaultBlockSize: number): 3 | 5 | 6 | 7 {
+  let whole = chunk.sizes.length === shape.length;
+  for (let d = 0; whole && d < shape.length; d++) whole = chunk.sizes[d] === shape[d] && chunk.offsets[d] === 0;
   // A whole chunk's default name is its dotted key (`tensorName`), compared here without joining it.
   const defaultName = whole ? isDottedKey(chunk.tensorName, key) : chunk.tensorName === tensorName(key, shape, chunk);
-  if (!defaultName) return [file, chunk.byteOffset, sums, chunk.offsets, chunk.sizes, chunk.blockSize, chunk.tensorName];
+  if (!defaultName) return 7;
   // A chunk of at most one block under both sizes has the same checksum under either: no need to say which.
   const oneBlock = chunk.byteLength <= chunk.blockSize && chunk.byteLength <= defaultBlockSize;
-  if (chunk.blockSize !== defaultBlockSize && !oneBlock) return [file, chunk.byteOffset, sums, chunk.offsets, chunk.sizes, chunk.blockSize];
-  return whole ? [file, chunk.byteOffset, sums] : [file, chunk.byteOffset, sums, chunk.offsets, chunk.sizes];
+  if (chunk.blockSize !== defaultBlockSize && !oneBlock) return 6;
+  return whole ? 3 : 5;
 }
 
 /** Whether `name` is `key`'s elements joined by dots (`displayKey`, for a non-empty key). */

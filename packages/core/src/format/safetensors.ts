@@ -1,5 +1,6 @@
 import { type DType, safetensorsDType } from "../state/dtypes.js";
 import { CheckpointError, describeValue } from "../errors.js";
+import { JsonBytes } from "./json-bytes.js";
 
 /** One tensor of a safetensors file, in file order. */
 export interface SafetensorsTensor {
@@ -58,7 +59,7 @@ export function layoutNamedSafetensors<T extends { readonly dtype: DType; readon
     starts[i] = position;
     position += tensors[i]!.byteLength;
   }
-  const out = new JsonBytes(8 + 64 * tensors.length + 256);
+  const out = new JsonBytes(8 + 64 * tensors.length + 256, 8);
   out.text("{");
   let first = true;
   const part = (i: number): void => {
@@ -91,52 +92,6 @@ export function layoutNamedSafetensors<T extends { readonly dtype: DType; readon
   const offsets = new Array<number>(tensors.length);
   for (let i = 0; i < tensors.length; i++) offsets[i] = bytes.byteLength + starts[i]!;
   return { header: bytes, offsets, fileSize: bytes.byteLength + position };
-}
-
-/** A growing byte buffer for JSON written piece by piece; starts with 8 bytes left for the length. */
-class JsonBytes {
-  #buffer: Buffer;
-  length = 8;
-
-  constructor(capacity: number) {
-    this.#buffer = Buffer.allocUnsafe(capacity);
-    this.#buffer.fill(0, 0, 8);
-  }
-
-  #ensure(more: number): void {
-    if (this.length + more <= this.#buffer.byteLength) return;
-    const grown = Buffer.allocUnsafe(Math.max(this.#buffer.byteLength * 2, this.length + more));
-    this.#buffer.copy(grown, 0, 0, this.length);
-    this.#buffer = grown;
-  }
-
-  text(text: string): void {
-    this.#ensure(text.length * 3);
-    this.length += this.#buffer.write(text, this.length, "utf8");
-  }
-
-  byte(value: number): void {
-    this.#ensure(1);
-    this.#buffer[this.length++] = value;
-  }
-
-  /** A non-negative safe integer's decimal digits, as JSON.stringify writes it. */
-  integer(value: number): void {
-    let digits = 1;
-    for (let rest = value; rest >= 10; rest = Math.floor(rest / 10)) digits++;
-    this.#ensure(digits);
-    let rest = value;
-    for (let at = this.length + digits - 1; at >= this.length; at--) {
-      this.#buffer[at] = 48 + (rest % 10);
-      rest = Math.floor(rest / 10);
-    }
-    this.length += digits;
-  }
-
-  /** The bytes written, copied into a buffer of their own. */
-  bytes(): Uint8Array {
-    return new Uint8Array(this.#buffer.subarray(0, this.length));
-  }
 }
 
 /** The number an object key is ordered by when it is an array index ("0", "17", not "01" or "-1"), else undefined. */
