@@ -136,6 +136,7 @@ export class S3StorageAdapter implements StorageAdapter {
     // The first GET also carries the head (ReadOptions.head), so a head costs no request of its own.
     const first = await this.#get(key, path, start, Math.min(wanted, this.#partSize + (options.head?.byteLength ?? 0)), undefined, signal);
     if (first === undefined) return new Uint8Array(0);
+    if (first.told) options.onObjectSize?.(first.size);
     const end = Math.min(start + wanted, first.size);
     if (start + first.bytes.byteLength >= end) return splitHead(first.bytes, options.head);
     // The first answer told the object's size: the rest is fetched in concurrent part-sized GETs
@@ -184,7 +185,7 @@ export class S3StorageAdapter implements StorageAdapter {
     length: number,
     target: { into: Uint8Array; etag: string | undefined } | undefined,
     signal: AbortSignal | undefined,
-  ): Promise<{ bytes: Uint8Array; size: number; etag: string | undefined } | undefined> {
+  ): Promise<{ bytes: Uint8Array; size: number; told: boolean; etag: string | undefined } | undefined> {
     const release = await this.#limiter.acquire(signal);
     try {
       return await s3Call(
@@ -210,15 +211,25 @@ export class S3StorageAdapter implements StorageAdapter {
             throw error;
           }
           const answered = parseContentRange(response.ContentRange);
+          if (response.ContentRange !== undefined && answered === undefined) {
+            (response.Body as { destroy?: () => void } | undefined)?.destroy?.();
+            throw this.#badRange(key, path, offset, response.ContentRange);
+          }
           // Without Content-Range the server ignored Range and sent the whole object (200).
           const size = answered?.size ?? response.ContentLength ?? 0;
+          const told = answered !== undefined || response.ContentLength !== undefined;
           const skip = offset - (answered?.start ?? 0);
           const expected = Math.max(0, Math.min(length, size - offset));
+          if (answered && expected > 0 && answered.end < offset + expected - 1) {
+            // The answer claims fewer bytes than its own total says the range holds.
+            (response.Body as { destroy?: () => void } | undefined)?.destroy?.();
+            throw this.#badRange(key, path, offset, response.ContentRange);
+          }
           if (expected === 0) {
             // Nothing to read, whatever the body claims: s3rver answers a Range on an empty
             // object with "bytes 0-0/0" and a Content-Length of 1 but never sends the byte.
             (response.Body as { destroy?: () => void } | undefined)?.destroy?.();
-            return { bytes: new Uint8Array(0), size, etag: response.ETag };
+            return { bytes: new Uint8Array(0), size, told, etag: response.ETag };
           }
           if (skip < 0 || (target && target.into.byteLength !== expected)) {
             (response.Body as { destroy?: () => void } | undefined)?.destroy?.();
@@ -235,13 +246,20 @@ export class S3StorageAdapter implements StorageAdapter {
               context: { path, protocol: "s3", transient: true },
             });
           }
-          return { bytes: into, size, etag: response.ETag };
+          return { bytes: into, size, told, etag: response.ETag };
         },
         { signal },
       );
     } finally {
       release();
     }
+  }
+
+  /** A Content-Range that is malformed or disagrees with the range asked: retried, as a damaged answer. */
+  #badRange(key: string, path: string, offset: number, contentRange: string | undefined): CheckpointError {
+    return new CheckpointError("storage", `[s3] reading s3://${this.#bucket}/${key}: asked for bytes from ${offset}, the answer's Content-Range is ${JSON.stringify(contentRange)}`, {
+      context: { path, protocol: "s3", transient: true },
+    });
   }
 
   #shrunk(key: string, path: string): CheckpointError {

@@ -67,6 +67,34 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
       expect(bytesOf(target.model.weights).equals(bytesOf(model.weights))).toBe(true);
     });
 
+    it("loads with no HEAD: each data file's size comes from its ranged GETs, and a wrong size is corrupt", async () => {
+      const url = server.url("sizes");
+      const original = stateDict();
+      await save(original, { checkpointId: url, storageOptions: server.storageOptions() });
+      server.proxy.requests.length = 0;
+      const target = { model: { weights: hostTensor("float32", [3 * 1024, 1024]), bias: hostTensor("float64", [7]) } };
+      await load(target, { checkpointId: url, storageOptions: server.storageOptions() });
+      expect(bytesOf(target.model.weights).equals(bytesOf((original.model as Record<string, HostTensor>).weights))).toBe(true);
+      expect(server.proxy.requests.filter(s3Operation.getObject).length).toBeGreaterThan(1);
+      expect(server.proxy.requests.filter(s3Operation.headObject)).toEqual([]);
+
+      // One byte appended: every range still reads and verifies; only the size tells.
+      const { openStorage } = await import("@cairn/core");
+      const storage = await openStorage(url, server.storageOptions());
+      const metadata = await readMetadata({ storage, path: "" });
+      const file = Object.keys(metadata.files)[0]!;
+      const bytes = await storage.read(file);
+      const extended = new Uint8Array(bytes.byteLength + 1);
+      extended.set(bytes);
+      await storage.write(file, extended);
+      server.proxy.requests.length = 0;
+      await expect(load({ checkpointId: url, storageOptions: server.storageOptions() })).rejects.toMatchObject({ code: "corrupt", message: expect.stringMatching(/truncated or extended/) });
+      expect(server.proxy.requests.filter(s3Operation.headObject)).toEqual([]);
+      await storage.write(file, bytes.subarray(0, bytes.byteLength - 1));
+      await expect(load({ checkpointId: url, storageOptions: server.storageOptions() })).rejects.toMatchObject({ code: "corrupt" });
+      await storage.close();
+    });
+
     it("commits despite 503 SlowDown, 500, a reset mid-body and a stall", async () => {
       const url = server.url("transient");
       const { proxy } = server;

@@ -26,7 +26,12 @@ export const exportCommand: CommandSpec = {
         const reader = new CheckpointReader(location.storage, "", metadata, { signal: context.signal });
         const total = metadata.entries.reduce((n, e) => n + (e.kind === "value" ? 0 : e.chunks.reduce((m, c) => m + c.byteLength, 0)), 0);
         const progress = context.progress("exporting", total);
-        const result = await exportSafetensors(reader, { storage: out.storage, name: out.name, where: out.where }, { signal: context.signal, force: options.force === true, onWrite: (n) => progress.advance(n) });
+        let result;
+        try {
+          result = await exportSafetensors(reader, { storage: out.storage, name: out.name, where: out.where }, { signal: context.signal, force: options.force === true, onWrite: (n) => progress.advance(n) });
+        } finally {
+          await reader.close();
+        }
         progress.finish();
         context.result(
           { checkpoint: location.where, file: out.where, tensors: result.tensors, bytes: result.bytes },

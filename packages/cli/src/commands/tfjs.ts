@@ -55,7 +55,12 @@ export const toTfjsCommand: CommandSpec = {
         const { MODEL_FILE, WEIGHTS_FILE, writeTfjsModel } = await import("@cairn/tfjs");
         const reader = new CheckpointReader(location.storage, "", metadata, { signal: context.signal });
         const progress = context.progress("converting", dataBytes(metadata));
-        const result = await writeTfjsModel(reader, location.where, out, { signal: context.signal, onWrite: (n) => progress.advance(n) });
+        let result;
+        try {
+          result = await writeTfjsModel(reader, location.where, out, { signal: context.signal, onWrite: (n) => progress.advance(n) });
+        } finally {
+          await reader.close();
+        }
         progress.finish();
         context.result(
           { checkpoint: location.where, model: `${out.where}/${MODEL_FILE}`, weights: result.weights, bytes: result.bytes },

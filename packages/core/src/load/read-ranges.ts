@@ -59,7 +59,10 @@ export interface RangeReadOptions {
   readonly maxInflightBytes: number;
   /** Read a range or header that fails its checksum (or comes short) once more before reporting it `corrupt`: for network storage. */
   readonly rereadDamaged: boolean;
-  /** Every data file read from is checked to have the size `metadata.json` records (a truncated or extended file is `corrupt`). */
+  /**
+   * Every data file read from is checked to have the size `metadata.json` records (a truncated or
+   * extended file is `corrupt`), once its reads have settled: remote adapters tell the size in reads' answers.
+   */
   readonly sizeOf: SizeFn;
   /** Data files whose size and header an earlier call checked: not checked again; files checked here are added. */
   readonly checkedFiles?: Set<string>;
@@ -111,7 +114,6 @@ export async function readRanges(
   const tasks: Promise<void>[] = [];
   for (const [file, range] of firstRanges) {
     if (options.checkedFiles?.has(file)) continue;
-    tasks.push(queue.add(() => checkFileSize(file, metadata, options.sizeOf)));
     if (!withHeader.has(range)) tasks.push(queue.add(() => verified(() => verifyHeader(file, metadata, read))));
   }
   for (const range of ranges) {
@@ -123,7 +125,13 @@ export async function readRanges(
     );
   }
   const settled = await Promise.allSettled(tasks);
-  const failure = settled.find((s) => s.status === "rejected");
+  const failure = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  // A wrong size explains a failed read best (a short read of a truncated file); other failures stand as they are.
+  if (failure && !isCheckpointError(failure.reason, "corrupt") && !isCheckpointError(failure.reason, "not_found")) throw failure.reason;
+  const unchecked = [...firstRanges.keys()].filter((file) => !options.checkedFiles?.has(file));
+  const sizes = await Promise.allSettled(unchecked.map((file) => queue.add(() => checkFileSize(file, metadata, options.sizeOf))));
+  const wrongSize = sizes.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (wrongSize) throw wrongSize.reason;
   if (failure) throw failure.reason;
   for (const file of firstRanges.keys()) options.checkedFiles?.add(file);
   return { files: firstRanges.size };

@@ -5,8 +5,8 @@ import { DefaultLoadPlanner } from "../plan/default-load-planner.js";
 import type { LoadRequest } from "../plan/load-planner.js";
 import { type DType, itemSize, numel } from "../state/dtypes.js";
 import { displayKey } from "../state/state-dict.js";
-import { withRetry } from "../storage/retry.js";
-import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
+import { ObjectReaders } from "../storage/object-readers.js";
+import type { StorageAdapter } from "../storage/storage-adapter.js";
 import { rangeBoxes } from "./row-major.js";
 import type { SourceTensor } from "./source-tensor.js";
 
@@ -22,8 +22,9 @@ const PLANNER = new DefaultLoadPlanner();
  * Reads tensors of a committed checkpoint in global row-major order, whatever boxes their
  * chunks are: a byte range of a tensor is a few boxes, planned by the default load planner and
  * read by load's `readRanges` (block-aligned reads, every block checked against its CRC32C,
- * each data file's size and header checked once). Called by export and tfjs conversion;
- * `read` throws `corrupt` on damage, `cancelled` when the signal aborts, `storage` errors as they come.
+ * each data file's size and header checked once, each opened once: `close` when done). Called by
+ * export and tfjs conversion; `read` throws `corrupt` on damage, `cancelled` when the signal
+ * aborts, `storage` errors as they come.
  */
 export class CheckpointReader {
   readonly storage: StorageAdapter;
@@ -31,12 +32,19 @@ export class CheckpointReader {
   readonly metadata: CheckpointMetadata;
   readonly #options: CheckpointReaderOptions;
   readonly #checkedFiles = new Set<string>();
+  readonly #readers: ObjectReaders;
 
   constructor(storage: StorageAdapter, dir: string, metadata: CheckpointMetadata, options: CheckpointReaderOptions = {}) {
     this.storage = storage;
     this.dir = dir;
     this.metadata = metadata;
     this.#options = options;
+    this.#readers = new ObjectReaders(storage, dir, options.signal ? { signal: options.signal } : {});
+  }
+
+  /** Releases the data files held open; call once every read has settled. */
+  close(): Promise<void> {
+    return this.#readers.close();
   }
 
   /** The entry as a `SourceTensor`; bytes blobs read as a 1-D uint8 tensor. */
@@ -78,14 +86,19 @@ export class CheckpointReader {
       plan.items,
       destinations,
       async (file, from, count, buffers = {}) => {
-        const data = await withRetry(() => this.storage.read(joinPath(this.dir, file), { offset: from, length: count }, { signal, ...buffers }), { signal });
+        const data = await this.#readers.read(file, from, count, buffers);
         onRead?.(data.byteLength + (buffers.head && data.byteLength > 0 ? buffers.head.byteLength : 0));
         return data;
       },
       {
         headerInFirstRange: remote,
         rereadDamaged: remote,
-        sizeOf: async (file) => (await withRetry(() => this.storage.stat(joinPath(this.dir, file)), { signal }))?.size ?? null,
+        sizeOf: (file) => this.#readers.size(file),
+        readScattered: async (file, at, parts) => {
+          const got = await this.#readers.readScattered(file, at, parts);
+          onRead?.(got ?? 0);
+          return got;
+        },
         checkedFiles: this.#checkedFiles,
         concurrency: 4,
         maxReadBytes: 8 << 20,

@@ -1,4 +1,4 @@
-import { isCheckpointError } from "../errors.js";
+import { CheckpointError, isCheckpointError } from "../errors.js";
 import { type RetryPolicy, withRetry } from "./retry.js";
 import { type ObjectReader, type ReadOptions, type StorageAdapter, joinPath } from "./storage-adapter.js";
 
@@ -9,14 +9,17 @@ export interface ObjectReadersOptions {
 
 /**
  * The objects of one directory a load reads ranges of, each opened once (`StorageAdapter.openReader`)
- * and held until `close`; with adapters that offer no readers, each range is a `read` and each
- * size a `stat`. Every call is retried by core's policy; a failed open is tried afresh next time.
+ * and held until `close`; with adapters that offer no readers, each range is a `read`, and a size
+ * is the one reads were told (`ReadOptions.onObjectSize`), else a `stat`. Every call is retried by
+ * core's policy; a failed open is tried afresh next time.
  */
 export class ObjectReaders {
   readonly #storage: StorageAdapter;
   readonly #dir: string;
   readonly #options: ObjectReadersOptions;
   readonly #open = new Map<string, Promise<ObjectReader>>();
+  /** Sizes that reads of objects without readers were told. */
+  readonly #told = new Map<string, number>();
 
   constructor(storage: StorageAdapter, dir: string, options: ObjectReadersOptions = {}) {
     this.#storage = storage;
@@ -24,9 +27,11 @@ export class ObjectReaders {
     this.#options = options;
   }
 
-  /** The object's size, or null if it is missing. */
+  /** The object's size, or null if it is missing; ask once its reads have settled to spare a `stat`. */
   async size(name: string): Promise<number | null> {
     if (!this.#storage.openReader) {
+      const told = this.#told.get(name);
+      if (told !== undefined) return told;
       const info = await this.#retry(() => this.#storage.stat(joinPath(this.#dir, name)));
       return info?.size ?? null;
     }
@@ -41,7 +46,7 @@ export class ObjectReaders {
   /** `length` bytes from `offset`, as `StorageAdapter.read` returns them with these buffers. */
   read(name: string, offset: number, length: number, buffers: Pick<ReadOptions, "into" | "head"> = {}): Promise<Uint8Array> {
     const options = { ...buffers, signal: this.#options.signal };
-    if (!this.#storage.openReader) return this.#retry(() => this.#storage.read(joinPath(this.#dir, name), { offset, length }, options));
+    if (!this.#storage.openReader) return this.#readTelling(name, offset, length, options);
     return this.#retry(async () => (await this.#reader(name)).read({ offset, length }, options));
   }
 
@@ -63,6 +68,28 @@ export class ObjectReaders {
     const opened = [...this.#open.values()];
     this.#open.clear();
     await Promise.all(opened.map(async (reader) => (await reader.catch(() => undefined))?.close().catch(() => undefined)));
+  }
+
+  /** A `read` that records the object's size if the adapter tells it; a size that changes between reads is `corrupt`. */
+  async #readTelling(name: string, offset: number, length: number, options: ReadOptions): Promise<Uint8Array> {
+    let told: number | undefined;
+    const onObjectSize = (size: number): void => {
+      told = size;
+    };
+    const bytes = await this.#retry(() => {
+      told = undefined;
+      return this.#storage.read(joinPath(this.#dir, name), { offset, length }, { ...options, onObjectSize });
+    });
+    if (told === undefined) return bytes;
+    if (!Number.isSafeInteger(told) || told < offset + bytes.byteLength + (options.head && bytes.byteLength > 0 ? options.head.byteLength : 0)) {
+      throw new CheckpointError("corrupt", `${name}: storage says the object holds ${told} bytes, fewer than a read of it returned`, { context: { file: name } });
+    }
+    const known = this.#told.get(name);
+    if (known !== undefined && known !== told) {
+      throw new CheckpointError("corrupt", `${name} changed size while it was read (${known} then ${told} bytes); the data file is damaged`, { context: { file: name } });
+    }
+    this.#told.set(name, told);
+    return bytes;
   }
 
   #reader(name: string): Promise<ObjectReader> {

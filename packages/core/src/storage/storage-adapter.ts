@@ -52,6 +52,12 @@ export interface ReadOptions {
    * and how much of `head` it filled is unspecified. `ReadTarget` does the bookkeeping.
    */
   readonly head?: Uint8Array;
+  /**
+   * Told the object's whole size where the answer states it (a ranged GET's `Content-Range:
+   * bytes a-b/SIZE`, checked against the bytes that came): core then checks a data file's size
+   * without a `stat` of its own. Adapters that learn no size never call it.
+   */
+  readonly onObjectSize?: (size: number) => void;
 }
 
 /**
@@ -128,7 +134,7 @@ export interface StorageAdapter {
   /**
    * Opens an object for many ranged reads, where holding it open saves work per read (file://
    * keeps the file descriptor). Rejects `not_found` for a missing object, as `read` does. Optional:
-   * without it, core reads with `read` and learns sizes with `stat`.
+   * without it, core reads with `read` and learns sizes from `ReadOptions.onObjectSize`, else with `stat`.
    */
   openReader?(path: string): Promise<ObjectReader>;
   write(path: string, body: WriteBody, options?: WriteOptions): Promise<void>;
