@@ -84,6 +84,30 @@ describe("save and load through gs://", () => {
     expectSameState(target as StateDict, original);
   });
 
+  it("loads with no metadata GET per data file, the sizes from Content-Range; a wrong size is corrupt", async () => {
+    const url = server.location("sizes");
+    await save(stateDict(), options(url));
+    const metadata = await readMetadata({ checkpointId: url, storageOptions: gs() });
+    const files = Object.keys(metadata.files);
+    expect(files.length).toBeGreaterThan(1);
+    const stats = (mark: number) => server.proxy.requests.slice(mark).filter((r) => r.method === "GET" && r.url.includes(".safetensors") && !r.url.includes("alt=media"));
+    let mark = server.proxy.requests.length;
+    expectSameState(await load(options(url)), stateDict());
+    expect(stats(mark)).toEqual([]);
+
+    // A byte appended: every range still reads and verifies; only the size tells.
+    const storage = await openStorage(url, gs());
+    const bytes = await storage.read(files[0]!);
+    const extended = new Uint8Array(bytes.byteLength + 1);
+    extended.set(bytes);
+    await storage.write(files[0]!, extended);
+    mark = server.proxy.requests.length;
+    await expect(load(options(url))).rejects.toMatchObject({ code: "corrupt", message: expect.stringMatching(/truncated or extended/) });
+    expect(stats(mark)).toEqual([]);
+    await storage.write(files[0]!, bytes.subarray(0, bytes.byteLength - 1));
+    await expect(load(options(url))).rejects.toMatchObject({ code: "corrupt" });
+  });
+
   it("detects a data file corrupted at rest", async () => {
     const url = server.location("corrupt");
     await save(stateDict(), options(url));

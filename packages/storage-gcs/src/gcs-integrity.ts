@@ -34,14 +34,17 @@ export interface SdkResponse {
 }
 
 /**
- * How many bytes a partial answer (206) says its body holds, from `Content-Range: bytes a-b/size`.
- * A body that ends cleanly with fewer (a middlebox that cut it, a chunked answer ended early) is
- * caught by it; one cut mid-`Content-Length` never ends at all, which the progress deadline catches.
+ * What a partial answer (206) says its body is, from `Content-Range: bytes a-b/size`: bytes
+ * `[start, end]` of an object of `size` bytes; null when the header is missing, malformed or
+ * impossible (an answer not to trust). A body that ends cleanly with fewer bytes (a middlebox
+ * that cut it) is caught by it; one cut mid-`Content-Length` never ends, which the progress deadline catches.
  */
-export function announcedLength(response: SdkResponse): number | undefined {
+export function announcedRange(response: SdkResponse): { start: number; end: number; size: number } | null | undefined {
   if (response.statusCode !== 206) return undefined;
-  const match = /^bytes (\d+)-(\d+)\//.exec(response.headers?.["content-range"] ?? "");
-  return match ? Number(match[2]) - Number(match[1]) + 1 : undefined;
+  const match = /^bytes (\d{1,16})-(\d{1,16})\/(\d{1,16})\s*$/.exec(response.headers?.["content-range"] ?? "");
+  if (!match) return null;
+  const [start, end, size] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  return Number.isSafeInteger(size) && start <= end && end < size ? { start, end, size } : null;
 }
 
 /** The object's CRC32C from `x-goog-hash`, when the body is the stored bytes as they are (not gzip to be inflated). */

@@ -59,9 +59,10 @@ describe("gs:// specifics", () => {
     const body = await storage.read("blob", { offset: 0, length: 100_000 }, { head });
     expect(Buffer.from(head).equals(data.subarray(0, 30_000))).toBe(true);
     expect(Buffer.from(body).equals(data.subarray(30_000))).toBe(true);
-    // A stat, then 50,000 bytes (head and a part) and three parts for the remaining 50,000: as many GETs as without a head.
+    // 50,000 bytes (head and a part), whose answer tells the size, then three parts for the remaining 50,000: no stat.
     const gets = server.proxy.requests.slice(mark).filter((r) => r.method === "GET" && r.url.includes("alt=media"));
     expect(gets).toHaveLength(4);
+    expect(server.proxy.requests.slice(mark).filter((r) => r.method === "GET" && !r.url.includes("alt=media"))).toEqual([]);
   });
 
   it("deletes many objects in parallel, missing ones included", async () => {

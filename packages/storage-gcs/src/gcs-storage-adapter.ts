@@ -6,7 +6,7 @@ import { crc32c } from "@cairn/core/format";
 import type { Bucket, CRC32CValidator, CreateWriteStreamOptions, File, Storage } from "@google-cloud/storage";
 import PQueue from "p-queue";
 import { type GcsErrorSite, damagedBody, exhausted, httpStatus, toCheckpointError } from "./gcs-errors.js";
-import { type SdkResponse, announcedCrc32c, announcedLength, nativeCrc32cValidator } from "./gcs-integrity.js";
+import { type SdkResponse, announcedCrc32c, announcedRange, nativeCrc32cValidator } from "./gcs-integrity.js";
 
 /** Tuning of a `GcsStorageAdapter`; every field has a default. */
 export interface GcsStorageAdapterOptions {
@@ -89,18 +89,21 @@ export class GcsStorageAdapter implements StorageAdapter {
   async read(path: string, range?: ByteRange, options: ReadOptions = {}): Promise<Uint8Array> {
     const site = this.#site("read", path, options.signal);
     if (!range) return splitHead(await this.#retrying(site, (deadline) => this.#downloadObject(site, deadline)), options.head);
-    if (range.length <= 0 || range.length >= this.#options.parallelReadMinBytes) {
-      // Needs the size anyway: a zero-length read of a missing object is still `not_found`, and a split read is clipped to the object.
-      const info = await this.stat(path);
-      if (!info) throw toCheckpointError({ code: 404, message: "No such object" }, site);
-      const end = Math.min(info.size, range.offset + Math.max(0, range.length));
-      if (end <= range.offset) return new Uint8Array(0);
-      const target = new ReadTarget(end - range.offset, options);
-      await this.#readParts(site, range.offset, end, target);
-      return target.result(end - range.offset);
+    if (range.length <= 0) {
+      // HTTP cannot ask for zero bytes; a zero-length read of a missing object is still `not_found`.
+      if (!(await this.stat(path))) throw toCheckpointError({ code: 404, message: "No such object" }, site);
+      return new Uint8Array(0);
     }
     const target = new ReadTarget(range.length, options);
-    return target.result(await this.#retrying(site, (deadline) => this.#downloadRange(site, deadline, range.offset, range.offset + range.length, target, 0)));
+    // A large read starts with one part (and the head): its answer tells the object's size, which clips the rest.
+    const split = range.length >= this.#options.parallelReadMinBytes;
+    const firstEnd = range.offset + (split ? Math.min(range.length, this.#options.parallelReadPartBytes + target.headLength) : range.length);
+    const first = await this.#retrying(site, (deadline) => this.#downloadRange(site, deadline, range.offset, firstEnd, target, 0));
+    if (first.size !== undefined) options.onObjectSize?.(first.size);
+    if (first.got < firstEnd - range.offset || first.size === undefined) return target.result(first.got);
+    const end = Math.min(first.size, range.offset + range.length);
+    await this.#readParts(site, range.offset, firstEnd, end, target, first.size);
+    return target.result(end - range.offset);
   }
 
   async write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {
@@ -264,15 +267,15 @@ export class GcsStorageAdapter implements StorageAdapter {
     deadline: ProgressDeadline,
     range: { start: number; end: number } | undefined,
     onChunk: (chunk: Buffer, status: number | undefined) => void,
-  ): Promise<void> {
+  ): Promise<{ size: number | undefined }> {
     const stream = this.#file(site).createReadStream({ ...(range ? { start: range.start, end: range.end - 1 } : {}), validation: false });
     let status: number | undefined;
-    let announced: number | undefined;
+    let announced: { start: number; end: number; size: number } | null | undefined;
     let hash: { readonly expected: string; readonly crc: CRC32CValidator } | undefined;
     stream.on("response", (response: SdkResponse) => {
       deadline.touch();
       status = response.statusCode;
-      announced = announcedLength(response);
+      announced = announcedRange(response);
       const expected = range || this.#options.validation === false ? undefined : announcedCrc32c(response);
       hash = expected === undefined ? undefined : { expected, crc: nativeCrc32cValidator() };
     });
@@ -287,13 +290,19 @@ export class GcsStorageAdapter implements StorageAdapter {
         onChunk(chunk, status);
       }
     } catch (error) {
-      if (range && httpStatus(error) === 416) return;
+      if (range && httpStatus(error) === 416) return { size: undefined };
       throw toCheckpointError(error, site);
     } finally {
       deadline.signal.removeEventListener("abort", onAbort);
     }
-    if (announced !== undefined && received < announced) throw damagedBody(site, `the body ended after ${received} of ${announced} bytes`);
+    if (announced === null) throw damagedBody(site, `the answer's Content-Range is missing or malformed`);
+    if (announced && range && (announced.start !== range.start || (announced.end !== range.end - 1 && announced.end !== announced.size - 1) || announced.end >= range.end)) {
+      throw damagedBody(site, `bytes ${range.start}-${range.end - 1} were asked for and bytes ${announced.start}-${announced.end} announced`);
+    }
+    if (announced && received < announced.end - announced.start + 1) throw damagedBody(site, `the body ended after ${received} of ${announced.end - announced.start + 1} bytes`);
     if (hash && !hash.crc.validate(hash.expected)) throw damagedBody(site, `the body's CRC32C (${hash.crc.toString()}) is not the object's (${hash.expected}); ${received} bytes came`);
+    // A 200 answer is the whole object (a server that ignored the range).
+    return { size: announced ? announced.size : status === 200 ? received : undefined };
   }
 
   /** A whole object, of unknown size, gathered in chunks. */
@@ -306,37 +315,38 @@ export class GcsStorageAdapter implements StorageAdapter {
 
   /**
    * Bytes `[start, end)` of an object, put in place in `target` from offset `at` as they arrive
-   * (no second copy to join them); resolves how many there were (fewer at the object's end).
+   * (no second copy to join them); resolves how many there were (fewer at the object's end), and
+   * the object's size where the answer told it.
    * Bytes outside the range are dropped: a server that ignores the range sends them (200 with
    * the whole object, as the firebase emulator does for ranges past the end).
    */
-  async #downloadRange(site: GcsErrorSite, deadline: ProgressDeadline, start: number, end: number, target: ReadTarget, at: number): Promise<number> {
+  async #downloadRange(site: GcsErrorSite, deadline: ProgressDeadline, start: number, end: number, target: ReadTarget, at: number): Promise<{ got: number; size: number | undefined }> {
     let received = 0;
     let skip = 0;
-    await this.#download(site, deadline, { start, end }, (chunk, status) => {
+    const { size } = await this.#download(site, deadline, { start, end }, (chunk, status) => {
       skip = status === 200 ? start : 0;
       const from = Math.max(0, skip - received);
       const to = Math.min(chunk.byteLength, skip + end - start - received);
       if (from < to) target.set(chunk.subarray(from, to), at + received + from - skip);
       received += chunk.byteLength;
     });
-    return Math.min(end - start, Math.max(0, received - skip));
+    return { got: Math.min(end - start, Math.max(0, received - skip)), size };
   }
 
   /**
-   * Bytes `[start, end)` of an object known to hold them, in parts read concurrently into
-   * `target`. The first part also carries the target's head, so a head costs no request.
+   * Bytes `[start, end)` of an object of `size` bytes, in parts read concurrently into `target`,
+   * whose range begins at object offset `base` (past the head, which the read's first part carried).
    */
-  async #readParts(site: GcsErrorSite, start: number, end: number, target: ReadTarget): Promise<void> {
+  async #readParts(site: GcsErrorSite, base: number, start: number, end: number, target: ReadTarget, size: number): Promise<void> {
     const queue = new PQueue({ concurrency: this.#options.readConcurrency });
     const parts: Promise<void>[] = [];
     for (let at = start; at < end; ) {
       const partStart = at;
-      const partEnd = Math.min(end, at + this.#options.parallelReadPartBytes + (at === start ? target.headLength : 0));
+      const partEnd = Math.min(end, at + this.#options.parallelReadPartBytes);
       parts.push(
         queue.add(async () => {
-          const got = await this.#retrying(site, (deadline) => this.#downloadRange(site, deadline, partStart, partEnd, target, partStart - start));
-          if (got !== partEnd - partStart) {
+          const { got, size: partSize } = await this.#retrying(site, (deadline) => this.#downloadRange(site, deadline, partStart, partEnd, target, partStart - base));
+          if (got !== partEnd - partStart || partSize !== size) {
             throw new CheckpointError("storage", `[gs] read ${site.object} failed: bytes ${partStart}-${partEnd - 1} came back as ${got} bytes; the object changed while it was read`, {
               context: { path: site.path, protocol: "gs", transient: false },
             });
