@@ -145,6 +145,24 @@ export function storageContractSuite(name: string, options: StorageContractOptio
       expect((await storage.read("head", { offset: 100_000, length: 10 }, { head })).byteLength).toBe(0);
     });
 
+    it("tells, if anything, the object's true size to ReadOptions.onObjectSize, and ObjectReaders sizes from reads", async () => {
+      await storage.write("told/f", pattern(100_000, 5));
+      for (const [offset, length, head] of [[10, 20, 0], [0, 100_000, 30_000], [90_000, 50_000, 0], [50_000, 50_000, 8]] as const) {
+        const sizes: number[] = [];
+        await storage.read("told/f", { offset, length }, { ...(head ? { head: new Uint8Array(head) } : {}), onObjectSize: (size) => sizes.push(size) });
+        expect(sizes.every((size) => size === 100_000)).toBe(true);
+        // Object stores answer every ranged GET with the size: a load needs no request of its own for it.
+        if (storage.remote) expect(sizes.length).toBeGreaterThan(0);
+      }
+      const readers = new ObjectReaders(storage, "told");
+      try {
+        await readers.read("f", 99_000, 5000);
+        expect(await readers.size("f")).toBe(100_000);
+      } finally {
+        await readers.close();
+      }
+    });
+
     it("reads through ObjectReaders (the adapter's openReader, or read and stat) as read does", async () => {
       const data = pattern(100_000, 17);
       await storage.write("d/held", data);
