@@ -5,6 +5,7 @@ import { bytesOf } from "../state/dtypes.js";
 import { shardedTensor } from "../state/sharded-tensor.js";
 import { hostTensor } from "../state/tensors.js";
 import { MapStorage } from "../../test/map-storage.js";
+import type { ObjectReader } from "../storage/storage-adapter.js";
 import { CheckpointReader } from "./checkpoint-reader.js";
 
 /** A 6×10 float32 tensor of distinct values, saved as three column blocks (blocks of 32 bytes). */
@@ -48,6 +49,40 @@ describe("CheckpointReader", () => {
     }
     const headerReads = storage.reads.filter((r) => r.offset === 0);
     expect(headerReads.map((r) => r.path).sort()).toEqual(Object.keys(metadata.files).map((f) => `ckpt/${f}`).sort());
+  });
+
+  it("opens each data file once for all its reads, with no stat, until close", async () => {
+    const { storage, global } = await columnSharded();
+    const metadata = await readMetadata({ storage, path: "ckpt" });
+    const opened: string[] = [];
+    let open = 0;
+    let stats = 0;
+    const held = Object.assign(Object.create(storage) as MapStorage, {
+      stat: async () => {
+        stats++;
+        return null;
+      },
+      openReader: async (path: string): Promise<ObjectReader> => {
+        opened.push(path);
+        open++;
+        const bytes = storage.objects.get(path)!;
+        return {
+          size: bytes.byteLength,
+          read: async (range) => storage.read(path, range),
+          close: async () => void open--,
+        };
+      },
+    });
+    const reader = new CheckpointReader(held, "ckpt", metadata);
+    const entry = metadata.entries.find((e) => e.key[0] === "w")!;
+    if (entry.kind === "value") throw new Error("w is a tensor");
+    const tensor = reader.tensor(entry);
+    for (let at = 0; at < 240; at += 40) expect(await tensor.read(at, 40)).toEqual(global.subarray(at, at + 40));
+    expect(opened.sort()).toEqual([...new Set(entry.chunks.map((c) => `ckpt/${c.file}`))].sort());
+    expect(stats).toBe(0);
+    expect(open).toBe(opened.length);
+    await reader.close();
+    expect(open).toBe(0);
   });
 
   it("a flipped byte is corrupt, naming the file and the key", async () => {
