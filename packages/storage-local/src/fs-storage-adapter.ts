@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { posix } from "node:path";
 import PQueue from "p-queue";
 import { type StorageAdapter, CheckpointError } from "@cairn/core";
+import { prefetched } from "@cairn/core/ops";
 import { type ByteRange, type ObjectInfo, type ObjectReader, type PortableStorage, type ReadOptions, type WriteBody, type WriteOptions, ReadTarget, cancelledError, checkRelativePath } from "@cairn/core/storage";
 import { DirectReads, directReadAvailable } from "./direct-read.js";
 import { rangeLength, readRange, readScattered } from "./file-reads.js";
@@ -332,22 +333,8 @@ export class FsStorageAdapter implements StorageAdapter {
         });
       }
     }
-    // Up to LIST_AHEAD entries in flight beyond the one yielded; each failure is handled where it is awaited.
-    const ahead: Promise<ObjectInfo[]>[] = [];
-    let next = 0;
-    const fill = (): void => {
-      while (ahead.length < LIST_AHEAD && next < jobs.length) {
-        const job = jobs[next++]!();
-        job.catch(() => undefined);
-        ahead.push(job);
-      }
-    };
-    fill();
-    while (ahead.length > 0) {
-      const infos = await ahead.shift()!;
-      fill();
-      yield* infos;
-    }
+    // Up to LIST_AHEAD entries in flight, yielded in name order; each failure is thrown in its turn.
+    for await (const infos of prefetched(jobs, LIST_AHEAD, (job) => job())) yield* infos;
   }
 
   async delete(path: string): Promise<void> {
