@@ -5,11 +5,12 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as tf from "@tensorflow/tfjs";
-import { CheckpointError, type HostTensor, type StateDict, hostTensor, openStorage } from "@cairn/core";
+import { CheckpointError, type HostTensor, hostTensor, openStorage } from "@cairn/core";
 import { type WriteBody, type WriteOptions } from "@cairn/core/storage";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CheckpointManager } from "./checkpoint-manager.js";
+import { smallState as state } from "./testing/small-state.js";
 import type { ManagerEvents } from "./manager-events.js";
 import { MetadataPreemptionSource } from "./metadata-preemption.js";
 
@@ -42,10 +43,6 @@ class GatedStorage extends FaultyStorageAdapter {
     }
     return super.write(path, body, options);
   }
-}
-
-function state(value: number): StateDict {
-  return { w: hostTensor("float32", [4], Float32Array.of(value, value, value, value)), step: value };
 }
 
 describe("CheckpointManager.saveAsync", () => {

@@ -1,22 +1,13 @@
-import { CheckpointError, type StateDict, type StorageAdapter, hostTensor, openStorage } from "@cairn/core";
+import { CheckpointError, openStorage } from "@cairn/core";
 import { type ObjectInfo, type WriteBody, type WriteOptions } from "@cairn/core/storage";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { CheckpointManager } from "./checkpoint-manager.js";
+import { objectNames as names, smallState as state } from "./testing/small-state.js";
 import type { ManagerEvents } from "./manager-events.js";
 
 let roots = 0;
 const memoryRoot = (): string => `memory://manager-retention/${process.pid}-${roots++}`;
-
-function state(value: number): StateDict {
-  return { w: hostTensor("float32", [4], Float32Array.of(value, value, value, value)), step: value };
-}
-
-async function names(storage: StorageAdapter, prefix: string): Promise<string[]> {
-  const out: string[] = [];
-  for await (const o of storage.list(prefix)) out.push(o.path);
-  return out.sort();
-}
 
 /** Refuses deletes of chosen paths, as a read-only or permission-restricted directory would, until told otherwise. */
 class UndeletableStorage extends FaultyStorageAdapter {

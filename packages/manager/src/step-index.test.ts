@@ -1,20 +1,11 @@
-import { type StateDict, type StorageAdapter, hostTensor, openStorage } from "@cairn/core";
+import { type StorageAdapter, openStorage } from "@cairn/core";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "./checkpoint-manager.js";
+import { objectNames as names, smallState as state } from "./testing/small-state.js";
 
 let roots = 0;
 const memoryRoot = (): string => `memory://manager-step-index/${process.pid}-${roots++}`;
-
-function state(value: number): StateDict {
-  return { w: hostTensor("float32", [4], Float32Array.of(value, value, value, value)), step: value };
-}
-
-async function names(storage: StorageAdapter, prefix: string): Promise<string[]> {
-  const out: string[] = [];
-  for await (const o of storage.list(prefix)) out.push(o.path);
-  return out.sort();
-}
 
 /** A root already holding steps 1..count, written by another manager. */
 async function rootWith(count: number): Promise<StorageAdapter> {
