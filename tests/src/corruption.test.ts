@@ -1,8 +1,8 @@
-import { appendFile, open, readFile, readdir, rm, truncate, writeFile } from "node:fs/promises";
+import { appendFile, readFile, readdir, rm, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { type HostTensor, hostTensor, load, readMetadata, save } from "@cairn/core";
 import { describe, expect, it } from "vitest";
-import { rewriteMetadata, sampleTensor, tempDir } from "./helpers.js";
+import { flipByte, rewriteMetadata, sampleTensor, tempDir } from "./helpers.js";
 
 async function savedCheckpoint(): Promise<{ dir: string; file: string; dataOffset: number; headerLength: number }> {
   const dir = join(await tempDir(), "ckpt");
@@ -12,15 +12,6 @@ async function savedCheckpoint(): Promise<{ dir: string; file: string; dataOffse
   if (entry?.kind !== "tensor") throw new Error("the checkpoint has no tensor entry");
   const chunk = entry.chunks[0]!;
   return { dir, file: chunk.file, dataOffset: chunk.byteOffset, headerLength: metadata.files[chunk.file]!.headerLength };
-}
-
-async function flipByte(path: string, offset: number): Promise<void> {
-  const handle = await open(path, "r+");
-  const byte = Buffer.alloc(1);
-  await handle.read(byte, 0, 1, offset);
-  byte[0] = byte[0]! ^ 0x01;
-  await handle.write(byte, 0, 1, offset);
-  await handle.close();
 }
 
 const target = (): { model: { w: HostTensor } } => ({ model: { w: hostTensor("float32", [64, 64]) } });

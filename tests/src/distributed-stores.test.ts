@@ -7,21 +7,12 @@ import { load, readMetadata, save } from "@cairn/core";
 import { runTypeScript, spawnTypeScript } from "@cairn/core/testing";
 import { type TestServer, startEtcd, startRedis } from "@cairn/distributed/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { tempDir } from "./helpers.js";
+import { type RankResult, rankResults, tempDir } from "./helpers.js";
 
 const RANK_SCRIPT = fileURLToPath(new URL("./fixtures/distributed-rank.ts", import.meta.url));
 const MANAGER_RANK = fileURLToPath(new URL("../../packages/manager/test/fixtures/manager-rank.ts", import.meta.url));
 const CAIRN_RUN = fileURLToPath(new URL("../../packages/distributed/src/cairn-run.ts", import.meta.url));
 
-type Result = Record<string, unknown> & { rank: number };
-
-function results(stdout: string): Result[] {
-  return stdout
-    .split("\n")
-    .filter((l) => l.includes("RESULT "))
-    .map((l) => JSON.parse(l.slice(l.indexOf("RESULT ") + 7)) as Result)
-    .sort((a, b) => a.rank - b.rank);
-}
 
 describe.each([
   ["etcd", startEtcd],
@@ -33,10 +24,10 @@ describe.each([
   }, 60_000);
   afterAll(async () => server?.stop());
 
-  async function launch(ranks: number, script: string, args: string[]): Promise<Result[]> {
+  async function launch(ranks: number, script: string, args: string[]): Promise<RankResult[]> {
     const run = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", String(ranks), "--store", server.url, script, ...args]);
     if (run.code !== 0) throw new Error(`cairn-run exited ${run.code}\n${run.stdout}\n${run.stderr}`);
-    return results(run.stdout);
+    return rankResults(run.stdout);
   }
 
   it("saves from 4 row-sharded ranks and loads bit-exact into 3 ranks of another layout", async () => {
@@ -73,7 +64,7 @@ describe.each([
       ),
     );
     expect(outputs[2]!.signal).toBe("SIGKILL");
-    const survivors = results(outputs[0]!.stdout + outputs[1]!.stdout);
+    const survivors = rankResults(outputs[0]!.stdout + outputs[1]!.stdout);
     expect(survivors).toHaveLength(2);
     for (const r of survivors) expect(r).toMatchObject({ ok: false, code: "process_group", message: expect.stringMatching(/rank 2 disconnected: its liveness key/) });
     await expect(readMetadata(`file://${dir}/2`)).rejects.toMatchObject({ code: expect.stringMatching(/not_committed|not_found/) });

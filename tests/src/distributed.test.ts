@@ -6,26 +6,17 @@ import { freePort } from "@cairn/distributed";
 import { runTypeScript, spawnTypeScript } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
 import { TENSORS } from "./fixtures/distributed-state.js";
-import { tempDir } from "./helpers.js";
+import { type RankResult, rankResults, tempDir } from "./helpers.js";
 
 const RANK_SCRIPT = fileURLToPath(new URL("./fixtures/distributed-rank.ts", import.meta.url));
 const CAIRN_RUN = fileURLToPath(new URL("../../packages/distributed/src/cairn-run.ts", import.meta.url));
 
-type Result = Record<string, unknown> & { rank: number };
-
-function results(stdout: string): Result[] {
-  return stdout
-    .split("\n")
-    .filter((l) => l.includes("RESULT "))
-    .map((l) => JSON.parse(l.slice(l.indexOf("RESULT ") + 7)) as Result)
-    .sort((a, b) => a.rank - b.rank);
-}
 
 /** Runs `ranks` ranks of the rank script through the real launcher, as a user would. */
-async function launch(ranks: number, args: string[]): Promise<Result[]> {
+async function launch(ranks: number, args: string[]): Promise<RankResult[]> {
   const run = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", String(ranks), RANK_SCRIPT, ...args]);
   if (run.code !== 0) throw new Error(`cairn-run exited ${run.code}\n${run.stdout}\n${run.stderr}`);
-  return results(run.stdout);
+  return rankResults(run.stdout);
 }
 
 const uniqueBytes = TENSORS.reduce((n, t) => n + numel(t.shape) * itemSize(t.dtype as DType), 0) + 300 * 4;
@@ -85,7 +76,7 @@ describe("distributed save and resharding load across real processes", () => {
       ),
     );
     expect(outputs[2]!.signal).toBe("SIGKILL");
-    const survivors = results(outputs[0]!.stdout + outputs[1]!.stdout);
+    const survivors = rankResults(outputs[0]!.stdout + outputs[1]!.stdout);
     expect(survivors).toHaveLength(2);
     for (const r of survivors) {
       expect(r).toMatchObject({ ok: false, code: "process_group" });

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, open, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type DType, type HostTensor, DTYPE_NAMES, hostTensor } from "@cairn/core";
@@ -92,4 +92,26 @@ export function sharedPrototypes(): Record<string, string[]> {
     literal: keys(Object.getPrototypeOf({}) as object),
     nullLiteral: [String(Object.getPrototypeOf(Object.prototype))],
   };
+}
+
+/** What a rank fixture printed on its `RESULT <json>` line. */
+export type RankResult = Record<string, unknown> & { rank: number };
+
+/** The `RESULT <json>` lines in the output of a launch, one per rank, in rank order. */
+export function rankResults(stdout: string): RankResult[] {
+  return stdout
+    .split("\n")
+    .filter((l) => l.includes("RESULT "))
+    .map((l) => JSON.parse(l.slice(l.indexOf("RESULT ") + 7)) as RankResult)
+    .sort((a, b) => a.rank - b.rank);
+}
+
+/** Flips the lowest bit of the byte at `offset` of the file at `path`. */
+export async function flipByte(path: string, offset: number): Promise<void> {
+  const handle = await open(path, "r+");
+  const byte = Buffer.alloc(1);
+  await handle.read(byte, 0, 1, offset);
+  byte[0] = byte[0]! ^ 0x01;
+  await handle.write(byte, 0, 1, offset);
+  await handle.close();
 }

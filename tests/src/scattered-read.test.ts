@@ -1,23 +1,13 @@
-import { open } from "node:fs/promises";
 import { join } from "node:path";
 import { type HostTensor, hostTensor, load, readMetadata, save } from "@cairn/core";
 import { describe, expect, it } from "vitest";
-import { sampleTensor, tempDir } from "./helpers.js";
+import { flipByte, sampleTensor, tempDir } from "./helpers.js";
 
 /** Forty small tensors: neighbours in one data file, which a load reads in one scattered read straight into them. */
 function smallTensors(fill: boolean): Record<string, HostTensor> {
   const sd: Record<string, HostTensor> = {};
   for (let i = 0; i < 40; i++) sd[`t${i}`] = fill ? sampleTensor("float32", [100 + i]) : hostTensor("float32", [100 + i]);
   return sd;
-}
-
-async function flipByte(path: string, offset: number): Promise<void> {
-  const handle = await open(path, "r+");
-  const byte = Buffer.alloc(1);
-  await handle.read(byte, 0, 1, offset);
-  byte[0] = byte[0]! ^ 0x01;
-  await handle.write(byte, 0, 1, offset);
-  await handle.close();
 }
 
 describe("neighbouring small tensors read straight into their targets", () => {
