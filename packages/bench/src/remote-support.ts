@@ -1,7 +1,7 @@
 // What the s3 and gcs suites share: the state they move, rounds that alternate who goes first,
 // and the figures they report (MB/s beside the SDK's, requests per save).
-import { type HostTensor, hostTensor } from "@cairn/core";
-import type { MeasuredWork, ProxiedRequest } from "@cairn/core/testing";
+import { type HostTensor, type StateDict, type StorageOptions, hostTensor, load, save } from "@cairn/core";
+import { type MeasuredWork, type ProxiedRequest, measureWork } from "@cairn/core/testing";
 import { report } from "./report.js";
 import { MiB, median, quick, range } from "./support.js";
 
@@ -52,6 +52,52 @@ export async function alternate(rounds: number, sides: { cairn: (round: number) 
     for (const who of round % 2 === 0 ? (["sdk", "cairn"] as const) : (["cairn", "sdk"] as const)) out[who].push(await sides[who](round));
   }
   return out;
+}
+
+/** What both sides move: `source` is saved (as `state`), then read back into `target` (as `into`). */
+export interface MovedState {
+  readonly source: HostTensor<"float32">[];
+  readonly state: StateDict;
+  readonly target: HostTensor<"float32">[];
+  readonly into: StateDict;
+}
+
+export function movedState(): MovedState {
+  const source = tensors(true);
+  const target = tensors(false);
+  const dict = (ts: HostTensor[]): StateDict => Object.fromEntries(ts.map((t, i) => [`t${i}`, t]));
+  return { source, state: dict(source), target, into: dict(target) };
+}
+
+export interface TimedSides {
+  /** The server's process, whose CPU is measured beside the client's. */
+  readonly serverPid: number;
+  readonly cairnUrl: (round: number) => string;
+  readonly storageOptions: StorageOptions;
+  readonly sdkSave: (round: number) => Promise<unknown>;
+  readonly sdkLoad: (round: number) => Promise<unknown>;
+  /** The SDK load's name in the error when it reads back other bytes. */
+  readonly sdkLoadName: string;
+}
+
+/** `rounds` saves and loads with Cairn and with the SDK, alternating who goes first; every load is checked. */
+export async function timeSavesAndLoads(moved: MovedState, rounds: number, sides: TimedSides): Promise<{ saves: { cairn: MeasuredWork[]; sdk: MeasuredWork[] }; loads: { cairn: MeasuredWork[]; sdk: MeasuredWork[] } }> {
+  const measure = (work: () => Promise<unknown>) => measureWork(sides.serverPid, async () => void (await work()));
+  const checkedLoad = async (who: string, work: () => Promise<unknown>): Promise<MeasuredWork> => {
+    for (const t of moved.target) t.data.fill(-1);
+    const m = await measure(work);
+    checkSame(who, moved.target, moved.source);
+    return m;
+  };
+  const saves = await alternate(rounds, {
+    cairn: (r) => measure(() => save(moved.state, { checkpointId: sides.cairnUrl(r), storageOptions: sides.storageOptions })),
+    sdk: (r) => measure(() => sides.sdkSave(r)),
+  });
+  const loads = await alternate(rounds, {
+    cairn: (r) => checkedLoad("cairn load", () => load(moved.into, { checkpointId: sides.cairnUrl(r), storageOptions: sides.storageOptions })),
+    sdk: (r) => checkedLoad(sides.sdkLoadName, () => sides.sdkLoad(r)),
+  });
+  return { saves, loads };
 }
 
 const mbps = (m: MeasuredWork): number => TOTAL / 1e6 / m.seconds;

@@ -8,11 +8,10 @@ import { createRequire } from "node:module";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { type StorageOptions, load, save } from "@cairn/core";
-import { measureWork } from "@cairn/core/testing";
 import "@cairn/storage-gcs";
 import { startGcsTestServer } from "@cairn/storage-gcs/testing";
 import { type Bucket, Storage } from "@google-cloud/storage";
-import { READ_BYTES, TENSORS, TOTAL, alternate, bytesOf, checkSame, countRequests, rangedReads, reportRate, reportRequests, tensors } from "../remote-support.js";
+import { READ_BYTES, TENSORS, TOTAL, bytesOf, countRequests, movedState, rangedReads, reportRate, reportRequests, timeSavesAndLoads } from "../remote-support.js";
 import { MiB, rounds } from "../support.js";
 
 const SUITE = "gcs";
@@ -32,10 +31,8 @@ async function startEmulatorProcess(): Promise<{ host: string; pid: number; stop
   return { host: info.host, pid: child.pid!, stop: () => (child.stdin!.end(), exited) };
 }
 
-const source = tensors(true);
-const state = Object.fromEntries(source.map((t, i) => [`t${i}`, t]));
-const target = tensors(false);
-const into = Object.fromEntries(target.map((t, i) => [`t${i}`, t]));
+const moved = movedState();
+const { source, state, target, into } = moved;
 
 const sdkSave = (bucket: Bucket, prefix: string): Promise<unknown> =>
   Promise.all(source.map((t, i) => bucket.file(`${prefix}/t${i}`).save(Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength))));
@@ -64,25 +61,13 @@ const storage = new Storage({ projectId: PROJECT, apiEndpoint: emulator.host });
 const storageOptions: StorageOptions = { gs: { apiEndpoint: emulator.host, projectId: PROJECT } };
 try {
   const bucket = storage.bucket(BUCKET);
-  const measure = (work: () => Promise<unknown>) => measureWork(emulator.pid, async () => void (await work()));
-  const n = rounds(3);
-  const saves = await alternate(n, {
-    cairn: (r) => measure(() => save(state, { checkpointId: `gs://${BUCKET}/cairn-${r}`, storageOptions })),
-    sdk: (r) => measure(() => sdkSave(bucket, `sdk-${r}`)),
-  });
-  const loads = await alternate(n, {
-    cairn: async (r) => {
-      for (const t of target) t.data.fill(-1);
-      const m = await measure(() => load(into, { checkpointId: `gs://${BUCKET}/cairn-${r}`, storageOptions }));
-      checkSame("cairn load", target, source);
-      return m;
-    },
-    sdk: async (r) => {
-      for (const t of target) t.data.fill(-1);
-      const m = await measure(() => sdkLoad(bucket, `sdk-${r}`));
-      checkSame("ranged file.download", target, source);
-      return m;
-    },
+  const { saves, loads } = await timeSavesAndLoads(moved, rounds(3), {
+    serverPid: emulator.pid,
+    cairnUrl: (r) => `gs://${BUCKET}/cairn-${r}`,
+    storageOptions,
+    sdkSave: (r) => sdkSave(bucket, `sdk-${r}`),
+    sdkLoad: (r) => sdkLoad(bucket, `sdk-${r}`),
+    sdkLoadName: "ranged file.download",
   });
   reportRate(SUITE, `save ${size} to gs:// (emulator)`, "file.save (resumable upload)", saves);
   reportRate(SUITE, `load ${size} from gs:// (emulator)`, `ranged file.download, ${READ_BYTES / MiB} MiB x 8 in flight`, loads);

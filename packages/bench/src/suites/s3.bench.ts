@@ -5,10 +5,10 @@
 import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import { type StorageOptions, load, save } from "@cairn/core";
-import { FaultProxy, measureWork } from "@cairn/core/testing";
+import { FaultProxy } from "@cairn/core/testing";
 import "@cairn/storage-s3";
 import { s3Operation, startFauxqsProcess } from "@cairn/storage-s3/testing";
-import { READ_BYTES, TENSORS, TOTAL, alternate, bytesOf, checkSame, countRequests, rangedReads, reportRate, reportRequests, tensors } from "../remote-support.js";
+import { READ_BYTES, TENSORS, TOTAL, bytesOf, countRequests, movedState, rangedReads, reportRate, reportRequests, timeSavesAndLoads } from "../remote-support.js";
 import { MiB, rounds } from "../support.js";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
@@ -26,10 +26,8 @@ const storageOptionsFor = (endpoint: string): StorageOptions => ({
   s3: { endpoint, region: "us-east-1", forcePathStyle: true, credentials: CREDENTIALS, checksums: { put: true, multipart: false } },
 });
 
-const source = tensors(true);
-const state = Object.fromEntries(source.map((t, i) => [`t${i}`, t]));
-const target = tensors(false);
-const into = Object.fromEntries(target.map((t, i) => [`t${i}`, t]));
+const moved = movedState();
+const { source, state, target, into } = moved;
 
 const sdkSave = (client: S3Client, prefix: string): Promise<unknown> =>
   Promise.all(source.map((t, i) => new Upload({ client, params: { Bucket: BUCKET, Key: `${prefix}/t${i}`, Body: bytesOf(t) } }).done()));
@@ -49,25 +47,14 @@ const server = await startFauxqsProcess([BUCKET]);
 const client = clientFor(server.endpoint);
 const storageOptions = storageOptionsFor(server.endpoint);
 try {
-  const measure = (work: () => Promise<unknown>) => measureWork(server.pid, async () => void (await work()));
   const n = rounds(3);
-  const saves = await alternate(n, {
-    cairn: (r) => measure(() => save(state, { checkpointId: `s3://${BUCKET}/cairn-${r}`, storageOptions })),
-    sdk: (r) => measure(() => sdkSave(client, `sdk-${r}`)),
-  });
-  const loads = await alternate(n, {
-    cairn: async (r) => {
-      for (const t of target) t.data.fill(-1);
-      const m = await measure(() => load(into, { checkpointId: `s3://${BUCKET}/cairn-${r}`, storageOptions }));
-      checkSame("cairn load", target, source);
-      return m;
-    },
-    sdk: async (r) => {
-      for (const t of target) t.data.fill(-1);
-      const m = await measure(() => sdkLoad(client, `sdk-${r}`));
-      checkSame("ranged GetObject", target, source);
-      return m;
-    },
+  const { saves, loads } = await timeSavesAndLoads(moved, n, {
+    serverPid: server.pid,
+    cairnUrl: (r) => `s3://${BUCKET}/cairn-${r}`,
+    storageOptions,
+    sdkSave: (r) => sdkSave(client, `sdk-${r}`),
+    sdkLoad: (r) => sdkLoad(client, `sdk-${r}`),
+    sdkLoadName: "ranged GetObject",
   });
   for (let r = 0; r < n; r++) for (const prefix of [`cairn-${r}`, `sdk-${r}`]) await removePrefix(client, prefix);
   reportRate(SUITE, `save ${size} to s3:// (fauxqs)`, "lib-storage Upload, default parts and queue", saves);
