@@ -14,7 +14,7 @@ export { type SavePlanner, type SavePlan, type WriteItem, type PlannedValue, typ
 export { DefaultSavePlanner } from "./plan/default-save-planner.js";
 export { type LoadPlanner, type LoadPlan, type LoadRequest, type ReadItem } from "./plan/load-planner.js";
 export { DefaultLoadPlanner } from "./plan/default-load-planner.js";
-export { type SaveOptions, type SaveResult, checkSaveOptions } from "./save/save-options.js";
+export { type SaveOptions, type SaveResult, DEFAULT_SAVE_CONCURRENCY, checkSaveOptions } from "./save/save-options.js";
 export { save } from "./save/save.js";
 export { type LoadOptions, type LoadResult, load, readMetadata } from "./load/load.js";
 export { type TfjsModule, tfjsModule } from "./load/tfjs.js";

@@ -1,7 +1,8 @@
-import { CheckpointError, type LoadOptions, type StorageAdapter, checkStorageUrl, storageUrl, checkSaveOptions, type ProcessGroup, type SaveOptions, type StagingStrategy, type StorageOptions, isCoordinated } from "@cairn/core";
+import { CheckpointError, type LoadOptions, type StorageAdapter, storageUrl, checkSaveOptions, type ProcessGroup, type SaveOptions, type StagingStrategy, type StorageOptions, isCoordinated } from "@cairn/core";
 import { invalid } from "./manager-arguments.js";
 import type { PreemptionSource, SignalTarget } from "./preemption.js";
 import type { RetentionOptions } from "./retention-policy.js";
+import { type ReplicationOptions, type TierOptions, checkTierOptions, locationsOf } from "./tier-config.js";
 
 export interface CheckpointManagerOptions extends RetentionOptions {
   /** For evaluators: list and restore only; `save` and `delete` are refused. */
@@ -47,6 +48,14 @@ export interface CheckpointManagerOptions extends RetentionOptions {
   readonly processGroup?: ProcessGroup;
   /** Where signals are listened for (default `process`); injected so tests send signals without a real one. */
   readonly signalTarget?: SignalTarget;
+  /**
+   * With several locations (tiers, fastest first): each tier's retention and the steps it takes,
+   * by position. Tier 0 defaults to the manager's own retention options, slower tiers keep every
+   * step they receive. See docs/tiers.md.
+   */
+  readonly tiers?: readonly (TierOptions | undefined)[];
+  /** With several locations: how steps are copied down the tiers. */
+  readonly replication?: ReplicationOptions;
 }
 
 function fail(name: string, expected: string, value: unknown): never {
@@ -103,20 +112,23 @@ export function checkOptions(options: CheckpointManagerOptions): void {
   }
 }
 
-/** Checks what a CheckpointManager is constructed with, before anything touches storage. */
-export function checkManagerArguments(location: unknown, saveInterval: unknown, options: CheckpointManagerOptions): asserts location is string | StorageAdapter {
+/** Checks what a CheckpointManager is constructed with, before anything touches storage; returns its locations, fastest first. */
+export function checkManagerArguments(location: unknown, saveInterval: unknown, options: CheckpointManagerOptions): (string | StorageAdapter)[] {
   if (typeof saveInterval !== "number" || !Number.isSafeInteger(saveInterval) || saveInterval < 1) throw invalid("saveInterval", "an integer of at least 1", saveInterval);
   checkOptions(options);
-  if (typeof location === "string") {
-    checkStorageUrl(location);
-  } else if (typeof location !== "object" || location === null || typeof (location as Partial<StorageAdapter>).read !== "function") {
-    throw invalid("the checkpoint location", "a URL, a path or a StorageAdapter", location);
+  const locations = locationsOf(location);
+  if (locations.length === 1 && (options.tiers !== undefined || options.replication !== undefined)) {
+    throw invalid("CheckpointManager options tiers and replication", "given only with several locations (tiers)", options.tiers ?? options.replication);
   }
+  checkTierOptions(options.tiers, options.replication, locations.length);
   const worldSize = options.processGroup?.worldSize ?? 1;
-  if (worldSize > 1 && typeof location === "string" && storageUrl(location).protocol === "memory:") {
-    throw new CheckpointError(
-      "invalid_argument",
-      `memory:// storage lives in one process, but the process group has ${worldSize} ranks; use storage every rank shares (file:// on a shared filesystem, s3://, gs://)`,
-    );
+  for (const l of locations) {
+    if (worldSize > 1 && typeof l === "string" && storageUrl(l).protocol === "memory:") {
+      throw new CheckpointError(
+        "invalid_argument",
+        `memory:// storage lives in one process, but the process group has ${worldSize} ranks; use storage every rank shares (file:// on a shared filesystem, s3://, gs://)`,
+      );
+    }
   }
+  return locations;
 }

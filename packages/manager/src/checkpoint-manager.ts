@@ -1,18 +1,24 @@
-import { CheckpointError, type CoordinatedProcessGroup, isCheckpointError, type LoadResult, type ProcessGroup, type SaveResult, type StateDict, type StorageAdapter, SingleProcessGroup, load, openStorage, save } from "@cairn/core";
+import { CheckpointError, type CoordinatedProcessGroup, isCheckpointError, type LoadResult, type ProcessGroup, type SaveResult, type StateDict, type StorageAdapter, SingleProcessGroup, load, save } from "@cairn/core";
 import "@cairn/storage-local";
 import { type CheckpointManagerOptions, checkManagerArguments } from "./checkpoint-manager-options.js";
 import { type RestoreOptions, type SaveStepOptions, checkListener, checkRestoreArguments, checkSaveStepOptions, checkStateDict } from "./manager-arguments.js";
 import { ManagerEmitter, type ManagerEventName, type ManagerEvents } from "./manager-events.js";
 import { SignalPreemptionSource } from "./preemption.js";
 import { PreemptionWatch } from "./preemption-watch.js";
-import { RetentionRunner } from "./retention-runner.js";
+import { Replication } from "./replication.js";
+import type { UnreplicatedStep } from "./replication-queue.js";
 import { SavePipeline } from "./save-pipeline.js";
 import { checkStep, stepDir } from "./step-naming.js";
-import { type RetentionFailure, type StepMetadata, StepStore } from "./step-store.js";
+import type { RetentionFailure, StepMetadata, StepStore } from "./step-store.js";
+import { Tier, type TierState } from "./tier.js";
+import { tierConfigs } from "./tier-config.js";
+import { allStepsOf, deleteEverywhere, latestStepOf, metadataOf, refuseOnSlowerTiers, restoreFromTiers, tierStates } from "./tiered-steps.js";
 
 export type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
 export type { RestoreOptions, SaveStepOptions } from "./manager-arguments.js";
 export type { RetentionFailure, StepMetadata } from "./step-store.js";
+export type { TierState } from "./tier.js";
+export type { UnreplicatedStep } from "./replication-queue.js";
 
 /** What `join()` and `close()` resolve with once every background upload and retention pass is done. */
 export interface JoinResult {
@@ -22,6 +28,21 @@ export interface JoinResult {
    * them; empty when retention is caught up.
    */
   readonly retentionFailures: readonly RetentionFailure[];
+  /**
+   * Tiered managers only: the copies to slower tiers not done, newest first, each with its latest
+   * error (retried until `close()`, unless `permanent`). Empty when every tier holds what it takes.
+   */
+  readonly unreplicated?: readonly UnreplicatedStep[];
+}
+
+/** Options of `close()`. */
+export interface CloseOptions {
+  /**
+   * Tiered managers: keep retrying copies to slower tiers for up to this many ms before giving
+   * up (as within a preemption's grace period). Without it, close waits until every copy either
+   * succeeded or failed once after its retries, like `join()`.
+   */
+  readonly timeoutMs?: number;
 }
 
 /**
@@ -49,23 +70,44 @@ export interface JoinResult {
  */
 export class CheckpointManager {
   readonly saveInterval: number;
-  readonly #location: string | StorageAdapter;
   readonly #options: CheckpointManagerOptions;
   readonly #events = new ManagerEmitter();
   readonly #pipeline: SavePipeline;
   readonly #group: CoordinatedProcessGroup;
   readonly #preemption: PreemptionWatch;
-  #store: Promise<StepStore> | undefined;
-  #retention: RetentionRunner | undefined;
+  /** The locations, fastest first: saves commit to tier 0, copies go down the list. One for an untiered manager. */
+  readonly #tiers: Tier[];
+  /** Tiered managers only. */
+  readonly #replication: Replication | undefined;
+  #discovery: Promise<void> | undefined;
   #closed: JoinResult | undefined;
 
-  constructor(location: string | StorageAdapter, saveInterval: number, options: CheckpointManagerOptions = {}) {
-    checkManagerArguments(location, saveInterval, options);
+  /**
+   * `location` is a URL, a path or a `StorageAdapter`; or an array of them, fastest first: a
+   * tiered manager, which commits to the first and copies each step down the others in the
+   * background (see `tiers` and `replication`, and docs/tiers.md).
+   */
+  constructor(location: string | StorageAdapter | readonly (string | StorageAdapter)[], saveInterval: number, options: CheckpointManagerOptions = {}) {
+    const locations = checkManagerArguments(location, saveInterval, options);
     this.#group = (options.processGroup as CoordinatedProcessGroup | undefined) ?? new SingleProcessGroup();
-    this.#location = location;
     this.saveInterval = saveInterval;
     this.#options = options;
-    this.#pipeline = new SavePipeline({ ...options, location, writable: !options.readOnly, events: this.#events });
+    this.#tiers = tierConfigs(locations, options).map(
+      (config) =>
+        new Tier({
+          config,
+          storageOptions: options.storageOptions,
+          leftoverAgeMs: options.leftoverAgeMs ?? 24 * 3600 * 1000,
+          now: () => this.#now(),
+          isBusy: (tier, step) => (tier === 0 && this.#pipeline.isBusy(step)) || (this.#replication?.isHeld(tier, step) ?? false) || (this.#replication?.queue.has(step, tier) ?? false),
+          onDamaged: (tier, step, error) => this.#events.report({ step, error, operation: "listing", ...(this.#tiered ? { tier } : {}) }),
+          onRetentionFailure: (tier, { step, error }) => this.#events.report({ ...(step === undefined ? {} : { step }), error, operation: "retention", ...(this.#tiered ? { tier } : {}) }),
+        }),
+    );
+    if (this.#tiers.length > 1 && !options.readOnly) {
+      this.#replication = new Replication({ tiers: this.#tiers, options: options.replication ?? {}, events: this.#events, now: () => this.#now() });
+    }
+    this.#pipeline = new SavePipeline({ ...options, location: locations[0]!, writable: !options.readOnly, events: this.#events });
     const watched = (options.checkpointOnPreemption ?? true) && !options.readOnly;
     this.#preemption = new PreemptionWatch({
       group: this.#group,
@@ -74,7 +116,7 @@ export class CheckpointManager {
     });
   }
 
-  /** Subscribes to `staged`, `committed`, `error` or `preemption`; returns the unsubscribe function. */
+  /** Subscribes to `staged`, `committed`, `replicated`, `error` or `preemption`; returns the unsubscribe function. */
   on<E extends ManagerEventName>(event: E, listener: (payload: ManagerEvents[E]) => void): () => void {
     checkListener(event, listener);
     return this.#events.on(event, listener);
@@ -131,14 +173,16 @@ export class CheckpointManager {
    */
   async allSteps(): Promise<number[]> {
     const store = await this.#open();
-    await this.#retention?.settled();
+    if (this.#tiered) return allStepsOf(this.#tiers, this.#events);
+    await this.#tiers[0]!.retention?.settled();
     return store.committedSteps();
   }
 
   /** The newest of `allSteps()`, reading the metadata of that step alone. */
   async latestStep(): Promise<number | undefined> {
     const store = await this.#open();
-    await this.#retention?.settled();
+    if (this.#tiered) return latestStepOf(this.#tiers, this.#events);
+    await this.#tiers[0]!.retention?.settled();
     return store.latestStep();
   }
 
@@ -148,15 +192,22 @@ export class CheckpointManager {
    * listed. Local to this rank; waits for retention first.
    */
   async reload(): Promise<void> {
-    const store = await this.#open();
-    await this.#retention?.settled();
-    await store.reload();
+    await this.#open();
+    await Promise.all(
+      this.#tiers.map(async (tier) => {
+        const store = await tier.open();
+        await tier.retention?.settled();
+        await store.reload();
+      }),
+    );
+    if (this.#replication) await this.#discover(true);
   }
 
   /** What `step` was saved with. */
   async metadata(step: number): Promise<StepMetadata> {
     checkStep(step);
-    return (await this.#open()).metadata(step);
+    const store = await this.#open();
+    return this.#tiered ? metadataOf(this.#tiers, this.#events, step) : store.metadata(step);
   }
 
   /**
@@ -170,16 +221,18 @@ export class CheckpointManager {
     checkRestoreArguments(target, options);
     this.#pipeline.throwFailure();
     const store = await this.#open();
+    if (this.#tiered) return restoreFromTiers(this.#tiers, this.#events, step, target, { ...this.#options.load, ...options, processGroup: this.#group });
     await store.requireCommitted(step);
     const where = { ...this.#options.load, ...options, storage: store.storage, path: stepDir(step), processGroup: this.#group };
     return target === undefined ? load(where) : load(target, where);
   }
 
-  /** Deletes a step: un-committed first, so a crash midway leaves no half-deleted committed step. */
+  /** Deletes a step (from every tier): un-committed first, so a crash midway leaves no half-deleted committed step. */
   async delete(step: number): Promise<void> {
     checkStep(step);
     this.#checkWritable("delete");
-    await (await this.#open()).deleteStep(step);
+    await this.#open();
+    await deleteEverywhere(this.#tiers, this.#replication, step);
   }
 
   /**
@@ -188,24 +241,46 @@ export class CheckpointManager {
    */
   async join(): Promise<JoinResult> {
     await this.#pipeline.drain();
-    await this.#retention?.settled();
+    await this.#discovery;
+    await this.#replication?.queue.settled();
+    await Promise.all(this.#tiers.map((tier) => tier.retention?.settled()));
     this.#pipeline.throwFailure();
-    return { retentionFailures: this.#retention?.failures() ?? [] };
+    return this.#joinResult();
   }
 
-  /** Joins, removes the preemption handlers and releases storage and staging buffers. Unusable afterwards; closing again resolves the same result. */
-  async close(): Promise<JoinResult> {
+  /**
+   * The tiers' states: where each step lives, what is still to be copied, which tier is failing.
+   * One tier for an untiered manager. Lists each tier once, when first needed.
+   */
+  async tiers(): Promise<TierState[]> {
+    await this.#open();
+    return tierStates(this.#tiers, this.#replication);
+  }
+
+  /**
+   * Joins, removes the preemption handlers and releases storage and staging buffers. Unusable
+   * afterwards; closing again resolves the same result. A tiered manager first waits for its
+   * copies (see `timeoutMs`), then stops them and resolves what was not replicated.
+   */
+  async close(options: CloseOptions = {}): Promise<JoinResult> {
     if (this.#closed) return this.#closed;
+    const timeoutMs = options.timeoutMs;
+    if (timeoutMs !== undefined && (typeof timeoutMs !== "number" || !(timeoutMs >= 0))) throw new CheckpointError("invalid_argument", `close option timeoutMs must be a number of ms >= 0, got ${String(timeoutMs)}`);
     this.#preemption.stop();
-    let result: JoinResult = { retentionFailures: [] };
+    let result: JoinResult = this.#joinResult();
     try {
       result = await this.join();
+      if (this.#replication && timeoutMs !== undefined) {
+        await this.#replication.queue.drained(timeoutMs);
+        result = this.#joinResult();
+      }
       return result;
     } finally {
+      this.#replication?.stop();
       this.#closed = result;
       this.#events.clear();
       this.#pipeline.clear();
-      if (this.#store && typeof this.#location === "string") await (await this.#store).storage.close();
+      await Promise.all(this.#tiers.map((tier) => tier.close()));
     }
   }
 
@@ -222,6 +297,7 @@ export class CheckpointManager {
     await (background ? this.#pipeline.waitForRoom() : this.#pipeline.drain());
     this.#pipeline.throwFailure();
     if (this.#pipeline.isPending(step)) throw new CheckpointError("already_exists", `step ${step} is already being saved`, { context: { step } });
+    if (this.#tiered && !options.overwrite) await refuseOnSlowerTiers(this.#tiers, step);
     if (await store.isCommitted(step)) {
       store.noteCommitted(step);
       if (forPreemption && !options.overwrite) {
@@ -231,8 +307,8 @@ export class CheckpointManager {
       if (!options.overwrite) {
         throw new CheckpointError("already_exists", `step ${step} is already committed under ${store.storage.root}; pass { overwrite: true } to replace it`, { context: { step } });
       }
-      if (this.#group.rank === 0) await store.deleteStep(step);
-    }
+      if (this.#group.rank === 0) await deleteEverywhere(this.#tiers, this.#replication, step);
+    } else if (this.#tiered && options.overwrite && this.#group.rank === 0) await deleteEverywhere(this.#tiers, this.#replication, step);
     const savedAt = new Date(this.#now()).toISOString();
     const metadata = { step, savedAt, metrics: options.metrics ?? {}, metadata: options.metadata ?? {} };
     // Each step's collectives get their own tag: with several saves in flight they need no order between them.
@@ -265,9 +341,10 @@ export class CheckpointManager {
     result: SaveResult,
     group: ProcessGroup,
   ): Promise<void> {
-    store.remember({ step, time: Date.parse(savedAt), metrics });
+    this.#tiers[0]!.committed(step, Date.parse(savedAt), metrics);
     this.#events.emit("committed", { step, bytes: result.bytes, seconds: result.seconds, backgroundCopySeconds: result.backgroundCopySeconds ?? 0 });
-    const pass = this.#group.rank === 0 ? this.#retention?.schedule() : undefined;
+    this.#replication?.committed(step, 0);
+    const pass = this.#group.rank === 0 ? this.#tiers[0]!.retention?.schedule() : undefined;
     if (this.#group.worldSize === 1) return;
     await this.#pipeline.barrierAfter(pass, async () => {
       const deleted = await group.broadcast(pass === undefined ? undefined : await pass, 0);
@@ -286,26 +363,26 @@ export class CheckpointManager {
     return (this.#options.now ?? Date.now)();
   }
 
+  get #tiered(): boolean {
+    return this.#tiers.length > 1;
+  }
+
+  /** Opens tier 0 (and, for a tiered manager, starts finding what earlier runs left unreplicated). */
   #open(): Promise<StepStore> {
     if (this.#closed) return Promise.reject(new CheckpointError("invalid_argument", "the CheckpointManager is closed"));
-    this.#store ??= (typeof this.#location === "string" ? openStorage(this.#location, this.#options.storageOptions) : Promise.resolve(this.#location)).then(
-      (storage) => {
-        const store = new StepStore(storage, {
-          onDamaged: (step, error) => this.#events.report({ step, error, operation: "listing" }),
-          now: () => this.#now(),
-        });
-        this.#retention = new RetentionRunner({
-          store,
-          retention: this.#options,
-          leftoverAgeMs: this.#options.leftoverAgeMs ?? 24 * 3600 * 1000,
-          now: () => this.#now(),
-          isBusy: (step) => this.#pipeline.isBusy(step),
-          report: ({ step, error }) => this.#events.report({ ...(step === undefined ? {} : { step }), error, operation: "retention" }),
-        });
-        return store;
-      },
-    );
-    return this.#store;
+    if (this.#replication && !this.#discovery) void this.#discover(false);
+    return this.#tiers[0]!.open();
+  }
+
+  /** Lists every tier and queues missing copies; listing failures are reported, never thrown. */
+  #discover(again: boolean): Promise<void> {
+    if (!this.#discovery || again) this.#discovery = this.#replication!.discover().catch(() => undefined);
+    return this.#discovery;
+  }
+
+  #joinResult(): JoinResult {
+    const retentionFailures = this.#tiers[0]!.retention?.failures() ?? [];
+    return this.#tiered ? { retentionFailures, unreplicated: this.#replication?.unreplicated() ?? [] } : { retentionFailures };
   }
 
   #checkWritable(what: string): void {

@@ -80,6 +80,6 @@ export function checkRestoreArguments(target: unknown, options: unknown): void {
 }
 
 export function checkListener(event: unknown, listener: unknown): asserts event is ManagerEventName {
-  if (!isManagerEventName(event)) throw invalid("the event", '"staged", "committed", "error" or "preemption"', event);
+  if (!isManagerEventName(event)) throw invalid("the event", '"staged", "committed", "replicated", "error" or "preemption"', event);
   if (typeof listener !== "function") throw invalid(`the listener for ${event}`, "a function", listener);
 }

@@ -12,9 +12,17 @@ export interface ManagerEvents {
    * its error also rejects the next call once), `"retention"` (a step could not be deleted:
    * saving goes on, the next pass retries, `join()` lists it), `"listing"` (a committed step's
    * metadata is damaged or foreign: it is skipped), `"preemption"` (a notice source cannot reach
-   * its endpoint, so notices may be missed). Reported once per step or outage.
+   * its endpoint, so notices may be missed), `"replication"` (a copy to the slower tier `tier`
+   * failed: it is retried with backoff, the fast copy is kept, `join()` lists it), `"restore"` (a
+   * tier's copy of a step could not be read; the next tier's was). Reported once
+   * per step or outage.
    */
-  error: { readonly step?: number; readonly error: unknown; readonly operation: ManagerOperation };
+  error: { readonly step?: number; readonly error: unknown; readonly operation: ManagerOperation; readonly tier?: number };
+  /**
+   * A step is committed on the slower tier `tier` (tiered managers): `bytes` copied in `seconds`,
+   * `sinceCommit` ms after it was committed on tier 0 (its saved time, for steps of earlier runs).
+   */
+  replicated: { readonly step: number; readonly tier: number; readonly bytes: number; readonly seconds: number; readonly sinceCommit: number };
   /** A preemption notice arrived; the next save takes a checkpoint whatever the interval. */
   preemption: { readonly reason: string };
 }
@@ -22,9 +30,9 @@ export interface ManagerEvents {
 export type ManagerEventName = keyof ManagerEvents;
 
 /** What an `error` event is about. */
-export type ManagerOperation = "save" | "retention" | "listing" | "preemption";
+export type ManagerOperation = "save" | "retention" | "listing" | "preemption" | "replication" | "restore";
 
-const EVENT_NAMES: ReadonlySet<string> = new Set<ManagerEventName>(["staged", "committed", "error", "preemption"]);
+const EVENT_NAMES: ReadonlySet<string> = new Set<ManagerEventName>(["staged", "committed", "error", "preemption", "replicated"]);
 
 export function isManagerEventName(name: unknown): name is ManagerEventName {
   return typeof name === "string" && EVENT_NAMES.has(name);
@@ -62,7 +70,8 @@ export class ManagerEmitter {
   /** Emits `error`; with nobody listening, a failure that rejects no call becomes a process warning rather than nothing. */
   report(payload: ManagerEvents["error"]): void {
     if (this.emit("error", payload) || payload.operation === "save") return;
-    const what = payload.step === undefined ? payload.operation : `${payload.operation} of step ${payload.step}`;
+    const tier = payload.tier === undefined ? "" : ` (tier ${payload.tier})`;
+    const what = `${payload.step === undefined ? payload.operation : `${payload.operation} of step ${payload.step}`}${tier}`;
     const message = payload.error instanceof Error ? payload.error.message : typeof payload.error === "string" ? payload.error : "a value that is not an Error";
     process.emitWarning(`CheckpointManager: ${what} failed: ${message}`, { code: "CAIRN_BACKGROUND_FAILURE" });
   }

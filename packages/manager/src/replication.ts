@@ -1,0 +1,160 @@
+import { CheckpointError, type CheckpointMetadata, DEFAULT_SAVE_CONCURRENCY, isCheckpointError, readMetadata } from "@cairn/core";
+import { copyCheckpoint } from "@cairn/core/ops";
+import type { ManagerEmitter } from "./manager-events.js";
+import { ReplicationQueue, type UnreplicatedStep } from "./replication-queue.js";
+import { stepDir } from "./step-naming.js";
+import { metricsOf } from "./stored-values.js";
+import type { Tier } from "./tier.js";
+import { DEFAULT_REPLICATION_RETRY, type ReplicationOptions } from "./tier-config.js";
+
+export interface ReplicationSetup {
+  readonly tiers: readonly Tier[];
+  readonly options: ReplicationOptions;
+  readonly events: ManagerEmitter;
+  /** The manager's clock, for `sinceCommit`. */
+  readonly now: () => number;
+}
+
+/** Codes that say a source copy cannot be read whole: the next tier holding the step is tried. */
+const SOURCE_UNUSABLE = new Set(["corrupt", "not_found", "not_committed", "unsupported_version"]);
+
+/**
+ * A manager's replication: each step committed on a tier is copied to the next slower tier that
+ * takes it (`every`), through core's `copyCheckpoint` (checked against its CRCs as read, the
+ * metadata committed last, so a slower tier never lists a partial copy). It also decides what a
+ * faster tier's retention must hold: a step some slower tier wants but has not reached.
+ */
+export class Replication {
+  readonly queue: ReplicationQueue;
+  readonly #setup: ReplicationSetup;
+  /** When steps were committed on tier 0 in this process (manager clock), for `sinceCommit`. */
+  readonly #committedAt = new Map<number, number>();
+  readonly #retry: { readonly baseDelayMs: number; readonly maxDelayMs: number };
+  /** A discovery that found a tier down runs again after a backoff. */
+  #rediscover: { timer?: NodeJS.Timeout; attempts: number } = { attempts: 0 };
+  #stopped = false;
+
+  constructor(setup: ReplicationSetup) {
+    this.#setup = setup;
+    const retry = { ...DEFAULT_REPLICATION_RETRY, ...setup.options.retry };
+    this.#retry = retry;
+    this.queue = new ReplicationQueue({
+      copy: (step, tier, signal) => this.#copy(step, tier, signal),
+      report: (step, tier, error) => setup.events.report({ step, error, operation: "replication", tier }),
+      baseDelayMs: retry.baseDelayMs,
+      maxDelayMs: retry.maxDelayMs,
+    });
+  }
+
+  /** A step committed on `tier` by this process: queued for the next slower tier that takes it. */
+  committed(step: number, tier: number): void {
+    if (tier === 0) this.#committedAt.set(step, this.#setup.now());
+    const next = this.#next(tier, step);
+    if (next !== undefined) this.queue.add(step, next.index);
+  }
+
+  /**
+   * Lists every tier and queues the steps a faster tier holds that a slower one wants and lacks
+   * (copies a crashed process never finished, steps saved while the tier was down). Tiers whose
+   * listing fails are reported, and discovery runs again after a backoff until every tier lists.
+   */
+  async discover(): Promise<void> {
+    clearTimeout(this.#rediscover.timer);
+    const { tiers } = this.#setup;
+    const listed = await Promise.all(
+      tiers.map((tier) =>
+        tier.committedSteps().catch((error: unknown) => {
+          this.#setup.events.report({ error, operation: "listing", tier: tier.index });
+          return undefined;
+        }),
+      ),
+    );
+    if (listed.includes(undefined) && !this.#stopped) {
+      const delay = Math.min(this.#retry.maxDelayMs, this.#retry.baseDelayMs * 2 ** Math.min(this.#rediscover.attempts++, 30));
+      this.#rediscover.timer = setTimeout(() => void this.discover(), delay);
+      this.#rediscover.timer.unref();
+    } else this.#rediscover.attempts = 0;
+    for (let i = 0; i < tiers.length - 1; i++) {
+      for (const step of listed[i] ?? []) {
+        const next = this.#next(i, step);
+        if (next && listed[next.index] !== undefined && !next.reached.has(step)) this.queue.add(step, next.index);
+      }
+    }
+  }
+
+  /**
+   * Whether `tier`'s retention must keep `step`: a copy reads it, or (unless `deleteUnreplicated`)
+   * a slower tier that takes it has not reached it yet.
+   */
+  isHeld(tier: number, step: number): boolean {
+    if (this.queue.isCopying(step)) return true;
+    if (this.#setup.options.deleteUnreplicated) return false;
+    return this.#setup.tiers.slice(tier + 1).some((t) => t.wants(step) && !t.reached.has(step));
+  }
+
+  /** Stops copying and discovering (on close); what is left stays unreplicated. */
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#rediscover.timer);
+    this.queue.stop();
+  }
+
+  /** What is not replicated yet. */
+  unreplicated(): UnreplicatedStep[] {
+    return this.queue.unreplicated();
+  }
+
+  /** The next slower tier after `tier` that takes `step`. */
+  #next(tier: number, step: number): Tier | undefined {
+    return this.#setup.tiers.slice(tier + 1).find((t) => t.wants(step));
+  }
+
+  /** Copies `step` into tier `index` from the fastest faster tier holding it whole; a damaged source falls through to the next. */
+  async #copy(step: number, index: number, signal: AbortSignal): Promise<void> {
+    const { tiers, options } = this.#setup;
+    const destination = tiers[index]!;
+    const target = await destination.open();
+    const started = performance.now();
+    let lastError: unknown;
+    for (const source of tiers.slice(0, index)) {
+      const store = await source.open();
+      if (!(await store.isCommitted(step))) continue;
+      let metadata: CheckpointMetadata;
+      try {
+        metadata = await readMetadata({ storage: store.storage, path: stepDir(step), signal });
+        const result = await copyCheckpoint(
+          { storage: store.storage, dir: stepDir(step), metadata, where: `${store.storage.root}/${stepDir(step)}` },
+          { storage: target.storage, dir: stepDir(step), where: `${target.storage.root}/${stepDir(step)}` },
+          { signal, readBack: options.readBack ?? false, concurrency: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY },
+        );
+        this.#reached(step, destination, metadata, { bytes: result.bytes, seconds: (performance.now() - started) / 1000 });
+        return;
+      } catch (error) {
+        if (isCheckpointError(error, "already_exists")) {
+          // Committed there already (an earlier run's copy, or another writer): it has reached that tier.
+          destination.reached.add(step);
+          target.noteCommitted(step);
+          this.committed(step, index);
+          return;
+        }
+        if (!(isCheckpointError(error) && SOURCE_UNUSABLE.has(error.code))) throw error;
+        lastError = error;
+      }
+    }
+    throw (
+      lastError ??
+      new CheckpointError("not_found", `step ${step} is committed on no tier faster than tier ${index}; it cannot be replicated`, { context: { step } })
+    );
+  }
+
+  #reached(step: number, tier: Tier, metadata: CheckpointMetadata, copied: { bytes: number; seconds: number }): void {
+    const user = metadata.user;
+    const saved = typeof user.savedAt === "string" ? Date.parse(user.savedAt) : NaN;
+    tier.committed(step, Number.isFinite(saved) ? saved : Date.parse(metadata.createdAt) || 0, metricsOf(user.metrics));
+    const since = this.#committedAt.get(step) ?? (Number.isFinite(saved) ? saved : undefined);
+    this.#setup.events.emit("replicated", { step, tier: tier.index, ...copied, sinceCommit: since === undefined ? 0 : Math.max(0, this.#setup.now() - since) });
+    this.committed(step, tier.index);
+    // The copy may free a hold on faster tiers, and this tier's retention now has a new step.
+    for (const t of this.#setup.tiers.slice(0, tier.index + 1)) void t.retention?.schedule();
+  }
+}

@@ -1,0 +1,146 @@
+import { CheckpointError, type LoadOptions, type LoadResult, type StateDict, isCheckpointError, load } from "@cairn/core";
+import type { ManagerEmitter } from "./manager-events.js";
+import { stepDir } from "./step-naming.js";
+import type { StepMetadata, StepStore } from "./step-store.js";
+import type { Replication } from "./replication.js";
+import type { Tier, TierState } from "./tier.js";
+
+/** Failures after which a restore reads the step from the next tier: that copy is missing, damaged or unreadable. */
+const FALL_THROUGH = new Set(["corrupt", "not_found", "not_committed", "unsupported_version", "storage", "timeout", "permission_denied"]);
+
+/**
+ * Asks every tier, in order, and keeps the answers of those that answered. A tier whose storage
+ * fails is reported (`error`, operation `"listing"`) and left out; if every tier fails, the
+ * first failure is thrown.
+ */
+async function acrossTiers<T>(tiers: readonly Tier[], events: ManagerEmitter, ask: (store: StepStore, tier: Tier) => Promise<T>): Promise<T[]> {
+  const settled = await Promise.allSettled(
+    tiers.map(async (tier) => {
+      const store = await tier.open();
+      await tier.retention?.settled();
+      return ask(store, tier);
+    }),
+  );
+  const answers: T[] = [];
+  settled.forEach((s, index) => {
+    if (s.status === "fulfilled") answers.push(s.value);
+    else events.report({ error: s.reason, operation: "listing", tier: index });
+  });
+  if (answers.length === 0) throw (settled[0] as PromiseRejectedResult).reason;
+  return answers;
+}
+
+/** Committed steps on any tier, ascending. */
+export async function allStepsOf(tiers: readonly Tier[], events: ManagerEmitter): Promise<number[]> {
+  const lists = await acrossTiers(tiers, events, (_store, tier) => tier.committedSteps());
+  return [...new Set(lists.flat())].sort((a, b) => a - b);
+}
+
+/** The newest step committed on any tier. */
+export async function latestStepOf(tiers: readonly Tier[], events: ManagerEmitter): Promise<number | undefined> {
+  const latest = await acrossTiers(tiers, events, (store) => store.latestStep());
+  const steps = latest.filter((s): s is number => s !== undefined);
+  return steps.length === 0 ? undefined : Math.max(...steps);
+}
+
+/** The tiers holding `step` committed, fastest first (one stat each); tiers that cannot answer are left out. */
+async function holders(tiers: readonly Tier[], step: number): Promise<Tier[]> {
+  const found = await Promise.all(tiers.map(async (tier) => ((await (await tier.open()).isCommitted(step).catch(() => false)) ? tier : undefined)));
+  return found.filter((t): t is Tier => t !== undefined);
+}
+
+async function notFound(tiers: readonly Tier[], events: ManagerEmitter, step: number): Promise<CheckpointError> {
+  const steps = await allStepsOf(tiers, events).catch(() => [] as number[]);
+  return new CheckpointError("not_found", `step ${step} has no committed checkpoint on any tier; committed steps: ${steps.length ? steps.join(", ") : "none"}`, {
+    context: { step },
+  });
+}
+
+/** What `step` was saved with, from the fastest tier holding it. */
+export async function metadataOf(tiers: readonly Tier[], events: ManagerEmitter, step: number): Promise<StepMetadata> {
+  let first: unknown;
+  for (const tier of await holders(tiers, step)) {
+    try {
+      return await (await tier.open()).metadata(step);
+    } catch (error) {
+      if (!(isCheckpointError(error) && FALL_THROUGH.has(error.code))) throw error;
+      first ??= error;
+    }
+  }
+  throw first ?? (await notFound(tiers, events, step));
+}
+
+/**
+ * Loads `step` from the fastest tier that holds it whole: a copy that is missing, damaged or
+ * unreadable there is reported (`error`, operation `"restore"`, with the tier) and the next
+ * tier is read. A target loaded in place is overwritten whole by the read that succeeds.
+ */
+export async function restoreFromTiers(
+  tiers: readonly Tier[],
+  events: ManagerEmitter,
+  step: number,
+  target: StateDict | undefined,
+  options: Omit<LoadOptions, "storage" | "path" | "checkpointId">,
+): Promise<LoadResult | StateDict> {
+  let first: unknown;
+  for (const tier of await holders(tiers, step)) {
+    const where = { ...options, storage: (await tier.open()).storage, path: stepDir(step) };
+    try {
+      return await (target === undefined ? load(where) : load(target, where));
+    } catch (error) {
+      if (options.signal?.aborted || !(isCheckpointError(error) && FALL_THROUGH.has(error.code))) throw error;
+      events.report({ step, error, operation: "restore", tier: tier.index });
+      first ??= error;
+    }
+  }
+  throw first ?? (await notFound(tiers, events, step));
+}
+
+/** Each tier's state for `mgr.tiers()`. */
+export function tierStates(tiers: readonly Tier[], replication: Replication | undefined): Promise<TierState[]> {
+  return Promise.all(
+    tiers.map(async (tier) => {
+      const store = await tier.open();
+      await tier.retention?.settled();
+      const failing = replication?.queue.failing(tier.index);
+      let listed: { steps: number[]; listingFailure?: unknown };
+      try {
+        listed = { steps: await tier.committedSteps() };
+      } catch (error) {
+        listed = { steps: [...tier.reached].sort((x, y) => x - y), listingFailure: error };
+      }
+      return {
+        index: tier.index,
+        root: store.storage.root,
+        ...listed,
+        pending: (replication?.unreplicated() ?? []).filter((u) => u.tier === tier.index && !u.permanent).map((u) => u.step),
+        ...(failing === undefined ? {} : { failing }),
+        retentionFailures: tier.retention?.failures() ?? [],
+      };
+    }),
+  );
+}
+
+/** A step committed on a slower tier (as far as this manager knows) is not saved again without `overwrite`. */
+export async function refuseOnSlowerTiers(tiers: readonly Tier[], step: number): Promise<void> {
+  for (const tier of tiers.slice(1)) {
+    if (tier.reached.has(step) && (await (await tier.open()).isCommitted(step).catch(() => false))) {
+      throw new CheckpointError("already_exists", `step ${step} is already committed on tier ${tier.index}; pass { overwrite: true } to replace it`, { context: { step } });
+    }
+  }
+}
+
+/** Deletes `step` on every tier, the fastest first, and drops its queued copies; every tier is tried, the first failure thrown. */
+export async function deleteEverywhere(tiers: readonly Tier[], replication: Replication | undefined, step: number): Promise<void> {
+  replication?.queue.remove(step);
+  let failure: unknown;
+  for (const tier of tiers) {
+    tier.reached.delete(step);
+    try {
+      await (await tier.open()).deleteStep(step);
+    } catch (error) {
+      failure ??= error;
+    }
+  }
+  if (failure !== undefined) throw failure;
+}
