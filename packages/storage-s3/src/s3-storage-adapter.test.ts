@@ -1,8 +1,8 @@
 import { CheckpointError, openStorage } from "@cairn/core";
 import { storageContractSuite } from "@cairn/core/testing";
-import { managerRunSuite } from "@cairn/manager/testing";
+import { managerRunSuite, tieredRunSuite } from "@cairn/manager/testing";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { type S3ServerKind, type S3TestServer, s3Operation, startS3TestServer } from "../test/s3-test-server.js";
+import { type S3ServerKind, type S3TestServer, s3ErrorBody, s3Operation, startS3TestServer } from "../test/s3-test-server.js";
 import { S3StorageAdapter } from "./s3-storage-adapter.js";
 import "./index.js";
 
@@ -21,6 +21,14 @@ for (const kind of ["s3rver", "fauxqs"] as const satisfies readonly S3ServerKind
     // 48 MiB in 1 MiB chunks: ten 5 MiB parts, uploaded four at a time.
     storageContractSuite(`s3:// on ${kind}`, { open: () => openStorage(server.url("contract"), server.storageOptions()) });
     managerRunSuite(`s3:// on ${kind}`, { url: () => server.url("manager"), storageOptions: () => server.storageOptions() });
+    tieredRunSuite(`s3:// on ${kind}`, {
+      url: () => server.url("tiered"),
+      storageOptions: () => server.storageOptions(),
+      outage: {
+        start: () => server.proxy.addRule({ times: Infinity, action: { kind: "status", status: 503, body: s3ErrorBody("SlowDown", "Please reduce your request rate.") } }),
+        end: () => server.proxy.clearRules(),
+      },
+    });
 
     describe("s3:// specifics", { timeout: 60_000 }, () => {
       it("reads a large range as concurrent part-sized GETs, bit-exact", async () => {

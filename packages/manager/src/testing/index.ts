@@ -1,2 +1,3 @@
-export { managerRunSuite, sameState, type ManagerRunOptions } from "./manager-run-suite.js";
+export { managerRunSuite, runState, sameState, type ManagerRunOptions } from "./manager-run-suite.js";
 export { stepListingSuite, type StepListingOptions } from "./step-listing-suite.js";
+export { tieredRunSuite, type TieredRunOptions } from "./tiered-run-suite.js";

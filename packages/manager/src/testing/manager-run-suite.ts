@@ -10,7 +10,8 @@ export interface ManagerRunOptions {
   readonly timeoutMs?: number;
 }
 
-function state(step: number): StateDict {
+/** A run's state at `step`: 4 MiB of float32 and a few small entries, each value telling steps apart. */
+export function runState(step: number): StateDict {
   const w = hostTensor("float32", [1 << 20]);
   for (let i = 0; i < w.data.length; i += 4099) w.data[i] = step + i;
   return {
@@ -49,7 +50,7 @@ export function managerRunSuite(name: string, options: ManagerRunOptions): void 
       mgr.on("committed", ({ step }) => committed.push(step));
       for (let step = 0; step <= 50; step++) {
         if (!mgr.shouldSave(step)) continue;
-        const saved = step % 20 === 0 ? await mgr.save(step, state(step), { metrics: { loss: 1 / (step + 1) } }) : await mgr.saveAsync(step, state(step));
+        const saved = step % 20 === 0 ? await mgr.save(step, runState(step), { metrics: { loss: 1 / (step + 1) } }) : await mgr.saveAsync(step, runState(step));
         expect(saved).toBe(true);
       }
       await mgr.join();
@@ -61,13 +62,13 @@ export function managerRunSuite(name: string, options: ManagerRunOptions): void 
       const reader = new CheckpointManager(url, 10, { readOnly: true, storageOptions });
       expect(await reader.latestStep()).toBe(50);
       expect((await reader.metadata(20)).metrics).toEqual({ loss: 1 / 21 });
-      for (const step of await reader.allSteps()) expect(sameState(await reader.restore(step), state(step)), `step ${step}`).toBe(true);
-      const target = state(0);
+      for (const step of await reader.allSteps()) expect(sameState(await reader.restore(step), runState(step)), `step ${step}`).toBe(true);
+      const target = runState(0);
       const w = (target.model as { w: HostTensor }).w;
       await reader.restore(40, target);
       expect((target.model as { w: HostTensor }).w).toBe(w);
-      expect(sameState(target, state(40))).toBe(true);
-      await expect(reader.restore(10, state(0))).rejects.toMatchObject({ code: "not_found", message: expect.stringContaining("committed steps: 0, 20, 40, 50") });
+      expect(sameState(target, runState(40))).toBe(true);
+      await expect(reader.restore(10, runState(0))).rejects.toMatchObject({ code: "not_found", message: expect.stringContaining("committed steps: 0, 20, 40, 50") });
       await reader.close();
     });
   });
