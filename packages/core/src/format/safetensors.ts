@@ -62,12 +62,16 @@ export function layoutNamedSafetensors<T extends { readonly dtype: DType; readon
   const out = new JsonBytes(8 + 64 * tensors.length + 256, 8);
   out.text("{");
   let first = true;
+  // `:{"dtype":"F32","shape":[`, made once per dtype rather than once per tensor.
+  const opening = new Map<DType, string>();
   const part = (i: number): void => {
     const t = tensors[i]!;
-    out.text(first ? "" : ",");
+    if (!first) out.byte(0x2c);
     first = false;
-    out.text(JSON.stringify(names[i]!));
-    out.text(`:{"dtype":"${safetensorsDType(t.dtype)}","shape":[`);
+    out.string(names[i]!);
+    let open = opening.get(t.dtype);
+    if (open === undefined) opening.set(t.dtype, (open = `:{"dtype":"${safetensorsDType(t.dtype)}","shape":[`));
+    out.text(open);
     const shape = shapeOf(t);
     for (let d = 0; d < shape.length; d++) {
       if (d > 0) out.byte(0x2c);
@@ -79,10 +83,16 @@ export function layoutNamedSafetensors<T extends { readonly dtype: DType; readon
     out.integer(starts[i]! + t.byteLength);
     out.text("]}");
   };
+  let next = 0;
   for (const { tensor } of indexed.sort((x, y) => x.index - y.index)) part(tensor);
   out.text(`${first ? "" : ","}"__metadata__":${JSON.stringify(metadata)}`);
   first = false;
-  for (let i = 0; i < tensors.length; i++) if (arrayIndex(names[i]!) === undefined) part(i);
+  // The array-index names were written above, in numeric order: the rest follow in input order.
+  const skip = indexed.map(({ tensor }) => tensor).sort((a, b) => a - b);
+  for (let i = 0; i < tensors.length; i++) {
+    if (next < skip.length && skip[next] === i) next++;
+    else part(i);
+  }
   out.text("}");
   // Spaces pad the JSON so the data starts 8-byte aligned.
   const jsonLength = Math.ceil((out.length - 8) / 8) * 8;
