@@ -54,26 +54,34 @@ export class DefaultSavePlanner implements SavePlanner {
   }
 
   createGlobalPlan(plans: readonly SavePlan[], context: GlobalPlanContext): GlobalSavePlan {
-    const assigned = plans.length === 1 && onlyWholeDistinct(plans[0]!.items) ? [plans[0]!.items] : assignItems(plans);
+    const distinct = plans.length === 1 && onlyWholeDistinct(plans[0]!.items, plans[0]!.values);
+    const assigned = distinct ? [plans[0]!.items] : assignItems(plans);
     const values = new Map<string, ValueEntry>();
     for (const plan of plans) for (const { entry } of plan.values) if (!values.has(pathId(entry.key))) values.set(pathId(entry.key), entry);
     return {
       attempt: context.attempt,
       files: assigned.map((items, rank) => spreadOverFiles(items, rank, context)),
       values: [...values.values()],
+      ...(distinct ? { distinctKeys: true } : {}),
     };
   }
 }
 
 /**
- * One rank whose items are whole tensors under distinct names (so distinct keys) has nothing to
- * deduplicate or tile: it writes them all, as `assignItems` would decide at far greater cost.
+ * One rank whose items are whole tensors under distinct names (so distinct keys), none also a
+ * value's, has nothing to deduplicate or tile: it writes them all, as `assignItems` would decide
+ * at far greater cost.
  */
-function onlyWholeDistinct(items: readonly WriteItem[]): boolean {
+function onlyWholeDistinct(items: readonly WriteItem[], values: readonly PlannedValue[]): boolean {
   const names = new Set<string>();
   for (const item of items) {
     const name = displayKey(item.key);
     if (!isWhole(item) || names.has(name)) return false;
+    names.add(name);
+  }
+  for (const { entry } of values) {
+    const name = displayKey(entry.key);
+    if (names.has(name)) return false;
     names.add(name);
   }
   return true;

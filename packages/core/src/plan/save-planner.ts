@@ -44,6 +44,11 @@ export interface GlobalSavePlan {
   readonly files: readonly (readonly DataFilePlan[])[];
   /** Inline values, deduplicated across ranks. */
   readonly values: readonly ValueEntry[];
+  /**
+   * Set only when the planner checked that no two items or values share a key (one rank, whole
+   * tensors under distinct names): the metadata then gives each its own entry without comparing keys.
+   */
+  readonly distinctKeys?: boolean;
 }
 
 export interface GlobalPlanContext {

@@ -239,6 +239,8 @@ type BuiltEntry = EntryMetadata & { chunks?: ChunkMetadata[] };
  * entry by its item's leaf index instead of by a string id.
  */
 function buildEntries(outcomes: readonly Extract<RankOutcome, { ok: true }>[], prepared: PreparedSave): EntryMetadata[] {
+  const distinct = prepared.plan.distinctKeys === true && outcomes.length === 1 && prepared.plans.length === 1 ? entriesByLeaf(outcomes[0]!.chunks, prepared.plans[0]!) : undefined;
+  if (distinct) return distinct;
   const slotOfId = new Map<string, number>();
   const keys: KeyPath[] = [];
   const entries: (BuiltEntry | undefined)[] = [];
@@ -285,6 +287,27 @@ function buildEntries(outcomes: readonly Extract<RankOutcome, { ok: true }>[], p
   });
   for (const value of prepared.plan.values) entries[slotOfKey(value.key)] = value;
   return entries.filter((entry): entry is BuiltEntry => entry !== undefined);
+}
+
+/**
+ * One rank whose items and values each have their own key (the planner checked): one entry per
+ * leaf, in leaf order, with no key compared or hashed. Undefined if a chunk does not fit that
+ * (another leaf's index, or a second chunk of one leaf), for the general path to sort out.
+ */
+function entriesByLeaf(chunks: readonly WrittenChunk[], plan: SavePlan): EntryMetadata[] | undefined {
+  const byLeaf: (EntryMetadata | undefined)[] = [];
+  for (const { item, chunk } of chunks) {
+    if (byLeaf[item.leafIndex] !== undefined) return undefined;
+    byLeaf[item.leafIndex] =
+      item.kind === "tensor"
+        ? { kind: "tensor", key: item.key, dtype: item.dtype, shape: item.shape, chunks: [chunk] }
+        : { kind: "bytes", key: item.key, byteLength: item.byteLength, chunks: [chunk] };
+  }
+  for (const { leafIndex, entry } of plan.values) {
+    if (byLeaf[leafIndex] !== undefined) return undefined;
+    byLeaf[leafIndex] = entry;
+  }
+  return byLeaf.filter((entry): entry is EntryMetadata => entry !== undefined);
 }
 
 function inLeafOrder<T extends { readonly leafIndex: number }>(list: readonly T[]): readonly T[] {
