@@ -36,8 +36,10 @@ describe("copy staging lays data files out as they are written", () => {
       await done;
       const writes = await dataFileWrites(before, 3);
       expect(writes.map((w) => w.thread)).toEqual([thread, thread, thread]);
+      // On the calling thread the third file, of small leaves, is packed with its header into
+      // page-aligned memory as it is checksummed, and goes out like the staged ones.
       const inPlace = writes.filter((w) => w.pageAligned);
-      expect(inPlace).toHaveLength(2);
+      expect(inPlace).toHaveLength(thread === "main" ? 3 : 2);
       for (const { parts } of inPlace) {
         // Slices of one segment, back to back from its start (the header), each from a page boundary.
         let at = 0;
@@ -47,11 +49,12 @@ describe("copy staging lays data files out as they are written", () => {
           at += part.byteLength;
         }
       }
-      // The third file: its header from ordinary memory, then its leaves' own staging buffers
-      // (on the calling thread, all three, under 4 MiB, are coalesced into one ordinary buffer).
-      const [other] = writes.filter((w) => !w.pageAligned);
-      expect(other!.parts[0]).toMatchObject({ shared: false, byteOffset: 0 });
-      expect(other!.parts.slice(1).map((p) => p.shared)).toEqual(thread === "worker" ? [true, true, true] : [false]);
+      if (thread === "worker") {
+        // The third file: its header from ordinary memory, then its leaves' own staging buffers.
+        const [other] = writes.filter((w) => !w.pageAligned);
+        expect(other!.parts[0]).toMatchObject({ shared: false, byteOffset: 0 });
+        expect(other!.parts.slice(1).map((p) => p.shared)).toEqual([true, true, true]);
+      }
 
       const back = (await load(url.href)) as Record<string, HostTensor | Uint8Array>;
       for (const [key, value] of Object.entries(saved)) {

@@ -10,7 +10,19 @@ import { crc32c } from "../format/crc32c.js";
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
 const { crc32c } = require(workerData.crc32);
-parentPort.on("message", ({ id, parts }) => {
+parentPort.on("message", ({ id, parts, regions }) => {
+  if (regions) {
+    const { buffer, starts, lengths, blockSizes, count } = regions;
+    const bytes = Buffer.from(buffer);
+    const sums = new Uint32Array(count);
+    let n = 0;
+    for (let i = 0; i < starts.length; i++) {
+      const start = starts[i], end = start + lengths[i], blockSize = blockSizes[i];
+      for (let at = start; at < end; at += blockSize) sums[n++] = crc32c(bytes.subarray(at, Math.min(at + blockSize, end))) >>> 0;
+    }
+    parentPort.postMessage({ id, sums }, [sums.buffer]);
+    return;
+  }
   const sums = parts.map(({ buffer, offset, length, blockSize }) => {
     const bytes = Buffer.from(buffer, offset, length);
     const out = new Array(Math.ceil(length / blockSize));
@@ -30,7 +42,7 @@ const SLICE_BYTES = 16 << 20;
 
 interface Job {
   readonly worker: Worker;
-  readonly resolve: (sums: number[][]) => void;
+  readonly resolve: (sums: never) => void;
   readonly reject: (error: unknown) => void;
 }
 
@@ -56,11 +68,11 @@ class ChecksumWorkers {
       const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { crc32 } });
       // Idle workers must not keep a finished program alive; busy ones must (see #track).
       worker.unref();
-      worker.on("message", ({ id, sums }: { id: number; sums: number[][] }) => {
+      worker.on("message", ({ id, sums }: { id: number; sums: number[][] | Uint32Array }) => {
         const job = this.#jobs.get(id);
         this.#jobs.delete(id);
         if (job) this.#track(job.worker, -1);
-        job?.resolve(sums);
+        job?.resolve(sums as never);
       });
       worker.on("error", (error) => this.#failAll(error));
       worker.on("exit", () => {
@@ -88,6 +100,24 @@ class ChecksumWorkers {
   }
 
   /**
+   * The block checksums of many regions of one shared memory (region i: `lengths[i]` bytes from
+   * `starts[i]`, in blocks of `blockSizes[i]`), all in one worker round trip with no object per
+   * region: every region's sums in order, `ceil(length / blockSize)` each.
+   */
+  regionChecksums(memory: SharedArrayBuffer, starts: Float64Array, lengths: Float64Array, blockSizes: Float64Array): Promise<Uint32Array> {
+    let count = 0;
+    for (let i = 0; i < starts.length; i++) count += Math.ceil(lengths[i]! / blockSizes[i]!);
+    const workers = this.#spawn();
+    const worker = workers[this.#turn++ % workers.length]!;
+    const id = this.#next++;
+    return new Promise<Uint32Array>((resolve, reject) => {
+      this.#jobs.set(id, { worker, resolve: resolve as (sums: never) => void, reject });
+      this.#track(worker, 1);
+      worker.postMessage({ id, regions: { buffer: memory, starts, lengths, blockSizes, count } }, [starts.buffer as ArrayBuffer, lengths.buffer as ArrayBuffer, blockSizes.buffer as ArrayBuffer]);
+    });
+  }
+
+  /**
    * The block checksums of several buffers, each with its own block size. When all are in shared memory, one worker hashes
    * them in one round trip (a background save makes as few event-loop round trips as it can,
    * since a busy training loop may grant it only one per step).
@@ -100,7 +130,7 @@ class ChecksumWorkers {
       const worker = workers[this.#turn++ % workers.length]!;
       const id = this.#next++;
       return new Promise<number[][]>((resolve, reject) => {
-        this.#jobs.set(id, { worker, resolve, reject });
+        this.#jobs.set(id, { worker, resolve: resolve as (sums: never) => void, reject });
         this.#track(worker, 1);
         worker.postMessage({ id, parts: parts.map((p, i) => ({ buffer: p.buffer, offset: p.byteOffset, length: p.byteLength, blockSize: blockSizes[i] })) });
       });
@@ -131,4 +161,9 @@ const workers = new ChecksumWorkers();
 /** CRC32C of each `blockSizes[i]` block of each buffer `parts[i]`, off the calling thread where the bytes are shared. */
 export function blockChecksumsAsync(parts: readonly Uint8Array[], blockSizes: readonly number[]): Promise<number[][]> {
   return workers.blockChecksums(parts, blockSizes);
+}
+
+/** `ChecksumWorkers.regionChecksums`: many regions of one shared memory hashed on a worker thread in one round trip. */
+export function regionChecksumsAsync(memory: SharedArrayBuffer, starts: Float64Array, lengths: Float64Array, blockSizes: Float64Array): Promise<Uint32Array> {
+  return workers.regionChecksums(memory, starts, lengths, blockSizes);
 }

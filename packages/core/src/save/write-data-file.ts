@@ -1,9 +1,9 @@
 import { isMainThread } from "node:worker_threads";
-import { blockChecksumsAsync } from "./checksum-workers.js";
+import { blockChecksumsAsync, regionChecksumsAsync } from "./checksum-workers.js";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { crc32c } from "../format/crc32c.js";
 import { chunkBlockSize } from "../format/checksum-blocks.js";
-import { isPageAligned } from "../storage/page-aligned.js";
+import { isPageAligned, pageAlignedAvailable, pageAlignedSharedBytes } from "../storage/page-aligned.js";
 import { dataFileLayout } from "../plan/data-file-layout.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { type Leaf, hostDataOf, tensorBytes } from "../state/flatten.js";
@@ -79,6 +79,23 @@ function* coalesce(datas: readonly Uint8Array[]): Generator<Uint8Array> {
 
 /** File offsets in a staged segment's body parts are cut on these boundaries (direct I/O's alignment). */
 const PAGE = 4096;
+/** A file of small items up to this size is packed whole into page-aligned memory (see `packedSegment`). */
+const PACK_FILE_BELOW = 64 << 20;
+
+/**
+ * On the main thread, a file of small items only (all below COALESCE_BELOW), of at most
+ * PACK_FILE_BELOW bytes, is copied into one page-aligned memory laid out as the file, header
+ * first: its items are copied there as they are checksummed, instead of into coalesced buffers
+ * that file:// would copy once more, and it goes out as slices of that memory, which file://
+ * writes in place (`WriteOptions.pageAligned`).
+ */
+function packedSegment(file: DataFilePlan, layout: SafetensorsLayout): Uint8Array | undefined {
+  if (!isMainThread || !pageAlignedAvailable || layout.fileSize > PACK_FILE_BELOW || file.items.length < 2) return undefined;
+  for (const item of file.items) if (item.byteLength >= COALESCE_BELOW) return undefined;
+  const segment = pageAlignedSharedBytes(layout.fileSize);
+  segment.set(layout.header, 0);
+  return segment;
+}
 
 /**
  * The page-aligned staging segment that holds this file exactly as laid out (its header, then
@@ -116,6 +133,9 @@ export async function writeDataFile(
   const { names, layout } = dataFileLayout(file.items);
   const rank = location.group.rank;
   const groups = groupItems(file.items);
+  const staged = stagedSegment(file, leaves, layout);
+  const packed = staged ? undefined : packedSegment(file, layout);
+  const segment = staged ?? packed;
   const prepare = async (group: readonly number[]): Promise<{ group: readonly number[]; datas: Uint8Array[]; blockSizes: number[]; sums: number[][] }> => {
     throwIfAborted(options.signal, "the save");
     const datas: Uint8Array[] = [];
@@ -129,12 +149,30 @@ export async function writeDataFile(
           context: { key: displayKey(item.key) },
         });
       }
-      datas.push(data);
+      if (packed) packed.set(data, layout.offsets[i]!);
+      else datas.push(data);
     }
     const blockSizes = group.map((i) => chunkBlockSize(file.items[i]!.dtype, file.items[i]!.chunk.sizes, blockSize));
-    return { group, datas, blockSizes, sums: await blockChecksumsAsync(datas, blockSizes) };
+    return { group, datas, blockSizes, sums: packed ? await packedChecksums(packed, group, blockSizes) : await blockChecksumsAsync(datas, blockSizes) };
   };
-  const segment = stagedSegment(file, leaves, layout);
+  /** The group's items hashed where they were packed, on a worker thread, in one round trip. */
+  const packedChecksums = async (memory: Uint8Array, group: readonly number[], blockSizes: readonly number[]): Promise<number[][]> => {
+    const starts = new Float64Array(group.length);
+    const lengths = new Float64Array(group.length);
+    group.forEach((i, k) => {
+      starts[k] = layout.offsets[i]!;
+      lengths[k] = file.items[i]!.byteLength;
+    });
+    const flat = await regionChecksumsAsync(memory.buffer as SharedArrayBuffer, starts, lengths, Float64Array.from(blockSizes));
+    const sums = new Array<number[]>(group.length);
+    let at = 0;
+    for (let k = 0; k < group.length; k++) {
+      const count = Math.ceil(file.items[group[k]!]!.byteLength / blockSizes[k]!);
+      sums[k] = count === 1 ? [flat[at]!] : Array.from(flat.subarray(at, at + count));
+      at += count;
+    }
+    return sums;
+  };
   let chunks: WrittenChunk[] = [];
   const body = async function* (): AsyncGenerator<Uint8Array> {
     chunks = [];
