@@ -19,10 +19,19 @@ export function isDataFileName(name: string): boolean {
   return name.length > 0 && name !== "." && name !== ".." && !/[/\\\0]/.test(name) && !isForbiddenKey(name);
 }
 
-/** A chunk's name in its data file's safetensors header: the dotted key, plus the chunk's offsets if it is a part of the tensor. */
-export function tensorName(key: KeyPath, shape: readonly number[], chunk: { readonly offsets: readonly number[]; readonly sizes: readonly number[] }): string {
+/**
+ * A chunk's name in its data file's safetensors header: the dotted key, plus the chunk's offsets
+ * if it is a part of the tensor. `dotted` is `displayKey(key)` when the caller has it already.
+ */
+export function tensorName(
+  key: KeyPath,
+  shape: readonly number[],
+  chunk: { readonly offsets: readonly number[]; readonly sizes: readonly number[] },
+  dotted?: string,
+): string {
   let whole = true;
   for (let d = 0; d < chunk.sizes.length && whole; d++) whole = chunk.sizes[d] === shape[d];
   if (whole && chunk.sizes.length !== shape.length) whole = numel(chunk.sizes) === numel(shape);
-  return whole ? displayKey(key) : `${displayKey(key)}@${chunk.offsets.join(",")}`;
+  const name = dotted ?? displayKey(key);
+  return whole ? name : `${name}@${chunk.offsets.join(",")}`;
 }

@@ -5,7 +5,7 @@ import type { WriteItem } from "./save-planner.js";
 
 /** A data file's tensor names and safetensors layout (header bytes, each item's offset), from its items alone. */
 export function dataFileLayout(items: readonly WriteItem[]): { names: string[]; layout: SafetensorsLayout } {
-  const names = uniqueTensorNames(items.map((item) => tensorName(item.key, item.shape, item.chunk)));
+  const names = uniqueTensorNames(items.map((item) => tensorName(item.key, item.shape, item.chunk, item.name)));
   const layout = layoutNamedSafetensors(names, items, (item) => item.chunk.sizes, { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` });
   return { names, layout };
 }

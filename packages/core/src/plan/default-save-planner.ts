@@ -34,12 +34,12 @@ export class DefaultSavePlanner implements SavePlanner {
       }
       if (leaf.kind === "bytes") {
         const sizes = [leaf.data.byteLength];
-        items.push({ leafIndex, key: leaf.path, kind: "bytes", dtype: "uint8", shape: sizes, chunk: { offsets: zerosOf(1), sizes }, byteLength: leaf.data.byteLength });
+        items.push({ leafIndex, key: leaf.path, name: displayKey(leaf.path), kind: "bytes", dtype: "uint8", shape: sizes, chunk: { offsets: zerosOf(1), sizes }, byteLength: leaf.data.byteLength });
         return;
       }
       const shape = leaf.shard ? leaf.shard.globalShape : leaf.shape;
       const chunk = { offsets: leaf.shard ? leaf.shard.offsets : zerosOf(leaf.shape.length), sizes: leaf.shape };
-      items.push({ leafIndex, key: leaf.path, kind: "tensor", dtype: leaf.dtype, shape, chunk, byteLength: byteSize(leaf.dtype, leaf.shape) });
+      items.push({ leafIndex, key: leaf.path, name: displayKey(leaf.path), kind: "tensor", dtype: leaf.dtype, shape, chunk, byteLength: byteSize(leaf.dtype, leaf.shape) });
     });
     return { rank, items, values };
   }
@@ -75,7 +75,7 @@ export class DefaultSavePlanner implements SavePlanner {
 function onlyWholeDistinct(items: readonly WriteItem[], values: readonly PlannedValue[]): boolean {
   const names = new Set<string>();
   for (const item of items) {
-    const name = displayKey(item.key);
+    const name = item.name ?? displayKey(item.key);
     if (!isWhole(item) || names.has(name)) return false;
     names.add(name);
   }

@@ -9,6 +9,8 @@ export interface WriteItem {
   /** Index of the leaf in the rank's flattened state dict. */
   readonly leafIndex: number;
   readonly key: KeyPath;
+  /** `displayKey(key)`, when the planner joined it: carried so that a save joins each key once. */
+  readonly name?: string;
   readonly kind: "tensor" | "bytes";
   readonly dtype: DType;
   /** The tensor's global shape; for bytes, `[byteLength]`. */
