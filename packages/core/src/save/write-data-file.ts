@@ -3,11 +3,12 @@ import { blockChecksumsAsync, regionChecksumsAsync } from "./checksum-workers.js
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { crc32c } from "../format/crc32c.js";
 import { chunkBlockSize } from "../format/checksum-blocks.js";
-import { isPageAligned, pageAlignedAvailable, pageAlignedSharedBytes } from "../storage/page-aligned.js";
+import { isPageAligned, pageAlignedAvailable } from "../storage/page-aligned.js";
+import { giveBackPackingMemory, takePackingMemory } from "./packing-pool.js";
 import { dataFileLayout } from "../plan/data-file-layout.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { type Leaf, hostDataOf, tensorBytes } from "../state/flatten.js";
-import { bytesOf } from "../state/dtypes.js";
+import { type TypedArray, bytesOf } from "../state/dtypes.js";
 import type { ChunkMetadata, DataFileMetadata } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
@@ -79,12 +80,17 @@ function* coalesce(datas: readonly Uint8Array[]): Generator<Uint8Array> {
 
 /** File offsets in a staged segment's body parts are cut on these boundaries (direct I/O's alignment). */
 const PAGE = 4096;
+type TypedArrayType = { new (buffer: ArrayBufferLike, offset: number, length: number): TypedArray; readonly BYTES_PER_ELEMENT: number };
+/** The built-in typed arrays by prototype: copying one into a view of its own type copies its bytes as they are. */
+const ELEMENT_TYPES = new Map<object, TypedArrayType>(
+  [Int8Array, Uint8Array, Int16Array, Uint16Array, Int32Array, Uint32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array].map((type) => [type.prototype, type as unknown as TypedArrayType]),
+);
 /** A file of small items up to this size is packed whole into page-aligned memory (see `packedSegment`). */
 const PACK_FILE_BELOW = 64 << 20;
 
 /**
  * On the main thread, a file of small items only (all below COALESCE_BELOW), of at most
- * PACK_FILE_BELOW bytes, is copied into one page-aligned memory laid out as the file, header
+ * PACK_FILE_BELOW bytes, is copied into one page-aligned memory (pooled) laid out as the file, header
  * first: its items are copied there as they are checksummed, instead of into coalesced buffers
  * that file:// would copy once more, and it goes out as slices of that memory, which file://
  * writes in place (`WriteOptions.pageAligned`).
@@ -92,7 +98,7 @@ const PACK_FILE_BELOW = 64 << 20;
 function packedSegment(file: DataFilePlan, layout: SafetensorsLayout): Uint8Array | undefined {
   if (!isMainThread || !pageAlignedAvailable || layout.fileSize > PACK_FILE_BELOW || file.items.length < 2) return undefined;
   for (const item of file.items) if (item.byteLength >= COALESCE_BELOW) return undefined;
-  const segment = pageAlignedSharedBytes(layout.fileSize);
+  const segment = takePackingMemory(layout.fileSize);
   segment.set(layout.header, 0);
   return segment;
 }
@@ -136,12 +142,25 @@ export async function writeDataFile(
   const staged = stagedSegment(file, leaves, layout);
   const packed = staged ? undefined : packedSegment(file, layout);
   const segment = staged ?? packed;
+  /** Views of the packed memory by element type, made once per file. */
+  const views = new Map<TypedArrayType, TypedArray>();
+  /** Copies `data` to `at` through a view of its own (built-in) type, if `at` is aligned for it; false if not. */
+  const packInto = (memory: Uint8Array, data: TypedArray, at: number): boolean => {
+    const type = ELEMENT_TYPES.get(Object.getPrototypeOf(data));
+    if (!type || at % type.BYTES_PER_ELEMENT !== 0) return false;
+    let view = views.get(type);
+    if (!view) views.set(type, (view = new type(memory.buffer, memory.byteOffset, Math.floor(memory.byteLength / type.BYTES_PER_ELEMENT))));
+    view.set(data as never, at / type.BYTES_PER_ELEMENT);
+    return true;
+  };
   const prepare = async (group: readonly number[]): Promise<{ group: readonly number[]; datas: Uint8Array[]; blockSizes: number[]; sums: number[][] }> => {
     throwIfAborted(options.signal, "the save");
     const datas: Uint8Array[] = [];
     for (const i of group) {
       const item = file.items[i]!;
       const leaf = leaves[item.leafIndex]!;
+      // Packed, a host tensor is copied by its own element type, without a byte view made for it.
+      if (packed && leaf.kind === "tensor" && leaf.source.kind === "host" && leaf.source.tensor.data.byteLength === item.byteLength && packInto(packed, leaf.source.tensor.data, layout.offsets[i]!)) continue;
       // A host tensor's bytes are a view: no await (one promise per tensor) unless tfjs must be read.
       const data = leaf.kind === "bytes" ? leaf.data : leaf.kind !== "tensor" ? undefined : leaf.source.kind === "host" ? bytesOf(leaf.source.tensor.data) : await tensorBytes(leaf);
       if (!data || data.byteLength !== item.byteLength) {
@@ -215,10 +234,15 @@ export async function writeDataFile(
     if (segment) yield* slice(layout.fileSize);
   };
   const writeOptions = { size: layout.fileSize, signal: options.signal, ...(segment ? { pageAligned: true } : {}) };
-  await withRetry(() => location.storage.write(joinPath(location.dir, file.name), body(), writeOptions), {
-    policy: options.retry,
-    signal: options.signal,
-  });
+  try {
+    await withRetry(() => location.storage.write(joinPath(location.dir, file.name), body(), writeOptions), {
+      policy: options.retry,
+      signal: options.signal,
+    });
+  } finally {
+    // Settled, so the storage holds no part of it any more.
+    if (packed) giveBackPackingMemory(packed);
+  }
   const headerLength = layout.header.byteLength - 8;
   return { file: { rank, size: layout.fileSize, headerLength, headerCrc32c: crc32c(layout.header) }, chunks };
 }
