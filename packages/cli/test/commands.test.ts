@@ -55,6 +55,30 @@ describe("cairn ls, inspect", () => {
     expect(json.steps[0]!.bytes).toBeGreaterThan(64 * 32 * 4);
   });
 
+  it("ls of several roots (a tiered manager's tiers) shows one state column per tier", async () => {
+    const dir = await tempDir();
+    const [local, bucket] = [join(dir, "local"), join(dir, "bucket")];
+    const mgr = new CheckpointManager([local, bucket], 10, { checkpointOnPreemption: false, tiers: [{}, { every: 20 }] });
+    for (const step of [10, 20, 30]) await mgr.save(step, { model: { w: tensor(step) }, step }, { metrics: { loss: step / 100 } });
+    await mgr.close();
+    await rm(join(local, "20"), { recursive: true });
+    const run = await cairn(["ls", local, bucket]);
+    expect(run.code, run.stderr).toBe(0);
+    const lines = run.stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/^tier 0: file:\/\/.*local$/);
+    expect(lines[2]).toMatch(/^STEP\s+TIER 0\s+TIER 1\s+SIZE\s+TIME\s+METRICS$/);
+    expect(lines[3]).toMatch(/^10\s+committed\s+-\s+\d+\.\d KiB\s+\S+\s+loss=0\.1$/);
+    expect(lines[4]).toMatch(/^20\s+-\s+committed\s+.*loss=0\.2$/);
+    expect(lines[5]).toMatch(/^30\s+committed\s+-\s/);
+    const json = jsonLines(await cairn(["ls", local, bucket, "--json"]))[0] as { steps: { step: number; tiers: string[] }[]; tiers: { root: string }[] };
+    expect(json.steps).toEqual([
+      { step: 10, tiers: ["committed", "-"] },
+      { step: 20, tiers: ["-", "committed"] },
+      { step: 30, tiers: ["committed", "-"] },
+    ]);
+    expect(json.tiers).toHaveLength(2);
+  });
+
   it("ls of a location holding nothing fails with exit 1", async () => {
     const run = await cairn(["ls", join(await tempDir(), "nothing")]);
     expect(run.code).toBe(1);

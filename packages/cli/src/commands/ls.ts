@@ -1,7 +1,8 @@
 import { CheckpointError } from "@cairn/core";
 import type { CommandSpec } from "../command.js";
 import { formatBytes } from "../progress-bar.js";
-import { listSteps, stepsError } from "../steps.js";
+import { type StepListing, listSteps, stepsError } from "../steps.js";
+import type { CommandContext } from "../command.js";
 import { table, withLocation } from "./open.js";
 
 /** A metric for a table: six significant digits (the --json output keeps full precision). */
@@ -11,16 +12,19 @@ export function formatMetric(value: number): string {
 
 export const lsCommand: CommandSpec = {
   name: "ls",
-  args: "<root>",
-  summary: "list the steps under a CheckpointManager root: committed or not, size, time, metrics",
+  args: "<root> [<root>...]",
+  summary: "list the steps under a CheckpointManager root: committed or not, size, time, metrics; with several roots (tiers), where each step lives",
   help: [
     "Steps are the directories <root>/<step>/ a CheckpointManager writes. A step is committed once its metadata.json exists; others are leftovers of saves that failed or are still running (cairn gc removes old ones).",
     "TIME is when a committed step was saved (a leftover: its newest file). METRICS are the metrics it was saved with, to six significant digits (--json has them in full).",
+    "With several roots, the tiers of a tiered CheckpointManager fastest first (cairn ls file:///local/ckpt s3://bucket/run), one STATE column per tier says where each step lives; SIZE, TIME and METRICS come from the first tier that holds it committed.",
     "A step whose metadata.json cannot be read (damaged, foreign, unreadable) is listed as damaged with the reason, and in --json with error {code, message}; the other steps are listed all the same, and the exit code is then 3 (1 when a step could not be read for another reason than damage).",
   ],
   minArgs: 1,
-  maxArgs: 1,
-  async run(context, [root]) {
+  maxArgs: 16,
+  async run(context, roots) {
+    if (roots.length > 1) return listTiers(context, roots);
+    const root = roots[0];
     return withLocation(context, root!, async (location) => {
       const { steps, others } = await listSteps(location.storage);
       if (steps.length === 0 && others === 0) {
@@ -43,3 +47,34 @@ export const lsCommand: CommandSpec = {
     });
   },
 };
+
+function stateOf(s: StepListing | undefined): string {
+  return s === undefined ? "-" : s.error ? "damaged" : s.committed ? "committed" : "uncommitted";
+}
+
+/** `cairn ls <tier0> <tier1> ...`: one row per step found on any tier, one state column per tier. */
+async function listTiers(context: CommandContext, roots: readonly string[]): Promise<void> {
+  const tiers = await Promise.all(roots.map((root) => withLocation(context, root, async (location) => ({ root: location.where, ...(await listSteps(location.storage)) }))));
+  const all = [...new Set(tiers.flatMap((t) => t.steps.map((s) => s.step)))].sort((a, b) => a - b);
+  if (all.length === 0) throw new CheckpointError("not_found", `no steps under any of ${tiers.map((t) => t.root).join(", ")}; check the URLs or paths`, { context: { path: tiers[0]!.root } });
+  const byTier = tiers.map((t) => new Map(t.steps.map((s) => [s.step, s])));
+  const rows = all.map((step) => {
+    const listings = byTier.map((m) => m.get(step));
+    const best = listings.find((s) => s?.committed && !s.error) ?? listings.find((s) => s !== undefined)!;
+    return [
+      String(step),
+      ...listings.map(stateOf),
+      formatBytes(best.bytes),
+      best.time ?? "-",
+      best.error ? best.error.message.replace(/\s*\n\s*/g, " ") : Object.entries(best.metrics).map(([k, v]) => `${k}=${formatMetric(v)}`).join(" "),
+    ];
+  });
+  const header = ["STEP", ...tiers.map((_, i) => `TIER ${i}`), "SIZE", "TIME", "METRICS"];
+  const json = {
+    tiers: tiers.map((t) => ({ root: t.root, steps: t.steps })),
+    steps: all.map((step) => ({ step, tiers: byTier.map((m) => stateOf(m.get(step))) })),
+  };
+  context.result(json, `${tiers.map((t, i) => `tier ${i}: ${t.root}`).join("\n")}\n${table([header, ...rows])}`);
+  const problems = tiers.flatMap((t) => t.steps.flatMap((s) => (s.error ? [{ step: s.step, ...s.error }] : [])));
+  if (problems.length > 0) throw stepsError(problems, `${problems.length} steps could not be read`, tiers.map((t) => t.root).join(", "));
+}
