@@ -198,7 +198,7 @@ async function walk(
   if (!isObject(root) || Array.isArray(root) || ArrayBuffer.isView(root) || isTensorLike(root)) {
     throw new CheckpointError("invalid_argument", `a state dict must be a plain object of named values, not ${describeValue(root)}`);
   }
-  const ancestors = new Set<object>();
+  const ancestors = new Ancestors();
   const visit = (value: unknown, path: KeyPath, replace: (value: StateValue) => void): Promise<void> | undefined => {
     const classified = classify(value, path);
     if (classified.type === "leaf") {
@@ -264,6 +264,37 @@ async function walk(
   await visit(root, [], () => {
     throw new CheckpointError("invalid_argument", "the state dict's root cannot be replaced");
   });
+}
+
+/**
+ * The containers on the path being walked, for finding cycles: a stack searched from the top,
+ * as a state dict is shallow (a Set costs about 120 B of hash table churn per container), and a
+ * Set as well once it is deep, so that a deep one is not searched in quadratic time.
+ */
+class Ancestors {
+  readonly #stack: object[] = [];
+  #set: Set<object> | undefined;
+
+  has(object: object): boolean {
+    return this.#set ? this.#set.has(object) : this.#stack.includes(object);
+  }
+
+  add(object: object): void {
+    this.#stack.push(object);
+    if (this.#set) this.#set.add(object);
+    else if (this.#stack.length > 64) this.#set = new Set(this.#stack);
+  }
+
+  delete(object: object): void {
+    const stack = this.#stack;
+    if (stack[stack.length - 1] === object) stack.pop();
+    else {
+      const at = stack.lastIndexOf(object);
+      if (at >= 0) stack.splice(at, 1);
+    }
+    this.#set?.delete(object);
+    if (this.#set && stack.length <= 32) this.#set = undefined;
+  }
 }
 
 /** What a save's leaves get as `replace`: a save never replaces a value. */
