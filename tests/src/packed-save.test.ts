@@ -1,6 +1,7 @@
 import { readFile, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { type HostTensor, hostTensor, load, save } from "@cairn/core";
+import { parseSafetensorsHeader } from "@cairn/core/format";
 import { describe, expect, it } from "vitest";
 import { flipByte, tempDir } from "./helpers.js";
 
@@ -53,5 +54,17 @@ describe("saving many small tensors packed into page-aligned memory", () => {
     // Near the end: in the last tensors, after the header and far from the first block.
     await flipByte(join(dir, file!), size - 3);
     await expect(load(dir)).rejects.toMatchObject({ code: "corrupt" });
+  });
+
+  it("names tensors whose dotted keys collide apart in the data file's header", async () => {
+    const dir = join(await tempDir(), "ckpt");
+    const t = (v: number): HostTensor => hostTensor("float32", [4], new Float32Array(4).fill(v));
+    await save({ "a.b": t(1), a: { b: t(2), c: t(3) } }, { checkpointId: dir, concurrency: 1 });
+    const [file] = (await readdir(dir)).filter((name) => name.endsWith(".safetensors"));
+    const header = parseSafetensorsHeader(await readFile(join(dir, file!)));
+    expect([...header.tensors.keys()].sort()).toEqual(["a.b", "a.b#2", "a.c"]);
+    const back = (await load(dir)) as Record<string, unknown> & { a: { b: HostTensor } };
+    expect((back["a.b"] as HostTensor).data[0]).toBe(1);
+    expect(back.a.b.data[0]).toBe(2);
   });
 });

@@ -47,8 +47,9 @@ export interface GlobalSavePlan {
   /** Inline values, deduplicated across ranks. */
   readonly values: readonly ValueEntry[];
   /**
-   * Set only when the planner checked that no two items or values share a key (one rank, whole
-   * tensors under distinct names): the metadata then gives each its own entry without comparing keys.
+   * Set only when the planner checked that no two items or values share a dotted key
+   * (`displayKey`; one rank, whole tensors): then no two share a key, the metadata gives each its
+   * own entry without comparing keys, and a data file's tensor names need no "#2" suffixes.
    */
   readonly distinctKeys?: boolean;
 }

@@ -179,7 +179,7 @@ async function writeRankFiles(prepared: PreparedSave, location: OpenedCheckpoint
   const settled = await Promise.allSettled(
     prepared.myFiles.map((file) =>
       queue.add(async () => {
-        const written = await writeDataFile(file, prepared.leaves, location, options, blockSize);
+        const written = await writeDataFile(file, prepared.leaves, location, options, blockSize, prepared.plan.distinctKeys === true);
         files[file.name] = written.file;
         chunks.push(...written.chunks);
         bytes += written.file.size;

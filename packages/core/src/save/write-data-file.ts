@@ -126,8 +126,9 @@ function stagedSegment(file: DataFilePlan, leaves: readonly Leaf[], layout: Safe
  * may get only one event-loop turn per training step. At most two groups' bytes are held at once
  * per file. A transient storage failure rewrites the whole file.
  *
- * A file staged as a page-aligned segment goes out as slices of that segment, cut on page
- * boundaries as each group is checksummed, so the storage may write it from there in place.
+ * A file staged as a page-aligned segment, or packed into one (`packedSegment`), goes out as
+ * slices of that segment, cut on page boundaries as each group is checksummed, so the storage
+ * may write it from there in place. `distinctNames`: as `dataFileLayout` takes it.
  */
 export async function writeDataFile(
   file: DataFilePlan,
@@ -135,8 +136,9 @@ export async function writeDataFile(
   location: OpenedCheckpoint,
   options: SaveOptions,
   blockSize: number,
+  distinctNames = false,
 ): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[] }> {
-  const { names, layout } = dataFileLayout(file.items);
+  const { names, layout } = dataFileLayout(file.items, distinctNames);
   const rank = location.group.rank;
   const groups = groupItems(file.items);
   const staged = stagedSegment(file, leaves, layout);
