@@ -1,6 +1,6 @@
 import { readFile, readdir } from "node:fs/promises";
 import { join } from "node:path";
-import { type HostTensor, hostTensor, load, save } from "@cairn/core";
+import { type HostTensor, type StateDict, hostTensor, load, save } from "@cairn/core";
 import { parseSafetensorsHeader } from "@cairn/core/format";
 import { describe, expect, it } from "vitest";
 import { flipByte, tempDir } from "./helpers.js";
@@ -15,7 +15,7 @@ import { flipByte, tempDir } from "./helpers.js";
 const COUNT = 3_001;
 const BLOCK = 100;
 
-function state(seed: number): { state: Record<string, unknown>; tensors: (HostTensor | Uint8Array)[] } {
+function state(seed: number): { state: StateDict; tensors: (HostTensor | Uint8Array)[] } {
   const tensors: (HostTensor | Uint8Array)[] = [];
   const layers = Array.from({ length: COUNT }, (_, i) => {
     let value: HostTensor | Uint8Array;
