@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from "vitest";
 
 // Packs every package as it would be published and uses the tarballs as a newcomer would: in a
 // fresh project outside the workspace, with npm, plain node and no tsx. The test builds first
-// (turbo, cached when nothing changed), so it needs no build step before `vitest run`.
+// (one `tsc -b` over every package, incremental), so it needs no build step before `vitest run`.
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const SCRIPT = fileURLToPath(new URL("./fixtures/packaging/save-restore.mjs", import.meta.url));
