@@ -6,6 +6,7 @@ import { ManagerEmitter, type ManagerEventName, type ManagerEvents } from "./man
 import { SignalPreemptionSource } from "./preemption.js";
 import { PreemptionWatch } from "./preemption-watch.js";
 import { Replication } from "./replication.js";
+import { DeletionPoster, type DeletionFollower, followDeletions } from "./shared-copy.js";
 import type { UnreplicatedStep } from "./replication-queue.js";
 import { SavePipeline } from "./save-pipeline.js";
 import { checkStep, stepDir } from "./step-naming.js";
@@ -80,6 +81,9 @@ export class CheckpointManager {
   /** Tiered managers only. */
   readonly #replication: Replication | undefined;
   #discovery: Promise<void> | undefined;
+  /** Several ranks, not rank 0: the deletions rank 0's tier 0 retention asks of this rank's tier 0. */
+  #deletions: DeletionFollower | undefined;
+  #deletionPoster: DeletionPoster | undefined;
   #closed: JoinResult | undefined;
 
   /**
@@ -102,10 +106,14 @@ export class CheckpointManager {
           isBusy: (tier, step) => (tier === 0 && this.#pipeline.isBusy(step)) || (this.#replication?.isHeld(tier, step) ?? false) || (this.#replication?.queue.has(step, tier) ?? false),
           onDamaged: (tier, step, error) => this.#events.report({ step, error, operation: "listing", ...(this.#tiered ? { tier } : {}) }),
           onRetentionFailure: (tier, { step, error }) => this.#events.report({ ...(step === undefined ? {} : { step }), error, operation: "retention", ...(this.#tiered ? { tier } : {}) }),
+          // Several ranks, each with its own tier 0: rank 0's retention tells the others what to delete from theirs.
+          onDeleted: (tier, steps) => (tier === 0 ? this.#deletionPoster?.post(steps) : undefined),
         }),
     );
     if (this.#tiers.length > 1 && !options.readOnly) {
-      this.#replication = new Replication({ tiers: this.#tiers, options: options.replication ?? {}, events: this.#events, now: () => this.#now() });
+      this.#replication = new Replication({ tiers: this.#tiers, options: options.replication ?? {}, events: this.#events, now: () => this.#now(), group: this.#group });
+      if (this.#group.worldSize > 1 && this.#group.rank === 0) this.#deletionPoster = new DeletionPoster(this.#group);
+      if (this.#group.rank !== 0) this.#deletions = followDeletions(this.#group, this.#tiers[0]!, this.#events);
     }
     this.#pipeline = new SavePipeline({ ...options, location: locations[0]!, writable: !options.readOnly, events: this.#events });
     const watched = (options.checkpointOnPreemption ?? true) && !options.readOnly;
@@ -272,11 +280,19 @@ export class CheckpointManager {
       result = await this.join();
       if (this.#replication && timeoutMs !== undefined) {
         await this.#replication.queue.drained(timeoutMs);
+        // The last copies freed holds: the passes they scheduled run before closing.
+        await Promise.all(this.#tiers.map((tier) => tier.retention?.settled()));
         result = this.#joinResult();
+      }
+      // Several ranks: the others keep joining rank 0's copies, and deleting what its retention did, until it is done.
+      if (this.#replication && this.#group.worldSize > 1) {
+        const posted = await this.#group.group("cairn/manager/close").broadcast(this.#deletionPoster?.posted, 0);
+        await this.#deletions?.settled(typeof posted === "number" ? posted : 0, 10_000);
       }
       return result;
     } finally {
       this.#replication?.stop();
+      this.#deletions?.stop();
       this.#closed = result;
       this.#events.clear();
       this.#pipeline.clear();

@@ -1,8 +1,10 @@
-import { CheckpointError, type CheckpointMetadata, DEFAULT_SAVE_CONCURRENCY, isCheckpointError, readMetadata } from "@cairn/core";
-import { copyCheckpoint } from "@cairn/core/ops";
+import { CheckpointError, type CheckpointMetadata, type CoordinatedProcessGroup, DEFAULT_SAVE_CONCURRENCY, isCheckpointError, readMetadata } from "@cairn/core";
+import { type CopyResult, copyCheckpoint } from "@cairn/core/ops";
 import type { ManagerEmitter } from "./manager-events.js";
 import { ReplicationQueue, type UnreplicatedStep } from "./replication-queue.js";
+import { followCopies, leadCopy } from "./shared-copy.js";
 import { stepDir } from "./step-naming.js";
+import type { StepStore } from "./step-store.js";
 import { metricsOf } from "./stored-values.js";
 import type { Tier } from "./tier.js";
 import { DEFAULT_REPLICATION_RETRY, type ReplicationOptions } from "./tier-config.js";
@@ -11,6 +13,8 @@ export interface ReplicationSetup {
   readonly tiers: readonly Tier[];
   readonly options: ReplicationOptions;
   readonly events: ManagerEmitter;
+  /** Several ranks: rank 0 runs the queue and leads each copy; the others join the copies it asks for. */
+  readonly group: CoordinatedProcessGroup;
   /** The manager's clock, for `sinceCommit`. */
   readonly now: () => number;
 }
@@ -33,6 +37,8 @@ export class Replication {
   /** A discovery that found a tier down runs again after a backoff. */
   #rediscover: { timer?: NodeJS.Timeout; attempts: number } = { attempts: 0 };
   #stopped = false;
+  readonly #abort = new AbortController();
+  #unfollow: (() => void) | undefined;
 
   constructor(setup: ReplicationSetup) {
     this.#setup = setup;
@@ -44,10 +50,32 @@ export class Replication {
       baseDelayMs: retry.baseDelayMs,
       maxDelayMs: retry.maxDelayMs,
     });
+    if (this.#follows) {
+      const failing = new Set<number>();
+      this.#unfollow = followCopies(setup.group, setup.tiers, {
+        readBack: false,
+        concurrency: setup.options.concurrency ?? DEFAULT_SAVE_CONCURRENCY,
+        signal: this.#abort.signal,
+        onCopied: (step, tier) => {
+          tier.reached.add(step);
+          failing.delete(tier.index);
+        },
+        onFailure: (step, tier, error) => {
+          if (!failing.has(tier)) setup.events.report({ step, error, operation: "replication", tier });
+          failing.add(tier);
+        },
+      });
+    }
+  }
+
+  /** A rank other than 0 of several: it copies only when rank 0 asks. */
+  get #follows(): boolean {
+    return this.#setup.group.worldSize > 1 && this.#setup.group.rank !== 0;
   }
 
   /** A step committed on `tier` by this process: queued for the next slower tier that takes it. */
   committed(step: number, tier: number): void {
+    if (this.#follows) return;
     if (tier === 0) this.#committedAt.set(step, this.#setup.now());
     const next = this.#next(tier, step);
     if (next !== undefined) this.queue.add(step, next.index);
@@ -60,6 +88,7 @@ export class Replication {
    */
   async discover(): Promise<void> {
     clearTimeout(this.#rediscover.timer);
+    if (this.#follows) return;
     const { tiers } = this.#setup;
     const listed = await Promise.all(
       tiers.map((tier) =>
@@ -96,6 +125,8 @@ export class Replication {
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#rediscover.timer);
+    this.#unfollow?.();
+    this.#abort.abort();
     this.queue.stop();
   }
 
@@ -119,15 +150,10 @@ export class Replication {
     for (const source of tiers.slice(0, index)) {
       const store = await source.open();
       if (!(await store.isCommitted(step))) continue;
-      let metadata: CheckpointMetadata;
       try {
-        metadata = await readMetadata({ storage: store.storage, path: stepDir(step), signal });
-        const result = await copyCheckpoint(
-          { storage: store.storage, dir: stepDir(step), metadata, where: `${store.storage.root}/${stepDir(step)}` },
-          { storage: target.storage, dir: stepDir(step), where: `${target.storage.root}/${stepDir(step)}` },
-          { signal, readBack: options.readBack ?? false, concurrency: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY },
-        );
-        this.#reached(step, destination, metadata, { bytes: result.bytes, seconds: (performance.now() - started) / 1000 });
+        const copy = { readBack: options.readBack ?? false, concurrency: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY, signal };
+        const result = this.#setup.group.worldSize > 1 ? await leadCopy(this.#setup.group, source, destination, step, copy) : await copyAlone(store, target, step, copy);
+        this.#reached(step, destination, result.metadata, { bytes: result.bytes, seconds: (performance.now() - started) / 1000 });
         return;
       } catch (error) {
         if (isCheckpointError(error, "already_exists")) {
@@ -157,4 +183,11 @@ export class Replication {
     // The copy may free a hold on faster tiers, and this tier's retention now has a new step.
     for (const t of this.#setup.tiers.slice(0, tier.index + 1)) void t.retention?.schedule();
   }
+}
+
+/** One process's copy of `step` from `from` to `to`. */
+async function copyAlone(from: StepStore, to: StepStore, step: number, options: { readBack: boolean; concurrency: number; signal: AbortSignal }): Promise<CopyResult> {
+  const dir = stepDir(step);
+  const metadata = await readMetadata({ storage: from.storage, path: dir, signal: options.signal });
+  return copyCheckpoint({ storage: from.storage, dir, metadata, where: `${from.storage.root}/${dir}` }, { storage: to.storage, dir, where: `${to.storage.root}/${dir}` }, options);
 }

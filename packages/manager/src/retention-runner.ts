@@ -10,6 +10,8 @@ export interface RetentionRunnerOptions {
   readonly isBusy: (step: number) => boolean;
   /** Called when a step starts failing (once, until a pass deletes it or no longer needs to). */
   readonly report: (failure: RetentionFailure) => void;
+  /** Called after each pass that deleted committed steps, with them. */
+  readonly onDeleted?: (steps: number[]) => void;
 }
 
 /**
@@ -66,6 +68,7 @@ export class RetentionRunner {
     }
     for (const [step, error] of next) if (!this.#failures.has(step)) this.#options.report({ step, error });
     this.#failures = next;
+    if (deleted.length > 0) this.#options.onDeleted?.(deleted);
     return deleted;
   }
 }

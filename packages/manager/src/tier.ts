@@ -31,6 +31,8 @@ export interface TierOptions {
   readonly isBusy: (tier: number, step: number) => boolean;
   readonly onDamaged: (tier: number, step: number, error: CheckpointError) => void;
   readonly onRetentionFailure: (tier: number, failure: RetentionFailure) => void;
+  /** After a retention pass here deleted committed steps. */
+  readonly onDeleted?: (tier: number, steps: number[]) => void;
 }
 
 /**
@@ -83,6 +85,7 @@ export class Tier {
         now,
         isBusy: (step) => this.#options.isBusy(this.index, step),
         report: (failure) => this.#options.onRetentionFailure(this.index, failure),
+        onDeleted: (steps) => this.#options.onDeleted?.(this.index, steps),
       });
       this.#opened = store;
       return store;

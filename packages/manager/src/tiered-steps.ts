@@ -1,4 +1,4 @@
-import { CheckpointError, type LoadOptions, type LoadResult, type StateDict, isCheckpointError, load } from "@cairn/core";
+import { CheckpointError, type LoadOptions, type LoadResult, type ProcessGroup, type StateDict, isCheckpointError, load } from "@cairn/core";
 import type { ManagerEmitter } from "./manager-events.js";
 import { stepDir } from "./step-naming.js";
 import type { StepMetadata, StepStore } from "./step-store.js";
@@ -80,10 +80,20 @@ export async function restoreFromTiers(
   events: ManagerEmitter,
   step: number,
   target: StateDict | undefined,
-  options: Omit<LoadOptions, "storage" | "path" | "checkpointId">,
+  options: Omit<LoadOptions, "storage" | "path" | "checkpointId"> & { readonly processGroup: ProcessGroup },
 ): Promise<LoadResult | StateDict> {
   let first: unknown;
-  for (const tier of await holders(tiers, step)) {
+  const found = await holders(tiers, step);
+  const group = options.processGroup;
+  if (group.worldSize > 1) {
+    // Every rank reads one tier: the fastest that holds the step on every rank (a per-rank tier 0 holds it on rank 0 only).
+    const all = await group.allGather(found.map((t) => t.index));
+    const common = tiers.find((t) => all.every((held) => Array.isArray(held) && held.includes(t.index)));
+    if (!common) throw await notFound(tiers, events, step);
+    const where = { ...options, storage: (await common.open()).storage, path: stepDir(step) };
+    return target === undefined ? load(where) : load(target, where);
+  }
+  for (const tier of found) {
     const where = { ...options, storage: (await tier.open()).storage, path: stepDir(step) };
     try {
       return await (target === undefined ? load(where) : load(target, where));

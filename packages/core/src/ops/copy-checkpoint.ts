@@ -20,6 +20,14 @@ export interface CopyOptions {
   readonly onReadBack?: (bytes: number) => void;
   /** Replace a checkpoint committed at the destination (see `commitCheckpoint`) instead of refusing it. */
   readonly force?: boolean;
+  /**
+   * A copy made by several ranks, each from its own storage: this rank copies only the data files
+   * of `rank`, named for the shared `attempt`; once its files are written (or failed) it calls
+   * `agree` with its failure (undefined on success), which resolves only if every rank succeeded
+   * (a collective). Rank 0 then reads the copy back (with `readBack`) and commits it; other ranks
+   * return without committing. A failure on any rank removes every rank's files.
+   */
+  readonly share?: { readonly attempt: string; readonly rank: number; readonly agree: (failure: unknown) => Promise<void> };
 }
 
 export interface CopyResult {
@@ -59,21 +67,26 @@ export async function copyCheckpoint(
   destination: { storage: StorageAdapter; dir: string; where: string },
   options: CopyOptions = {},
 ): Promise<CopyResult> {
-  const replacing = await checkpointDestination(destination.storage, destination.dir, destination.where, options.force === true, options.signal);
+  const { share } = options;
+  const commits = share === undefined || share.rank === 0;
+  const replacing = commits ? await checkpointDestination(destination.storage, destination.dir, destination.where, options.force === true, options.signal) : undefined;
   const { metadata } = source;
-  const attempt = randomBytes(6).toString("hex");
+  const attempt = share?.attempt ?? randomBytes(6).toString("hex");
   const names = renameFiles(metadata, attempt);
   const readBytes = options.readBytes ?? 8 << 20;
   const queue = new PQueue({ concurrency: options.concurrency ?? 2 });
   const written: string[] = [];
   let bytes = 0;
+  let agreed = share === undefined;
   try {
     // The first failure stops the other files; every write is settled before a failed copy removes its files.
     const stop = new AbortController();
     let firstFailure: unknown;
     const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
     const settled = await Promise.allSettled(
-      Object.keys(metadata.files).map((file) =>
+      Object.keys(metadata.files)
+        .filter((file) => share === undefined || metadata.files[file]!.rank === share.rank)
+        .map((file) =>
         queue.add(async () => {
           const pieces = filePieces(metadata, file, readBytes);
           const body = async function* (): AsyncGenerator<Uint8Array> {
@@ -105,6 +118,11 @@ export async function copyCheckpoint(
       ),
     );
     const failed = settled.find((s) => s.status === "rejected");
+    if (share) {
+      // Every rank joins the agreement, failed or not, so none waits for one that gave up.
+      agreed = true;
+      await share.agree(failed ? (firstFailure ?? failed.reason) : undefined);
+    }
     if (failed) throw firstFailure ?? failed.reason;
     const files: Record<string, DataFileMetadata> = {};
     for (const [file, info] of Object.entries(metadata.files)) files[names.get(file)!] = info;
@@ -115,12 +133,18 @@ export async function copyCheckpoint(
       files,
       entries: metadata.entries.map((e) => (e.kind === "value" ? e : { ...e, chunks: e.chunks.map((c) => ({ ...c, file: names.get(c.file)! })) })),
     };
+    if (!commits) return { bytes, files: written.length, metadata: copied, leftFiles: [] };
     if (options.readBack ?? true) {
       throwIfDamaged(await verifyCheckpoint(destination.storage, destination.dir, copied, { signal: options.signal, onRead: options.onReadBack }), `the copy at ${destination.where}`);
     }
     const leftFiles = await commitCheckpoint(destination.storage, destination.dir, copied, attempt, destination.where, replacing, options.signal);
     return { bytes, files: written.length, metadata: copied, leftFiles };
   } catch (error) {
+    // A rank that failed before agreeing (reading its source) still joins, so the others go on.
+    if (!agreed) {
+      agreed = true;
+      await share?.agree(error).catch(() => undefined);
+    }
     await Promise.all(written.map((path) => destination.storage.delete(path).catch(() => undefined)));
     throw error;
   }

@@ -62,6 +62,43 @@ describe("copyCheckpoint", () => {
     expect(left.sort()).toEqual([...Object.keys(second.metadata.files), "metadata.json"].sort());
   });
 
+  it("with share, each rank copies its own files and rank 0 commits only once every rank agreed; one failing rank fails all", async () => {
+    const { storage, files } = await threeFiles();
+    const read = await readMetadata({ storage, path: "ckpt" });
+    // File c as rank 1's: two ranks, each copying from the same storage here.
+    const metadata = { ...read, files: { ...read.files, [files.c!]: { ...read.files[files.c!]!, rank: 1 } } };
+    const source = { storage, dir: "ckpt", metadata, where: "map://ckpt" };
+    /** An in-process agreement of two ranks: resolves on both once both called, rejects if either failed. */
+    const agreement = () => {
+      const failures: unknown[] = [];
+      let arrive!: () => void;
+      const both = new Promise<void>((resolve) => (arrive = resolve));
+      let arrived = 0;
+      return async (failure: unknown): Promise<void> => {
+        if (failure !== undefined) failures.push(failure);
+        if (++arrived === 2) arrive();
+        await both;
+        if (failures.length > 0) throw new Error("a rank failed");
+      };
+    };
+    const agree = agreement();
+    const copies = [0, 1].map((rank) => copyCheckpoint(source, { storage, dir: "shared", where: "map://shared" }, { share: { attempt: "aaaaaaaaaaaa", rank, agree } }));
+    const [zero, one] = await Promise.all(copies);
+    expect([zero!.files, one!.files]).toEqual([2, 1]);
+    expect(Object.keys(zero!.metadata.files).sort()).toEqual(["data-r0-0-aaaaaaaaaaaa.safetensors", "data-r0-1-aaaaaaaaaaaa.safetensors", "data-r1-0-aaaaaaaaaaaa.safetensors"]);
+    expect(await load({ storage, path: "shared" })).toEqual(await load({ storage, path: "ckpt" }));
+
+    const failing = agreement();
+    // Rank 1's source holds none of its files; without a read-back, only the agreement keeps rank 0 from committing.
+    const broken = { ...source, dir: "nowhere" };
+    const results = await Promise.allSettled([
+      copyCheckpoint(source, { storage, dir: "failed", where: "map://failed" }, { readBack: false, share: { attempt: "bbbbbbbbbbbb", rank: 0, agree: failing } }),
+      copyCheckpoint(broken, { storage, dir: "failed", where: "map://failed" }, { share: { attempt: "bbbbbbbbbbbb", rank: 1, agree: failing } }),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(["rejected", "rejected"]);
+    for await (const o of storage.list("failed/")) expect.unreachable(o.path);
+  });
+
   it("a damaged source is never copied: corrupt, and nothing is left at the destination", async () => {
     const { storage, files } = await threeFiles();
     const metadata = await readMetadata({ storage, path: "ckpt" });

@@ -1,0 +1,174 @@
+import { randomBytes } from "node:crypto";
+import { CheckpointError, type CoordinatedProcessGroup, type ProcessGroup } from "@cairn/core";
+import { METADATA_FILE, parseMetadata } from "@cairn/core/format";
+import { type CopyResult, copyCheckpoint } from "@cairn/core/ops";
+import { joinPath } from "@cairn/core/storage";
+import { stepDir } from "./step-naming.js";
+import type { ManagerEmitter } from "./manager-events.js";
+import type { Tier } from "./tier.js";
+
+/** The topic on which rank 0 asks every rank to join a copy. */
+export const REPLICATE_TOPIC = "cairn/manager/replicate";
+/** The topic on which rank 0 tells the others which steps its tier 0 retention deleted. */
+const DELETED_TOPIC = "cairn/manager/tier0-deleted";
+
+/** What rank 0 posts: which step goes from which tier to which, under which collective tag and file attempt. */
+interface CopyRequest {
+  readonly step: number;
+  readonly source: number;
+  readonly tier: number;
+  readonly attempt: string;
+}
+
+/** What rank 0 broadcasts once it read the source: the metadata.json bytes (base64), or why it could not. */
+type SourceMetadata = { readonly metadata: string } | { readonly error: string };
+
+const tagOf = (r: CopyRequest): string => `replicate/${r.tier}/${r.step}/${r.attempt}`;
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** The agreement after each rank wrote its files: rejects on every rank if any rank failed, naming it. */
+function agreement(group: ProcessGroup, step: number): (failure: unknown) => Promise<void> {
+  return async (failure) => {
+    const all = await group.allGather(failure === undefined ? null : messageOf(failure));
+    const bad = all.findIndex((f) => f !== null);
+    if (bad >= 0) {
+      throw new CheckpointError("storage", `rank ${bad} could not copy its files of step ${step}: ${typeof all[bad] === "string" ? all[bad] : "no reason given"}`, {
+        context: { step, rank: bad },
+      });
+    }
+  };
+}
+
+/**
+ * Rank 0's side of a copy made by every rank: asks the others to join, reads the step's
+ * metadata from its own `source` tier and broadcasts it, copies its own files, and commits once
+ * every rank wrote its files (core's `copyCheckpoint` with `share`).
+ */
+export async function leadCopy(group: CoordinatedProcessGroup, source: Tier, destination: Tier, step: number, options: { readBack: boolean; concurrency: number; signal: AbortSignal }): Promise<CopyResult> {
+  const request: CopyRequest = { step, source: source.index, tier: destination.index, attempt: randomBytes(6).toString("hex") };
+  const collective = group.group(tagOf(request));
+  group.post(REPLICATE_TOPIC, request);
+  const from = await source.open();
+  const to = await destination.open();
+  let bytes: Uint8Array;
+  try {
+    bytes = await from.storage.read(joinPath(stepDir(step), METADATA_FILE), undefined, { signal: options.signal });
+  } catch (error) {
+    await collective.broadcast<SourceMetadata>({ error: messageOf(error) });
+    throw error;
+  }
+  const metadata = parseMetadata(bytes, `${from.storage.root}/${stepDir(step)}/${METADATA_FILE}`);
+  await collective.broadcast<SourceMetadata>({ metadata: Buffer.from(bytes).toString("base64") });
+  return copyCheckpoint(
+    { storage: from.storage, dir: stepDir(step), metadata, where: `${from.storage.root}/${stepDir(step)}` },
+    { storage: to.storage, dir: stepDir(step), where: `${to.storage.root}/${stepDir(step)}` },
+    { signal: options.signal, readBack: options.readBack, concurrency: options.concurrency, share: { attempt: request.attempt, rank: 0, agree: agreement(collective, step) } },
+  );
+}
+
+/** Checks a request from rank 0: a rank trusts no value it did not make. */
+function requestOf(value: unknown, tiers: number): CopyRequest | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const r = value as Record<string, unknown>;
+  const int = (x: unknown): x is number => typeof x === "number" && Number.isSafeInteger(x) && x >= 0;
+  if (!int(r.step) || !int(r.source) || !int(r.tier) || r.source >= r.tier || r.tier >= tiers) return undefined;
+  if (typeof r.attempt !== "string" || !/^[0-9a-f]{12}$/.test(r.attempt)) return undefined;
+  return { step: r.step, source: r.source, tier: r.tier, attempt: r.attempt };
+}
+
+/**
+ * A rank other than 0: joins every copy rank 0 asks for, copying the files this rank wrote from
+ * its own source tier. Resolves the unsubscribe. A failure is passed to `onFailure` (rank 0 retries).
+ */
+export function followCopies(
+  group: CoordinatedProcessGroup,
+  tiers: readonly Tier[],
+  options: { readBack: boolean; concurrency: number; signal: AbortSignal; onCopied: (step: number, tier: Tier) => void; onFailure: (step: number, tier: number, error: unknown) => void },
+): () => void {
+  return group.on(REPLICATE_TOPIC, (value, from) => {
+    const request = from === 0 ? requestOf(value, tiers.length) : undefined;
+    if (!request) return;
+    const collective = group.group(tagOf(request));
+    void (async () => {
+      const got = await collective.broadcast<SourceMetadata>(undefined);
+      if (typeof got !== "object" || got === null || typeof (got as { metadata?: unknown }).metadata !== "string") return;
+      const agree = agreement(collective, request.step);
+      const destination = tiers[request.tier]!;
+      const dir = stepDir(request.step);
+      let ready;
+      try {
+        const [source, to] = [await tiers[request.source]!.open(), await destination.open()];
+        const metadata = parseMetadata(Buffer.from((got as { metadata: string }).metadata, "base64"), `rank 0's metadata of step ${request.step}`);
+        ready = { source, to, metadata };
+      } catch (error) {
+        // Rank 0 and the others wait for this rank's word: it fails the copy on every rank.
+        await agree(error).catch(() => undefined);
+        throw error;
+      }
+      const { source, to, metadata } = ready;
+      await copyCheckpoint(
+        { storage: source.storage, dir, metadata, where: `${source.storage.root}/${dir}` },
+        { storage: to.storage, dir, where: `${to.storage.root}/${dir}` },
+        { signal: options.signal, readBack: false, concurrency: options.concurrency, share: { attempt: request.attempt, rank: group.rank, agree } },
+      );
+      options.onCopied(request.step, destination);
+    })().catch((error: unknown) => options.onFailure(request.step, request.tier, error));
+  });
+}
+
+/** Rank 0: tells the others which steps its tier 0 retention deleted, counting the messages so they can tell when they have them all. */
+export class DeletionPoster {
+  posted = 0;
+  constructor(readonly group: CoordinatedProcessGroup) {}
+
+  post(steps: readonly number[]): void {
+    this.posted++;
+    this.group.post(DELETED_TOPIC, steps);
+  }
+}
+
+export interface DeletionFollower {
+  /** Resolves once `count` messages arrived (or after `timeoutMs`) and every deletion they asked for is done. */
+  settled(count: number, timeoutMs: number): Promise<void>;
+  stop(): void;
+}
+
+/**
+ * A rank other than 0 with tiers: deletes from its own tier 0 (its node's disk, or the shared one,
+ * where the files are already gone) the steps rank 0's retention deleted, one message after another.
+ */
+export function followDeletions(group: CoordinatedProcessGroup, tier0: Tier, events: ManagerEmitter): DeletionFollower {
+  let chain = Promise.resolve();
+  let received = 0;
+  let arrived: (() => void) | undefined;
+  const stop = group.on(DELETED_TOPIC, (steps, from) => {
+    if (from !== 0) return;
+    received++;
+    arrived?.();
+    if (!Array.isArray(steps)) return;
+    chain = chain.then(async () => {
+      const store = await tier0.open();
+      for (const step of steps) {
+        // Rank 0's message, yet checked: a rank trusts no value it did not make.
+        if (!Number.isSafeInteger(step) || (step as number) < 0) continue;
+        await store.deleteStep(step as number).catch((error: unknown) => events.report({ step: step as number, error, operation: "retention", tier: 0 }));
+      }
+    });
+  });
+  return {
+    async settled(count, timeoutMs) {
+      const deadline = Date.now() + timeoutMs;
+      while (received < count && Date.now() < deadline) {
+        await new Promise<void>((resolve) => {
+          arrived = resolve;
+          setTimeout(resolve, Math.max(0, deadline - Date.now())).unref();
+        });
+      }
+      await chain;
+    },
+    stop,
+  };
+}

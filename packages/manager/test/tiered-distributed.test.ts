@@ -1,0 +1,58 @@
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { load, readMetadata } from "@cairn/core";
+import { runTypeScript } from "@cairn/core/testing";
+import { afterAll, describe, expect, it } from "vitest";
+
+const RANK = fileURLToPath(new URL("./fixtures/tiered-rank.ts", import.meta.url));
+const CAIRN_RUN = fileURLToPath(new URL("../../distributed/src/cairn-run.ts", import.meta.url));
+const dirs: string[] = [];
+afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
+
+interface RankResult {
+  rank: number;
+  unreplicated: unknown[];
+  errors: number;
+  latest: number;
+  restored: boolean;
+}
+
+describe("a tiered CheckpointManager across 3 ranks (real processes), each rank with its own tier 0", () => {
+  it("copies each rank's files to the shared tier, commits once all did, retries a rank's failures, and trims every rank's tier 0", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "cairn-tiered-dist-"));
+    dirs.push(dir);
+    const out = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "3", RANK, dir, "5", "1", "3,4"]);
+    if (out.code !== 0) throw new Error(`cairn-run exited ${out.code}\n${out.stdout}\n${out.stderr}`);
+    const results = out.stdout
+      .split("\n")
+      .filter((l) => l.includes("RESULT "))
+      .map((l) => JSON.parse(l.slice(l.indexOf("RESULT ") + 7)) as RankResult)
+      .sort((a, b) => a.rank - b.rank);
+    expect(results.map((r) => r.rank)).toEqual([0, 1, 2]);
+    for (const r of results) expect(r).toMatchObject({ unreplicated: [], latest: 5, restored: true });
+    // Rank 1's failures were reported (once per outage) on rank 0, which retried, and on rank 1.
+    expect(results[0]!.errors).toBeGreaterThanOrEqual(1);
+    expect(results[1]!.errors).toBeGreaterThanOrEqual(1);
+
+    // Every step is whole on the shared tier: all three ranks' files and the metadata.
+    const bucket = join(dir, "bucket");
+    expect((await readdir(bucket)).sort()).toEqual(["1", "2", "3", "4", "5"]);
+    for (let step = 1; step <= 5; step++) {
+      const metadata = await readMetadata(`file://${bucket}/${step}`);
+      expect(new Set(Object.values(metadata.files).map((f) => f.rank))).toEqual(new Set([0, 1, 2]));
+      const loaded = (await load(`file://${bucket}/${step}`)) as unknown as { w: { data: Float32Array }; step: number };
+      expect(loaded.step).toBe(step);
+      expect(loaded.w.data.every((v) => v === step)).toBe(true);
+    }
+    // Each rank's tier 0 holds its own files of the newest two steps only; rank 0's also the metadata.
+    for (let rank = 0; rank < 3; rank++) {
+      const local = join(dir, `local-${rank}`);
+      expect((await readdir(local)).sort(), `rank ${rank}`).toEqual(["4", "5"]);
+      const names = await readdir(join(local, "5"));
+      expect(names.filter((n) => n.endsWith(".safetensors")).every((n) => n.startsWith(`data-r${rank}-`))).toBe(true);
+      expect(names.includes("metadata.json")).toBe(rank === 0);
+    }
+  }, 180_000);
+});
