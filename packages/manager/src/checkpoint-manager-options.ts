@@ -58,6 +58,16 @@ export interface CheckpointManagerOptions extends RetentionOptions {
   readonly replication?: ReplicationOptions;
 }
 
+/** Options of `close()`. */
+export interface CloseOptions {
+  /**
+   * Tiered managers: keep retrying copies to slower tiers for up to this many ms before giving
+   * up (as within a preemption's grace period). Without it, close waits until every copy either
+   * succeeded or failed once after its retries, like `join()`.
+   */
+  readonly timeoutMs?: number;
+}
+
 function fail(name: string, expected: string, value: unknown): never {
   throw invalid(`CheckpointManager option ${name}`, expected, value);
 }

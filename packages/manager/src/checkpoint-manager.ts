@@ -1,6 +1,6 @@
 import { CheckpointError, type CoordinatedProcessGroup, isCheckpointError, type LoadResult, type ProcessGroup, type SaveResult, type StateDict, type StorageAdapter, SingleProcessGroup, load, save } from "@cairn/core";
 import "@cairn/storage-local";
-import { type CheckpointManagerOptions, checkManagerArguments } from "./checkpoint-manager-options.js";
+import { type CheckpointManagerOptions, type CloseOptions, checkManagerArguments } from "./checkpoint-manager-options.js";
 import { type RestoreOptions, type SaveStepOptions, checkListener, checkRestoreArguments, checkSaveStepOptions, checkStateDict } from "./manager-arguments.js";
 import { ManagerEmitter, type ManagerEventName, type ManagerEvents } from "./manager-events.js";
 import { SignalPreemptionSource } from "./preemption.js";
@@ -15,7 +15,7 @@ import { Tier, type TierState } from "./tier.js";
 import { tierConfigs } from "./tier-config.js";
 import { allStepsOf, deleteEverywhere, latestStepOf, metadataOf, refuseOnSlowerTiers, restoreFromTiers, tierStates } from "./tiered-steps.js";
 
-export type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
+export type { CheckpointManagerOptions, CloseOptions } from "./checkpoint-manager-options.js";
 export type { RestoreOptions, SaveStepOptions } from "./manager-arguments.js";
 export type { RetentionFailure, StepMetadata } from "./step-store.js";
 export type { TierState } from "./tier.js";
@@ -36,15 +36,6 @@ export interface JoinResult {
   readonly unreplicated?: readonly UnreplicatedStep[];
 }
 
-/** Options of `close()`. */
-export interface CloseOptions {
-  /**
-   * Tiered managers: keep retrying copies to slower tiers for up to this many ms before giving
-   * up (as within a preemption's grace period). Without it, close waits until every copy either
-   * succeeded or failed once after its retries, like `join()`.
-   */
-  readonly timeoutMs?: number;
-}
 
 /**
  * Checkpoints a training loop, like torch_xla's and Orbax's `CheckpointManager`: call
@@ -181,7 +172,7 @@ export class CheckpointManager {
    */
   async allSteps(): Promise<number[]> {
     const store = await this.#open();
-    if (this.#tiered) return allStepsOf(this.#tiers, this.#events);
+    if (this.#tiered) return allStepsOf(this.#tiers, this.#events, this.#group);
     await this.#tiers[0]!.retention?.settled();
     return store.committedSteps();
   }
@@ -189,7 +180,7 @@ export class CheckpointManager {
   /** The newest of `allSteps()`, reading the metadata of that step alone. */
   async latestStep(): Promise<number | undefined> {
     const store = await this.#open();
-    if (this.#tiered) return latestStepOf(this.#tiers, this.#events);
+    if (this.#tiered) return latestStepOf(this.#tiers, this.#events, this.#group);
     await this.#tiers[0]!.retention?.settled();
     return store.latestStep();
   }

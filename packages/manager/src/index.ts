@@ -1,12 +1,16 @@
 export {
   CheckpointManager,
   type CheckpointManagerOptions,
+  type CloseOptions,
   type JoinResult,
   type RestoreOptions,
   type RetentionFailure,
   type SaveStepOptions,
   type StepMetadata,
+  type TierState,
+  type UnreplicatedStep,
 } from "./checkpoint-manager.js";
+export { type ReplicationOptions, type TierOptions } from "./tier-config.js";
 export { type ManagerEvents, type ManagerEventName, type ManagerOperation } from "./manager-events.js";
 export { type PreemptionSource, type SignalTarget, SignalPreemptionSource } from "./preemption.js";
 export { type MetadataPreemptionOptions, type AwsSpotOptions, MetadataPreemptionSource } from "./metadata-preemption.js";

@@ -22,7 +22,7 @@ export interface TierState {
   readonly retentionFailures: readonly RetentionFailure[];
 }
 
-export interface TierOptions {
+export interface TierSetup {
   readonly config: TierConfig;
   readonly storageOptions: StorageOptions | undefined;
   readonly leftoverAgeMs: number;
@@ -45,12 +45,12 @@ export class Tier {
   readonly config: TierConfig;
   /** Steps committed here, by this process or found listed: never copied here again. */
   readonly reached = new Set<number>();
-  readonly #options: TierOptions;
+  readonly #options: TierSetup;
   #store: Promise<StepStore> | undefined;
   #opened: StepStore | undefined;
   #retention: RetentionRunner | undefined;
 
-  constructor(options: TierOptions) {
+  constructor(options: TierSetup) {
     this.config = options.config;
     this.#options = options;
   }

@@ -115,6 +115,24 @@ describe("CheckpointManager over tiers", () => {
     expect(await mgr.allSteps()).toEqual([0, 4, 6, 8, 9]);
   });
 
+  it("copies down three tiers, the third taking every 2nd step, reading each copy back with readBack; restores from the third alone", async () => {
+    const [t0, t1, t2] = [await openStorage(memoryRoot()), await openStorage(memoryRoot()), new FaultyStorageAdapter(await openStorage(memoryRoot()))];
+    const mgr = manager([t0, t1, t2], 1, { tiers: [{ maxToKeep: 1 }, { maxToKeep: 2 }, { every: 2 }], replication: { retry: fast, readBack: true } });
+    const replicated = record(mgr, "replicated");
+    for (let step = 1; step <= 4; step++) await mgr.save(step, state(step));
+    await mgr.join();
+    expect(replicated.filter((r) => r.tier === 2).map((r) => r.step).sort()).toEqual([2, 4]);
+    expect(await stepsOn(t0)).toEqual([4]);
+    expect(await stepsOn(t1)).toEqual([3, 4]);
+    expect(await stepsOn(t2)).toEqual([2, 4]);
+    // Read back: each copy's data files were read from tier 2 after they were written.
+    expect(t2.calls.read.filter((p) => p.endsWith(".safetensors")).length).toBeGreaterThanOrEqual(2);
+    expect(await mgr.allSteps()).toEqual([2, 3, 4]);
+    for (const step of [3, 4]) for (const t of [t0, t1]) await t.delete(`${step}/metadata.json`).catch(() => undefined);
+    expect(await mgr.restore(4)).toEqual(state(4));
+    expect(await mgr.restore(2)).toEqual(state(2));
+  });
+
   it("holds steps on tier 0 while tier 1 is down, reports the outage once, and catches up newest first when it is back", async () => {
     const t0 = await openStorage(memoryRoot());
     const t1 = await outage();

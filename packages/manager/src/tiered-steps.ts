@@ -30,14 +30,28 @@ async function acrossTiers<T>(tiers: readonly Tier[], events: ManagerEmitter, as
   return answers;
 }
 
-/** Committed steps on any tier, ascending. */
-export async function allStepsOf(tiers: readonly Tier[], events: ManagerEmitter): Promise<number[]> {
-  const lists = await acrossTiers(tiers, events, (_store, tier) => tier.committedSteps());
-  return [...new Set(lists.flat())].sort((a, b) => a - b);
+/**
+ * Committed steps on any tier, ascending. With several ranks (a collective): the steps some tier
+ * holds on every rank, which are those every rank can restore together.
+ */
+export async function allStepsOf(tiers: readonly Tier[], events: ManagerEmitter, group?: ProcessGroup): Promise<number[]> {
+  const lists = await acrossTiers(tiers, events, async (_store, tier) => [tier.index, await tier.committedSteps()] as const);
+  if (group === undefined || group.worldSize === 1) return [...new Set(lists.flatMap(([, steps]) => steps))].sort((a, b) => a - b);
+  const ranks = await group.allGather(lists.map(([index, steps]) => [index, steps]));
+  const common = new Set<number>();
+  for (const [index, steps] of lists) {
+    for (const step of steps) {
+      // Other ranks' lists, yet checked: a rank trusts no value it did not make.
+      const everywhere = ranks.every((r) => Array.isArray(r) && r.some((e) => Array.isArray(e) && e[0] === index && Array.isArray(e[1]) && e[1].includes(step)));
+      if (everywhere) common.add(step);
+    }
+  }
+  return [...common].sort((a, b) => a - b);
 }
 
-/** The newest step committed on any tier. */
-export async function latestStepOf(tiers: readonly Tier[], events: ManagerEmitter): Promise<number | undefined> {
+/** The newest step committed on any tier (with several ranks, a collective: of those some tier holds on every rank). */
+export async function latestStepOf(tiers: readonly Tier[], events: ManagerEmitter, group?: ProcessGroup): Promise<number | undefined> {
+  if (group !== undefined && group.worldSize > 1) return (await allStepsOf(tiers, events, group)).at(-1);
   const latest = await acrossTiers(tiers, events, (store) => store.latestStep());
   const steps = latest.filter((s): s is number => s !== undefined);
   return steps.length === 0 ? undefined : Math.max(...steps);

@@ -17,6 +17,8 @@ interface RankResult {
   errors: number;
   latest: number;
   restored: boolean;
+  early: number | null;
+  earlyRestored: boolean;
 }
 
 describe("a tiered CheckpointManager across 3 ranks (real processes), each rank with its own tier 0", () => {
@@ -31,7 +33,9 @@ describe("a tiered CheckpointManager across 3 ranks (real processes), each rank 
       .map((l) => JSON.parse(l.slice(l.indexOf("RESULT ") + 7)) as RankResult)
       .sort((a, b) => a.rank - b.rank);
     expect(results.map((r) => r.rank)).toEqual([0, 1, 2]);
-    for (const r of results) expect(r).toMatchObject({ unreplicated: [], latest: 5, restored: true });
+    for (const r of results) expect(r).toMatchObject({ unreplicated: [], latest: 5, restored: true, earlyRestored: true });
+    // Asked while copies ran, every rank named the same newest step.
+    expect(new Set(results.map((r) => r.early)).size).toBe(1);
     // Rank 1's failures were reported (once per outage) on rank 0, which retried, and on rank 1.
     expect(results[0]!.errors).toBeGreaterThanOrEqual(1);
     expect(results[1]!.errors).toBeGreaterThanOrEqual(1);
