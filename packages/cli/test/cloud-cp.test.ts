@@ -2,7 +2,7 @@ import { hostTensor, load, save, shardedTensor } from "@cairn/core";
 import { startGcsTestServer } from "@cairn/storage-gcs/testing";
 import { startS3TestServer } from "@cairn/storage-s3/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cairn, tempDir } from "./helpers.js";
+import { cairnProcess, tempDir } from "./helpers.js";
 
 // The real servers the storage packages test against: fauxqs (S3) and the GCS emulator.
 let s3: Awaited<ReturnType<typeof startS3TestServer>>;
@@ -27,9 +27,9 @@ describe("cairn cp between storages (spawned bin, real servers)", () => {
     const inGcs = gcs.location("cp");
     const back = `file://${await tempDir()}/back`;
     for (const [from, to] of [[source, inS3], [inS3, inGcs], [inGcs, back]] as const) {
-      const copied = await cairn(["cp", from, to, "--storage-options", options]);
+      const copied = await cairnProcess(["cp", from, to, "--storage-options", options]);
       expect(copied.code, copied.stderr).toBe(0);
-      const verified = await cairn(["verify", to, "--json", "--storage-options", options]);
+      const verified = await cairnProcess(["verify", to, "--json", "--storage-options", options]);
       expect(verified.code, verified.stderr).toBe(0);
       expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true });
     }
@@ -37,7 +37,7 @@ describe("cairn cp between storages (spawned bin, real servers)", () => {
     expect(Buffer.from(copy.w.data.buffer).equals(Buffer.from(w.data.buffer))).toBe(true);
     expect([copy.step, [...copy.blob]]).toEqual([7, [1, 2, 3]]);
     // Copying onto a committed checkpoint is refused, and leaves it as it was.
-    const again = await cairn(["cp", source, inGcs, "--storage-options", options]);
+    const again = await cairnProcess(["cp", source, inGcs, "--storage-options", options]);
     expect(again.code).not.toBe(0);
     expect(again.stderr).toMatch(/already/);
   });

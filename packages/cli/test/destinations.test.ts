@@ -4,7 +4,7 @@ import { type HostTensor, hostTensor, load, openStorage, readMetadata, save } fr
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
 import { readSafetensorsHeader, safetensorsEntries, writeCheckpoint } from "@cairn/core/ops";
-import { cairn, jsonLines, pattern, tempDir, withStorage } from "./helpers.js";
+import { cairn, cairnProcess, jsonLines, pattern, tempDir, withStorage } from "./helpers.js";
 import { writeSafetensorsSpec } from "./safetensors-reader.js";
 
 function tensor(seed: number, shape = [16, 8]): HostTensor {
@@ -172,15 +172,15 @@ describe("memory:// results that would vanish with the process", () => {
     const dir = await tempDir();
     const file = join(dir, "w.safetensors");
     await writeFile(file, writeSafetensorsSpec([{ name: "w", dtype: "F32", shape: [4], bytes: pattern(16) }]));
-    const alone = await cairn(["import", file, "memory://v/ckpt"]);
+    const alone = await cairnProcess(["import", file, "memory://v/ckpt"]);
     expect([alone.code, alone.stderr]).toEqual([
       2,
       "cairn import: memory://v/ckpt is memory:// storage, which lives only as long as this cairn process: the imported checkpoint would vanish as it exits; use it in the same process with --then (e.g. --then verify memory://v/ckpt); see cairn import --help\n",
     ]);
-    const cp = await cairn(["import", file, "memory://v/ckpt", "--then", "cp", "memory://v/ckpt", "memory://v/copy"]);
+    const cp = await cairnProcess(["import", file, "memory://v/ckpt", "--then", "cp", "memory://v/ckpt", "memory://v/copy"]);
     expect(cp.code).toBe(2);
     expect(cp.stderr).toMatch(/^cairn cp: memory:\/\/v\/copy is memory:\/\/ storage, which lives only as long as this cairn process: the copy would vanish/);
-    const used = await cairn(["import", file, "memory://v/ckpt", "--then", "cp", "memory://v/ckpt", "memory://v/copy", "--then", "verify", "memory://v/copy"]);
+    const used = await cairnProcess(["import", file, "memory://v/ckpt", "--then", "cp", "memory://v/ckpt", "memory://v/copy", "--then", "verify", "memory://v/copy"]);
     expect(used.code, used.stderr).toBe(0);
   });
 });

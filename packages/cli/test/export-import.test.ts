@@ -5,7 +5,7 @@ import { type HostTensor, type StateDict, type StorageAdapter, DTYPE_NAMES, host
 import { safetensorsDType } from "@cairn/core/format";
 import { describe, expect, it } from "vitest";
 import { CheckpointReader, exportSafetensors, readSafetensorsHeader, safetensorsEntries, writeCheckpoint } from "@cairn/core/ops";
-import { cairn, gridBoxes, jsonLines, pattern, sliceBox, tempDir, withStorage, writeShardedCheckpoint } from "./helpers.js";
+import { cairn, cairnProcess, gridBoxes, jsonLines, pattern, sliceBox, tempDir, withStorage, writeShardedCheckpoint } from "./helpers.js";
 import { readSafetensorsSpec, writeSafetensorsSpec } from "./safetensors-reader.js";
 
 /** A host tensor of `dtype` whose bytes are `pattern(…, seed)` (bools as 0/1). */
@@ -36,7 +36,7 @@ describe("export and import", () => {
     const ckpt = join(dir, "ckpt");
     await save(state, { checkpointId: ckpt, metadata: { step: 1200, metrics: { loss: 0.125 } }, blockSize: 64 });
     const out = join(dir, "out.safetensors");
-    const run = await cairn(["export", ckpt, out, "--then", "import", out, join(dir, "back"), "--then", "export", join(dir, "back"), join(dir, "again.safetensors")]);
+    const run = await cairnProcess(["export", ckpt, out, "--then", "import", out, join(dir, "back"), "--then", "export", join(dir, "back"), join(dir, "again.safetensors")]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toBe("");
     expect(run.stdout).toContain("exported");
@@ -103,7 +103,7 @@ describe("export and import", () => {
   it("exports a checkpoint sharded by rows, columns and blocks as whole row-major tensors (bin, then in pieces of 40 bytes)", async () => {
     const dir = await tempDir();
     const globals = await shardedCheckpoint(`file://${dir}/sharded`);
-    const run = await cairn(["verify", join(dir, "sharded"), "--json", "--then", "export", join(dir, "sharded"), join(dir, "whole.safetensors"), "--json"]);
+    const run = await cairnProcess(["verify", join(dir, "sharded"), "--json", "--then", "export", join(dir, "sharded"), join(dir, "whole.safetensors"), "--json"]);
     expect(run.code, run.stderr).toBe(0);
     expect(jsonLines(run)[1]).toMatchObject({ tensors: sharded.length });
     const check = (file: Uint8Array): void => {

@@ -7,6 +7,7 @@ import { type DType, type KeyPath, type StorageAdapter, displayKey, openStorage 
 import { type Box, blockChecksums, crc32c, itemSize, layoutSafetensors } from "@cairn/core/format";
 import "@cairn/storage-local";
 import { afterAll } from "vitest";
+import { runCli } from "../src/main.js";
 
 export const BIN = fileURLToPath(new URL("../bin/cairn.js", import.meta.url));
 
@@ -16,8 +17,21 @@ export interface CliRun {
   readonly stderr: string;
 }
 
+/**
+ * Runs `cairn …` in this process through `runCli`, the function the bin calls, with stdout and
+ * stderr captured as a pipe would (not a terminal). What only a process shows (its exit status,
+ * memory:// vanishing with it, output other code writes to stderr, the environment) is tested
+ * through `cairnProcess`.
+ */
+export async function cairn(args: readonly string[]): Promise<CliRun> {
+  let stdout = "";
+  let stderr = "";
+  const code = await runCli(args, { stdout: { write: (text: string) => (stdout += text) }, stderr: { write: (text: string) => (stderr += text) } });
+  return { code, stdout, stderr };
+}
+
 /** Runs the real bin, `node bin/cairn.js …`, as a user's shell would, with stdout a pipe (not a terminal). */
-export function cairn(args: readonly string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliRun> {
+export function cairnProcess(args: readonly string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliRun> {
   const child = spawn(process.execPath, [BIN, ...args], { stdio: ["ignore", "pipe", "pipe"], ...options });
   let stdout = "";
   let stderr = "";

@@ -4,7 +4,7 @@ import { type HostTensor, hostTensor, load, readMetadata, save } from "@cairn/co
 import { memoryVolume } from "@cairn/storage-local";
 import { describe, expect, it } from "vitest";
 import { runCli } from "../src/main.js";
-import { type CliRun, cairn, jsonLines, pattern, tempDir } from "./helpers.js";
+import { type CliRun, cairnProcess, jsonLines, pattern, tempDir } from "./helpers.js";
 import { readSafetensorsSpec, writeSafetensorsSpec } from "./safetensors-reader.js";
 
 /** Splits a `--then` chain's stdout into its commands' JSON results. */
@@ -42,7 +42,7 @@ describe("every command on memory:// (one process: a --then chain through the bi
       ["rm", `${m}/copy`],
       ["ls", m],
     ];
-    const run = await cairn(chain.flatMap((c, i) => [...(i > 0 ? ["--then"] : []), ...c, "--json"]));
+    const run = await cairnProcess(chain.flatMap((c, i) => [...(i > 0 ? ["--then"] : []), ...c, "--json"]));
     expect(run.code, run.stderr).toBe(0);
     const r = results(run);
     expect(r).toHaveLength(chain.length);
@@ -64,13 +64,13 @@ describe("every command on memory:// (one process: a --then chain through the bi
   });
 
   it("stops a chain at the first failing command, with its exit code; memory:// errors are one line", async () => {
-    const run = await cairn(["verify", "memory://nothing/here", "--then", "ls", "memory://nothing"]);
+    const run = await cairnProcess(["verify", "memory://nothing/here", "--then", "ls", "memory://nothing"]);
     expect(run.code).toBe(1);
     expect(run.stderr).toBe("cairn verify: no checkpoint at memory://nothing/here\n");
     expect(run.stdout).toBe("");
-    const ls = await cairn(["ls", "memory://empty"]);
+    const ls = await cairnProcess(["ls", "memory://empty"]);
     expect([ls.code, ls.stderr]).toEqual([1, "cairn ls: nothing at memory://empty; check the URL or path\n"]);
-    const unknown = await cairn(["inspect", "nosuch://bucket/x"]);
+    const unknown = await cairnProcess(["inspect", "nosuch://bucket/x"]);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/^cairn inspect: no storage is registered for nosuch:\/\/ URLs/);
   });

@@ -2,11 +2,11 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { hostTensor, save } from "@cairn/core";
 import { describe, expect, it } from "vitest";
-import { type CliRun, cairn, pattern, tempDir } from "./helpers.js";
+import { type CliRun, cairnProcess, pattern, tempDir } from "./helpers.js";
 
 /** The bin with stdout and stderr piped, in an environment of exactly the variables named (plus PATH). */
 function cairnWithEnv(args: readonly string[], env: Record<string, string>): Promise<CliRun> {
-  return cairn(args, { env: { PATH: process.env.PATH ?? "", ...env } });
+  return cairnProcess(args, { env: { PATH: process.env.PATH ?? "", ...env } });
 }
 
 describe("the CLI's output in logs and pipes", () => {
