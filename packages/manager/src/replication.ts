@@ -161,6 +161,7 @@ export class Replication {
           destination.reached.add(step);
           target.noteCommitted(step);
           this.committed(step, index);
+          this.#retainUpTo(index, step);
           return;
         }
         if (!(isCheckpointError(error) && SOURCE_UNUSABLE.has(error.code))) throw error;
@@ -180,8 +181,13 @@ export class Replication {
     const since = this.#committedAt.get(step) ?? (Number.isFinite(saved) ? saved : undefined);
     this.#setup.events.emit("replicated", { step, tier: tier.index, ...copied, sinceCommit: since === undefined ? 0 : Math.max(0, this.#setup.now() - since) });
     this.committed(step, tier.index);
-    // The copy may free a hold on faster tiers, and this tier's retention now has a new step.
-    for (const t of this.#setup.tiers.slice(0, tier.index + 1)) void t.retention?.schedule();
+    this.#retainUpTo(tier.index, step);
+  }
+
+  /** A step reached tier `index`: that may free holds on faster tiers, and that tier's retention has a new step. */
+  #retainUpTo(index: number, step: number): void {
+    if (!this.#next(index, step)) this.#committedAt.delete(step);
+    for (const t of this.#setup.tiers.slice(0, index + 1)) void t.retention?.schedule();
   }
 }
 
