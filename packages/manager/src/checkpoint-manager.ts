@@ -36,7 +36,6 @@ export interface JoinResult {
   readonly unreplicated?: readonly UnreplicatedStep[];
 }
 
-
 /**
  * Checkpoints a training loop, like torch_xla's and Orbax's `CheckpointManager`: call
  * `save(step, stateDict)` or `saveAsync(step, stateDict)` every step and it saves when

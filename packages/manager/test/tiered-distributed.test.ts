@@ -19,19 +19,24 @@ interface RankResult {
   restored: boolean;
   early: number | null;
   earlyRestored: boolean;
+  stoppedAt: number | null;
+}
+
+async function run(args: string[]): Promise<RankResult[]> {
+  const out = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "3", RANK, ...args]);
+  if (out.code !== 0) throw new Error(`cairn-run exited ${out.code}\n${out.stdout}\n${out.stderr}`);
+  return out.stdout
+    .split("\n")
+    .filter((l) => l.includes("RESULT "))
+    .map((l) => JSON.parse(l.slice(l.indexOf("RESULT ") + 7)) as RankResult)
+    .sort((a, b) => a.rank - b.rank);
 }
 
 describe("a tiered CheckpointManager across 3 ranks (real processes), each rank with its own tier 0", () => {
   it("copies each rank's files to the shared tier, commits once all did, retries a rank's failures, and trims every rank's tier 0", async () => {
     const dir = await mkdtemp(join(tmpdir(), "cairn-tiered-dist-"));
     dirs.push(dir);
-    const out = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "3", RANK, dir, "5", "1", "3,4"]);
-    if (out.code !== 0) throw new Error(`cairn-run exited ${out.code}\n${out.stdout}\n${out.stderr}`);
-    const results = out.stdout
-      .split("\n")
-      .filter((l) => l.includes("RESULT "))
-      .map((l) => JSON.parse(l.slice(l.indexOf("RESULT ") + 7)) as RankResult)
-      .sort((a, b) => a.rank - b.rank);
+    const results = await run([dir, "5", "1", "3,4"]);
     expect(results.map((r) => r.rank)).toEqual([0, 1, 2]);
     for (const r of results) expect(r).toMatchObject({ unreplicated: [], latest: 5, restored: true, earlyRestored: true });
     // Asked while copies ran, every rank named the same newest step.
@@ -58,5 +63,18 @@ describe("a tiered CheckpointManager across 3 ranks (real processes), each rank 
       expect(names.filter((n) => n.endsWith(".safetensors")).every((n) => n.startsWith(`data-r${rank}-`))).toBe(true);
       expect(names.includes("metadata.json")).toBe(rank === 0);
     }
+  }, 180_000);
+
+  it("a SIGTERM on one rank: every rank saves the agreed step to its own tier 0, and close() copies it to the shared tier", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "cairn-tiered-dist-"));
+    dirs.push(dir);
+    const results = await run([dir, "1000", "9", "", "2", "6"]);
+    const stopped = results.map((r) => r.stoppedAt);
+    expect(stopped[0]).toBeGreaterThanOrEqual(6);
+    expect(stopped).toEqual([stopped[0], stopped[0], stopped[0]]);
+    for (const r of results) expect(r).toMatchObject({ unreplicated: [], latest: stopped[0], restored: true });
+    const metadata = await readMetadata(`file://${join(dir, "bucket")}/${stopped[0]}`);
+    expect(new Set(Object.values(metadata.files).map((f) => f.rank))).toEqual(new Set([0, 1, 2]));
+    for (let rank = 0; rank < 3; rank++) expect(await readdir(join(dir, `local-${rank}`))).toEqual([String(stopped[0])]);
   }, 180_000);
 });
