@@ -195,6 +195,8 @@ export async function writeDataFile(
     return sums;
   };
   let chunks: WrittenChunk[] = [];
+  /** The last group being prepared: a failed write may leave it running, still copying into packed memory. */
+  let preparing: Promise<unknown> | undefined;
   const body = async function* (): AsyncGenerator<Uint8Array> {
     chunks = [];
     let sent = 0;
@@ -204,10 +206,10 @@ export async function writeDataFile(
       sent = Math.max(sent, end);
     };
     if (!segment) yield layout.header;
-    let next = groups.length > 0 ? prepare(groups[0]!) : undefined;
+    let next = groups.length > 0 ? (preparing = prepare(groups[0]!)) : undefined;
     for (let g = 0; g < groups.length; g++) {
       const current = await next!;
-      next = g + 1 < groups.length ? prepare(groups[g + 1]!) : undefined;
+      next = g + 1 < groups.length ? (preparing = prepare(groups[g + 1]!)) : undefined;
       // Settled when awaited next turn; marked handled so an abandoned write leaves no unhandled rejection.
       next?.catch(() => undefined);
       current.group.forEach((i, k) => {
@@ -242,8 +244,11 @@ export async function writeDataFile(
       signal: options.signal,
     });
   } finally {
-    // Settled, so the storage holds no part of it any more.
-    if (packed) giveBackPackingMemory(packed);
+    // The write settled, so the storage holds no part of it any more; nor may a group still being prepared.
+    if (packed) {
+      await preparing?.catch(() => undefined);
+      giveBackPackingMemory(packed);
+    }
   }
   const headerLength = layout.header.byteLength - 8;
   return { file: { rank, size: layout.fileSize, headerLength, headerCrc32c: crc32c(layout.header) }, chunks };
