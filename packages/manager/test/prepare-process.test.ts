@@ -17,4 +17,5 @@ it("prepare() right after construction settles, and the process then exits", asy
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
-});
+  // Three child processes, each loading the manager through tsx: seconds on a loaded CI machine.
+}, 60_000);
