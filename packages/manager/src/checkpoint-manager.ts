@@ -13,7 +13,8 @@ import { checkStep, stepDir } from "./step-naming.js";
 import type { RetentionFailure, StepMetadata, StepStore } from "./step-store.js";
 import { Tier, type TierState } from "./tier.js";
 import { tierConfigs } from "./tier-config.js";
-import { allStepsOf, deleteEverywhere, latestStepOf, metadataOf, refuseOnSlowerTiers, restoreFromTiers, tierStates } from "./tiered-steps.js";
+import { allStepsOf, deleteEverywhere, latestStepOf, metadataOf, refuseOnSlowerTiers, tierStates } from "./tiered-steps.js";
+import { restoreFromTiers } from "./tiered-restore.js";
 
 export type { CheckpointManagerOptions, CloseOptions } from "./checkpoint-manager-options.js";
 export type { RestoreOptions, SaveStepOptions } from "./manager-arguments.js";

@@ -1,12 +1,11 @@
-import { CheckpointError, type LoadOptions, type LoadResult, type ProcessGroup, type StateDict, isCheckpointError, load } from "@cairn/core";
+import { CheckpointError, type ProcessGroup, isCheckpointError } from "@cairn/core";
 import type { ManagerEmitter } from "./manager-events.js";
-import { stepDir } from "./step-naming.js";
 import type { StepMetadata, StepStore } from "./step-store.js";
 import type { Replication } from "./replication.js";
 import type { Tier, TierState } from "./tier.js";
 
 /** Failures after which a restore reads the step from the next tier: that copy is missing, damaged or unreadable. */
-const FALL_THROUGH = new Set(["corrupt", "not_found", "not_committed", "unsupported_version", "storage", "timeout", "permission_denied"]);
+export const FALL_THROUGH = new Set(["corrupt", "not_found", "not_committed", "unsupported_version", "storage", "timeout", "permission_denied"]);
 
 /**
  * Asks every tier, in order, and keeps the answers of those that answered. A tier whose storage
@@ -58,12 +57,12 @@ export async function latestStepOf(tiers: readonly Tier[], events: ManagerEmitte
 }
 
 /** The tiers holding `step` committed, fastest first (one stat each); tiers that cannot answer are left out. */
-async function holders(tiers: readonly Tier[], step: number): Promise<Tier[]> {
+export async function holders(tiers: readonly Tier[], step: number): Promise<Tier[]> {
   const found = await Promise.all(tiers.map(async (tier) => ((await (await tier.open()).isCommitted(step).catch(() => false)) ? tier : undefined)));
   return found.filter((t): t is Tier => t !== undefined);
 }
 
-async function notFound(tiers: readonly Tier[], events: ManagerEmitter, step: number): Promise<CheckpointError> {
+export async function notFound(tiers: readonly Tier[], events: ManagerEmitter, step: number): Promise<CheckpointError> {
   const steps = await allStepsOf(tiers, events).catch(() => [] as number[]);
   return new CheckpointError("not_found", `step ${step} has no committed checkpoint on any tier; committed steps: ${steps.length ? steps.join(", ") : "none"}`, {
     context: { step },
@@ -78,42 +77,6 @@ export async function metadataOf(tiers: readonly Tier[], events: ManagerEmitter,
       return await (await tier.open()).metadata(step);
     } catch (error) {
       if (!(isCheckpointError(error) && FALL_THROUGH.has(error.code))) throw error;
-      first ??= error;
-    }
-  }
-  throw first ?? (await notFound(tiers, events, step));
-}
-
-/**
- * Loads `step` from the fastest tier that holds it whole: a copy that is missing, damaged or
- * unreadable there is reported (`error`, operation `"restore"`, with the tier) and the next
- * tier is read. A target loaded in place is overwritten whole by the read that succeeds.
- */
-export async function restoreFromTiers(
-  tiers: readonly Tier[],
-  events: ManagerEmitter,
-  step: number,
-  target: StateDict | undefined,
-  options: Omit<LoadOptions, "storage" | "path" | "checkpointId"> & { readonly processGroup: ProcessGroup },
-): Promise<LoadResult | StateDict> {
-  let first: unknown;
-  const found = await holders(tiers, step);
-  const group = options.processGroup;
-  if (group.worldSize > 1) {
-    // Every rank reads one tier: the fastest that holds the step on every rank (a per-rank tier 0 holds it on rank 0 only).
-    const all = await group.allGather(found.map((t) => t.index));
-    const common = tiers.find((t) => all.every((held) => Array.isArray(held) && held.includes(t.index)));
-    if (!common) throw await notFound(tiers, events, step);
-    const where = { ...options, storage: (await common.open()).storage, path: stepDir(step) };
-    return target === undefined ? load(where) : load(target, where);
-  }
-  for (const tier of found) {
-    const where = { ...options, storage: (await tier.open()).storage, path: stepDir(step) };
-    try {
-      return await (target === undefined ? load(where) : load(target, where));
-    } catch (error) {
-      if (options.signal?.aborted || !(isCheckpointError(error) && FALL_THROUGH.has(error.code))) throw error;
-      events.report({ step, error, operation: "restore", tier: tier.index });
       first ??= error;
     }
   }

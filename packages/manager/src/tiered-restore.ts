@@ -1,0 +1,114 @@
+import { CheckpointError, type CheckpointErrorCode, type LoadOptions, type LoadResult, type ProcessGroup, type StateDict, type StorageAdapter, isCheckpointError, load } from "@cairn/core";
+import { METADATA_FILE } from "@cairn/core/format";
+import { joinPath } from "@cairn/core/storage";
+import type { ManagerEmitter } from "./manager-events.js";
+import { MetadataOverlay } from "./metadata-overlay.js";
+import { stepDir } from "./step-naming.js";
+import type { Tier } from "./tier.js";
+import { FALL_THROUGH, holders, notFound } from "./tiered-steps.js";
+
+type RestoreOptions = Omit<LoadOptions, "storage" | "path" | "checkpointId"> & { readonly processGroup: ProcessGroup };
+
+/** What a rank tells the others after reading a tier: null when it read the step; else why not, and whether the next tier may be tried. */
+type Outcome = null | { readonly code: string; readonly message: string; readonly next: boolean };
+
+/** Codes another rank's failure is passed on with; anything else it sends becomes `process_group`. */
+const PASSED_ON = new Set<string>([...FALL_THROUGH, "mismatch", "invalid_argument", "cancelled", "process_group"]);
+
+function loadFrom(storage: StorageAdapter, step: number, target: StateDict | undefined, options: RestoreOptions): Promise<LoadResult | StateDict> {
+  const where = { ...options, storage, path: stepDir(step) };
+  return target === undefined ? load(where) : load(target, where);
+}
+
+function fallsThrough(error: unknown, signal: AbortSignal | undefined): boolean {
+  return !signal?.aborted && isCheckpointError(error) && FALL_THROUGH.has(error.code);
+}
+
+/**
+ * Loads `step` from the fastest tier that holds it whole: a copy that is missing, damaged or
+ * unreadable there is reported (`error`, operation `"restore"`, with the tier) and the next
+ * tier is read. A target loaded in place is overwritten whole by the read that succeeds. With
+ * several ranks, a collective: see `restoreAcrossRanks`.
+ */
+export async function restoreFromTiers(
+  tiers: readonly Tier[],
+  events: ManagerEmitter,
+  step: number,
+  target: StateDict | undefined,
+  options: RestoreOptions,
+): Promise<LoadResult | StateDict> {
+  if (options.processGroup.worldSize > 1) return restoreAcrossRanks(tiers, events, step, target, options);
+  let first: unknown;
+  for (const tier of await holders(tiers, step)) {
+    try {
+      return await loadFrom((await tier.open()).storage, step, target, options);
+    } catch (error) {
+      if (!fallsThrough(error, options.signal)) throw error;
+      events.report({ step, error, operation: "restore", tier: tier.index });
+      first ??= error;
+    }
+  }
+  throw first ?? (await notFound(tiers, events, step));
+}
+
+/** Rank 0's metadata.json of `step` on `storage`, base64, or null (reported) when it cannot be read. */
+async function metadataToSend(storage: StorageAdapter, step: number, tier: number, events: ManagerEmitter, signal: AbortSignal | undefined): Promise<string | null> {
+  try {
+    return Buffer.from(await storage.read(joinPath(stepDir(step), METADATA_FILE), undefined, signal ? { signal } : {})).toString("base64");
+  } catch (error) {
+    events.report({ step, error, operation: "restore", tier });
+    return null;
+  }
+}
+
+/** Another rank's failure, from its outcome (checked: a rank trusts no value it did not make). */
+function rankFailure(rank: number, outcome: unknown, step: number, tier: number): CheckpointError {
+  const o = (typeof outcome === "object" && outcome !== null ? outcome : {}) as Record<string, unknown>;
+  const code = (typeof o.code === "string" && PASSED_ON.has(o.code) ? o.code : "process_group") as CheckpointErrorCode;
+  const message = typeof o.message === "string" ? o.message : "no reason given";
+  return new CheckpointError(code, `rank ${rank} could not restore step ${step} from tier ${tier}: ${message}`, { context: { step, rank } });
+}
+
+/**
+ * Several ranks (a collective): every rank reads the same tier, the fastest holding the step
+ * committed on rank 0, whose metadata every rank loads with. On a tier where another rank lacks
+ * `metadata.json` (a per-rank tier 0: each rank's disk holds its own data files), rank 0
+ * broadcasts its bytes and that rank reads its own files with them. The ranks then gather who
+ * read the step: if any could not (a damaged or missing copy), each reports its own failure and
+ * every rank reads the next tier; a failure no other tier can mend (a target that does not
+ * match, a cancelled restore) is thrown on every rank.
+ */
+async function restoreAcrossRanks(tiers: readonly Tier[], events: ManagerEmitter, step: number, target: StateDict | undefined, options: RestoreOptions): Promise<LoadResult | StateDict> {
+  const group = options.processGroup;
+  const held = await group.allGather((await holders(tiers, step)).map((t) => t.index));
+  const holds = (rank: number, index: number): boolean => Array.isArray(held[rank]) && (held[rank] as unknown[]).includes(index);
+  let first: unknown;
+  for (const tier of tiers) {
+    if (!holds(0, tier.index)) continue;
+    let storage = (await tier.open()).storage;
+    if (!held.every((_, rank) => holds(rank, tier.index))) {
+      const sent = await group.broadcast(group.rank === 0 ? await metadataToSend(storage, step, tier.index, events, options.signal) : undefined, 0);
+      if (typeof sent !== "string") {
+        first ??= new CheckpointError("not_found", `rank 0 could not read the metadata of step ${step} on tier ${tier.index}`, { context: { step, rank: 0 } });
+        continue;
+      }
+      if (!holds(group.rank, tier.index)) storage = new MetadataOverlay(storage, joinPath(stepDir(step), METADATA_FILE), Buffer.from(sent, "base64"));
+    }
+    let result: LoadResult | StateDict | undefined;
+    let own: unknown;
+    try {
+      result = await loadFrom(storage, step, target, options);
+    } catch (error) {
+      own = error ?? new Error("undefined thrown");
+    }
+    const outcome: Outcome =
+      own === undefined ? null : { code: isCheckpointError(own) ? own.code : "storage", message: own instanceof Error ? own.message : String(own), next: fallsThrough(own, options.signal) };
+    const outcomes = await group.allGather(outcome);
+    if (outcomes.every((o) => o === null)) return result!;
+    const fatal = outcomes.findIndex((o) => o !== null && (o as { next?: unknown }).next !== true);
+    if (fatal >= 0) throw own !== undefined && !fallsThrough(own, options.signal) ? own : rankFailure(fatal, outcomes[fatal], step, tier.index);
+    if (own !== undefined) events.report({ step, error: own, operation: "restore", tier: tier.index });
+    first ??= own ?? rankFailure(outcomes.findIndex((o) => o !== null), outcomes.find((o) => o !== null), step, tier.index);
+  }
+  throw first ?? (await notFound(tiers, events, step));
+}
