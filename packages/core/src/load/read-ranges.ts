@@ -375,12 +375,13 @@ function verifyPiece(piece: Piece, data: Uint8Array, destinations: readonly Read
  * Checks bytes of a chunk read from `start` (relative to the chunk, aligned to its `blockSize`)
  * against the chunk's block CRC32Cs. Throws `corrupt` naming the file, the key and the first damaged block.
  */
-export function checkBlocks(chunk: ChunkMetadata, key: string, start: number, data: Uint8Array): void {
+export function checkBlocks(chunk: ChunkMetadata, key: string, start: number, data: Uint8Array, sums?: readonly number[]): void {
   const { blockSize } = chunk;
   for (let at = 0; at < data.byteLength; at += blockSize) {
     const block = (start + at) / blockSize;
     const end = Math.min(at + blockSize, data.byteLength);
-    if (crc32c(data.subarray(at, end)) !== chunk.crc32c[block]) {
+    // `sums`: the blocks' CRC32Cs already computed (on a checksum worker), one per block of `data`.
+    if ((sums ? sums[at / blockSize] : crc32c(data.subarray(at, end))) !== chunk.crc32c[block]) {
       const from = chunk.byteOffset + start + at;
       throw new CheckpointError(
         "corrupt",

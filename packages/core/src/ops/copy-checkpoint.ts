@@ -6,7 +6,7 @@ import { dataFileName } from "../format/naming.js";
 import { withRetry } from "../storage/retry.js";
 import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
 import { checkpointDestination, commitCheckpoint } from "./commit-checkpoint.js";
-import { checkPiece, filePieces, readPieces, throwIfDamaged, verifyCheckpoint } from "./verify-checkpoint.js";
+import { checkPieceAsync, filePieces, readPieces, throwIfDamaged, verifyCheckpoint } from "./verify-checkpoint.js";
 
 export interface CopyOptions {
   readonly signal?: AbortSignal;
@@ -18,6 +18,8 @@ export interface CopyOptions {
   /** Called with the bytes of data files written, and of the copy read back, for progress. */
   readonly onWrite?: (bytes: number) => void;
   readonly onReadBack?: (bytes: number) => void;
+  /** Check the CRC32Cs (of the source, and of the copy read back) on checksum worker threads (see `VerifyOptions.offThread`). */
+  readonly offThread?: boolean;
   /** Replace a checkpoint committed at the destination (see `commitCheckpoint`) instead of refusing it. */
   readonly force?: boolean;
   /**
@@ -91,8 +93,8 @@ export async function copyCheckpoint(
           const pieces = filePieces(metadata, file, readBytes);
           const body = async function* (): AsyncGenerator<Uint8Array> {
             let index = 0;
-            for await (const data of readPieces(source.storage, joinPath(source.dir, file), pieces, { signal })) {
-              const damage = checkPiece(metadata, file, pieces[index++]!, data);
+            for await (const data of readPieces(source.storage, joinPath(source.dir, file), pieces, { signal, offThread: options.offThread === true })) {
+              const damage = await checkPieceAsync(metadata, file, pieces[index++]!, data);
               if (damage) {
                 throw new CheckpointError("corrupt", `${source.where} is damaged, nothing was copied: ${damage.problem}`, {
                   context: { file, ...(damage.key ? { key: damage.key } : {}) },
@@ -135,7 +137,7 @@ export async function copyCheckpoint(
     };
     if (!commits) return { bytes, files: written.length, metadata: copied, leftFiles: [] };
     if (options.readBack ?? true) {
-      throwIfDamaged(await verifyCheckpoint(destination.storage, destination.dir, copied, { signal: options.signal, onRead: options.onReadBack }), `the copy at ${destination.where}`);
+      throwIfDamaged(await verifyCheckpoint(destination.storage, destination.dir, copied, { signal: options.signal, onRead: options.onReadBack, offThread: options.offThread === true }), `the copy at ${destination.where}`);
     }
     const leftFiles = await commitCheckpoint(destination.storage, destination.dir, copied, attempt, destination.where, replacing, options.signal);
     return { bytes, files: written.length, metadata: copied, leftFiles };

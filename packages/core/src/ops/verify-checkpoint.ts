@@ -7,6 +7,7 @@ import { numel } from "../state/dtypes.js";
 import { displayKey } from "../state/state-dict.js";
 import { withRetry } from "../storage/retry.js";
 import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
+import { blockChecksumsAsync } from "../save/checksum-workers.js";
 import { prefetched } from "./prefetch.js";
 
 /** A stretch of a data file and what its bytes must match: the header's CRC32C, or blocks of a chunk. */
@@ -41,6 +42,12 @@ export interface VerifyOptions {
   /** Data files checked at once (default 2). */
   readonly concurrency?: number;
   readonly onRead?: (bytes: number) => void;
+  /**
+   * Hash on the checksum worker threads: each piece is read into fresh shared memory
+   * (`ReadOptions.into`), which a worker hashes in place, so the calling thread (beside a
+   * training loop) does no CRC work. A piece the storage did not read in place is hashed here.
+   */
+  readonly offThread?: boolean;
 }
 
 /** Every chunk of the metadata with the display key of its entry. */
@@ -78,14 +85,14 @@ export function filePieces(metadata: CheckpointMetadata, file: string, readBytes
 }
 
 /** What is wrong with a piece's bytes, if anything, checked as load checks what it reads. */
-export function checkPiece(metadata: CheckpointMetadata, file: string, piece: FilePiece, bytes: Uint8Array): Damage | undefined {
+export function checkPiece(metadata: CheckpointMetadata, file: string, piece: FilePiece, bytes: Uint8Array, sums?: readonly number[]): Damage | undefined {
   const key = piece.chunk?.key;
   if (bytes.byteLength < piece.end - piece.start) {
     return { file, ...(key ? { key } : {}), problem: `${file} is truncated: it ends at byte ${piece.start + bytes.byteLength}, ${key ?? "its header"} needs bytes up to ${piece.end}` };
   }
   try {
     if (piece.header) checkHeader(file, metadata, bytes);
-    if (piece.chunk) checkBlocks(piece.chunk.meta, piece.chunk.key, piece.chunk.firstBlock * piece.chunk.meta.blockSize, bytes);
+    if (piece.chunk) checkBlocks(piece.chunk.meta, piece.chunk.key, piece.chunk.firstBlock * piece.chunk.meta.blockSize, bytes, sums);
   } catch (error) {
     if (!isCheckpointError(error, "corrupt")) throw error;
     return { file, ...(key ? { key } : {}), problem: error.message };
@@ -93,11 +100,21 @@ export function checkPiece(metadata: CheckpointMetadata, file: string, piece: Fi
   return undefined;
 }
 
-/** The pieces' bytes read in order, `depth` reads ahead. */
+/** `checkPiece`, with a chunk's blocks hashed by a checksum worker when its bytes are in shared memory (see `VerifyOptions.offThread`). */
+export async function checkPieceAsync(metadata: CheckpointMetadata, file: string, piece: FilePiece, bytes: Uint8Array): Promise<Damage | undefined> {
+  const chunk = piece.chunk;
+  if (!chunk || !(bytes.buffer instanceof SharedArrayBuffer) || bytes.byteLength < piece.end - piece.start) return checkPiece(metadata, file, piece, bytes);
+  const [sums] = await blockChecksumsAsync([bytes], [chunk.meta.blockSize]);
+  return checkPiece(metadata, file, piece, bytes, sums);
+}
+
+/** The pieces' bytes read in order, `depth` reads ahead (with `offThread`, each into shared memory of its own). */
 export function readPieces(storage: StorageAdapter, path: string, pieces: readonly FilePiece[], options: VerifyOptions): AsyncGenerator<Uint8Array> {
   return prefetched(pieces, 2, async (piece) => {
     throwIfAborted(options.signal, "the read");
-    const data = await withRetry(() => storage.read(path, { offset: piece.start, length: piece.end - piece.start }, { signal: options.signal }), {
+    const length = piece.end - piece.start;
+    const into = options.offThread && piece.chunk ? { into: new Uint8Array(new SharedArrayBuffer(length)) } : {};
+    const data = await withRetry(() => storage.read(path, { offset: piece.start, length }, { signal: options.signal, ...into }), {
       signal: options.signal,
     });
     options.onRead?.(data.byteLength);
@@ -162,7 +179,7 @@ export async function verifyCheckpoint(storage: StorageAdapter, dir: string, met
         try {
           for await (const data of readPieces(storage, path, pieces, { ...options, onRead: (n) => ((bytes += n), options.onRead?.(n)) })) {
             const piece = pieces[index++]!;
-            const damage = checkPiece(metadata, file, piece, data);
+            const damage = await checkPieceAsync(metadata, file, piece, data);
             if (!damage) continue;
             if (piece.header) fileDamage(file, damage.problem);
             else damaged.push(damage);
