@@ -195,5 +195,6 @@ export class Replication {
 async function copyAlone(from: StepStore, to: StepStore, step: number, options: { readBack: boolean; concurrency: number; signal: AbortSignal }): Promise<CopyResult> {
   const dir = stepDir(step);
   const metadata = await readMetadata({ storage: from.storage, path: dir, signal: options.signal });
-  return copyCheckpoint({ storage: from.storage, dir, metadata, where: `${from.storage.root}/${dir}` }, { storage: to.storage, dir, where: `${to.storage.root}/${dir}` }, options);
+  // CRCs on checksum workers: a copy runs beside the training loop.
+  return copyCheckpoint({ storage: from.storage, dir, metadata, where: `${from.storage.root}/${dir}` }, { storage: to.storage, dir, where: `${to.storage.root}/${dir}` }, { ...options, offThread: true });
 }

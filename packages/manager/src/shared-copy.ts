@@ -65,7 +65,7 @@ export async function leadCopy(group: CoordinatedProcessGroup, source: Tier, des
   return copyCheckpoint(
     { storage: from.storage, dir: stepDir(step), metadata, where: `${from.storage.root}/${stepDir(step)}` },
     { storage: to.storage, dir: stepDir(step), where: `${to.storage.root}/${stepDir(step)}` },
-    { signal: options.signal, readBack: options.readBack, concurrency: options.concurrency, share: { attempt: request.attempt, rank: 0, agree: agreement(collective, step) } },
+    { signal: options.signal, readBack: options.readBack, concurrency: options.concurrency, offThread: true, share: { attempt: request.attempt, rank: 0, agree: agreement(collective, step) } },
   );
 }
 
@@ -112,7 +112,7 @@ export function followCopies(
       await copyCheckpoint(
         { storage: source.storage, dir, metadata, where: `${source.storage.root}/${dir}` },
         { storage: to.storage, dir, where: `${to.storage.root}/${dir}` },
-        { signal: options.signal, readBack: false, concurrency: options.concurrency, share: { attempt: request.attempt, rank: group.rank, agree } },
+        { signal: options.signal, readBack: false, concurrency: options.concurrency, offThread: true, share: { attempt: request.attempt, rank: group.rank, agree } },
       );
       options.onCopied(request.step, destination);
     })().catch((error: unknown) => options.onFailure(request.step, request.tier, error));
