@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import { type HostTensor, hostTensor, load, openStorage, readMetadata, save } from "@cairn/core";
 import { copyCheckpoint } from "@cairn/core/ops";
 import { describe, expect, it } from "vitest";
-import { tempDir } from "./helpers.js";
+import { rewriteMetadata, tempDir } from "./helpers.js";
 
 /** A checkpoint written by Cairn 0.x with format 1.1 (long field names, one block size of 16 bytes), kept as it was written. */
 const STORED_1_1 = fileURLToPath(new URL("../fixtures/checkpoint-1.1", import.meta.url));
@@ -58,6 +58,26 @@ describe("format versions", () => {
     }
     expect((await readMetadata(to)).version).toBe("2.0");
     expect(await load(to)).toEqual(expected);
+  });
+
+  it("writes 2.1 only for a step that references a sibling's files; a dir that is not a plain name is corrupt, an unknown file field unsupported", async () => {
+    const root = await tempDir();
+    const w = hostTensor("float32", [64]) as HostTensor;
+    await save({ w, v: hostTensor("float32", [2]) }, join(root, "1"));
+    await save({ w, v: hostTensor("float32", [2]) }, join(root, "2"));
+    expect((await readMetadata(join(root, "2"))).version).toBe("2.0");
+    await save({ w, v: Object.assign(hostTensor("float32", [2]), { data: Float32Array.of(1, 2) }) }, { checkpointId: join(root, "3"), incremental: { base: "1" } });
+    const text = await readFile(join(root, "3", "metadata.json"), "utf8");
+    expect(text).toMatch(/^\{"metadataCrc32c":\d+,"format":"cairn-checkpoint","version":"2\.1",/);
+    expect(text).toContain('"dir":"1"');
+    for (const dir of ["..", ".", "", "a/b", "a\\b", "a\u0000", 5, "__proto__"]) {
+      const copy = join(await tempDir(), "3");
+      await cp(join(root, "3"), copy, { recursive: true });
+      await rewriteMetadata(copy, (m) => ({ ...m, files: (m.files as Record<string, unknown>[]).map((f) => (f.dir === undefined ? f : { ...f, dir })) }));
+      await expect(readMetadata(copy), JSON.stringify(dir)).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining("not the plain name of a sibling") });
+    }
+    await rewriteMetadata(join(root, "3"), (m) => ({ ...m, files: (m.files as Record<string, unknown>[]).map((f) => ({ ...f, location: "elsewhere" })) }));
+    await expect(readMetadata(join(root, "3"))).rejects.toMatchObject({ code: "unsupported_version", message: expect.stringMatching(/has the field "location".*upgrade @cairn\/core/) });
   });
 
   it("writes 2.0, which a 1.x reader refuses as a newer major version", async () => {

@@ -4,7 +4,7 @@ import type { SaveOptions, SaveResult } from "../save/save-options.js";
 import type { PortableStorage } from "../storage/storage-adapter.js";
 
 /** The save options a worker thread can use: plain data (the abort signal is forwarded as a message). */
-export type PortableSaveOptions = Pick<SaveOptions, "blockSize" | "concurrency" | "retry" | "metadata">;
+export type PortableSaveOptions = Pick<SaveOptions, "blockSize" | "concurrency" | "retry" | "metadata" | "incremental">;
 
 /** A rank's share of a save, for the upload worker: its staged leaves, planned with the other ranks, written from shared memory, then committed. */
 export interface UploadJob {

@@ -99,7 +99,7 @@ class UploadThread {
         worldSize: group.worldSize,
         leaves,
         pageAligned: pageAlignedBuffers(leaves),
-        options: { blockSize: options.blockSize, concurrency: options.concurrency, retry: options.retry, metadata: options.metadata },
+        options: { blockSize: options.blockSize, concurrency: options.concurrency, retry: options.retry, metadata: options.metadata, incremental: options.incremental },
       });
       if (options.signal?.aborted) onAbort();
     });

@@ -17,9 +17,12 @@ export {
   FORMAT_NAME,
   FORMAT_MAJOR,
   FORMAT_MINOR,
+  FORMAT_MINOR_SHARED,
   DEFAULT_BLOCK_SIZE,
   valueOf,
+  sharesFiles,
+  formatVersionOf,
 } from "./metadata.js";
 export { parseMetadata, encodeMetadata } from "./metadata-json.js";
 export { chunkBlockSize, MIN_BLOCK_SIZE } from "./checksum-blocks.js";
-export { dataFileName, isDataFileName, isFileOfAttempt, tensorName } from "./naming.js";
+export { dataFileName, dataFilePath, isDataFileName, isFileOfAttempt, tensorName } from "./naming.js";

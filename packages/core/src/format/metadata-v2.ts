@@ -14,7 +14,7 @@ import type { JsonBytes } from "./json-bytes.js";
  * `[file, byteOffset, crc32c]`, others add offsets, sizes, block size and name.
  */
 
-const FILE_FIELDS: ReadonlySet<string> = new Set(["name", "rank", "size", "headerLength", "headerCrc32c"]);
+const FILE_FIELDS: ReadonlySet<string> = new Set(["name", "rank", "size", "headerLength", "headerCrc32c", "dir"]);
 
 /**
  * Writes `"files":[…],"entries":[…]` of format 2.x into `out` directly (an array per entry and chunk,
@@ -26,9 +26,9 @@ export function writeV2(out: JsonBytes, files: Readonly<Record<string, DataFileM
   out.text('"files":[');
   for (let i = 0; i < names.length; i++) {
     const name = names[i]!;
-    const { rank, size, headerLength, headerCrc32c } = files[name]!;
+    const { rank, size, headerLength, headerCrc32c, dir } = files[name]!;
     index.set(name, i);
-    out.text((i > 0 ? "," : "") + JSON.stringify({ name, rank, size, headerLength, headerCrc32c }));
+    out.text((i > 0 ? "," : "") + JSON.stringify(dir === undefined ? { name, rank, size, headerLength, headerCrc32c } : { name, rank, size, headerLength, headerCrc32c, dir }));
   }
   out.text('],"entries":[');
   let previous: KeyPath = [];
@@ -151,8 +151,12 @@ export function decodeV2(raw: Record<string, unknown>, defaultBlockSize: number,
     if (!isCount(file.size) || !isCount(file.headerLength) || !isCount(file.headerCrc32c) || !isCount(file.rank)) {
       throw corrupt(where, `file ${JSON.stringify(file.name)} needs rank, size, headerLength and headerCrc32c`);
     }
+    // 2.1: a sibling checkpoint holding the file; one plain segment, so it never reaches outside the root of steps.
+    if (file.dir !== undefined && (typeof file.dir !== "string" || !isDataFileName(file.dir))) {
+      throw corrupt(where, `file ${JSON.stringify(file.name)} has the dir ${JSON.stringify(file.dir)?.slice(0, 200)}, which is not the plain name of a sibling checkpoint`);
+    }
     if (Object.hasOwn(files, file.name)) throw corrupt(where, `file ${JSON.stringify(file.name)} is listed twice`);
-    const record: DataFileMetadata = { rank: file.rank, size: file.size, headerLength: file.headerLength, headerCrc32c: file.headerCrc32c };
+    const record: DataFileMetadata = { rank: file.rank, size: file.size, headerLength: file.headerLength, headerCrc32c: file.headerCrc32c, ...(file.dir !== undefined ? { dir: file.dir } : {}) };
     checkFile(file.name, record, where);
     files[file.name] = record;
     names.push(file.name);

@@ -7,6 +7,8 @@ export const FORMAT_NAME = "cairn-checkpoint";
 /** 2.0: compact entries, a file table, per-chunk checksum block sizes (1.1: `metadataCrc32c`). */
 export const FORMAT_MAJOR = 2;
 export const FORMAT_MINOR = 0;
+/** 2.1: a file may live in a sibling checkpoint (`DataFileMetadata.dir`); written only when one does. */
+export const FORMAT_MINOR_SHARED = 1;
 /** The largest checksum block a writer uses unless told otherwise; each chunk's own is chosen from its row size. */
 export const DEFAULT_BLOCK_SIZE = 1 << 20;
 
@@ -65,6 +67,11 @@ export interface DataFileMetadata {
   readonly headerLength: number;
   /** CRC32C of the file's first `8 + headerLength` bytes. */
   readonly headerCrc32c: number;
+  /**
+   * Format 2.1: the sibling checkpoint (its directory's name, one path segment) that holds the
+   * file, when an incremental save referenced it instead of writing it; absent: this checkpoint.
+   */
+  readonly dir?: string;
 }
 
 export interface CheckpointMetadata {
@@ -81,6 +88,17 @@ export interface CheckpointMetadata {
   readonly entries: readonly EntryMetadata[];
   /** What the caller passed as `metadata` (step, metrics, anything JSON). */
   readonly user: Readonly<Record<string, unknown>>;
+}
+
+/** Whether any data file lives in a sibling checkpoint (format 2.1). */
+export function sharesFiles(files: Readonly<Record<string, DataFileMetadata>>): boolean {
+  for (const name in files) if (files[name]!.dir !== undefined) return true;
+  return false;
+}
+
+/** The version a writer gives metadata with these files: 2.1 only when a file is shared, so full saves stay 2.0. */
+export function formatVersionOf(files: Readonly<Record<string, DataFileMetadata>>): string {
+  return `${FORMAT_MAJOR}.${sharesFiles(files) ? FORMAT_MINOR_SHARED : FORMAT_MINOR}`;
 }
 
 export function encodeSpecialNumber(value: number): ValueEntry["special"] {

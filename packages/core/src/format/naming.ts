@@ -1,3 +1,4 @@
+import { CheckpointError } from "../errors.js";
 import { numel } from "../state/dtypes.js";
 import { type KeyPath, displayKey, isForbiddenKey } from "../state/state-dict.js";
 
@@ -17,6 +18,44 @@ export function isFileOfAttempt(name: string, attempt: string): boolean {
  */
 export function isDataFileName(name: string): boolean {
   return name.length > 0 && name !== "." && name !== ".." && !/[/\\\0]/.test(name) && !isForbiddenKey(name);
+}
+
+/**
+ * THE path rule for data files: where the file `name` of the checkpoint at `checkpointDir`
+ * (relative to the storage root) is. A file of format 2.1 with `dir` lives in that sibling
+ * checkpoint; every reader, copier, verifier and deleter resolves files here.
+ */
+export function dataFilePath(checkpointDir: string, name: string, file?: { readonly dir?: string | undefined }): string {
+  if (file?.dir === undefined) return joinPath(checkpointDir, name);
+  const parent = parentDir(checkpointDir);
+  if (parent === undefined) {
+    throw new CheckpointError("not_found", `${name} is in the sibling checkpoint ${JSON.stringify(file.dir)}, but this checkpoint was opened at the storage's root, which has no siblings; open its parent location instead`, {
+      context: { file: name },
+    });
+  }
+  return joinPath(parent, file.dir, name);
+}
+
+/** Path segments joined by "/", empty ones dropped (as storage's joinPath). */
+function joinPath(...parts: string[]): string {
+  return parts
+    .flatMap((p) => p.split("/"))
+    .filter((p) => p.length > 0)
+    .join("/");
+}
+
+/** The directory holding `dir` ("" for a top-level one), undefined for the root itself. */
+export function parentDir(dir: string): string | undefined {
+  const path = joinPath(dir);
+  if (path === "") return undefined;
+  const slash = path.lastIndexOf("/");
+  return slash < 0 ? "" : path.slice(0, slash);
+}
+
+/** The last segment of `dir` (a checkpoint's name among its siblings), "" for the root. */
+export function baseName(dir: string): string {
+  const path = joinPath(dir);
+  return path.slice(path.lastIndexOf("/") + 1);
 }
 
 /**

@@ -10,6 +10,7 @@ import { type CheckpointMetadata, type EntryMetadata, METADATA_FILE, valueOf } f
 import { parseMetadata } from "../format/metadata-json.js";
 import { withRetry } from "../storage/retry.js";
 import { ObjectReaders } from "../storage/object-readers.js";
+import { dataFilePath } from "../format/naming.js";
 import { type KeyPath, type StateDict, type StateValue, displayKey, isForbiddenKey, pathId } from "../state/state-dict.js";
 import { type HostTensor, type VariableLike } from "../state/tensors.js";
 import { joinPath } from "../storage/storage-adapter.js";
@@ -139,10 +140,12 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
   const started = performance.now();
   const flattened = target ? await flattenTarget(target) : undefined;
   const location = await openCheckpoint(options);
-  const readers = new ObjectReaders(location.storage, location.dir, { retry: options.retry, signal: options.signal });
+  let readers: ObjectReaders | undefined;
   try {
     throwIfAborted(options.signal, "the load", null);
     const { metadata, bytes: metadataBytes } = await readCheckpointMetadata(location, options);
+    const opened = new ObjectReaders(location.storage, location.dir, { retry: options.retry, signal: options.signal, pathOf: (name) => dataFilePath(location.dir, name, metadata.files[name]) });
+    readers = opened;
     const tf = flattened?.leaves.some((l) => l.leaf.kind === "tensor" && l.leaf.source.kind === "tfjs") ? await tfjsModule(options.tf) : undefined;
     const destinations = flattened ? targetDestinations(flattened, metadata, tf) : wholeCheckpoint(metadata, root!);
     const planner = options.planner ?? new DefaultLoadPlanner();
@@ -157,7 +160,7 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
       plan.items,
       destinations.map((d) => ({ key: displayKey(d.request.key), box: d.box, buffer: d.buffer, itemSize: itemSize(d.request.dtype ?? "uint8") })),
       async (file, offset, length, buffers = {}) => {
-        const data = await readers.read(file, offset, length, buffers);
+        const data = await opened.read(file, offset, length, buffers);
         bytes += data.byteLength + (buffers.head && data.byteLength > 0 ? buffers.head.byteLength : 0);
         return data;
       },
@@ -165,9 +168,9 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
         headerInFirstRange: location.storage.remote === true,
         rereadDamaged: location.storage.remote === true,
         coalesceGapBytes: location.storage.remote === true ? REMOTE_GAP_BYTES : 0,
-        sizeOf: (file) => readers.size(file),
+        sizeOf: (file) => opened.size(file),
         readScattered: async (file, offset, parts) => {
-          const got = await readers.readScattered(file, offset, parts);
+          const got = await opened.readScattered(file, offset, parts);
           bytes += got ?? 0;
           return got;
         },
@@ -192,7 +195,7 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
   } catch (error) {
     throw cancelledOr(error, options.signal, "the load");
   } finally {
-    await readers.close();
+    await readers?.close();
     await location.release();
   }
 }

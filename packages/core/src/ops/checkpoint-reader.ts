@@ -6,6 +6,7 @@ import type { LoadRequest } from "../plan/load-planner.js";
 import { type DType, itemSize, numel } from "../state/dtypes.js";
 import { displayKey } from "../state/state-dict.js";
 import { ObjectReaders } from "../storage/object-readers.js";
+import { dataFilePath } from "../format/naming.js";
 import type { StorageAdapter } from "../storage/storage-adapter.js";
 import { rangeBoxes } from "./row-major.js";
 import type { SourceTensor } from "./source-tensor.js";
@@ -39,7 +40,7 @@ export class CheckpointReader {
     this.dir = dir;
     this.metadata = metadata;
     this.#options = options;
-    this.#readers = new ObjectReaders(storage, dir, options.signal ? { signal: options.signal } : {});
+    this.#readers = new ObjectReaders(storage, dir, { pathOf: (name) => dataFilePath(dir, name, metadata.files[name]), ...(options.signal ? { signal: options.signal } : {}) });
   }
 
   /** Releases the data files held open; call once every read has settled. */

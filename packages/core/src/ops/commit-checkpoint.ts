@@ -4,6 +4,7 @@ import { parseMetadata } from "../format/metadata-json.js";
 import { isDataFileName } from "../format/naming.js";
 import { commitMetadata } from "../save/commit-metadata.js";
 import { withRetry } from "../storage/retry.js";
+import { siblingReferences } from "./files-in-use.js";
 import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
 
 /** A committed checkpoint a write replaces (`force`): the data files its metadata.json names. */
@@ -29,7 +30,9 @@ export async function checkpointDestination(storage: StorageAdapter, dir: string
   if ((await withRetry(() => storage.stat(path), { signal })) === null) return undefined;
   if (!force) throw alreadyCommitted(where);
   try {
-    return { files: Object.keys(parseMetadata(await withRetry(() => storage.read(path, undefined, { signal }), { signal }), `${where}/${METADATA_FILE}`).files) };
+    const { files } = parseMetadata(await withRetry(() => storage.read(path, undefined, { signal }), { signal }), `${where}/${METADATA_FILE}`);
+    // Only its own files: those it referenced in a sibling belong to that sibling.
+    return { files: Object.keys(files).filter((f) => files[f]!.dir === undefined) };
   } catch (error) {
     if (isCheckpointError(error, "corrupt") || isCheckpointError(error, "unsupported_version")) return { files: [] };
     throw error;
@@ -40,7 +43,7 @@ export async function checkpointDestination(storage: StorageAdapter, dir: string
  * Commits a checkpoint whose data files (named for `attempt`) are all written, through core's
  * `commitMetadata`: an atomic create at a new destination; replacing one, an all-or-nothing
  * overwrite, so until it lands the old checkpoint stays whole and readable, and then the old
- * data files are deleted. Resolves the old files it could not delete (no metadata names them
+ * data files no sibling checkpoint references are deleted. Resolves the old files it could not delete (no metadata names them
  * any more; they are only space). Throws `already_exists` if another writer committed first.
  */
 export async function commitCheckpoint(
@@ -55,7 +58,10 @@ export async function commitCheckpoint(
   await commitMetadata(storage, dir, metadata, attempt, () => alreadyCommitted(where), { signal, overwrite: replacing !== undefined });
   if (!replacing) return [];
   // Only plain data file names: a hostile old metadata.json must not make this delete metadata.json or anything outside `dir`.
-  const old = replacing.files.filter((f) => !Object.hasOwn(metadata.files, f) && isDataFileName(f) && f.endsWith(".safetensors"));
+  // Mark and sweep: files a sibling checkpoint references (an incremental step) stay; a sibling not understood keeps them all.
+  const referenced = replacing.files.length > 0 ? await siblingReferences(storage, dir, signal) : { files: new Set<string>(), unknown: false };
+  if (referenced.unknown) return [];
+  const old = replacing.files.filter((f) => !Object.hasOwn(metadata.files, f) && !referenced.files.has(f) && isDataFileName(f) && f.endsWith(".safetensors"));
   const left: string[] = [];
   await Promise.all(
     old.map((f) =>

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import PQueue from "p-queue";
 import { CheckpointError } from "../errors.js";
 import { type CheckpointMetadata, type DataFileMetadata, FORMAT_MAJOR, FORMAT_MINOR } from "../format/metadata.js";
-import { dataFileName } from "../format/naming.js";
+import { dataFileName, dataFilePath } from "../format/naming.js";
 import { withRetry } from "../storage/retry.js";
 import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
 import { checkpointDestination, commitCheckpoint } from "./commit-checkpoint.js";
@@ -57,7 +57,8 @@ function renameFiles(metadata: CheckpointMetadata, attempt: string): Map<string,
  * byte is checked against the source's checksums as it passes (a damaged source is never
  * copied), the destination's files are read back and checked (unless `readBack: false`), and
  * `metadata.json` is committed last through `commitCheckpoint`, so the copy is visible only
- * once complete. The copy's metadata differs from the source's only in its data file names.
+ * once complete. The copy's metadata differs from the source's only in its data file names, and
+ * holds them all itself: files an incremental source referenced in a sibling are copied in.
  *
  * Called by `cairn cp`. Throws `already_exists` if the destination holds a committed checkpoint
  * (unless `force`: then it is replaced once the copy is complete, and stays readable if the copy
@@ -93,7 +94,7 @@ export async function copyCheckpoint(
           const pieces = filePieces(metadata, file, readBytes);
           const body = async function* (): AsyncGenerator<Uint8Array> {
             let index = 0;
-            for await (const data of readPieces(source.storage, joinPath(source.dir, file), pieces, { signal, offThread: options.offThread === true })) {
+            for await (const data of readPieces(source.storage, dataFilePath(source.dir, file, metadata.files[file]), pieces, { signal, offThread: options.offThread === true })) {
               const damage = await checkPieceAsync(metadata, file, pieces[index++]!, data);
               if (damage) {
                 throw new CheckpointError("corrupt", `${source.where} is damaged, nothing was copied: ${damage.problem}`, {
@@ -127,7 +128,8 @@ export async function copyCheckpoint(
     }
     if (failed) throw firstFailure ?? failed.reason;
     const files: Record<string, DataFileMetadata> = {};
-    for (const [file, info] of Object.entries(metadata.files)) files[names.get(file)!] = info;
+    // The copy holds every byte it needs: files a source step referenced in a sibling are the copy's own.
+    for (const [file, { dir: _dir, ...info }] of Object.entries(metadata.files)) files[names.get(file)!] = info;
     const copied: CheckpointMetadata = {
       ...metadata,
       // Written in this version's layout: a copy of a 1.x checkpoint is a 2.x one holding the same bytes.

@@ -1,4 +1,5 @@
 import PQueue from "p-queue";
+import { dataFilePath } from "../format/naming.js";
 import { CheckpointError, isCheckpointError, throwIfAborted } from "../errors.js";
 import type { CheckpointMetadata, ChunkMetadata } from "../format/metadata.js";
 import { checkBlocks, checkFileSize, checkHeader } from "../load/read-ranges.js";
@@ -6,7 +7,7 @@ import { intersectBoxes } from "../state/box.js";
 import { numel } from "../state/dtypes.js";
 import { displayKey } from "../state/state-dict.js";
 import { withRetry } from "../storage/retry.js";
-import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
+import type { StorageAdapter } from "../storage/storage-adapter.js";
 import { blockChecksumsAsync } from "../save/checksum-workers.js";
 import { prefetched } from "./prefetch.js";
 
@@ -165,7 +166,7 @@ export async function verifyCheckpoint(storage: StorageAdapter, dir: string, met
   await Promise.all(
     Object.keys(metadata.files).map((file) =>
       queue.add(async () => {
-        const path = joinPath(dir, file);
+        const path = dataFilePath(dir, file, metadata.files[file]);
         const stat = await withRetry(() => storage.stat(path), { signal: options.signal });
         try {
           await checkFileSize(file, metadata, async () => stat?.size ?? null);

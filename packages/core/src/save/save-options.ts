@@ -12,6 +12,12 @@ export interface SaveOptions extends CheckpointOptions {
   readonly concurrency?: number;
   /** Bytes per CRC32C block (default 1 MiB). */
   readonly blockSize?: number;
+  /**
+   * Write only what changed since `base`, a committed checkpoint beside this one (its
+   * directory's name, like "100"): chunks whose checksums equal the base's reference its bytes
+   * (format 2.1, docs/incremental.md).
+   */
+  readonly incremental?: { readonly base: string };
 }
 
 /** What a save did, for logs. */
@@ -24,6 +30,8 @@ export interface SaveResult {
   readonly files: number;
   /** Entries in the checkpoint (all ranks). */
   readonly entries: number;
+  /** An incremental save's references: the files of sibling checkpoints it uses, as `<sibling>/<file>` (all ranks'). */
+  readonly referenced?: readonly string[];
   readonly seconds: number;
   /**
    * Seconds the calling thread spent, after `staged`, copying tensors held by reference into
@@ -42,7 +50,8 @@ export const DEFAULT_SAVE_CONCURRENCY = 4;
  * `concurrency` that is not a positive whole number (a zero block size would never finish
  * checksumming), a planner without its methods, user metadata that is not plain JSON.
  */
-export function checkSaveOptions(options: Pick<SaveOptions, "blockSize" | "concurrency" | "metadata" | "planner">, prefix = ""): void {
+export function checkSaveOptions(options: Pick<SaveOptions, "blockSize" | "concurrency" | "metadata" | "planner" | "incremental">, prefix = ""): void {
+  checkOption(options, "incremental", (v) => typeof v === "object" && v !== null && typeof (v as { base?: unknown }).base === "string", '{ base: "<name of a committed checkpoint beside this one>" }', prefix);
   checkOption(options, "blockSize", isPositiveInteger, `a positive whole number (default ${DEFAULT_BLOCK_SIZE} bytes)`, prefix);
   checkOption(options, "concurrency", isPositiveInteger, `a positive whole number (default ${DEFAULT_SAVE_CONCURRENCY} files)`, prefix);
   checkOption(options, "planner", hasMembers(["createLocalPlan", "createGlobalPlan"]), "a SavePlanner (with createLocalPlan and createGlobalPlan)", prefix);

@@ -12,12 +12,12 @@ import {
   type DataFileMetadata,
   type EntryMetadata,
   DEFAULT_BLOCK_SIZE,
-  FORMAT_MAJOR,
-  FORMAT_MINOR,
   FORMAT_NAME,
   METADATA_FILE,
+  formatVersionOf,
 } from "../format/metadata.js";
-import type { DataFilePlan, GlobalSavePlan, SavePlan } from "../plan/save-planner.js";
+import type { DataFilePlan, GlobalSavePlan, SavePlan, WriteItem } from "../plan/save-planner.js";
+import { checkSharedFiles, readIncrementalBase, skipUnchanged } from "./incremental-base.js";
 import { type KeyPath, type StateDict, pathId } from "../state/state-dict.js";
 import { joinPath } from "../storage/storage-adapter.js";
 import { isDataFileName } from "../format/naming.js";
@@ -134,7 +134,7 @@ export async function writeAndCommit(
     outcome = { ok: false, code: e.code, message: e.message };
   }
   let outcomes: RankOutcome[];
-  let commit: { ok: true; entries: number } | { ok: false; code: CheckpointError["code"]; message: string };
+  let commit: { ok: true; entries: number; referenced: string[] } | { ok: false; code: CheckpointError["code"]; message: string };
   try {
     outcomes = await group.allGather(outcome);
     if (group.rank === 0) {
@@ -164,8 +164,9 @@ export async function writeAndCommit(
   return {
     checkpoint: location.where,
     bytes: outcome.ok ? outcome.bytes : 0,
-    files: prepared.myFiles.length,
+    files: outcome.ok ? Object.values(outcome.files).filter((f) => f.dir === undefined).length : 0,
     entries: commit.entries,
+    ...(commit.referenced.length > 0 ? { referenced: commit.referenced } : {}),
   };
 }
 
@@ -175,11 +176,22 @@ async function writeRankFiles(prepared: PreparedSave, location: OpenedCheckpoint
   const files = Object.create(null) as Record<string, DataFileMetadata>;
   const chunks: WrittenChunk[] = [];
   let bytes = 0;
+  let toWrite = prepared.myFiles;
+  let known: ReadonlyMap<WriteItem, readonly number[]> | undefined;
+  if (options.incremental) {
+    const base = await readIncrementalBase(location, options.incremental.base, options);
+    const skipped = await skipUnchanged(prepared.myFiles, prepared.leaves, base, options, blockSize);
+    await checkSharedFiles(location, skipped.sharedFiles, options);
+    Object.assign(files, skipped.sharedFiles);
+    chunks.push(...skipped.referenced);
+    toWrite = skipped.files;
+    known = skipped.sums;
+  }
   // allSettled, not all: every write must have finished or failed before a failed save removes its files.
   const settled = await Promise.allSettled(
-    prepared.myFiles.map((file) =>
+    toWrite.map((file) =>
       queue.add(async () => {
-        const written = await writeDataFile(file, prepared.leaves, location, options, blockSize, prepared.plan.distinctKeys === true);
+        const written = await writeDataFile(file, prepared.leaves, location, options, blockSize, prepared.plan.distinctKeys === true, known);
         files[file.name] = written.file;
         chunks.push(...written.chunks);
         bytes += written.file.size;
@@ -197,7 +209,7 @@ async function commitOnCoordinator(
   location: OpenedCheckpoint,
   options: SaveOptions,
   blockSize: number,
-): Promise<{ ok: true; entries: number } | { ok: false; code: CheckpointError["code"]; message: string }> {
+): Promise<{ ok: true; entries: number; referenced: string[] } | { ok: false; code: CheckpointError["code"]; message: string }> {
   const failed = outcomes.findIndex((o) => !o.ok);
   if (failed >= 0) {
     const o = outcomes[failed] as Extract<RankOutcome, { ok: false }>;
@@ -206,8 +218,11 @@ async function commitOnCoordinator(
   }
   throwIfAborted(options.signal, "the save");
   const metadata = buildMetadata(outcomes as Extract<RankOutcome, { ok: true }>[], prepared, options, blockSize);
+  // Again right before the commit: a base file deleted since the start must not leave a committed step without its bytes.
+  if (options.incremental) await checkSharedFiles(location, metadata.files, options);
   await commitMetadata(location.storage, location.dir, metadata, prepared.plan.attempt, () => alreadyCommitted(location), options);
-  return { ok: true, entries: metadata.entries.length };
+  const referenced = Object.entries(metadata.files).flatMap(([name, file]) => (file.dir === undefined ? [] : [`${file.dir}/${name}`]));
+  return { ok: true, entries: metadata.entries.length, referenced };
 }
 
 function buildMetadata(
@@ -220,7 +235,7 @@ function buildMetadata(
   for (const outcome of outcomes) Object.assign(files, outcome.files);
   return {
     format: FORMAT_NAME,
-    version: `${FORMAT_MAJOR}.${FORMAT_MINOR}`,
+    version: formatVersionOf(files),
     worldSize: outcomes.length,
     createdAt: new Date().toISOString(),
     checksum: { algorithm: "crc32c", blockSize },

@@ -137,6 +137,8 @@ export async function writeDataFile(
   options: SaveOptions,
   blockSize: number,
   distinctNames = false,
+  /** Block checksums already computed (an incremental save's comparison), not computed again. */
+  known?: ReadonlyMap<WriteItem, readonly number[]>,
 ): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[] }> {
   const { names, layout } = dataFileLayout(file.items, distinctNames);
   const rank = location.group.rank;
@@ -155,7 +157,7 @@ export async function writeDataFile(
     view.set(data as never, at / type.BYTES_PER_ELEMENT);
     return true;
   };
-  const prepare = async (group: readonly number[]): Promise<{ group: readonly number[]; datas: Uint8Array[]; blockSizes: number[]; sums: number[][] }> => {
+  const prepare = async (group: readonly number[]): Promise<{ group: readonly number[]; datas: Uint8Array[]; blockSizes: number[]; sums: (readonly number[])[] }> => {
     throwIfAborted(options.signal, "the save");
     const datas: Uint8Array[] = [];
     for (const i of group) {
@@ -174,7 +176,15 @@ export async function writeDataFile(
       else datas.push(data);
     }
     const blockSizes = group.map((i) => chunkBlockSize(file.items[i]!.dtype, file.items[i]!.chunk.sizes, blockSize));
-    return { group, datas, blockSizes, sums: packed ? await packedChecksums(packed, group, blockSizes) : await blockChecksumsAsync(datas, blockSizes) };
+    const hash = (items: readonly number[], parts: Uint8Array[], sizes: readonly number[]): Promise<(readonly number[])[]> =>
+      packed ? packedChecksums(packed, items, sizes) : blockChecksumsAsync(parts, sizes);
+    if (!known) return { group, datas, blockSizes, sums: await hash(group, datas, blockSizes) };
+    // An incremental save hashed the items it compared with its base already: only the others are hashed.
+    const todo = group.flatMap((i, k) => (known.has(file.items[i]!) ? [] : [k]));
+    const computed = todo.length === 0 ? [] : await hash(todo.map((k) => group[k]!), packed ? [] : todo.map((k) => datas[k]!), todo.map((k) => blockSizes[k]!));
+    let next = 0;
+    const sums = group.map((i) => known.get(file.items[i]!) ?? computed[next++]!);
+    return { group, datas, blockSizes, sums };
   };
   /** The group's items hashed where they were packed, on a worker thread, in one round trip. */
   const packedChecksums = async (memory: Uint8Array, group: readonly number[], blockSizes: readonly number[]): Promise<number[][]> => {

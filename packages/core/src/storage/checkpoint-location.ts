@@ -3,7 +3,7 @@ import type { ProcessGroup } from "../process-group.js";
 import { SingleProcessGroup } from "../process-group.js";
 import type { RetryPolicy } from "./retry.js";
 import type { StorageAdapter } from "./storage-adapter.js";
-import { type StorageOptions, openStorage } from "./storage-registry.js";
+import { type StorageOptions, openStorage, storageUrl } from "./storage-registry.js";
 
 /** Where a checkpoint is and how to reach it; shared by every entry point. */
 export interface CheckpointOptions {
@@ -107,6 +107,33 @@ export async function openCheckpoint(idOrOptions: string | CheckpointOptions): P
       release: async () => undefined,
     };
   }
+  // Rooted at the parent, so the checkpoint's siblings (an incremental step's base, format 2.1) are in reach.
+  const split = splitLastSegment(options.checkpointId!);
+  if (split) {
+    const storage = await openStorage(split.parent, options.storageOptions);
+    return { storage, dir: split.name, where: `${storage.root.replace(/\/$/, "")}/${split.segment}`, group, release: () => storage.close() };
+  }
   const storage = await openStorage(options.checkpointId!, options.storageOptions);
   return { storage, dir: "", where: storage.root, group, release: () => storage.close() };
+}
+
+/**
+ * A location's parent URL and its last path segment (decoded), or undefined when it has none
+ * (a bucket, a volume, `/`) or the segment is not one plain name.
+ */
+export function splitLastSegment(urlOrPath: string): { parent: string; name: string; segment: string } | undefined {
+  const url = storageUrl(urlOrPath);
+  const path = url.pathname.replace(/\/+$/, "");
+  const slash = path.lastIndexOf("/");
+  const segment = path.slice(slash + 1);
+  let name: string;
+  try {
+    name = decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
+  if (slash < 0 || segment === "" || name === "." || name === ".." || /[/\\\0]/.test(name)) return undefined;
+  const parent = new URL(url.href);
+  parent.pathname = path.slice(0, slash + 1);
+  return { parent: parent.href, name, segment };
 }

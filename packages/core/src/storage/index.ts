@@ -19,5 +19,5 @@ export { ReadTarget, splitHead } from "./read-target.js";
 export { type StorageFactory, type StorageOptions, registerStorage, registeredProtocols, knownProtocols, checkStorageUrl, openStorage, storageUrl, redactUrl } from "./storage-registry.js";
 export { type ProgressDeadline, type ProgressDeadlineOptions, DEFAULT_PROGRESS_TIMEOUT_MS, progressDeadline, touching } from "./progress-deadline.js";
 export { type RetryPolicy, type RetryOptions, DEFAULT_RETRY_POLICY, TRANSIENT_NETWORK_CODES, withRetry, isTransient, sleep } from "./retry.js";
-export { type CheckpointOptions, type OpenedCheckpoint, openCheckpoint } from "./checkpoint-location.js";
+export { type CheckpointOptions, type OpenedCheckpoint, openCheckpoint, splitLastSegment } from "./checkpoint-location.js";
 export { pageAlignedAvailable, pageAlignedSharedBytes } from "./page-aligned.js";

@@ -5,6 +5,8 @@ import { type ObjectReader, type ReadOptions, type StorageAdapter, joinPath } fr
 export interface ObjectReadersOptions {
   readonly retry?: Partial<RetryPolicy>;
   readonly signal?: AbortSignal;
+  /** Where the object `name` is under the storage's root (default: in `dir`); format's `dataFilePath` for a checkpoint's data files. */
+  readonly pathOf?: (name: string) => string;
 }
 
 /**
@@ -32,7 +34,7 @@ export class ObjectReaders {
     if (!this.#storage.openReader) {
       const told = this.#told.get(name);
       if (told !== undefined) return told;
-      const info = await this.#retry(() => this.#storage.stat(joinPath(this.#dir, name)));
+      const info = await this.#retry(() => this.#storage.stat(this.#path(name)));
       return info?.size ?? null;
     }
     try {
@@ -78,7 +80,7 @@ export class ObjectReaders {
     };
     const bytes = await this.#retry(() => {
       told = undefined;
-      return this.#storage.read(joinPath(this.#dir, name), { offset, length }, { ...options, onObjectSize });
+      return this.#storage.read(this.#path(name), { offset, length }, { ...options, onObjectSize });
     });
     if (told === undefined) return bytes;
     if (!Number.isSafeInteger(told) || told < offset + bytes.byteLength + (options.head && bytes.byteLength > 0 ? options.head.byteLength : 0)) {
@@ -95,13 +97,17 @@ export class ObjectReaders {
   #reader(name: string): Promise<ObjectReader> {
     let reader = this.#open.get(name);
     if (!reader) {
-      reader = this.#storage.openReader!(joinPath(this.#dir, name));
+      reader = this.#storage.openReader!(this.#path(name));
       this.#open.set(name, reader);
       reader.catch(() => {
         if (this.#open.get(name) === reader) this.#open.delete(name);
       });
     }
     return reader;
+  }
+
+  #path(name: string): string {
+    return this.#options.pathOf ? this.#options.pathOf(name) : joinPath(this.#dir, name);
   }
 
   #retry<T>(operation: () => Promise<T>): Promise<T> {
