@@ -66,9 +66,12 @@ def expand_v2(meta):
     names = []
     files = {}
     for f in meta["files"]:
-        unknown = set(f) - {"name", "rank", "size", "headerLength", "headerCrc32c"}
+        unknown = set(f) - {"name", "rank", "size", "headerLength", "headerCrc32c", "dir"}
         if unknown:
             raise SystemExit(f"file {f['name']} has fields this reader does not know: {sorted(unknown)}")
+        for name in [f["name"]] + ([f["dir"]] if "dir" in f else []):
+            if not isinstance(name, str) or not plain_name(name):
+                raise ValueError(f"file {f['name']!r}: {name!r} is not one plain path segment")
         names.append(f["name"])
         files[f["name"]] = f
     default_block = meta["checksum"]["blockSize"]
@@ -102,13 +105,26 @@ def expand_v2(meta):
     return {**meta, "files": files, "entries": entries}
 
 
+def plain_name(name):
+    """One path segment: no "/", "\\", NUL, ".", ".." or empty name, so it never leaves the root of steps."""
+    return name not in ("", ".", "..") and not any(c in name for c in "/\\\0")
+
+
+def data_file_path(root, meta, name):
+    """Where a data file is: in the checkpoint, or (2.1, "dir") in that sibling checkpoint beside it."""
+    info = meta["files"][name]
+    if "dir" in info:
+        return os.path.join(os.path.dirname(os.path.abspath(root)), info["dir"], name)
+    return os.path.join(root, name)
+
+
 def read_tensor(root, meta, entry, verify=False):
     dtype = NUMPY_DTYPES[entry["dtype"]] if entry["kind"] == "tensor" else "<u1"
     shape = entry["shape"] if entry["kind"] == "tensor" else [entry["byteLength"]]
     out = np.zeros(shape, dtype=dtype)
     for chunk in entry["chunks"]:
         block = chunk.get("blockSize", meta["checksum"]["blockSize"])
-        with open(os.path.join(root, chunk["file"]), "rb") as f:
+        with open(data_file_path(root, meta, chunk["file"]), "rb") as f:
             f.seek(chunk["byteOffset"])
             raw = f.read(chunk["byteLength"])
         if len(raw) != chunk["byteLength"]:
@@ -159,7 +175,7 @@ def main():
         meta = parse_metadata(f.read())
     if "--check-safetensors" in sys.argv:
         for name in meta["files"]:
-            check_safetensors(os.path.join(root, name))
+            check_safetensors(data_file_path(root, meta, name))
     for entry in meta["entries"]:
         if entry["kind"] == "value":
             value = entry.get("value", entry.get("special"))

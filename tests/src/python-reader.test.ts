@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type HostTensor, load, save } from "@cairn/core";
 import { describe, expect, it } from "vitest";
-import { DTYPE_NAMES, sampleTensor, tempDir } from "./helpers.js";
+import { DTYPE_NAMES, rewriteMetadata, sampleTensor, tempDir } from "./helpers.js";
 
 const reader = fileURLToPath(new URL("../../docs/read_checkpoint.py", import.meta.url));
 
@@ -91,5 +91,28 @@ describe("docs/format.md is enough to read a checkpoint with json and numpy", ()
     const { metadataCrc32c: _, ...metadata } = JSON.parse(await readFile(path, "utf8")) as Record<string, unknown>;
     await writeFile(path, JSON.stringify({ ...metadata, version: "1.0" }));
     expect(lines()).toContain(digest);
+  });
+
+  it("docs/read_checkpoint.py reads an incremental step (2.1) from its base's files, and refuses a dir that is not a plain name", async ({ skip }) => {
+    const python = pythonWithNumpy(skip);
+    const root = await tempDir();
+    const frozen = sampleTensor("float32", [64, 32], 1);
+    await save({ frozen, trained: sampleTensor("float32", [8], 2) }, join(root, "1"));
+    const trained = sampleTensor("float32", [8], 3);
+    await save({ frozen, trained }, { checkpointId: join(root, "2"), incremental: { base: "1" } });
+    const text = await readFile(join(root, "2", "metadata.json"), "utf8");
+    expect(text).toContain('"version":"2.1"');
+    expect(text).toContain('"dir":"1"');
+    const output = execFileSync(python, [reader, join(root, "2"), "--json", "--verify", "--check-safetensors"], { encoding: "utf8" });
+    const digest = (t: HostTensor): string => createHash("sha256").update(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)).digest("hex");
+    expect(output).toContain(digest(frozen));
+    expect(output).toContain(digest(trained));
+    for (const dir of ["..", "a/1", ""]) {
+      await rewriteMetadata(join(root, "2"), (m) => ({ ...m, files: (m.files as Record<string, unknown>[]).map((f) => (f.dir === undefined ? f : { ...f, dir })) }));
+      const run = spawnSync(python, [reader, join(root, "2"), "--json"], { encoding: "utf8" });
+      expect(run.status, dir).not.toBe(0);
+      expect(run.stderr, dir).toContain("is not one plain path segment");
+      await expect(load(join(root, "2"))).rejects.toMatchObject({ code: "corrupt" });
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { type CheckpointMetadata, type StorageAdapter, type StorageOptions, CheckpointError, isCheckpointError, openStorage, readMetadata, storageUrl } from "@cairn/core";
-import { redactUrl, registeredProtocols } from "@cairn/core/storage";
+import { redactUrl, registeredProtocols, splitLastSegment } from "@cairn/core/storage";
 import { parseStep } from "@cairn/manager";
 import "@cairn/storage-local";
 
@@ -13,9 +13,10 @@ const BUNDLED: Readonly<Record<string, () => Promise<unknown>>> = {
   gs: () => import("@cairn/storage-gcs"),
 };
 
-/** An opened storage location: the adapter rooted at the URL, for messages its redacted URL. */
+/** An opened storage location: the adapter, the location's directory under its root ("" for the root), for messages its redacted URL. */
 export interface Location {
   readonly storage: StorageAdapter;
+  readonly dir: string;
   readonly where: string;
   close(): Promise<void>;
 }
@@ -30,7 +31,18 @@ export async function openLocation(urlOrPath: string, options: StorageOptions = 
   const url = storageUrl(urlOrPath);
   await registerBundledStorage(urlOrPath);
   const storage = await openStorage(urlOrPath, options);
-  return { storage, where: redactUrl(url).replace(/\/$/, ""), close: () => storage.close() };
+  return { storage, dir: "", where: redactUrl(url).replace(/\/$/, ""), close: () => storage.close() };
+}
+
+/**
+ * A checkpoint's location: the adapter rooted at its parent where it has one, so the sibling
+ * checkpoints an incremental step references (format 2.1) are in reach, and its name as `dir`.
+ */
+export async function openCheckpointLocation(urlOrPath: string, options: StorageOptions = {}): Promise<Location> {
+  const split = splitLastSegment(urlOrPath);
+  if (!split) return openLocation(urlOrPath, options);
+  const parent = await openLocation(split.parent, options);
+  return { ...parent, dir: split.name, where: redactUrl(storageUrl(urlOrPath)).replace(/\/$/, "") };
 }
 
 /** A single file given as a URL or path: its directory opened as a location, and its name there. */
@@ -51,12 +63,13 @@ export async function openFileLocation(urlOrPath: string, options: StorageOption
  */
 export async function checkpointMetadata(location: Location, signal?: AbortSignal): Promise<CheckpointMetadata> {
   try {
-    return await readMetadata({ storage: location.storage, path: "", ...(signal ? { signal } : {}) });
+    return await readMetadata({ storage: location.storage, path: location.dir, ...(signal ? { signal } : {}) });
   } catch (error) {
     if (!isCheckpointError(error, "not_found") && !isCheckpointError(error, "not_committed")) throw error;
     const steps = new Set<number>();
-    for await (const object of location.storage.list("")) {
-      const step = parseStep(object.path.split("/")[0] ?? "");
+    const prefix = location.dir === "" ? "" : `${location.dir}/`;
+    for await (const object of location.storage.list(prefix)) {
+      const step = parseStep(object.path.slice(prefix.length).split("/")[0] ?? "");
       if (step !== undefined && object.path.endsWith("/metadata.json")) steps.add(step);
     }
     if (steps.size === 0 && error.code === "not_found") {

@@ -2,7 +2,7 @@ import { copyCheckpoint, dataBytes, refuseInsideSource } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
 import { refuseVanishingMemory } from "../destination.js";
 import { formatBytes } from "../progress-bar.js";
-import { leftNote, withCheckpoint, withLocation } from "./open.js";
+import { leftNote, withCheckpoint, withCheckpointLocation } from "./open.js";
 
 export const cpCommand: CommandSpec = {
   name: "cp",
@@ -10,7 +10,7 @@ export const cpCommand: CommandSpec = {
   summary: "copy a checkpoint between storages (file ↔ memory ↔ s3 ↔ gs), verified, committed last",
   help: [
     "Streams every data file, checking each byte against the source's CRC32C checksums on the way (a damaged source is never copied), reads the copy back and checks it, then writes metadata.json last with an atomic create: the copy is committed only once complete. On failure the copy's files are removed.",
-    "The copy's data files get new names unique to this copy; everything else in metadata.json (entries, checksums, createdAt, user metadata) is the source's.",
+    "The copy's data files get new names unique to this copy; everything else in metadata.json (entries, checksums, createdAt, user metadata) is the source's. An incremental step is materialized: its copy holds every byte it needs, including those it referenced in its base.",
     "The destination must lie outside the source. A checkpoint already committed there is replaced only with --force: the copy's data files are written beside the old ones, metadata.json is then replaced in one all-or-nothing write, and only then are the old data files deleted; a failure before that leaves the old checkpoint whole and readable.",
     "memory:// storage lives as long as the cairn process: a copy to memory:// must be used by a later command of the same run (--then), else it is refused.",
   ],
@@ -24,12 +24,12 @@ export const cpCommand: CommandSpec = {
     refuseVanishingMemory(dst!, context.memoryVanishes, "copy");
     await refuseInsideSource(src!, dst!, "checkpoint");
     return withCheckpoint(context, src!, (source, metadata) =>
-      withLocation(context, dst!, async (destination) => {
+      withCheckpointLocation(context, dst!, async (destination) => {
         const readBack = options["no-read-back"] !== true;
         const progress = context.progress("copying", dataBytes(metadata) * (readBack ? 2 : 1));
         const result = await copyCheckpoint(
-          { storage: source.storage, dir: "", metadata, where: source.where },
-          { storage: destination.storage, dir: "", where: destination.where },
+          { storage: source.storage, dir: source.dir, metadata, where: source.where },
+          { storage: destination.storage, dir: destination.dir, where: destination.where },
           { signal: context.signal, readBack, force: options.force === true, onWrite: (n) => progress.advance(n), onReadBack: (n) => progress.advance(n) },
         );
         progress.finish();

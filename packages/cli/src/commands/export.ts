@@ -23,7 +23,7 @@ export const exportCommand: CommandSpec = {
     await refuseInsideSource(url!, file!, "checkpoint");
     return withCheckpoint(context, url!, (location, metadata) =>
       withFile(context, file!, async (out) => {
-        const reader = new CheckpointReader(location.storage, "", metadata, { signal: context.signal });
+        const reader = new CheckpointReader(location.storage, location.dir, metadata, { signal: context.signal });
         const total = metadata.entries.reduce((n, e) => n + (e.kind === "value" ? 0 : e.chunks.reduce((m, c) => m + c.byteLength, 0)), 0);
         const progress = context.progress("exporting", total);
         let result;

@@ -2,7 +2,7 @@ import { importSafetensors, readSafetensorsHeader, refuseInsideSource } from "@c
 import { type CommandSpec, integerOption } from "../command.js";
 import { formatBytes } from "../progress-bar.js";
 import { refuseVanishingMemory } from "../destination.js";
-import { leftNote, withFile, withLocation } from "./open.js";
+import { leftNote, withFile, withCheckpointLocation } from "./open.js";
 
 export const importCommand: CommandSpec = {
   name: "import",
@@ -24,11 +24,11 @@ export const importCommand: CommandSpec = {
     refuseVanishingMemory(url!, context.memoryVanishes, "imported checkpoint");
     await refuseInsideSource(file!, url!, "file");
     return withFile(context, file!, (input) =>
-      withLocation(context, url!, async (location) => {
+      withCheckpointLocation(context, url!, async (location) => {
         const header = await readSafetensorsHeader(input.storage, input.name, input.where);
         const total = header.tensors.reduce((n, t) => n + t.end - t.begin, 0);
         const progress = context.progress("importing", total);
-        const result = await importSafetensors({ ...input, file: header }, { storage: location.storage, dir: "" }, {
+        const result = await importSafetensors({ ...input, file: header }, { storage: location.storage, dir: location.dir }, {
           signal: context.signal,
           onWrite: (n) => progress.advance(n),
           force: options.force === true,

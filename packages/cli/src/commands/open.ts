@@ -1,6 +1,6 @@
 import type { CheckpointMetadata } from "@cairn/core";
 import type { CommandContext } from "../command.js";
-import { type Location, checkpointMetadata, openFileLocation, openLocation } from "../location.js";
+import { type Location, checkpointMetadata, openCheckpointLocation, openFileLocation, openLocation } from "../location.js";
 
 /** Runs `use` with a location opened for the command, closed afterwards whatever happens. */
 export async function withLocation<T>(context: CommandContext, url: string, use: (location: Location) => Promise<T>): Promise<T> {
@@ -21,9 +21,19 @@ export async function withFile<T>(context: CommandContext, url: string, use: (lo
   }
 }
 
+/** Runs `use` with a checkpoint's location (rooted at its parent: see `openCheckpointLocation`), closed afterwards. */
+export async function withCheckpointLocation<T>(context: CommandContext, url: string, use: (location: Location) => Promise<T>): Promise<T> {
+  const location = await openCheckpointLocation(url, context.storageOptions);
+  try {
+    return await use(location);
+  } finally {
+    await location.close();
+  }
+}
+
 /** Runs `use` with a committed checkpoint's location and metadata. */
 export function withCheckpoint<T>(context: CommandContext, url: string, use: (location: Location, metadata: CheckpointMetadata) => Promise<T>): Promise<T> {
-  return withLocation(context, url, async (location) => use(location, await checkpointMetadata(location, context.signal)));
+  return withCheckpointLocation(context, url, async (location) => use(location, await checkpointMetadata(location, context.signal)));
 }
 
 /** Text for a result: the data files of a replaced checkpoint that could not be deleted, if any. */

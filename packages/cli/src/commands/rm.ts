@@ -1,10 +1,12 @@
 import { CheckpointError } from "@cairn/core";
+import { siblingReferences } from "@cairn/core/ops";
+import { joinPath } from "@cairn/core/storage";
 import { METADATA_FILE } from "@cairn/core/format";
 import { parseStep } from "@cairn/manager";
 import { UsageError, type CommandSpec } from "../command.js";
 import { checkpointMetadata } from "../location.js";
 import { removeSteps, stepsError } from "../steps.js";
-import { withLocation } from "./open.js";
+import { withCheckpointLocation, withLocation } from "./open.js";
 
 export const rmCommand: CommandSpec = {
   name: "rm",
@@ -12,7 +14,7 @@ export const rmCommand: CommandSpec = {
   summary: "delete a checkpoint, or steps under a CheckpointManager root",
   help: [
     "cairn rm <root> <step>... deletes those steps, committed or leftovers, as the manager does: metadata.json first, so an interrupted delete leaves an uncommitted leftover (never a damaged committed step), which cairn gc removes. A step that cannot be deleted does not stop the others: it is reported and the exit code is non-zero.",
-    "cairn rm <checkpoint> deletes one committed checkpoint: its metadata.json, then the data files it lists; other files there are left alone.",
+    "cairn rm <checkpoint> deletes one committed checkpoint: its metadata.json, then the data files it lists, except those another checkpoint beside it references (an incremental step's base files); other files there are left alone.",
   ],
   minArgs: 1,
   maxArgs: Infinity,
@@ -22,16 +24,17 @@ export const rmCommand: CommandSpec = {
       if (step === undefined) throw new UsageError(`steps are non-negative decimal integers, got ${JSON.stringify(s)}`);
       return step;
     });
-    return withLocation(context, url!, async (location) => {
-      if (steps.length > 0) {
+    if (steps.length > 0) {
+      return withLocation(context, url!, async (location) => {
         const { deleted, failed } = await removeSteps(location.storage, steps);
         context.result(
           { root: location.where, deleted, failed },
           deleted.length === 0 ? `deleted no step under ${location.where}` : `deleted step${deleted.length === 1 ? "" : "s"} ${deleted.join(", ")} under ${location.where}`,
         );
         if (failed.length > 0) throw stepsError(failed, `could not delete ${failed.length} of ${steps.length} steps`, location.where);
-        return;
-      }
+      });
+    }
+    return withCheckpointLocation(context, url!, async (location) => {
       const metadata = await checkpointMetadata(location, context.signal).catch((error: unknown) => {
         if (error instanceof CheckpointError && (error.code === "not_found" || error.code === "not_committed")) {
           throw new CheckpointError(error.code, `${error.message}; to delete steps name them (cairn rm <root> <step>...); leftovers go with cairn gc <root>`, {
@@ -41,10 +44,17 @@ export const rmCommand: CommandSpec = {
         }
         throw error;
       });
-      await location.storage.delete(METADATA_FILE);
-      const files = Object.keys(metadata.files);
-      await Promise.all(files.map((f) => location.storage.delete(f)));
-      context.result({ checkpoint: location.where, deleted: [METADATA_FILE, ...files] }, `deleted ${location.where} (${files.length} data files)`);
+      // Mark and sweep: metadata.json first, then its own files that no sibling step (an incremental one) references.
+      await location.storage.delete(joinPath(location.dir, METADATA_FILE));
+      const own = Object.keys(metadata.files).filter((f) => metadata.files[f]!.dir === undefined);
+      const referenced = await siblingReferences(location.storage, location.dir, context.signal);
+      const files = referenced.unknown ? [] : own.filter((f) => !referenced.files.has(f));
+      await Promise.all(files.map((f) => location.storage.delete(joinPath(location.dir, f))));
+      const kept = own.length - files.length;
+      context.result(
+        { checkpoint: location.where, deleted: [METADATA_FILE, ...files], kept: own.filter((f) => !files.includes(f)) },
+        `deleted ${location.where} (${files.length} data files${kept > 0 ? `; kept ${kept} that other steps reference` : ""})`,
+      );
     });
   },
 };

@@ -2,7 +2,7 @@ import { CheckpointReader, dataBytes, refuseInsideSource, writeCheckpoint } from
 import type { CommandSpec } from "../command.js";
 import { refuseVanishingMemory } from "../destination.js";
 import { formatBytes } from "../progress-bar.js";
-import { leftNote, withCheckpoint, withFile, withLocation } from "./open.js";
+import { leftNote, withCheckpoint, withCheckpointLocation, withFile, withLocation } from "./open.js";
 
 // @cairn/tfjs is imported when a conversion runs: importing it loads tfjs-core and registers its URL routers.
 export const fromTfjsCommand: CommandSpec = {
@@ -22,11 +22,11 @@ export const fromTfjsCommand: CommandSpec = {
     refuseVanishingMemory(url!, context.memoryVanishes, "converted checkpoint");
     await refuseInsideSource(model!, url!, "file");
     return withFile(context, model!, (input) =>
-      withLocation(context, url!, async (location) => {
+      withCheckpointLocation(context, url!, async (location) => {
         const { tfjsModelEntries } = await import("@cairn/tfjs");
         const { entries, user } = await tfjsModelEntries(input.storage, input.name, input.where);
         const progress = context.progress("converting", entries.reduce((n, e) => n + e.byteLength, 0));
-        const result = await writeCheckpoint(location.storage, "", entries, { user, signal: context.signal, force: options.force === true, onWrite: (n) => progress.advance(n) });
+        const result = await writeCheckpoint(location.storage, location.dir, entries, { user, signal: context.signal, force: options.force === true, onWrite: (n) => progress.advance(n) });
         progress.finish();
         context.result(
           { model: input.where, checkpoint: location.where, weights: result.entries, bytes: result.bytes, leftFiles: result.leftFiles },
@@ -53,7 +53,7 @@ export const toTfjsCommand: CommandSpec = {
     return withCheckpoint(context, url!, (location, metadata) =>
       withLocation(context, dir!, async (out) => {
         const { MODEL_FILE, WEIGHTS_FILE, writeTfjsModel } = await import("@cairn/tfjs");
-        const reader = new CheckpointReader(location.storage, "", metadata, { signal: context.signal });
+        const reader = new CheckpointReader(location.storage, location.dir, metadata, { signal: context.signal });
         const progress = context.progress("converting", dataBytes(metadata));
         let result;
         try {

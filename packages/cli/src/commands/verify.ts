@@ -4,7 +4,7 @@ import { dataBytes, verifyCheckpoint } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
 import { checkpointMetadata } from "../location.js";
 import { formatBytes } from "../progress-bar.js";
-import { withLocation } from "./open.js";
+import { withCheckpointLocation } from "./open.js";
 
 export const verifyCommand: CommandSpec = {
   name: "verify",
@@ -17,7 +17,7 @@ export const verifyCommand: CommandSpec = {
   minArgs: 1,
   maxArgs: 1,
   async run(context, [url]) {
-    return withLocation(context, url!, async (location) => {
+    return withCheckpointLocation(context, url!, async (location) => {
       let metadata: CheckpointMetadata;
       try {
         metadata = await checkpointMetadata(location, context.signal);
@@ -31,7 +31,7 @@ export const verifyCommand: CommandSpec = {
         throw error;
       }
       const progress = context.progress("verifying", dataBytes(metadata));
-      const report = await verifyCheckpoint(location.storage, "", metadata, { signal: context.signal, onRead: (n) => progress.advance(n) });
+      const report = await verifyCheckpoint(location.storage, location.dir, metadata, { signal: context.signal, onRead: (n) => progress.advance(n) });
       progress.finish();
       const ok = report.damaged.length === 0;
       const summary = `${report.entries} entries, ${report.files} data files, ${formatBytes(report.bytes)} read`;
