@@ -16,6 +16,12 @@ export interface CheckpointManagerOptions extends RetentionOptions {
    * in this process removes its own files at once.
    */
   readonly leftoverAgeMs?: number;
+  /**
+   * Write only what changed since the step this manager committed last (docs/incremental.md):
+   * unchanged tensors reference that step's bytes, and retention keeps them while any kept step
+   * uses them. `{ fullEvery: n }` makes every n-th save a full one (default: only the first).
+   */
+  readonly incremental?: boolean | { readonly fullEvery?: number };
   /** Options for each save (parallel files, checksum block size, retry bounds). */
   readonly save?: Pick<SaveOptions, "concurrency" | "blockSize" | "retry">;
   /** Options for each restore (parallel reads, read size, memory bound, retry bounds). */
@@ -85,6 +91,11 @@ export function checkOptions(options: CheckpointManagerOptions): void {
   count("stagingBudget", 1);
   if (options.save !== undefined && (typeof options.save !== "object" || options.save === null)) fail("save", "an object of save options", options.save);
   if (options.save !== undefined) checkSaveOptions(options.save, "CheckpointManager option save.");
+  const incremental = options.incremental;
+  if (incremental !== undefined && typeof incremental !== "boolean") {
+    const every = typeof incremental === "object" && incremental !== null ? (incremental as { fullEvery?: unknown }).fullEvery : null;
+    if (every === null || (every !== undefined && (typeof every !== "number" || !Number.isSafeInteger(every) || every < 1))) fail("incremental", "true, false or { fullEvery: an integer >= 1 }", incremental);
+  }
   if (options.staging !== undefined && options.staging !== "copy" && options.staging !== "reference") fail("staging", '"copy" or "reference"', options.staging);
   if (options.uploadWorker !== undefined && typeof options.uploadWorker !== "boolean") fail("uploadWorker", "a boolean", options.uploadWorker);
   if (options.checkpointOnPreemption !== undefined && typeof options.checkpointOnPreemption !== "boolean") fail("checkpointOnPreemption", "a boolean", options.checkpointOnPreemption);

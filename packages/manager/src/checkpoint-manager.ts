@@ -8,6 +8,7 @@ import { PreemptionWatch } from "./preemption-watch.js";
 import { Replication } from "./replication.js";
 import { DeletionPoster, type DeletionFollower, followDeletions } from "./shared-copy.js";
 import type { UnreplicatedStep } from "./replication-queue.js";
+import { IncrementalBases } from "./incremental-bases.js";
 import { SavePipeline } from "./save-pipeline.js";
 import { checkStep, stepDir } from "./step-naming.js";
 import type { RetentionFailure, StepMetadata, StepStore } from "./step-store.js";
@@ -75,6 +76,7 @@ export class CheckpointManager {
   /** Several ranks, not rank 0: the deletions rank 0's tier 0 retention asks of this rank's tier 0. */
   #deletions: DeletionFollower | undefined;
   #deletionPoster: DeletionPoster | undefined;
+  readonly #bases: IncrementalBases;
   #closed: JoinResult | undefined;
 
   /**
@@ -87,6 +89,7 @@ export class CheckpointManager {
     this.#group = (options.processGroup as CoordinatedProcessGroup | undefined) ?? new SingleProcessGroup();
     this.saveInterval = saveInterval;
     this.#options = options;
+    this.#bases = new IncrementalBases(options.incremental);
     this.#tiers = tierConfigs(locations, options).map(
       (config) =>
         new Tier({
@@ -94,7 +97,7 @@ export class CheckpointManager {
           storageOptions: options.storageOptions,
           leftoverAgeMs: options.leftoverAgeMs ?? 24 * 3600 * 1000,
           now: () => this.#now(),
-          isBusy: (tier, step) => (tier === 0 && this.#pipeline.isBusy(step)) || (this.#replication?.isHeld(tier, step) ?? false) || (this.#replication?.queue.has(step, tier) ?? false),
+          isBusy: (tier, step) => (tier === 0 && (this.#pipeline.isBusy(step) || this.#bases.isBusy(step))) || (this.#replication?.isHeld(tier, step) ?? false) || (this.#replication?.queue.has(step, tier) ?? false),
           onDamaged: (tier, step, error) => this.#events.report({ step, error, operation: "listing", ...(this.#tiered ? { tier } : {}) }),
           onRetentionFailure: (tier, { step, error }) => this.#events.report({ ...(step === undefined ? {} : { step }), error, operation: "retention", ...(this.#tiered ? { tier } : {}) }),
           // Several ranks, each with its own tier 0: rank 0's retention tells the others what to delete from theirs.
@@ -320,16 +323,25 @@ export class CheckpointManager {
     const metadata = { step, savedAt, metrics: options.metrics ?? {}, metadata: options.metadata ?? {} };
     // Each step's collectives get their own tag: with several saves in flight they need no order between them.
     const group = this.#group.group(`step/${step}`);
-    const where = { ...this.#options.save, storage: store.storage, path: stepDir(step), metadata, processGroup: group };
+    const { base, release } = await this.#bases.choose(step, store);
+    const where = { ...this.#options.save, storage: store.storage, path: stepDir(step), metadata, processGroup: group, ...(base === undefined ? {} : { incremental: { base: stepDir(base) } }) };
     const committed = (result: SaveResult): Promise<void> => this.#committed(store, step, savedAt, metadata.metrics, result, group);
-    await this.#pipeline.hold(step, async () => {
-      if (!background) return committed(await save(stateDict, where).catch((error: unknown) => this.#lostRace(store, step, error)));
-      const { settled } = await this.#pipeline.stage(step, stateDict, where, committed);
-      if (forPreemption) {
-        await settled;
-        this.#pipeline.throwFailure();
-      }
-    });
+    let releaseLater = false;
+    try {
+      await this.#pipeline.hold(step, async () => {
+        if (!background) return committed(await save(stateDict, where).catch((error: unknown) => this.#lostRace(store, step, error)));
+        const { settled } = await this.#pipeline.stage(step, stateDict, where, committed);
+        // The base stays busy until the background save commits or fails.
+        releaseLater = true;
+        void settled.finally(release);
+        if (forPreemption) {
+          await settled;
+          this.#pipeline.throwFailure();
+        }
+      });
+    } finally {
+      if (!releaseLater) release();
+    }
     if (forPreemption) this.#preemption.checkpointed(step);
     return true;
   }
@@ -348,7 +360,8 @@ export class CheckpointManager {
     result: SaveResult,
     group: ProcessGroup,
   ): Promise<void> {
-    this.#tiers[0]!.committed(step, Date.parse(savedAt), metrics);
+    this.#tiers[0]!.committed(step, Date.parse(savedAt), metrics, result.referenced ?? []);
+    this.#bases.committed(step, (result.referenced?.length ?? 0) > 0);
     this.#events.emit("committed", { step, bytes: result.bytes, seconds: result.seconds, backgroundCopySeconds: result.backgroundCopySeconds ?? 0 });
     this.#replication?.committed(step, 0);
     const pass = this.#group.rank === 0 ? this.#tiers[0]!.retention?.schedule() : undefined;

@@ -3,8 +3,9 @@ import { joinPath } from "@cairn/core/storage";
 import { METADATA_FILE } from "@cairn/core/format";
 import PQueue from "p-queue";
 import { type RetentionOptions, type StepRecord, stepsToDelete } from "./retention-policy.js";
+import { StepFiles } from "./step-files.js";
 import { StepIndex } from "./step-index.js";
-import { stepDir } from "./step-naming.js";
+import { parseStep, stepDir } from "./step-naming.js";
 import { hostileJsonCopy, metricsOf } from "./stored-values.js";
 
 /** What `metadata(step)` returns, as the manager stores it in each step's user metadata. */
@@ -50,6 +51,13 @@ function isPlainName(name: string): boolean {
   return name.length > 0 && !name.includes("/") && !name.includes("\\") && name !== "." && name !== "..";
 }
 
+/** The files of sibling steps an incremental step uses (format 2.1), as paths under the root. */
+function referencedFiles(metadata: CheckpointMetadata): string[] {
+  const paths: string[] = [];
+  for (const [name, file] of Object.entries(metadata.files)) if (file.dir !== undefined) paths.push(joinPath(file.dir, name));
+  return paths;
+}
+
 export interface StepStoreOptions {
   /** Called once per step whose metadata.json is present but unusable; the step is skipped. */
   readonly onDamaged?: DamagedStepListener;
@@ -71,6 +79,8 @@ export class StepStore {
   readonly #index: StepIndex;
   readonly #records = new Map<number, StepRecord>();
   readonly #damaged = new Map<number, CheckpointError>();
+  /** Which files of other steps the committed steps use: deletions keep those (mark and sweep). */
+  readonly #files = new StepFiles();
   /** Steps this store un-committed whose other objects it could not all delete, with those objects: finished by the next pass whatever their age. */
   readonly #unfinished = new Map<number, readonly string[]>();
   readonly #onDamaged: DamagedStepListener | undefined;
@@ -123,10 +133,11 @@ export class StepStore {
     );
   }
 
-  /** A step this process committed, with what retention needs of it. */
-  remember(record: StepRecord): void {
+  /** A step this process committed, with what retention needs of it and the files of other steps it references (an incremental save's `referenced`). */
+  remember(record: StepRecord, referenced: readonly string[] = []): void {
     this.#records.set(record.step, record);
     this.#committedElsewhere(record.step);
+    this.#files.set(record.step, referenced);
   }
 
   /** A step found committed by someone else (a lost commit race): listed from now on, its metadata read when needed. */
@@ -138,6 +149,7 @@ export class StepStore {
   forget(step: number): void {
     this.#records.delete(step);
     this.#damaged.delete(step);
+    this.#files.forget(step);
     this.#index.removed(step);
   }
 
@@ -164,7 +176,14 @@ export class StepStore {
    */
   async deleteStep(step: number, listed = true): Promise<void> {
     const dir = stepDir(step);
+    // Mark: every listed step's references are known before anything is swept (each step's metadata is read once, then cached).
+    await this.#markAll();
     const known = listed ? undefined : (this.#index.objectsOf(step)?.paths ?? (await this.#dataFiles(step)));
+    // Files of other steps it referenced: those of a step still committed are that step's own, never swept here.
+    const referenced = this.#files.referencedBy(step).filter((path) => {
+      const owner = parseStep(path.slice(0, path.indexOf("/")));
+      return owner === undefined || !this.#index.has(owner);
+    });
     await this.storage.delete(joinPath(dir, METADATA_FILE)).catch((error: unknown) => {
       if (!isNotFound(error)) throw error;
     });
@@ -174,8 +193,10 @@ export class StepStore {
       rest = [];
       for await (const object of this.storage.list(`${dir}/`)) rest.push(object.path);
     }
-    this.#unfinished.set(step, rest);
-    await this.#deleteAll(rest);
+    // Sweep: its own files no other step uses, and the files of other steps only it used.
+    const sweep = this.#files.sweepable([...rest, ...referenced]);
+    this.#unfinished.set(step, sweep);
+    await this.#deleteAll(sweep);
     this.#unfinished.delete(step);
   }
 
@@ -208,7 +229,7 @@ export class StepStore {
       else
         work.push(
           attempt(step, async () => {
-            await this.#deleteAll(paths);
+            await this.#deleteAll(this.#files.sweepable(paths));
             this.#unfinished.delete(step);
           }),
         );
@@ -216,9 +237,11 @@ export class StepStore {
     if ((options.maxToKeep ?? 0) > 0) {
       await this.#load();
       const steps = this.#index.steps();
-      failures.push(...(await this.#readRecords(steps.filter((step) => !this.#records.has(step) && !this.#damaged.has(step)), true)));
+      const unread = await this.#readRecords(steps.filter((step) => !this.#records.has(step) && !this.#damaged.has(step)), true);
+      failures.push(...unread);
       const records = steps.flatMap((step) => this.#records.get(step) ?? []);
-      for (const step of stepsToDelete(records, options)) {
+      // A step whose metadata could not be read may reference any file: this pass deletes nothing (its next one will).
+      for (const step of unread.length > 0 ? [] : stepsToDelete(records, options)) {
         if (!isBusy(step) && !this.#unfinished.has(step))
           work.push(
             attempt(step, async () => {
@@ -230,16 +253,20 @@ export class StepStore {
       }
     }
     if (this.#index.listings !== this.#sweptListing) {
-      this.#sweptListing = this.#index.listings;
-      for (const [step, { paths, newest }] of this.#index.leftovers()) {
-        if (isBusy(step) || this.#unfinished.has(step) || now - newest < leftoverAgeMs) continue;
+      const old = this.#index.leftovers().filter(([step, { newest }]) => !isBusy(step) && !this.#unfinished.has(step) && now - newest >= leftoverAgeMs);
+      // Leftovers may hold files a committed incremental step uses (a deleted base's): every step is marked before any is swept.
+      const marked = old.length > 0 ? await this.#markAll(true) : [];
+      if (marked.length > 0) failures.push(...marked);
+      else this.#sweptListing = this.#index.listings;
+      for (const [step, { paths }] of marked.length > 0 ? [] : old) {
+        const sweep = this.#files.sweepable(paths);
         work.push(
           attempt(step, async () => {
             // Until every object is gone, every later pass tries again, without a listing.
-            this.#unfinished.set(step, paths);
-            await this.#deleteAll(paths);
+            this.#unfinished.set(step, sweep);
+            await this.#deleteAll(sweep);
             this.#unfinished.delete(step);
-            this.#index.removed(step);
+            if (sweep.length === paths.length) this.#index.removed(step);
           }),
         );
       }
@@ -247,6 +274,12 @@ export class StepStore {
     await Promise.all(work);
     deleted.sort((a, b) => a - b);
     return { deleted, failures: failures.sort((a, b) => (a.step ?? -1) - (b.step ?? -1)) };
+  }
+
+  /** Reads the records (and so the references) of every listed step not read yet; with `collect`, failures are returned instead of thrown. */
+  async #markAll(collect = false): Promise<RetentionFailure[]> {
+    await this.#load();
+    return this.#readRecords(this.#index.steps().filter((step) => !this.#records.has(step) && !this.#damaged.has(step)), collect);
   }
 
   #committedElsewhere(step: number): void {
@@ -265,6 +298,7 @@ export class StepStore {
   #forgetUnlisted(): void {
     for (const step of this.#records.keys()) if (!this.#index.has(step)) this.#records.delete(step);
     for (const step of this.#damaged.keys()) if (!this.#index.has(step)) this.#damaged.delete(step);
+    for (const step of this.#files.steps()) if (!this.#index.has(step)) this.#files.forget(step);
   }
 
   /** The objects of a committed step, as its metadata names them; none when the step is gone. */
@@ -277,7 +311,7 @@ export class StepStore {
       throw error;
     }
     return Object.keys(metadata.files)
-      .filter(isPlainName)
+      .filter((name) => isPlainName(name) && metadata.files[name]!.dir === undefined)
       .map((name) => joinPath(stepDir(step), name));
   }
 
@@ -328,6 +362,8 @@ export class StepStore {
         return undefined;
       }
       if (isCheckpointError(error) && STORAGE_FAILURES.has(error.code)) throw error;
+      // A newer format may use files this Cairn cannot see: deleters keep every data file while it is committed.
+      if (isCheckpointError(error, "unsupported_version")) this.#files.setUnknown(step);
       const damaged = isCheckpointError(error)
         ? error
         : new CheckpointError("corrupt", `step ${step} under ${this.storage.root} has metadata that cannot be read; it is skipped`, { cause: error, context: { step } });
@@ -340,6 +376,7 @@ export class StepStore {
     const created = Date.parse(metadata.createdAt);
     const record = { step, time: Number.isFinite(saved) ? saved : Number.isFinite(created) ? created : 0, metrics: metricsOf(user.metrics) };
     this.#records.set(step, record);
+    this.#files.set(step, referencedFiles(metadata));
     return record;
   }
 }

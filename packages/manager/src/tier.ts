@@ -100,10 +100,10 @@ export class Tier {
     return steps;
   }
 
-  /** A step committed here by this process (a save or a copy). */
-  committed(step: number, time: number, metrics: Readonly<Record<string, number>>): void {
+  /** A step committed here by this process (a save or a copy), with the files of other steps it references (an incremental save's). */
+  committed(step: number, time: number, metrics: Readonly<Record<string, number>>, referenced: readonly string[] = []): void {
     this.reached.add(step);
-    this.#opened?.remember({ step, time, metrics });
+    this.#opened?.remember({ step, time, metrics }, referenced);
   }
 
   /** Closes the storage if this tier opened it from a URL. */

@@ -1,4 +1,5 @@
 import { type StateDict, hostTensor, openStorage, save } from "@cairn/core";
+import { crc32c } from "@cairn/core/format";
 import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import type { ManagerEvents } from "../src/manager-events.js";
@@ -54,5 +55,40 @@ describe("a root holding damaged and foreign step directories", () => {
     // Nothing retention does not own was touched.
     for (const dir of ["5", "6", "7", "007", "__proto__", "-3"]) expect(await names(storage, `${dir}/`)).toEqual([`${dir}/metadata.json`]);
     await after.close();
+  });
+
+  it("keeps every data file while a step of a newer format is committed: it may use any; the leftover sweep takes them once it is gone", async () => {
+    const storage = await openStorage(`memory://damaged-steps/${process.pid}-newer`);
+    const big = hostTensor("float32", [1024], new Float32Array(1024).fill(7));
+    const writer = new CheckpointManager(storage, 1, { incremental: true });
+    await writer.save(1, { big, step: 1 });
+    await writer.save(2, { big, step: 2 });
+    await writer.close();
+    // Step 3 is a newer Cairn's: its metadata.json (a valid checksum, version 3.0) may reference step 1's and 2's files in ways this Cairn cannot see.
+    const text = new TextDecoder().decode(await storage.read("2/metadata.json"));
+    const body = text.replace(/^\{"metadataCrc32c":\d+,/, "{").replace('"version":"2.1"', '"version":"3.0"');
+    await storage.write("3/metadata.json", new TextEncoder().encode(`{"metadataCrc32c":${crc32c(new TextEncoder().encode(body))},${body.slice(1)}`));
+    const before = (await names(storage, "")).filter((n) => n.endsWith(".safetensors"));
+
+    const mgr = new CheckpointManager(storage, 1, { maxToKeep: 1, leftoverAgeMs: 1, now: () => Date.now() + 3_600_000 });
+    const errors: ManagerEvents["error"][] = [];
+    mgr.on("error", (e) => errors.push(e));
+    expect(await mgr.allSteps()).toEqual([1, 2]);
+    await mgr.delete(1);
+    await mgr.delete(2);
+    await mgr.save(4, { big, step: 4 });
+    await mgr.close();
+    expect(errors.map((e) => (e.error as { code?: string }).code)).toEqual(["unsupported_version"]);
+    expect(await names(storage, "1/")).not.toContain("1/metadata.json");
+    expect(await names(storage, "2/")).not.toContain("2/metadata.json");
+    // Only metadata.json went: every data file of the removed steps is still there.
+    const after = (await names(storage, "")).filter((n) => n.endsWith(".safetensors"));
+    for (const file of before) expect(after).toContain(file);
+
+    await storage.delete("3/metadata.json");
+    const sweeper = new CheckpointManager(storage, 1, { maxToKeep: 1, leftoverAgeMs: 1, now: () => Date.now() + 3_600_000 });
+    await sweeper.save(5, { big, step: 5 });
+    await sweeper.close();
+    expect((await names(storage, "")).filter((n) => !n.startsWith("5/"))).toEqual([]);
   });
 });

@@ -1,0 +1,56 @@
+import type { StepStore } from "./step-store.js";
+
+/** `CheckpointManager`'s `incremental` option: `true`, or how often a full save breaks the references. */
+export type IncrementalOption = boolean | { readonly fullEvery?: number };
+
+/**
+ * Which committed step an incremental save references (docs/incremental.md): the step this
+ * manager committed last, while it is still committed; none (a full save) for the first save, when
+ * that step is gone, and every `fullEvery`-th save. A base is busy while a save uses it, so
+ * retention leaves it alone until that save commits or fails.
+ */
+export class IncrementalBases {
+  readonly #fullEvery: number | undefined;
+  readonly #enabled: boolean;
+  #last: number | undefined;
+  /** Incremental saves committed since the last full one. */
+  #sinceFull = 0;
+  readonly #held = new Map<number, number>();
+
+  constructor(option: IncrementalOption | undefined) {
+    this.#enabled = option !== undefined && option !== false;
+    this.#fullEvery = typeof option === "object" ? option.fullEvery : undefined;
+  }
+
+  /** The base for a save of `step` (undefined: save in full), held busy until `release` is called. */
+  async choose(step: number, store: StepStore): Promise<{ base: number | undefined; release: () => void }> {
+    const none = { base: undefined, release: () => undefined };
+    if (!this.#enabled) return none;
+    this.#last ??= await store.latestStep();
+    const base = this.#last;
+    if (base === undefined || base === step) return none;
+    if (this.#fullEvery !== undefined && this.#sinceFull + 1 >= this.#fullEvery) return none;
+    this.#held.set(base, (this.#held.get(base) ?? 0) + 1);
+    const release = (): void => {
+      const left = this.#held.get(base)! - 1;
+      if (left > 0) this.#held.set(base, left);
+      else this.#held.delete(base);
+    };
+    if (!(await store.isCommitted(base))) {
+      release();
+      return none;
+    }
+    return { base, release };
+  }
+
+  /** A save of `step` committed; `incremental` says whether it references another step's files. */
+  committed(step: number, incremental: boolean): void {
+    this.#last = step;
+    this.#sinceFull = incremental ? this.#sinceFull + 1 : 0;
+  }
+
+  /** Whether a save in flight references `step`: retention must not delete it. */
+  isBusy(step: number): boolean {
+    return this.#held.has(step);
+  }
+}
