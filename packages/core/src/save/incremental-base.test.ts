@@ -1,9 +1,10 @@
 import { describe, expect, it, vi } from "vitest";
+import type * as ChecksumWorkers from "./checksum-workers.js";
 
 /** Bytes handed to the checksum workers: an incremental save must hash each tensor once. */
 const hashed = vi.hoisted(() => ({ bytes: 0 }));
 vi.mock("./checksum-workers.js", async (original) => {
-  const real = await original<typeof import("./checksum-workers.js")>();
+  const real = await original<typeof ChecksumWorkers>();
   return {
     ...real,
     blockChecksumsAsync: (parts: readonly Uint8Array[], blockSizes: readonly number[]) => {
