@@ -1,0 +1,46 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type StateDict, hostTensor, load, openStorage, readMetadata } from "@cairn/core";
+import { afterAll, describe, expect, it } from "vitest";
+import { CheckpointManager } from "../src/checkpoint-manager.js";
+import { sameState } from "../src/testing/index.js";
+
+const dirs: string[] = [];
+afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
+
+/** A frozen 256 KiB tensor and a small trained one. */
+function state(step: number): StateDict {
+  return { frozen: hostTensor("float32", [65536], new Float32Array(65536).fill(3)), trained: hostTensor("float32", [256], new Float32Array(256).fill(step)), step };
+}
+
+describe("incremental steps over two tiers", () => {
+  it("tier 0 keeps incremental steps and what they reference; tier 1 gets whole copies that need nothing else", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "cairn-tiered-incremental-"));
+    dirs.push(dir);
+    const t0 = `file://${dir}/fast`;
+    const t1 = await openStorage(`memory://tiered-incremental/${process.pid}`);
+    const mgr = new CheckpointManager([t0, t1], 1, { incremental: true, maxToKeep: 2, checkpointOnPreemption: false, tiers: [{ maxToKeep: 2 }, { maxToKeep: 0 }] });
+    for (let step = 1; step <= 5; step++) await (step % 2 === 0 ? mgr.saveAsync(step, state(step)) : mgr.save(step, state(step)));
+    const result = await mgr.close();
+    expect(result.retentionFailures).toEqual([]);
+    // Tier 0: the last two steps, incremental, loading whole though steps 1..3 are gone.
+    for (const step of [4, 5]) {
+      const metadata = await readMetadata(`${t0}/${step}`);
+      expect(metadata.version).toBe("2.1");
+      expect(sameState(await load(`${t0}/${step}`), state(step))).toBe(true);
+    }
+    // Tier 1: every step, each materialized: no file is referenced elsewhere.
+    for (let step = 1; step <= 5; step++) {
+      const metadata = await readMetadata({ storage: t1, path: String(step) });
+      expect(Object.values(metadata.files).every((f) => f.dir === undefined), `step ${step}`).toBe(true);
+      expect(sameState(await load({ storage: t1, path: String(step) }), state(step))).toBe(true);
+    }
+    // Tier 0 gone entirely: tier 1 restores alone.
+    await rm(join(dir, "fast"), { recursive: true, force: true });
+    const after = new CheckpointManager([t0, t1], 1, { readOnly: true });
+    expect(sameState(await after.restore(3), state(3))).toBe(true);
+    await after.close();
+    await t1.close();
+  });
+});
