@@ -1,7 +1,9 @@
 import { randomBytes } from "node:crypto";
 import PQueue from "p-queue";
 import { CheckpointError } from "../errors.js";
-import { type CheckpointMetadata, type DataFileMetadata, FORMAT_MAJOR, FORMAT_MINOR } from "../format/metadata.js";
+import { type CheckpointMetadata, type DataFileMetadata, formatVersionOf } from "../format/metadata.js";
+import { checkSharedFiles } from "../save/incremental-base.js";
+import { type ReusableCheckpoint, type ReusedFile, reusableFiles } from "./reuse-files.js";
 import { dataFileName, dataFilePath } from "../format/naming.js";
 import { withRetry } from "../storage/retry.js";
 import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
@@ -20,6 +22,12 @@ export interface CopyOptions {
   readonly onReadBack?: (bytes: number) => void;
   /** Check the CRC32Cs (of the source, and of the copy read back) on checksum worker threads (see `VerifyOptions.offThread`). */
   readonly offThread?: boolean;
+  /**
+   * Committed checkpoints beside the destination (an incremental source's base, copied there
+   * earlier): a source file whose bytes one of them holds (`reusableFiles`) is referenced there
+   * (format 2.1) instead of copied. Without it (`cairn cp`, `export`) the copy holds every byte.
+   */
+  readonly reuse?: readonly ReusableCheckpoint[];
   /** Replace a checkpoint committed at the destination (see `commitCheckpoint`) instead of refusing it. */
   readonly force?: boolean;
   /**
@@ -76,6 +84,8 @@ export async function copyCheckpoint(
   const { metadata } = source;
   const attempt = share?.attempt ?? randomBytes(6).toString("hex");
   const names = renameFiles(metadata, attempt);
+  const reused = options.reuse ? reusableFiles(metadata, options.reuse) : new Map<string, ReusedFile>();
+  for (const [file, { name }] of reused) names.set(file, name);
   const readBytes = options.readBytes ?? 8 << 20;
   const queue = new PQueue({ concurrency: options.concurrency ?? 2 });
   const written: string[] = [];
@@ -88,7 +98,7 @@ export async function copyCheckpoint(
     const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
     const settled = await Promise.allSettled(
       Object.keys(metadata.files)
-        .filter((file) => share === undefined || metadata.files[file]!.rank === share.rank)
+        .filter((file) => (share === undefined || metadata.files[file]!.rank === share.rank) && !reused.has(file))
         .map((file) =>
         queue.add(async () => {
           const pieces = filePieces(metadata, file, readBytes);
@@ -127,13 +137,13 @@ export async function copyCheckpoint(
       await share.agree(failed ? (firstFailure ?? failed.reason) : undefined);
     }
     if (failed) throw firstFailure ?? failed.reason;
-    const files: Record<string, DataFileMetadata> = {};
-    // The copy holds every byte it needs: files a source step referenced in a sibling are the copy's own.
-    for (const [file, { dir: _dir, ...info }] of Object.entries(metadata.files)) files[names.get(file)!] = info;
+    const files: Record<string, DataFileMetadata> = Object.create(null);
+    // The copy holds every byte it needs (files a source step referenced in a sibling are its own), unless reused beside it.
+    for (const [file, { dir: _dir, ...info }] of Object.entries(metadata.files)) files[names.get(file)!] = reused.get(file)?.file ?? info;
     const copied: CheckpointMetadata = {
       ...metadata,
       // Written in this version's layout: a copy of a 1.x checkpoint is a 2.x one holding the same bytes.
-      version: `${FORMAT_MAJOR}.${FORMAT_MINOR}`,
+      version: formatVersionOf(files),
       files,
       entries: metadata.entries.map((e) => (e.kind === "value" ? e : { ...e, chunks: e.chunks.map((c) => ({ ...c, file: names.get(c.file)! })) })),
     };
@@ -141,6 +151,8 @@ export async function copyCheckpoint(
     if (options.readBack ?? true) {
       throwIfDamaged(await verifyCheckpoint(destination.storage, destination.dir, copied, { signal: options.signal, onRead: options.onReadBack, offThread: options.offThread === true }), `the copy at ${destination.where}`);
     }
+    // Reused files must still be there at the commit (a retention pass beside it may have deleted them).
+    if (reused.size > 0) await checkSharedFiles(destination, files, { signal: options.signal });
     const leftFiles = await commitCheckpoint(destination.storage, destination.dir, copied, attempt, destination.where, replacing, options.signal);
     return { bytes, files: written.length, metadata: copied, leftFiles };
   } catch (error) {

@@ -4,6 +4,7 @@ export { type CopyOptions, type CopyResult, copyCheckpoint } from "./copy-checkp
 export { refuseInsideSource } from "./destination-inside-source.js";
 export { type ExportOptions, type ExportedLayout, CAIRN_METADATA_KEY, exportSafetensors } from "./export-safetensors.js";
 export { type SafetensorsFile, importSafetensors, readSafetensorsHeader, safetensorsEntries } from "./import-safetensors.js";
+export { type ReusableCheckpoint, type ReusedFile, reusableFiles } from "./reuse-files.js";
 export { type SiblingReferences, siblingReferences } from "./files-in-use.js";
 export { type CheckpointSummary, type InspectedEntry, dataBytes, inspectCheckpoint } from "./inspect-checkpoint.js";
 export { prefetched } from "./prefetch.js";

@@ -131,7 +131,11 @@ async function leafBytes(leaf: Leaf): Promise<Uint8Array> {
  * save's start and again right before its commit, so a step never commits pointing at bytes a
  * concurrent deletion removed. Throws `not_found`, naming the file.
  */
-export async function checkSharedFiles(location: OpenedCheckpoint, files: Readonly<Record<string, DataFileMetadata>>, options: SaveOptions): Promise<void> {
+export async function checkSharedFiles(
+  location: Pick<OpenedCheckpoint, "storage" | "dir">,
+  files: Readonly<Record<string, DataFileMetadata>>,
+  options: Pick<SaveOptions, "retry" | "signal">,
+): Promise<void> {
   await Promise.all(
     Object.entries(files)
       .filter(([, info]) => info.dir !== undefined)
