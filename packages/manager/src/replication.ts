@@ -3,7 +3,7 @@ import { type CopyResult, copyCheckpoint } from "@cairn/core/ops";
 import type { ManagerEmitter } from "./manager-events.js";
 import { ReplicationQueue, type UnreplicatedStep } from "./replication-queue.js";
 import { followCopies, leadCopy } from "./shared-copy.js";
-import { stepDir } from "./step-naming.js";
+import { parseStep, stepDir } from "./step-naming.js";
 import type { StepStore } from "./step-store.js";
 import { metricsOf } from "./stored-values.js";
 import type { Tier } from "./tier.js";
@@ -39,6 +39,8 @@ export class Replication {
   #stopped = false;
   readonly #abort = new AbortController();
   #unfollow: (() => void) | undefined;
+  /** Steps on a slower tier whose files a copy in flight references (`tier/step`), with how many copies do: held from that tier's retention. */
+  readonly #reusing = new Map<string, number>();
 
   constructor(setup: ReplicationSetup) {
     this.#setup = setup;
@@ -116,7 +118,7 @@ export class Replication {
    * a slower tier that takes it has not reached it yet.
    */
   isHeld(tier: number, step: number): boolean {
-    if (this.queue.isCopying(step)) return true;
+    if (this.queue.isCopying(step) || this.#reusing.has(`${tier}/${step}`)) return true;
     if (this.#setup.options.deleteUnreplicated) return false;
     return this.#setup.tiers.slice(tier + 1).some((t) => t.wants(step) && !t.reached.has(step));
   }
@@ -152,7 +154,10 @@ export class Replication {
       if (!(await store.isCommitted(step))) continue;
       try {
         const copy = { readBack: options.readBack ?? false, concurrency: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY, signal };
-        const result = this.#setup.group.worldSize > 1 ? await leadCopy(this.#setup.group, source, destination, step, copy) : await copyAlone(store, target, step, copy);
+        const result =
+          this.#setup.group.worldSize > 1
+            ? await leadCopy(this.#setup.group, source, destination, step, copy)
+            : await copyAlone(store, target, step, { ...copy, incremental: options.incremental ?? true, hold: (base) => this.#hold(index, base) });
         this.#reached(step, destination, result.metadata, { bytes: result.bytes, seconds: (performance.now() - started) / 1000 });
         return;
       } catch (error) {
@@ -174,10 +179,22 @@ export class Replication {
     );
   }
 
+  /** Holds `step` on tier `tier` from its retention until the returned release is called. */
+  #hold(tier: number, step: number): () => void {
+    const key = `${tier}/${step}`;
+    this.#reusing.set(key, (this.#reusing.get(key) ?? 0) + 1);
+    return () => {
+      const left = this.#reusing.get(key)! - 1;
+      if (left > 0) this.#reusing.set(key, left);
+      else this.#reusing.delete(key);
+    };
+  }
+
   #reached(step: number, tier: Tier, metadata: CheckpointMetadata, copied: { bytes: number; seconds: number }): void {
     const user = metadata.user;
     const saved = typeof user.savedAt === "string" ? Date.parse(user.savedAt) : NaN;
-    tier.committed(step, Number.isFinite(saved) ? saved : Date.parse(metadata.createdAt) || 0, metricsOf(user.metrics));
+    const referenced = Object.entries(metadata.files).flatMap(([name, file]) => (file.dir === undefined ? [] : [`${file.dir}/${name}`]));
+    tier.committed(step, Number.isFinite(saved) ? saved : Date.parse(metadata.createdAt) || 0, metricsOf(user.metrics), referenced);
     const since = this.#committedAt.get(step) ?? (Number.isFinite(saved) ? saved : undefined);
     this.#setup.events.emit("replicated", { step, tier: tier.index, ...copied, sinceCommit: since === undefined ? 0 : Math.max(0, this.#setup.now() - since) });
     this.committed(step, tier.index);
@@ -191,10 +208,45 @@ export class Replication {
   }
 }
 
-/** One process's copy of `step` from `from` to `to`. */
-async function copyAlone(from: StepStore, to: StepStore, step: number, options: { readBack: boolean; concurrency: number; signal: AbortSignal }): Promise<CopyResult> {
+/**
+ * One process's copy of `step` from `from` to `to`. With `incremental`, a step referencing files
+ * of other steps references `to`'s copies of those steps where their bytes match (each held from
+ * `to`'s retention meanwhile); anything else is copied.
+ */
+async function copyAlone(
+  from: StepStore,
+  to: StepStore,
+  step: number,
+  options: { readBack: boolean; concurrency: number; signal: AbortSignal; incremental: boolean; hold: (step: number) => () => void },
+): Promise<CopyResult> {
   const dir = stepDir(step);
   const metadata = await readMetadata({ storage: from.storage, path: dir, signal: options.signal });
-  // CRCs on checksum workers: a copy runs beside the training loop.
-  return copyCheckpoint({ storage: from.storage, dir, metadata, where: `${from.storage.root}/${dir}` }, { storage: to.storage, dir, where: `${to.storage.root}/${dir}` }, { ...options, offThread: true });
+  const referenced = new Set(Object.values(metadata.files).flatMap((f) => (f.dir === undefined ? [] : [f.dir])));
+  // Its bases' copies, and the newest earlier copy there: that one references the base's bytes even once the base's copy was deleted.
+  const earlier = referenced.size > 0 ? (await to.committedSteps()).filter((s) => s < step).at(-1) : undefined;
+  const bases = options.incremental ? [...new Set([...referenced, ...(earlier === undefined ? [] : [stepDir(earlier)])])] : [];
+  const releases = bases.flatMap((base) => {
+    const step = parseStep(base);
+    return step === undefined ? [] : [options.hold(step)];
+  });
+  try {
+    const reuse = (
+      await Promise.all(
+        bases.map(async (base) => {
+          try {
+            return [{ dir: base, metadata: await readMetadata({ storage: to.storage, path: base, signal: options.signal }) }];
+          } catch (error) {
+            // Not there (or not readable) on this tier: its bytes are copied instead.
+            if (isCheckpointError(error)) return [];
+            throw error;
+          }
+        }),
+      )
+    ).flat();
+    const { incremental: _incremental, hold: _hold, ...copy } = options;
+    // CRCs on checksum workers: a copy runs beside the training loop.
+    return await copyCheckpoint({ storage: from.storage, dir, metadata, where: `${from.storage.root}/${dir}` }, { storage: to.storage, dir, where: `${to.storage.root}/${dir}` }, { ...copy, reuse, offThread: true });
+  } finally {
+    for (const release of releases) release();
+  }
 }

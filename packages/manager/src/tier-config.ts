@@ -18,6 +18,11 @@ export interface ReplicationOptions {
   readonly readBack?: boolean;
   /** Data files copied at once per step (default core's save concurrency). */
   readonly concurrency?: number;
+  /**
+   * A copy of an incremental step references the slower tier's copy of its base where the bytes
+   * match by their CRCs, instead of copying them again (default true; false: whole copies).
+   */
+  readonly incremental?: boolean;
 }
 
 /** A tier as the manager runs it: where, and what it keeps. */
@@ -78,7 +83,7 @@ export function checkTierOptions(tiers: unknown, replication: unknown, locations
   if (replication === undefined) return;
   if (typeof replication !== "object" || replication === null) throw invalid("CheckpointManager option replication", "an object", replication);
   const r = replication as Record<string, unknown>;
-  for (const name of ["deleteUnreplicated", "readBack"]) {
+  for (const name of ["deleteUnreplicated", "readBack", "incremental"]) {
     if (r[name] !== undefined && typeof r[name] !== "boolean") throw invalid(`CheckpointManager option replication.${name}`, "a boolean", r[name]);
   }
   count(r.concurrency, 1, "CheckpointManager option replication.concurrency");
