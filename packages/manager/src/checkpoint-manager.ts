@@ -107,7 +107,7 @@ export class CheckpointManager {
     if (this.#tiers.length > 1 && !options.readOnly) {
       this.#replication = new Replication({ tiers: this.#tiers, options: options.replication ?? {}, events: this.#events, now: () => this.#now(), group: this.#group });
       if (this.#group.worldSize > 1 && this.#group.rank === 0) this.#deletionPoster = new DeletionPoster(this.#group);
-      if (this.#group.rank !== 0) this.#deletions = followDeletions(this.#group, this.#tiers[0]!, this.#events);
+      if (this.#group.rank !== 0) this.#deletions = followDeletions(this.#group, this.#tiers[0]!, this.#events, options.incremental !== undefined && options.incremental !== false);
     }
     this.#pipeline = new SavePipeline({ ...options, location: locations[0]!, writable: !options.readOnly, events: this.#events });
     const watched = (options.checkpointOnPreemption ?? true) && !options.readOnly;

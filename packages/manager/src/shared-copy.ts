@@ -140,7 +140,7 @@ export interface DeletionFollower {
  * A rank other than 0 with tiers: deletes from its own tier 0 (its node's disk, or the shared one,
  * where the files are already gone) the steps rank 0's retention deleted, one message after another.
  */
-export function followDeletions(group: CoordinatedProcessGroup, tier0: Tier, events: ManagerEmitter): DeletionFollower {
+export function followDeletions(group: CoordinatedProcessGroup, tier0: Tier, events: ManagerEmitter, incremental = false): DeletionFollower {
   let chain = Promise.resolve();
   let received = 0;
   let arrived: (() => void) | undefined;
@@ -154,7 +154,8 @@ export function followDeletions(group: CoordinatedProcessGroup, tier0: Tier, eve
       for (const step of steps) {
         // Rank 0's message, yet checked: a rank trusts no value it did not make.
         if (!Number.isSafeInteger(step) || (step as number) < 0) continue;
-        await store.deleteStep(step as number).catch((error: unknown) => events.report({ step: step as number, error, operation: "retention", tier: 0 }));
+        // Incremental steps may use this rank's files of a deleted step, and only rank 0's metadata says which: they stay (docs/incremental.md).
+        await store.deleteStep(step as number, true, { keepFiles: incremental }).catch((error: unknown) => events.report({ step: step as number, error, operation: "retention", tier: 0 }));
       }
     });
   });

@@ -174,10 +174,11 @@ export class StepStore {
    * leftover later). Objects already gone are fine; a failure is thrown after every object was
    * tried, and the next retention pass finishes the step.
    */
-  async deleteStep(step: number, listed = true): Promise<void> {
+  async deleteStep(step: number, listed = true, follow?: { readonly keepFiles: boolean }): Promise<void> {
     const dir = stepDir(step);
     // Mark: every listed step's references are known before anything is swept (each step's metadata is read once, then cached).
-    await this.#markAll();
+    // A rank following rank 0's deletions on its own tier 0 holds no metadata to mark with: it keeps its files if steps may reference them.
+    if (!follow) await this.#markAll();
     const known = listed ? undefined : (this.#index.objectsOf(step)?.paths ?? (await this.#dataFiles(step)));
     // Files of other steps it referenced: those of a step still committed are that step's own, never swept here.
     const referenced = this.#files.referencedBy(step).filter((path) => {
@@ -194,7 +195,7 @@ export class StepStore {
       for await (const object of this.storage.list(`${dir}/`)) rest.push(object.path);
     }
     // Sweep: its own files no other step uses, and the files of other steps only it used.
-    const sweep = this.#files.sweepable([...rest, ...referenced]);
+    const sweep = follow?.keepFiles ? [] : this.#files.sweepable([...rest, ...referenced]);
     this.#unfinished.set(step, sweep);
     await this.#deleteAll(sweep);
     this.#unfinished.delete(step);
