@@ -106,8 +106,9 @@ export class Tier {
     this.#opened?.remember({ step, time, metrics }, referenced);
   }
 
-  /** Closes the storage if this tier opened it from a URL. */
+  /** Closes the storage if this tier opened it from a URL (a tier that failed to open has nothing to close). */
   async close(): Promise<void> {
-    if (this.#store && typeof this.config.location === "string") await (await this.#store).storage.close();
+    const store = typeof this.config.location === "string" ? await this.#store?.catch(() => undefined) : undefined;
+    await store?.storage.close();
   }
 }

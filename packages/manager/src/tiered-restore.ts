@@ -51,12 +51,13 @@ export async function restoreFromTiers(
   throw first ?? (await notFound(tiers, events, step));
 }
 
-/** Rank 0's metadata.json of `step` on `storage`, base64, or null (reported) when it cannot be read. */
-async function metadataToSend(storage: StorageAdapter, step: number, tier: number, events: ManagerEmitter, signal: AbortSignal | undefined): Promise<string | null> {
+/** Rank 0's metadata.json of `step` on `tier`, base64, or null (reported) when it cannot be read. */
+async function metadataToSend(tier: Tier, step: number, events: ManagerEmitter, signal: AbortSignal | undefined): Promise<string | null> {
   try {
+    const { storage } = await tier.open();
     return Buffer.from(await storage.read(joinPath(stepDir(step), METADATA_FILE), undefined, signal ? { signal } : {})).toString("base64");
   } catch (error) {
-    events.report({ step, error, operation: "restore", tier });
+    events.report({ step, error, operation: "restore", tier: tier.index });
     return null;
   }
 }
@@ -85,19 +86,21 @@ async function restoreAcrossRanks(tiers: readonly Tier[], events: ManagerEmitter
   let first: unknown;
   for (const tier of tiers) {
     if (!holds(0, tier.index)) continue;
-    let storage = (await tier.open()).storage;
+    let sent: unknown;
     if (!held.every((_, rank) => holds(rank, tier.index))) {
-      const sent = await group.broadcast(group.rank === 0 ? await metadataToSend(storage, step, tier.index, events, options.signal) : undefined, 0);
+      sent = await group.broadcast(group.rank === 0 ? await metadataToSend(tier, step, events, options.signal) : undefined, 0);
       if (typeof sent !== "string") {
         first ??= new CheckpointError("not_found", `rank 0 could not read the metadata of step ${step} on tier ${tier.index}`, { context: { step, rank: 0 } });
         continue;
       }
-      if (!holds(group.rank, tier.index)) storage = new MetadataOverlay(storage, joinPath(stepDir(step), METADATA_FILE), Buffer.from(sent, "base64"));
     }
     let result: LoadResult | StateDict | undefined;
     let own: unknown;
+    // Whatever fails on this rank (opening its tier too) is its outcome: the others wait for it.
     try {
-      result = await loadFrom(storage, step, target, options);
+      const { storage } = await tier.open();
+      const view = typeof sent === "string" && !holds(group.rank, tier.index) ? new MetadataOverlay(storage, joinPath(stepDir(step), METADATA_FILE), Buffer.from(sent, "base64")) : storage;
+      result = await loadFrom(view, step, target, options);
     } catch (error) {
       own = error ?? new Error("undefined thrown");
     }

@@ -56,9 +56,9 @@ export async function latestStepOf(tiers: readonly Tier[], events: ManagerEmitte
   return steps.length === 0 ? undefined : Math.max(...steps);
 }
 
-/** The tiers holding `step` committed, fastest first (one stat each); tiers that cannot answer are left out. */
+/** The tiers holding `step` committed, fastest first (one stat each); tiers that cannot answer (or be opened) are left out. */
 export async function holders(tiers: readonly Tier[], step: number): Promise<Tier[]> {
-  const found = await Promise.all(tiers.map(async (tier) => ((await (await tier.open()).isCommitted(step).catch(() => false)) ? tier : undefined)));
+  const found = await Promise.all(tiers.map(async (tier) => ((await tier.open().then((store) => store.isCommitted(step)).catch(() => false)) ? tier : undefined)));
   return found.filter((t): t is Tier => t !== undefined);
 }
 

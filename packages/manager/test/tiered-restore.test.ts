@@ -13,16 +13,17 @@ afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true 
 interface RankResult {
   rank: number;
   unreplicated: unknown[];
-  latest: number;
+  latest: number | null;
   restored: boolean;
-  from: string;
+  from: string | null;
+  failure: string | null;
   restoreErrors: { tier?: number; code?: string }[];
 }
 
-async function run(damagedRank: string): Promise<{ dir: string; results: RankResult[] }> {
+async function run(damagedRank: string, brokenRank?: string): Promise<{ dir: string; results: RankResult[] }> {
   const dir = await mkdtemp(join(tmpdir(), "cairn-tiered-restore-"));
   dirs.push(dir);
-  const out = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "3", RANK, dir, damagedRank]);
+  const out = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "3", RANK, dir, damagedRank, ...(brokenRank === undefined ? [] : [brokenRank])]);
   if (out.code !== 0) throw new Error(`cairn-run exited ${out.code}\n${out.stdout}\n${out.stderr}`);
   const results = out.stdout
     .split("\n")
@@ -37,7 +38,7 @@ describe("a tiered restore across 3 ranks (real processes), each rank with its o
   it("reads every rank's own tier 0 when each holds its files of the step", async () => {
     const { dir, results } = await run("");
     for (const r of results) {
-      expect(r).toMatchObject({ unreplicated: [], latest: 2, restored: true, restoreErrors: [] });
+      expect(r).toMatchObject({ unreplicated: [], latest: 2, restored: true, failure: null, restoreErrors: [] });
       expect(r.from, `rank ${r.rank}`).toBe(`file://${join(dir, `local-${r.rank}`)}/2`);
     }
   }, 180_000);
@@ -45,9 +46,21 @@ describe("a tiered restore across 3 ranks (real processes), each rank with its o
   it("one rank's tier-0 copy damaged: that rank reports it and every rank reads the step from the shared tier", async () => {
     const { dir, results } = await run("1");
     for (const r of results) {
-      expect(r, `rank ${r.rank}`).toMatchObject({ unreplicated: [], latest: 2, restored: true });
+      expect(r, `rank ${r.rank}`).toMatchObject({ unreplicated: [], latest: 2, restored: true, failure: null });
       expect(r.from, `rank ${r.rank}`).toBe(`file://${join(dir, "bucket")}/2`);
     }
     expect(results.map((r) => r.restoreErrors)).toEqual([[], [{ tier: 0, code: "corrupt" }], []]);
+  }, 180_000);
+
+  it("one rank cannot open the shared tier: the others go on without it, and when no tier serves every rank, every rank fails", async () => {
+    // Every rank's tier 0 holds the step: read there, the shared tier is not needed.
+    const fine = await run("", "2");
+    for (const r of fine.results) expect(r, `rank ${r.rank}`).toMatchObject({ restored: true, failure: null, from: `file://${join(fine.dir, `local-${r.rank}`)}/2` });
+    // Rank 1's copy is damaged too: no tier serves every rank, and every rank's restore fails (none waits forever).
+    const { results } = await run("1", "2");
+    for (const r of results) expect(r, `rank ${r.rank}`).toMatchObject({ from: null, failure: expect.any(String) });
+    // Each throws the first failure: rank 1's damaged copy on tier 0 (rank 2's own comes later, reported).
+    expect(results.map((r) => r.failure)).toEqual(["corrupt", "corrupt", "corrupt"]);
+    expect(results.map((r) => r.restoreErrors)).toEqual([[], [{ tier: 0, code: "corrupt" }], [{ tier: 1, code: "permission_denied" }]]);
   }, 180_000);
 });
