@@ -120,7 +120,11 @@ describe("export and import", () => {
       const metadata = await readMetadata({ storage, path: "" });
       let reads = 0;
       const reader = new CheckpointReader(storage, "", metadata, { onRead: () => reads++ });
-      await withStorage(`file://${dir}`, (out) => exportSafetensors(reader, { storage: out, name: "pieces.safetensors" }, { readBytes: 40 }));
+      try {
+        await withStorage(`file://${dir}`, (out) => exportSafetensors(reader, { storage: out, name: "pieces.safetensors" }, { readBytes: 40 }));
+      } finally {
+        await reader.close();
+      }
       expect(reads).toBeGreaterThan(20);
     });
     check(new Uint8Array(await readFile(join(dir, "pieces.safetensors"))));
@@ -198,7 +202,11 @@ describe("export and import", () => {
     });
     await withStorage(`${url}/ckpt`, async (source) => {
       const reader = new CheckpointReader(recording(source), "", await readMetadata({ storage: source, path: "" }));
-      await withStorage(url, (out) => exportSafetensors(reader, { storage: recording(out), name: "big.safetensors" }, { readBytes: 256 << 10 }));
+      try {
+        await withStorage(url, (out) => exportSafetensors(reader, { storage: recording(out), name: "big.safetensors" }, { readBytes: 256 << 10 }));
+      } finally {
+        await reader.close();
+      }
     });
     expect(largest.read).toBeLessThanOrEqual((256 + 2 * 64) << 10);
     expect(largest.write).toBeLessThanOrEqual(256 << 10);
