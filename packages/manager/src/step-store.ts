@@ -175,10 +175,15 @@ export class StepStore {
    * tried, and the next retention pass finishes the step.
    */
   async deleteStep(step: number, listed = true, follow?: { readonly keepFiles: boolean }): Promise<void> {
-    const dir = stepDir(step);
     // Mark: every listed step's references are known before anything is swept (each step's metadata is read once, then cached).
     // A rank following rank 0's deletions on its own tier 0 holds no metadata to mark with: it keeps its files if steps may reference them.
     if (!follow) await this.#markAll();
+    await this.#delete(step, listed, follow?.keepFiles === true);
+  }
+
+  /** `deleteStep` once every step is marked (a retention pass marks once for all its deletions). */
+  async #delete(step: number, listed: boolean, keepFiles: boolean): Promise<void> {
+    const dir = stepDir(step);
     const known = listed ? undefined : (this.#index.objectsOf(step)?.paths ?? (await this.#dataFiles(step)));
     // Files of other steps it referenced: those of a step still committed are that step's own, never swept here.
     const referenced = this.#files.referencedBy(step).filter((path) => {
@@ -195,7 +200,7 @@ export class StepStore {
       for await (const object of this.storage.list(`${dir}/`)) rest.push(object.path);
     }
     // Sweep: its own files no other step uses, and the files of other steps only it used.
-    const sweep = follow?.keepFiles ? [] : this.#files.sweepable([...rest, ...referenced]);
+    const sweep = keepFiles ? [] : this.#files.sweepable([...rest, ...referenced]);
     this.#unfinished.set(step, sweep);
     await this.#deleteAll(sweep);
     this.#unfinished.delete(step);
@@ -247,7 +252,8 @@ export class StepStore {
           work.push(
             attempt(step, async () => {
               if (isBusy(step)) return;
-              await this.deleteStep(step, false);
+              // Every listed step was read (marked) above: no pass over them per deletion.
+              await this.#delete(step, false, false);
               deleted.push(step);
             }),
           );
