@@ -1,29 +1,32 @@
+/** The base64 alphabet's character codes. */
+const BASE64 = Uint8Array.from("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", (c) => c.charCodeAt(0));
+
 /**
  * A growing byte buffer JSON is written into piece by piece, as JSON.stringify would write it:
  * for headers and metadata of 100k tensors, cheaper than building objects or strings to stringify.
  */
 export class JsonBytes {
-  #buffer: Buffer;
+  private buf: Buffer;
   length: number;
 
   /** `reserved` bytes at the start are left zero for the caller (a length prefix). */
   constructor(capacity: number, reserved = 0) {
-    this.#buffer = Buffer.allocUnsafe(Math.max(capacity, reserved + 16));
-    this.#buffer.fill(0, 0, reserved);
+    this.buf = Buffer.allocUnsafeSlow(Math.max(capacity, reserved + 16));
+    this.buf.fill(0, 0, reserved);
     this.length = reserved;
   }
 
-  #ensure(more: number): void {
-    if (this.length + more <= this.#buffer.byteLength) return;
-    const grown = Buffer.allocUnsafe(Math.max(this.#buffer.byteLength * 2, this.length + more));
-    this.#buffer.copy(grown, 0, 0, this.length);
-    this.#buffer = grown;
+  private ensure(more: number): void {
+    if (this.length + more <= this.buf.byteLength) return;
+    const grown = Buffer.allocUnsafeSlow(Math.max(this.buf.byteLength * 2, this.length + more));
+    this.buf.copy(grown, 0, 0, this.length);
+    this.buf = grown;
   }
 
   /** UTF-8 text: ASCII byte by byte (a native write per short piece costs more), anything else through Buffer. */
   text(text: string): void {
-    this.#ensure(text.length * 3);
-    const buffer = this.#buffer;
+    this.ensure(text.length * 3);
+    const buffer = this.buf;
     let at = this.length;
     for (let i = 0; i < text.length; i++) {
       const c = text.charCodeAt(i);
@@ -37,14 +40,14 @@ export class JsonBytes {
   }
 
   byte(value: number): void {
-    this.#ensure(1);
-    this.#buffer[this.length++] = value;
+    this.ensure(1);
+    this.buf[this.length++] = value;
   }
 
   /** A JSON string: printable ASCII without quotes or backslashes byte by byte, anything else through JSON.stringify. */
   string(value: string): void {
-    this.#ensure(value.length + 2);
-    const buffer = this.#buffer;
+    this.ensure(value.length + 2);
+    const buffer = this.buf;
     let at = this.length;
     buffer[at++] = 0x22;
     for (let i = 0; i < value.length; i++) {
@@ -66,22 +69,50 @@ export class JsonBytes {
   integer(value: number): void {
     let digits = 1;
     for (let rest = value; rest >= 10; rest = Math.floor(rest / 10)) digits++;
-    this.#ensure(digits);
+    this.ensure(digits);
     let rest = value;
     for (let at = this.length + digits - 1; at >= this.length; at--) {
-      this.#buffer[at] = 48 + (rest % 10);
+      this.buf[at] = 48 + (rest % 10);
       rest = Math.floor(rest / 10);
     }
     this.length += digits;
   }
 
-  /** The bytes written, copied into a buffer of their own. */
-  bytes(): Uint8Array {
-    return new Uint8Array(this.#buffer.subarray(0, this.length));
+  /** A uint32's four little-endian bytes as a quoted base64 string, as `Buffer.toString("base64")` writes them: no string is made. */
+  base64Uint32LE(value: number): void {
+    this.ensure(10);
+    const buffer = this.buf;
+    const at = this.length;
+    const b0 = value & 0xff;
+    const b1 = (value >>> 8) & 0xff;
+    const b2 = (value >>> 16) & 0xff;
+    const b3 = value >>> 24;
+    buffer[at] = 0x22;
+    buffer[at + 1] = BASE64[b0 >> 2]!;
+    buffer[at + 2] = BASE64[((b0 & 3) << 4) | (b1 >> 4)]!;
+    buffer[at + 3] = BASE64[((b1 & 15) << 2) | (b2 >> 6)]!;
+    buffer[at + 4] = BASE64[b2 & 63]!;
+    buffer[at + 5] = BASE64[b3 >> 2]!;
+    buffer[at + 6] = BASE64[(b3 & 3) << 4]!;
+    buffer[at + 7] = 0x3d;
+    buffer[at + 8] = 0x3d;
+    buffer[at + 9] = 0x22;
+    this.length = at + 10;
   }
 
-  /** The bytes written, without copying: valid until the next write. */
-  view(): Uint8Array {
-    return this.#buffer.subarray(0, this.length);
+  /** Overwrites bytes already written, from `at` (`at + text.length` at most `length`); ASCII only. */
+  overwrite(at: number, text: string): void {
+    if (at < 0 || at + text.length > this.length) throw new RangeError(`JsonBytes.overwrite: ${text.length} bytes at ${at} do not fit in ${this.length}`);
+    for (let i = 0; i < text.length; i++) this.buf[at + i] = text.charCodeAt(i);
+  }
+
+  /** The bytes written, copied into a buffer of their own. */
+  bytes(): Uint8Array {
+    return new Uint8Array(this.buf.subarray(0, this.length));
+  }
+
+  /** The bytes written from `from` (0), without copying: valid until the next write. */
+  view(from = 0): Uint8Array {
+    return this.buf.subarray(from, this.length);
   }
 }

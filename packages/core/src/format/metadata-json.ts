@@ -12,12 +12,15 @@ import { JsonBytes } from "./json-bytes.js";
  * without re-encoding JSON the way JavaScript does.
  */
 const CHECKSUM_FIELD = "metadataCrc32c";
+/** Room for `{"metadataCrc32c":<up to 10 digits>,` before the body. */
+const HEAD_ROOM = CHECKSUM_FIELD.length + 14;
 const CHECKSUM_PREFIX = new RegExp(`^\\{"${CHECKSUM_FIELD}":(\\d{1,10}),`);
 
 /**
  * The bytes of `metadata.json` for `metadata`, in this version's layout (`FORMAT_MAJOR`.x):
  * compact JSON opened by its checksum (a stale one in `metadata` is dropped). Throws
- * `invalid_argument` for another major version or a chunk in a file `files` does not list.
+ * `invalid_argument` for another major version or a chunk in a file `files` does not list. The
+ * bytes are a view (its byteOffset may not be 0) of memory no one else holds.
  */
 export function encodeMetadata(metadata: CheckpointMetadata): Uint8Array {
   const { [CHECKSUM_FIELD]: _stale, files, entries, ...rest } = metadata as CheckpointMetadata & { [CHECKSUM_FIELD]?: unknown };
@@ -26,18 +29,17 @@ export function encodeMetadata(metadata: CheckpointMetadata): Uint8Array {
   }
   // The other fields as JSON.stringify writes them, then files and entries last, as `{ ...rest, files, entries }` would be.
   const others = JSON.stringify(rest);
-  const body = new JsonBytes(128 + 80 * entries.length);
+  // The body goes after room for the checksum field, which then takes the place of its "{": no copy.
+  const body = new JsonBytes(HEAD_ROOM + 128 + 80 * entries.length, HEAD_ROOM);
   body.text(others.slice(0, -1));
   if (others !== "{}") body.byte(0x2c);
   writeV2(body, files, entries, metadata.checksum.blockSize);
   body.byte(0x7d);
-  // The checksum covers the body's bytes; the body is written once and placed after the field.
-  const written = body.view();
-  const head = new TextEncoder().encode(`{"${CHECKSUM_FIELD}":${crc32c(written)},`);
-  const bytes = new Uint8Array(head.byteLength + written.byteLength - 1);
-  bytes.set(head);
-  bytes.set(written.subarray(1), head.byteLength);
-  return bytes;
+  const head = `{"${CHECKSUM_FIELD}":${crc32c(body.view(HEAD_ROOM))},`;
+  const start = HEAD_ROOM + 1 - head.length;
+  body.overwrite(start, head);
+  const bytes = body.view(start);
+  return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 function majorOf(version: unknown): number | undefined {

@@ -97,6 +97,22 @@ describe("metadata.json 2.x bytes", () => {
     expect(new TextDecoder().decode(encodeMetadata(metadata))).toBe(new TextDecoder().decode(referenceBytes(metadata)));
   });
 
+  it("stores a whole chunk's name that differs from its dotted key only around an index", () => {
+    const metadata = randomMetadata(3);
+    const file = Object.keys(metadata.files)[0]!;
+    const names = ["layers.12.w", "layers.1.w", "layers.13.w", "layers.012.w", "layers.21.w", "layers.12", "layers.12.w.x", "layers.1.2.w", "layers.120.w", "layers.w"];
+    const entries: EntryMetadata[] = names.map((tensorName, i) => ({
+      kind: "tensor",
+      key: ["layers", 12, "w"],
+      dtype: "float32",
+      shape: [2],
+      chunks: [{ offsets: [0], sizes: [2], file, tensorName, byteOffset: 8 * i, byteLength: 8, blockSize: metadata.checksum.blockSize, crc32c: [i] }],
+    }));
+    const encoded = new TextDecoder().decode(encodeMetadata({ ...metadata, entries }));
+    expect(encoded).toBe(new TextDecoder().decode(referenceBytes({ ...metadata, entries })));
+    for (const name of names.slice(1)) expect(encoded).toContain(JSON.stringify(name));
+  });
+
   it("refuses a chunk in a file the table does not list", () => {
     const metadata = randomMetadata(7);
     const entry: EntryMetadata = { kind: "bytes", key: ["x"], byteLength: 1, chunks: [{ offsets: [0], sizes: [1], file: "elsewhere", tensorName: "x", byteOffset: 0, byteLength: 1, blockSize: 1024, crc32c: [1] }] };

@@ -73,7 +73,8 @@ export function writeV2(out: JsonBytes, files: Readonly<Record<string, DataFileM
       out.byte(0x2c);
       out.number(chunk.byteOffset);
       out.byte(0x2c);
-      out.string(encodeChecksums(chunk.crc32c));
+      if (chunk.crc32c.length === 1) out.base64Uint32LE(chunk.crc32c[0]!);
+      else out.string(encodeChecksums(chunk.crc32c));
       if (fields >= 5) {
         out.byte(0x2c);
         numbers(out, chunk.offsets);
@@ -126,11 +127,27 @@ function isDottedKey(name: string, key: KeyPath): boolean {
   let at = 0;
   for (let k = 0; k < key.length; k++) {
     if (k > 0 && name.charCodeAt(at++) !== 46) return false;
-    const part = String(key[k]);
-    if (!name.startsWith(part, at)) return false;
-    at += part.length;
+    const element = key[k]!;
+    at = typeof element === "string" ? (name.startsWith(element, at) ? at + element.length : -1) : integerAt(name, at, element);
+    if (at < 0) return false;
   }
   return at === name.length;
+}
+
+/** Where `name`'s decimal digits of `value` (as `String` writes it) end, if they start at `at`; -1 if not there. */
+function integerAt(name: string, at: number, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    const text = String(value);
+    return name.startsWith(text, at) ? at + text.length : -1;
+  }
+  let digits = 1;
+  for (let rest = value; rest >= 10; rest = Math.floor(rest / 10)) digits++;
+  let rest = value;
+  for (let i = at + digits - 1; i >= at; i--) {
+    if (name.charCodeAt(i) !== 48 + (rest % 10)) return -1;
+    rest = Math.floor(rest / 10);
+  }
+  return at + digits;
 }
 
 /** Reads the files and entries of a format 2.x `metadata.json`; everything is checked before use. */
