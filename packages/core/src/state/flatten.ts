@@ -254,8 +254,7 @@ async function walk(
             record[key] = replacement;
           }
         : noReplace;
-      // concat makes an array of exactly the right length: a spread costs three times the memory, per leaf.
-      const pending = visit(record[key], path.concat(key), replace);
+      const pending = visit(record[key], childPath(path, key), replace);
       if (pending) return pending.then(() => visitContainer(container, keys, path, i + 1));
     }
     return undefined;
@@ -264,6 +263,17 @@ async function walk(
   await visit(root, [], () => {
     throw new CheckpointError("invalid_argument", "the state dict's root cannot be replaced");
   });
+}
+
+/**
+ * `path` and then `key`, in an array of exactly that length: a spread leaves spare capacity (three
+ * times the memory, per leaf), and `concat` costs about ten times this copy.
+ */
+function childPath(path: KeyPath, key: string | number): KeyPath {
+  const child = new Array<string | number>(path.length + 1);
+  for (let i = 0; i < path.length; i++) child[i] = path[i]!;
+  child[path.length] = key;
+  return child;
 }
 
 /**
