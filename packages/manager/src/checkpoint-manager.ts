@@ -6,7 +6,7 @@ import { ManagerEmitter, type ManagerEventName, type ManagerEvents } from "./man
 import { SignalPreemptionSource } from "./preemption.js";
 import { PreemptionWatch } from "./preemption-watch.js";
 import { Replication } from "./replication.js";
-import { DeletionPoster, type DeletionFollower, followDeletions } from "./shared-copy.js";
+import { DeletionPoster, type DeletionFollower, followDeletions } from "./rank-deletions.js";
 import type { UnreplicatedStep } from "./replication-queue.js";
 import { IncrementalBases } from "./incremental-bases.js";
 import { SavePipeline } from "./save-pipeline.js";
@@ -90,6 +90,8 @@ export class CheckpointManager {
     this.saveInterval = saveInterval;
     this.#options = options;
     this.#bases = new IncrementalBases(options.incremental);
+    // Several ranks with tiers: rank 0 alone decides retention, and sends each rank what to sweep of its tier 0.
+    const multiRankTiers = locations.length > 1 && !options.readOnly && this.#group.worldSize > 1;
     this.#tiers = tierConfigs(locations, options).map(
       (config) =>
         new Tier({
@@ -100,14 +102,16 @@ export class CheckpointManager {
           isBusy: (tier, step) => (tier === 0 && (this.#pipeline.isBusy(step) || this.#bases.isBusy(step))) || (this.#replication?.isHeld(tier, step) ?? false) || (this.#replication?.queue.has(step, tier) ?? false),
           onDamaged: (tier, step, error) => this.#events.report({ step, error, operation: "listing", ...(this.#tiered ? { tier } : {}) }),
           onRetentionFailure: (tier, { step, error }) => this.#events.report({ ...(step === undefined ? {} : { step }), error, operation: "retention", ...(this.#tiered ? { tier } : {}) }),
-          // Several ranks, each with its own tier 0: rank 0's retention tells the others what to delete from theirs.
-          onDeleted: (tier, steps) => (tier === 0 ? this.#deletionPoster?.post(steps) : undefined),
+          // Several ranks, each with its own tier 0: rank 0's retention tells the others exactly which files to delete from theirs.
+          onDeleted: (tier, steps, swept) => (tier === 0 ? this.#deletionPoster?.post(steps, swept) : undefined),
+          sweepsByRank: multiRankTiers && this.#group.rank === 0,
+          retains: !(multiRankTiers && this.#group.rank !== 0),
         }),
     );
     if (this.#tiers.length > 1 && !options.readOnly) {
       this.#replication = new Replication({ tiers: this.#tiers, options: options.replication ?? {}, events: this.#events, now: () => this.#now(), group: this.#group });
       if (this.#group.worldSize > 1 && this.#group.rank === 0) this.#deletionPoster = new DeletionPoster(this.#group);
-      if (this.#group.rank !== 0) this.#deletions = followDeletions(this.#group, this.#tiers[0]!, this.#events, options.incremental !== undefined && options.incremental !== false);
+      if (this.#group.rank !== 0) this.#deletions = followDeletions(this.#group, this.#tiers[0]!, this.#events);
     }
     this.#pipeline = new SavePipeline({ ...options, location: locations[0]!, writable: !options.readOnly, events: this.#events });
     const watched = (options.checkpointOnPreemption ?? true) && !options.readOnly;

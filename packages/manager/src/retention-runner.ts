@@ -1,5 +1,5 @@
 import type { RetentionOptions } from "./retention-policy.js";
-import type { RetentionFailure, StepStore } from "./step-store.js";
+import type { RetentionFailure, StepStore, SweptFile } from "./step-store.js";
 
 export interface RetentionRunnerOptions {
   readonly store: StepStore;
@@ -10,8 +10,8 @@ export interface RetentionRunnerOptions {
   readonly isBusy: (step: number) => boolean;
   /** Called when a step starts failing (once, until a pass deletes it or no longer needs to). */
   readonly report: (failure: RetentionFailure) => void;
-  /** Called after each pass that deleted committed steps, with them. */
-  readonly onDeleted?: (steps: number[]) => void;
+  /** Called after each pass that deleted committed steps, with them and (with the store's `sweepsByRank`) every rank's files it swept. */
+  readonly onDeleted?: (steps: number[], swept: SweptFile[]) => void;
 }
 
 /**
@@ -57,10 +57,12 @@ export class RetentionRunner {
     const { store, retention, leftoverAgeMs, now, isBusy } = this.#options;
     let next: Map<number | undefined, unknown>;
     let deleted: number[] = [];
+    let swept: SweptFile[] = [];
     try {
       const pass = await store.retain(retention, leftoverAgeMs, now(), isBusy);
       next = new Map(pass.failures.map((f) => [f.step, f.error]));
       deleted = pass.deleted;
+      swept = pass.swept;
     } catch (error) {
       // Listing failed: nothing is known about the steps, so their earlier failures stand.
       next = new Map(this.#failures);
@@ -68,7 +70,7 @@ export class RetentionRunner {
     }
     for (const [step, error] of next) if (!this.#failures.has(step)) this.#options.report({ step, error });
     this.#failures = next;
-    if (deleted.length > 0) this.#options.onDeleted?.(deleted);
+    if (deleted.length > 0) this.#options.onDeleted?.(deleted, swept);
     return deleted;
   }
 }

@@ -4,13 +4,10 @@ import { METADATA_FILE, parseMetadata } from "@cairn/core/format";
 import { type CopyResult, copyCheckpoint } from "@cairn/core/ops";
 import { joinPath } from "@cairn/core/storage";
 import { stepDir } from "./step-naming.js";
-import type { ManagerEmitter } from "./manager-events.js";
 import type { Tier } from "./tier.js";
 
 /** The topic on which rank 0 asks every rank to join a copy. */
 export const REPLICATE_TOPIC = "cairn/manager/replicate";
-/** The topic on which rank 0 tells the others which steps its tier 0 retention deleted. */
-const DELETED_TOPIC = "cairn/manager/tier0-deleted";
 
 /** What rank 0 posts: which step goes from which tier to which, under which collective tag and file attempt. */
 interface CopyRequest {
@@ -117,59 +114,4 @@ export function followCopies(
       options.onCopied(request.step, destination);
     })().catch((error: unknown) => options.onFailure(request.step, request.tier, error));
   });
-}
-
-/** Rank 0: tells the others which steps its tier 0 retention deleted, counting the messages so they can tell when they have them all. */
-export class DeletionPoster {
-  posted = 0;
-  constructor(readonly group: CoordinatedProcessGroup) {}
-
-  post(steps: readonly number[]): void {
-    this.posted++;
-    this.group.post(DELETED_TOPIC, steps);
-  }
-}
-
-export interface DeletionFollower {
-  /** Resolves once `count` messages arrived (or after `timeoutMs`) and every deletion they asked for is done. */
-  settled(count: number, timeoutMs: number): Promise<void>;
-  stop(): void;
-}
-
-/**
- * A rank other than 0 with tiers: deletes from its own tier 0 (its node's disk, or the shared one,
- * where the files are already gone) the steps rank 0's retention deleted, one message after another.
- */
-export function followDeletions(group: CoordinatedProcessGroup, tier0: Tier, events: ManagerEmitter, incremental = false): DeletionFollower {
-  let chain = Promise.resolve();
-  let received = 0;
-  let arrived: (() => void) | undefined;
-  const stop = group.on(DELETED_TOPIC, (steps, from) => {
-    if (from !== 0) return;
-    received++;
-    arrived?.();
-    if (!Array.isArray(steps)) return;
-    chain = chain.then(async () => {
-      const store = await tier0.open();
-      for (const step of steps) {
-        // Rank 0's message, yet checked: a rank trusts no value it did not make.
-        if (!Number.isSafeInteger(step) || (step as number) < 0) continue;
-        // Incremental steps may use this rank's files of a deleted step, and only rank 0's metadata says which: they stay (docs/incremental.md).
-        await store.deleteStep(step as number, true, { keepFiles: incremental }).catch((error: unknown) => events.report({ step: step as number, error, operation: "retention", tier: 0 }));
-      }
-    });
-  });
-  return {
-    async settled(count, timeoutMs) {
-      const deadline = Date.now() + timeoutMs;
-      while (received < count && Date.now() < deadline) {
-        await new Promise<void>((resolve) => {
-          arrived = resolve;
-          setTimeout(resolve, Math.max(0, deadline - Date.now())).unref();
-        });
-      }
-      await chain;
-    },
-    stop,
-  };
 }

@@ -3,6 +3,7 @@ import { joinPath } from "@cairn/core/storage";
 import { METADATA_FILE } from "@cairn/core/format";
 import PQueue from "p-queue";
 import { type RetentionOptions, type StepRecord, stepsToDelete } from "./retention-policy.js";
+import { GONE, readFileTable, referencedFiles } from "./step-file-table.js";
 import { StepFiles } from "./step-files.js";
 import { StepIndex } from "./step-index.js";
 import { parseStep, stepDir } from "./step-naming.js";
@@ -23,17 +24,24 @@ export interface RetentionFailure {
   readonly error: unknown;
 }
 
+/** A data file a retention pass swept, with the rank that wrote it (whose own tier 0 holds it when each rank has one). */
+export interface SweptFile {
+  /** `<step>/<file name>`, relative to the root. */
+  readonly path: string;
+  readonly rank: number;
+}
+
 /** What one retention pass did: the committed steps it deleted, and what it could not do (retried by the next pass). */
 export interface RetentionPass {
   readonly deleted: number[];
   readonly failures: RetentionFailure[];
+  /** With `sweepsByRank`: every rank's data files the deleted steps' sweeps took (from their metadata), for ranks with their own tier 0. */
+  readonly swept: SweptFile[];
 }
 
 /** Called once per step whose metadata.json is present but unusable (damaged, foreign, a newer format); the step is skipped. */
 export type DamagedStepListener = (step: number, error: CheckpointError) => void;
 
-/** Codes that say a step vanished between listing and reading it (another manager deleted it): it is simply not there. */
-const GONE = new Set(["not_found", "not_committed"]);
 /** Codes that say storage failed, not the step: the answer is unknown, so the caller hears of it. */
 const STORAGE_FAILURES = new Set(["storage", "timeout", "cancelled", "permission_denied", "no_space", "process_group"]);
 /** Metadata reads in flight at once when listing many steps. */
@@ -46,23 +54,13 @@ function isNotFound(error: unknown): boolean {
   return isCheckpointError(error, "not_found");
 }
 
-/** A data file name read from metadata.json: one plain name inside the step directory, nothing that climbs out. */
-function isPlainName(name: string): boolean {
-  return name.length > 0 && !name.includes("/") && !name.includes("\\") && name !== "." && name !== "..";
-}
-
-/** The files of sibling steps an incremental step uses (format 2.1), as paths under the root. */
-function referencedFiles(metadata: CheckpointMetadata): string[] {
-  const paths: string[] = [];
-  for (const [name, file] of Object.entries(metadata.files)) if (file.dir !== undefined) paths.push(joinPath(file.dir, name));
-  return paths;
-}
-
 export interface StepStoreOptions {
   /** Called once per step whose metadata.json is present but unusable; the step is skipped. */
   readonly onDamaged?: DamagedStepListener;
   /** The manager's clock, in ms since the epoch: when listings ran, for leftover sweeps (default `Date.now`). */
   readonly now?: () => number;
+  /** Several ranks, each with its own tier 0: retention reads each step it deletes for every rank's files, and returns those it swept. */
+  readonly sweepsByRank?: boolean;
 }
 
 /**
@@ -86,6 +84,7 @@ export class StepStore {
   readonly #onDamaged: DamagedStepListener | undefined;
   readonly #now: () => number;
   readonly #openedAt: number;
+  readonly #sweepsByRank: boolean;
   /** The listing whose leftovers a pass last looked at. */
   #sweptListing = 0;
 
@@ -95,6 +94,7 @@ export class StepStore {
     this.#onDamaged = options.onDamaged;
     this.#now = options.now ?? Date.now;
     this.#openedAt = this.#now();
+    this.#sweepsByRank = options.sweepsByRank ?? false;
   }
 
   /** Committed steps whose metadata reads back, ascending. Steps deleted meanwhile and damaged ones are left out. */
@@ -174,36 +174,47 @@ export class StepStore {
    * leftover later). Objects already gone are fine; a failure is thrown after every object was
    * tried, and the next retention pass finishes the step.
    */
-  async deleteStep(step: number, listed = true, follow?: { readonly keepFiles: boolean }): Promise<void> {
+  async deleteStep(step: number, listed = true): Promise<void> {
     // Mark: every listed step's references are known before anything is swept (each step's metadata is read once, then cached).
-    // A rank following rank 0's deletions on its own tier 0 holds no metadata to mark with: it keeps its files if steps may reference them.
-    if (!follow) await this.#markAll();
-    await this.#delete(step, listed, follow?.keepFiles === true);
+    await this.#markAll();
+    await this.#delete(step, listed, false);
   }
 
-  /** `deleteStep` once every step is marked (a retention pass marks once for all its deletions). */
-  async #delete(step: number, listed: boolean, keepFiles: boolean): Promise<void> {
+  /**
+   * `deleteStep` once every step is marked (a retention pass marks once for all its deletions).
+   * With `byRank`, resolves every rank's data files its sweep takes, read from its metadata first.
+   */
+  async #delete(step: number, listed: boolean, byRank: boolean): Promise<SweptFile[]> {
     const dir = stepDir(step);
-    const known = listed ? undefined : (this.#index.objectsOf(step)?.paths ?? (await this.#dataFiles(step)));
-    // Files of other steps it referenced: those of a step still committed are that step's own, never swept here.
-    const referenced = this.#files.referencedBy(step).filter((path) => {
-      const owner = parseStep(path.slice(0, path.indexOf("/")));
-      return owner === undefined || !this.#index.has(owner);
-    });
+    const listing = listed ? undefined : this.#index.objectsOf(step)?.paths;
+    // Its metadata, read before it is deleted, names its objects when no listing does, and every rank's files.
+    const table = byRank || (!listed && !listing) ? await readFileTable(this.storage, step) : [];
+    const known = listed ? undefined : (listing ?? table.filter((file) => file.own).map((file) => file.path));
+    const ownReferences = this.#files.referencedBy(step);
     await this.storage.delete(joinPath(dir, METADATA_FILE)).catch((error: unknown) => {
       if (!isNotFound(error)) throw error;
     });
     this.forget(step);
+    // Files of other steps it referenced: those of a step still committed (or being deleted, not yet forgotten) are that step's own, swept with it.
+    const ownerGone = (path: string): boolean => {
+      const owner = parseStep(path.slice(0, path.indexOf("/")));
+      return owner === step || owner === undefined || !this.#index.has(owner);
+    };
+    const referenced = ownReferences.filter(ownerGone);
     let rest = known?.filter((path) => path !== joinPath(dir, METADATA_FILE));
     if (rest === undefined) {
       rest = [];
       for await (const object of this.storage.list(`${dir}/`)) rest.push(object.path);
     }
     // Sweep: its own files no other step uses, and the files of other steps only it used.
-    const sweep = keepFiles ? [] : this.#files.sweepable([...rest, ...referenced]);
+    const sweep = this.#files.sweepable([...rest, ...referenced]);
+    // Decided now, with every step marked: what the other ranks delete of this step on their own tier 0.
+    const rankOf = new Map(byRank ? table.map((file) => [file.path, file.rank]) : []);
+    const swept = this.#files.sweepable([...rankOf.keys()].filter(ownerGone)).map((path) => ({ path, rank: rankOf.get(path)! }));
     this.#unfinished.set(step, sweep);
     await this.#deleteAll(sweep);
     this.#unfinished.delete(step);
+    return swept;
   }
 
   /**
@@ -219,6 +230,7 @@ export class StepStore {
     if (now - (this.#index.listedAt ?? this.#openedAt) >= leftoverAgeMs) await this.reload();
     const failures: RetentionFailure[] = [];
     const deleted: number[] = [];
+    const swept: SweptFile[] = [];
     const queue = new PQueue({ concurrency: STEP_CONCURRENCY });
     const attempt = (step: number, work: () => Promise<void>): Promise<void> =>
       queue.add(async () => {
@@ -253,7 +265,7 @@ export class StepStore {
             attempt(step, async () => {
               if (isBusy(step)) return;
               // Every listed step was read (marked) above: no pass over them per deletion.
-              await this.#delete(step, false, false);
+              swept.push(...(await this.#delete(step, false, this.#sweepsByRank)));
               deleted.push(step);
             }),
           );
@@ -280,7 +292,7 @@ export class StepStore {
     }
     await Promise.all(work);
     deleted.sort((a, b) => a - b);
-    return { deleted, failures: failures.sort((a, b) => (a.step ?? -1) - (b.step ?? -1)) };
+    return { deleted, failures: failures.sort((a, b) => (a.step ?? -1) - (b.step ?? -1)), swept };
   }
 
   /** Reads the records (and so the references) of every listed step not read yet; with `collect`, failures are returned instead of thrown. */
@@ -306,20 +318,6 @@ export class StepStore {
     for (const step of this.#records.keys()) if (!this.#index.has(step)) this.#records.delete(step);
     for (const step of this.#damaged.keys()) if (!this.#index.has(step)) this.#damaged.delete(step);
     for (const step of this.#files.steps()) if (!this.#index.has(step)) this.#files.forget(step);
-  }
-
-  /** The objects of a committed step, as its metadata names them; none when the step is gone. */
-  async #dataFiles(step: number): Promise<string[]> {
-    let metadata: CheckpointMetadata;
-    try {
-      metadata = await readMetadata({ storage: this.storage, path: stepDir(step) });
-    } catch (error) {
-      if (isCheckpointError(error) && GONE.has(error.code)) return [];
-      throw error;
-    }
-    return Object.keys(metadata.files)
-      .filter((name) => isPlainName(name) && metadata.files[name]!.dir === undefined)
-      .map((name) => joinPath(stepDir(step), name));
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { CheckpointError, StorageAdapter, StorageOptions } from "@cairn/core";
 import { openStorage } from "@cairn/core";
 import { RetentionRunner } from "./retention-runner.js";
-import type { RetentionFailure } from "./step-store.js";
+import type { RetentionFailure, SweptFile } from "./step-store.js";
 import { StepStore } from "./step-store.js";
 import type { TierConfig } from "./tier-config.js";
 
@@ -31,8 +31,12 @@ export interface TierSetup {
   readonly isBusy: (tier: number, step: number) => boolean;
   readonly onDamaged: (tier: number, step: number, error: CheckpointError) => void;
   readonly onRetentionFailure: (tier: number, failure: RetentionFailure) => void;
-  /** After a retention pass here deleted committed steps. */
-  readonly onDeleted?: (tier: number, steps: number[]) => void;
+  /** After a retention pass here deleted committed steps, with every rank's files it swept (with `sweepsByRank`). */
+  readonly onDeleted?: (tier: number, steps: number[], swept: SweptFile[]) => void;
+  /** Several ranks, each with its own tier 0, on rank 0: tier 0's retention says which of every rank's files it swept. */
+  readonly sweepsByRank?: boolean;
+  /** Several ranks, not rank 0: this rank never runs retention (nor its leftover sweep) here; it deletes only what rank 0 sends. */
+  readonly retains?: boolean;
 }
 
 /**
@@ -77,16 +81,19 @@ export class Tier {
   open(): Promise<StepStore> {
     const { config, storageOptions, leftoverAgeMs, now } = this.#options;
     this.#store ??= (typeof config.location === "string" ? openStorage(config.location, storageOptions) : Promise.resolve(config.location)).then((storage: StorageAdapter) => {
-      const store = new StepStore(storage, { onDamaged: (step, error) => this.#options.onDamaged(this.index, step, error), now });
-      this.#retention = new RetentionRunner({
-        store,
-        retention: config.retention,
-        leftoverAgeMs,
-        now,
-        isBusy: (step) => this.#options.isBusy(this.index, step),
-        report: (failure) => this.#options.onRetentionFailure(this.index, failure),
-        onDeleted: (steps) => this.#options.onDeleted?.(this.index, steps),
-      });
+      const store = new StepStore(storage, { onDamaged: (step, error) => this.#options.onDamaged(this.index, step, error), now, sweepsByRank: this.#options.sweepsByRank === true && this.index === 0 });
+      // A rank other than 0 sees no metadata on its own tier 0: a sweep there could take files committed steps use.
+      if (this.#options.retains !== false) {
+        this.#retention = new RetentionRunner({
+          store,
+          retention: config.retention,
+          leftoverAgeMs,
+          now,
+          isBusy: (step) => this.#options.isBusy(this.index, step),
+          report: (failure) => this.#options.onRetentionFailure(this.index, failure),
+          onDeleted: (steps, swept) => this.#options.onDeleted?.(this.index, steps, swept),
+        });
+      }
       this.#opened = store;
       return store;
     });
