@@ -195,14 +195,37 @@ function sameNumbers(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
-/** Largest first onto the emptiest file; each file then keeps its items in the rank's leaf order. */
+/** Small items travel in runs of neighbours (in leaf order) of at most this many bytes, or a sixteenth of a file's share if less. */
+const RUN_BYTES = 1 << 20;
+
+/**
+ * Largest first onto the emptiest file; each file then keeps its items in the rank's leaf order.
+ * Small items go in runs of neighbours, not one by one: dealt singly, equal items land on every
+ * `filesPerRank`-th file, and packing a file then reads every fourth tensor's memory, which cost
+ * 4x reading them in order (46 ms against 12 ms for 100k tensors of 1 KiB).
+ */
 function spreadOverFiles(items: readonly WriteItem[], rank: number, context: GlobalPlanContext): DataFilePlan[] {
   const count = Math.max(1, Math.min(context.filesPerRank, items.length));
   const files = Array.from({ length: count }, () => ({ bytes: 0, items: [] as WriteItem[] }));
-  for (const item of [...items].sort((a, b) => b.byteLength - a.byteLength)) {
+  let total = 0;
+  for (const item of items) total += item.byteLength;
+  const runBytes = Math.min(RUN_BYTES, Math.ceil(total / (count * 16)));
+  const units: { bytes: number; items: WriteItem[] }[] = [];
+  let run: { bytes: number; items: WriteItem[] } | undefined;
+  for (const item of inLeafOrder(items)) {
+    if (item.byteLength >= runBytes) {
+      units.push({ bytes: item.byteLength, items: [item] });
+      run = undefined;
+      continue;
+    }
+    if (!run || run.bytes + item.byteLength > runBytes) units.push((run = { bytes: 0, items: [] }));
+    run.items.push(item);
+    run.bytes += item.byteLength;
+  }
+  for (const unit of units.sort((a, b) => b.bytes - a.bytes)) {
     const file = files.reduce((best, f) => (f.bytes < best.bytes ? f : best), files[0]!);
-    file.items.push(item);
-    file.bytes += item.byteLength;
+    for (const item of unit.items) file.items.push(item);
+    file.bytes += unit.bytes;
   }
   return files
     .filter((f) => f.items.length > 0)
@@ -210,4 +233,9 @@ function spreadOverFiles(items: readonly WriteItem[], rank: number, context: Glo
       name: dataFileName(rank, index, context.attempt),
       items: f.items.sort((a, b) => a.leafIndex - b.leafIndex),
     }));
+}
+
+function inLeafOrder(items: readonly WriteItem[]): readonly WriteItem[] {
+  for (let i = 1; i < items.length; i++) if (items[i]!.leafIndex < items[i - 1]!.leafIndex) return [...items].sort((a, b) => a.leafIndex - b.leafIndex);
+  return items;
 }
