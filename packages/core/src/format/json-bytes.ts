@@ -7,20 +7,28 @@ const BASE64 = Uint8Array.from("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv
  */
 export class JsonBytes {
   private buf: Buffer;
+  /** `buf.byteLength`, as a plain field: read by every write. */
+  private capacity: number;
   length: number;
 
   /** `reserved` bytes at the start are left zero for the caller (a length prefix). */
   constructor(capacity: number, reserved = 0) {
     this.buf = Buffer.allocUnsafeSlow(Math.max(capacity, reserved + 16));
     this.buf.fill(0, 0, reserved);
+    this.capacity = this.buf.byteLength;
     this.length = reserved;
   }
 
+  /** Small enough to be inlined into every write; growing is not. */
   private ensure(more: number): void {
-    if (this.length + more <= this.buf.byteLength) return;
-    const grown = Buffer.allocUnsafeSlow(Math.max(this.buf.byteLength * 2, this.length + more));
+    if (this.length + more > this.capacity) this.grow(more);
+  }
+
+  private grow(more: number): void {
+    const grown = Buffer.allocUnsafeSlow(Math.max(this.capacity * 2, this.length + more));
     this.buf.copy(grown, 0, 0, this.length);
     this.buf = grown;
+    this.capacity = grown.byteLength;
   }
 
   /** UTF-8 text: ASCII byte by byte (a native write per short piece costs more), anything else through Buffer. */
@@ -67,6 +75,22 @@ export class JsonBytes {
 
   /** A non-negative safe integer's decimal digits, as JSON.stringify writes it. */
   integer(value: number): void {
+    // Below 2^31, in 32-bit integer arithmetic rather than floating point.
+    if (value <= 0x7fffffff) {
+      const small = value | 0;
+      let digits = 1;
+      for (let rest = small; rest >= 10; rest = (rest / 10) | 0) digits++;
+      this.ensure(digits);
+      const buffer = this.buf;
+      let rest = small;
+      for (let at = this.length + digits - 1; at >= this.length; at--) {
+        const tenth = (rest / 10) | 0;
+        buffer[at] = 48 + rest - tenth * 10;
+        rest = tenth;
+      }
+      this.length += digits;
+      return;
+    }
     let digits = 1;
     for (let rest = value; rest >= 10; rest = Math.floor(rest / 10)) digits++;
     this.ensure(digits);
