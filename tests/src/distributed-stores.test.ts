@@ -4,10 +4,10 @@ import { randomUUID } from "node:crypto";
 import { readdir } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { load, readMetadata, save } from "@cairn/core";
-import { runTypeScript, spawnTypeScript } from "@cairn/core/testing";
+import { type RankResult, rankResults, runTypeScript, spawnTypeScript } from "@cairn/core/testing";
 import { type TestServer, startEtcd, startRedis } from "@cairn/distributed/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type RankResult, rankResults, tempDir } from "./helpers.js";
+import { tempDir } from "./helpers.js";
 
 const RANK_SCRIPT = fileURLToPath(new URL("./fixtures/distributed-rank.ts", import.meta.url));
 const MANAGER_RANK = fileURLToPath(new URL("../../packages/manager/test/fixtures/manager-rank.ts", import.meta.url));

@@ -3,10 +3,10 @@ import { fileURLToPath } from "node:url";
 import { type DType, load, readMetadata, save } from "@cairn/core";
 import { itemSize, numel } from "@cairn/core/format";
 import { freePort } from "@cairn/distributed";
-import { runTypeScript, spawnTypeScript } from "@cairn/core/testing";
+import { type RankResult, rankResults, runTypeScript, spawnTypeScript } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
 import { TENSORS } from "./fixtures/distributed-state.js";
-import { type RankResult, rankResults, tempDir } from "./helpers.js";
+import { tempDir } from "./helpers.js";
 
 const RANK_SCRIPT = fileURLToPath(new URL("./fixtures/distributed-rank.ts", import.meta.url));
 const CAIRN_RUN = fileURLToPath(new URL("../../packages/distributed/src/cairn-run.ts", import.meta.url));

@@ -94,18 +94,6 @@ export function sharedPrototypes(): Record<string, string[]> {
   };
 }
 
-/** What a rank fixture printed on its `RESULT <json>` line. */
-export type RankResult = Record<string, unknown> & { rank: number };
-
-/** The `RESULT <json>` lines in the output of a launch, one per rank, in rank order. */
-export function rankResults(stdout: string): RankResult[] {
-  return stdout
-    .split("\n")
-    .filter((l) => l.includes("RESULT "))
-    .map((l) => JSON.parse(l.slice(l.indexOf("RESULT ") + 7)) as RankResult)
-    .sort((a, b) => a.rank - b.rank);
-}
-
 /** Flips the lowest bit of the byte at `offset` of the file at `path`. */
 export async function flipByte(path: string, offset: number): Promise<void> {
   const handle = await open(path, "r+");

@@ -4,10 +4,10 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as tf from "@tensorflow/tfjs-core";
 import { type HostTensor, asyncSave, hostTensor, load, readMetadata, save } from "@cairn/core";
-import { runTypeScript } from "@cairn/core/testing";
+import { rankResults, runTypeScript } from "@cairn/core/testing";
 import { beforeAll, describe, expect, it } from "vitest";
 import { shard } from "./fixtures/incremental-rank.js";
-import { flipByte, rankResults, tempDir } from "./helpers.js";
+import { flipByte, tempDir } from "./helpers.js";
 
 const RANK_SCRIPT = fileURLToPath(new URL("./fixtures/incremental-rank.ts", import.meta.url));
 const CAIRN_RUN = fileURLToPath(new URL("../../packages/distributed/src/cairn-run.ts", import.meta.url));

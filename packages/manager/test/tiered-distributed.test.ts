@@ -3,11 +3,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { load, readMetadata } from "@cairn/core";
-import { runTypeScript } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
+import { runRanks } from "./run-ranks.js";
 
 const RANK = fileURLToPath(new URL("./fixtures/tiered-rank.ts", import.meta.url));
-const CAIRN_RUN = fileURLToPath(new URL("../../distributed/src/cairn-run.ts", import.meta.url));
 const dirs: string[] = [];
 afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
 
@@ -22,14 +21,8 @@ interface RankResult {
   stoppedAt: number | null;
 }
 
-async function run(args: string[]): Promise<RankResult[]> {
-  const out = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "3", RANK, ...args]);
-  if (out.code !== 0) throw new Error(`cairn-run exited ${out.code}\n${out.stdout}\n${out.stderr}`);
-  return out.stdout
-    .split("\n")
-    .filter((l) => l.includes("RESULT "))
-    .map((l) => JSON.parse(l.slice(l.indexOf("RESULT ") + 7)) as RankResult)
-    .sort((a, b) => a.rank - b.rank);
+function run(args: string[]): Promise<RankResult[]> {
+  return runRanks<RankResult>(RANK, args);
 }
 
 describe("a tiered CheckpointManager across 3 ranks (real processes), each rank with its own tier 0", () => {

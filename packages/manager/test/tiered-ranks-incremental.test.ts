@@ -3,11 +3,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { readMetadata } from "@cairn/core";
-import { runTypeScript } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
+import { runRanks } from "./run-ranks.js";
 
 const RANK = fileURLToPath(new URL("./fixtures/tiered-incremental-rank.ts", import.meta.url));
-const CAIRN_RUN = fileURLToPath(new URL("../../distributed/src/cairn-run.ts", import.meta.url));
 const dirs: string[] = [];
 afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
 
@@ -22,15 +21,8 @@ interface RankResult {
 
 const STEPS = 8;
 
-
 async function run(dir: string, shared: boolean): Promise<RankResult[]> {
-  const out = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "3", RANK, dir, String(STEPS), ...(shared ? ["shared"] : [])]);
-  if (out.code !== 0) throw new Error(`cairn-run exited ${out.code}\n${out.stdout}\n${out.stderr}`);
-  const results = out.stdout
-    .split("\n")
-    .filter((l) => l.includes("RESULT "))
-    .map((l) => JSON.parse(l.slice(l.indexOf("RESULT ") + 7)) as RankResult)
-    .sort((a, b) => a.rank - b.rank);
+  const results = await runRanks<RankResult>(RANK, [dir, String(STEPS), ...(shared ? ["shared"] : [])]);
   expect(results.map((r) => r.rank)).toEqual([0, 1, 2]);
   return results;
 }

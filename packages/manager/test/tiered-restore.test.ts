@@ -2,11 +2,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { runTypeScript } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
+import { runRanks } from "./run-ranks.js";
 
 const RANK = fileURLToPath(new URL("./fixtures/tiered-restore-rank.ts", import.meta.url));
-const CAIRN_RUN = fileURLToPath(new URL("../../distributed/src/cairn-run.ts", import.meta.url));
 const dirs: string[] = [];
 afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
 
@@ -23,13 +22,7 @@ interface RankResult {
 async function run(damagedRank: string, brokenRank?: string): Promise<{ dir: string; results: RankResult[] }> {
   const dir = await mkdtemp(join(tmpdir(), "cairn-tiered-restore-"));
   dirs.push(dir);
-  const out = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "3", RANK, dir, damagedRank, ...(brokenRank === undefined ? [] : [brokenRank])]);
-  if (out.code !== 0) throw new Error(`cairn-run exited ${out.code}\n${out.stdout}\n${out.stderr}`);
-  const results = out.stdout
-    .split("\n")
-    .filter((l) => l.includes("RESULT "))
-    .map((l) => JSON.parse(l.slice(l.indexOf("RESULT ") + 7)) as RankResult)
-    .sort((a, b) => a.rank - b.rank);
+  const results = await runRanks<RankResult>(RANK, [dir, damagedRank, ...(brokenRank === undefined ? [] : [brokenRank])]);
   expect(results.map((r) => r.rank)).toEqual([0, 1, 2]);
   return { dir, results };
 }

@@ -37,3 +37,15 @@ export function runTypeScript(script: string, args: readonly string[] = [], opti
     child.once("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
   });
 }
+
+/** What a rank fixture printed on its `RESULT <json>` line. */
+export type RankResult = Record<string, unknown> & { rank: number };
+
+/** The `RESULT <json>` lines in the output of a launch, one per rank, in rank order. */
+export function rankResults<T extends { rank: number } = RankResult>(stdout: string): T[] {
+  return stdout
+    .split("\n")
+    .filter((l) => l.includes("RESULT "))
+    .map((l) => JSON.parse(l.slice(l.indexOf("RESULT ") + 7)) as T)
+    .sort((a, b) => a.rank - b.rank);
+}
