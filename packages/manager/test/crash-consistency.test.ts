@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { spawnTypeScript } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
+import { random } from "./seeded-random.js";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import { sameState } from "../src/testing/index.js";
 import { stateOf } from "./fixtures/crash-child.js";
@@ -14,17 +15,6 @@ let dir: string;
 afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
-
-/** A small seeded generator, so a failing run can be replayed with the seed it prints. */
-function random(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-}
 
 /**
  * Kills a saving child (with the given staging) `waitMs` after it prints `after`: "ready" (about to save: the kill may

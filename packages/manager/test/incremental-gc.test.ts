@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { type StorageAdapter, load, openStorage } from "@cairn/core";
 import { FaultyStorageAdapter, spawnTypeScript } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
+import { random } from "./seeded-random.js";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import { StepStore } from "../src/step-store.js";
 import { stepDir } from "../src/step-naming.js";
@@ -18,17 +19,6 @@ const dirs: string[] = [];
 afterAll(async () => {
   for (const dir of dirs) await rm(dir, { recursive: true, force: true });
 });
-
-/** A small seeded generator, so a failing run can be replayed with the seed it names. */
-function random(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-}
 
 /** Starts the saving child and SIGKILLs it `waitMs` after it is ready: mid-save, mid-commit or mid-retention. */
 async function killAtRandom(root: string, waitMs: number, maxToKeep: number, fullEvery: number): Promise<void> {
