@@ -1,4 +1,5 @@
 import { type CheckpointMetadata, type StorageAdapter, isCheckpointError, readMetadata } from "@cairn/core";
+import { isDataFileName } from "@cairn/core/format";
 import { joinPath } from "@cairn/core/storage";
 import { parseStep, stepDir } from "./step-naming.js";
 
@@ -11,11 +12,6 @@ export interface TableFile {
   readonly path: string;
   readonly rank: number;
   readonly own: boolean;
-}
-
-/** A data file name read from metadata.json: one plain name inside the step directory, nothing that climbs out. */
-export function isPlainName(name: string): boolean {
-  return name.length > 0 && !name.includes("/") && !name.includes("\\") && name !== "." && name !== "..";
 }
 
 /** The files of sibling steps an incremental step uses (format 2.1), as paths under the root. */
@@ -36,7 +32,7 @@ export async function readFileTable(storage: StorageAdapter, step: number): Prom
   }
   const files: TableFile[] = [];
   for (const [name, file] of Object.entries(metadata.files)) {
-    if (!isPlainName(name) || (file.dir !== undefined && parseStep(file.dir) === undefined)) continue;
+    if (!isDataFileName(name) || (file.dir !== undefined && parseStep(file.dir) === undefined)) continue;
     files.push({ path: joinPath(file.dir ?? stepDir(step), name), rank: file.rank, own: file.dir === undefined });
   }
   return files;
