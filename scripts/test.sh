@@ -9,6 +9,7 @@ if [ ! -t 1 ] && [ -z "${FORCE_COLOR:-}" ]; then export NO_COLOR=1; fi
 # One tsc program and one eslint run over every package (the root tsconfig includes them all):
 # a fraction of the CPU of a tsc and an eslint per package, each re-reading core's sources.
 tsc -b
+prettier --check . --log-level warn
 eslint packages tests examples scripts *.ts *.js
 depcruise packages tests examples --config .dependency-cruiser.cjs
 vitest run --reporter=default --reporter=./scripts/plain-summary-reporter.ts
