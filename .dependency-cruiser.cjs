@@ -19,7 +19,10 @@ const layerRules = Object.entries(CORE_LAYERS).map(([folder, below]) => ({
   severity: "error",
   comment: `core/src/${folder} may import only: ${below.join(", ") || "nothing else of core"} (and errors.ts, process-group.ts).`,
   from: { path: `^packages/core/src/${folder}/`, pathNot: "\\.test\\.ts$" },
-  to: { path: "^packages/core/src/", pathNot: `^packages/core/src/(${[folder, ...below].join("|")})/|^packages/core/src/(errors|process-group)\\.ts$` },
+  to: {
+    path: "^packages/core/src/",
+    pathNot: `^packages/core/src/(${[folder, ...below].join("|")})/|^packages/core/src/(errors|process-group)\\.ts$`,
+  },
 }));
 
 /** @type {import('dependency-cruiser').IConfiguration} */

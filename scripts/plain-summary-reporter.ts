@@ -18,7 +18,10 @@ export default class PlainSummaryReporter implements Reporter {
         else if (result.state === "failed") failed++;
         else {
           skipped++;
-          if (result.state === "skipped" && result.note) notes.push(`skipped: ${module.moduleId.replace(`${process.cwd()}/`, "")} > ${test.fullName}: ${result.note}`);
+          if (result.state === "skipped" && result.note)
+            notes.push(
+              `skipped: ${module.moduleId.replace(`${process.cwd()}/`, "")} > ${test.fullName}: ${result.note}`,
+            );
         }
       }
       if (module.state() === "failed" && [...module.children.allTests()].length === 0) failed++;

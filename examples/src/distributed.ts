@@ -13,7 +13,9 @@ import "@cairn/storage-local";
 import { CheckpointManager } from "@cairn/manager";
 import { RenamingLoadPlanner } from "./renaming-load-planner.js";
 
-const { values } = parseArgs({ options: { path: { type: "string", default: "checkpoints/distributed" }, steps: { type: "string", default: "23" } } });
+const { values } = parseArgs({
+  options: { path: { type: "string", default: "checkpoints/distributed" }, steps: { type: "string", default: "23" } },
+});
 const root = resolve(values.path);
 const group = await initProcessGroup();
 const { rank, worldSize } = group;
@@ -22,7 +24,10 @@ const SHAPE = [1000, 64];
 const [mine] = layoutBoxes("rows", rank, worldSize, SHAPE);
 const rows = hostTensor("float32", mine!.sizes);
 const state = {
-  model: { embedding: shardedTensor("float32", SHAPE, [{ offsets: mine!.offsets, tensor: rows }]), head: hostTensor("float32", [64]) },
+  model: {
+    embedding: shardedTensor("float32", SHAPE, [{ offsets: mine!.offsets, tensor: rows }]),
+    head: hostTensor("float32", [64]),
+  },
   step: 0,
 };
 
@@ -52,13 +57,20 @@ if (rank === 0) console.log(`steps on ${root}: ${steps.join(", ")}`);
 const last = steps.at(-1)!;
 const [cols] = layoutBoxes("cols", rank, worldSize, SHAPE);
 const columns = hostTensor("float32", cols!.sizes);
-const renamed = { encoder: { embedding: shardedTensor("float32", SHAPE, [{ offsets: cols!.offsets, tensor: columns }]), head: hostTensor("float32", [64]) } };
+const renamed = {
+  encoder: {
+    embedding: shardedTensor("float32", SHAPE, [{ offsets: cols!.offsets, tensor: columns }]),
+    head: hostTensor("float32", [64]),
+  },
+};
 const result = await load(renamed, {
   checkpointId: `${root}/${last}`,
   processGroup: group,
   planner: new RenamingLoadPlanner({ encoder: "model" }),
 });
 const ok = (t: HostTensor): boolean => t.data.every((v) => v === last);
-console.log(`rank ${rank}: columns ${cols!.offsets[1]}..${cols!.offsets[1]! + cols!.sizes[1]!} of step ${last} loaded (${result.bytesRead} bytes read), values ${ok(columns) && ok(renamed.encoder.head) ? "correct" : "WRONG"}`);
+console.log(
+  `rank ${rank}: columns ${cols!.offsets[1]}..${cols!.offsets[1]! + cols!.sizes[1]!} of step ${last} loaded (${result.bytesRead} bytes read), values ${ok(columns) && ok(renamed.encoder.head) ? "correct" : "WRONG"}`,
+);
 await manager.close();
 await group.close();

@@ -12,7 +12,12 @@ const model = tf.sequential({
   layers: [tf.layers.dense({ units: 1, inputShape: [2], kernelInitializer: tf.initializers.zeros() })],
 });
 const optimizer = tf.train.adam(0.05);
-const x = tf.tensor2d([[0, 1], [1, 0], [1, 1], [2, 1]]);
+const x = tf.tensor2d([
+  [0, 1],
+  [1, 0],
+  [1, 1],
+  [2, 1],
+]);
 const y = tf.tensor2d([[1], [2], [3], [5]]); // y = 2·x₀ + x₁
 
 const manager = new CheckpointManager(root, 20, { maxToKeep: 2 });
@@ -30,7 +35,9 @@ if (latest !== undefined) {
 for (let step = start; step < steps; step++) {
   const loss = optimizer.minimize(() => tf.losses.meanSquaredError(y, model.predict(x) as tf.Tensor), true)!;
   if (manager.shouldSave(step)) {
-    const saved = await manager.save(step, await getStateDict(model, optimizer), { metrics: { loss: (await loss.data())[0]! } });
+    const saved = await manager.save(step, await getStateDict(model, optimizer), {
+      metrics: { loss: (await loss.data())[0]! },
+    });
     if (saved) console.log(`step ${step}: loss ${(await loss.data())[0]!.toFixed(4)}, checkpoint committed`);
   }
   loss.dispose();

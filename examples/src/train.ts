@@ -40,7 +40,10 @@ const BATCH = 64;
 // y = x · w + 0.3 with some noise: a fixed data set, small enough to train on in seconds.
 const [xs, ys] = tf.tidy(() => {
   const x = tf.randomNormal([SAMPLES, 4], 0, 1, "float32", SEED.data);
-  const y = x.matMul(tf.tensor2d([[1.5], [-2], [0.7], [3]])).add(0.3).add(tf.randomNormal([SAMPLES, 1], 0, 0.05, "float32", SEED.noise));
+  const y = x
+    .matMul(tf.tensor2d([[1.5], [-2], [0.7], [3]]))
+    .add(0.3)
+    .add(tf.randomNormal([SAMPLES, 1], 0, 0.05, "float32", SEED.noise));
   return [x, y];
 });
 
@@ -50,7 +53,9 @@ function batch(step: number): { x: tf.Tensor; y: tf.Tensor } {
   const epoch = Math.floor((step * BATCH) / SAMPLES);
   if (order?.epoch !== epoch) {
     order?.indices.dispose();
-    const indices = tf.tidy(() => tf.topk(tf.randomUniform([SAMPLES], 0, 1, "float32", SEED.shuffle + epoch), SAMPLES).indices as tf.Tensor1D);
+    const indices = tf.tidy(
+      () => tf.topk(tf.randomUniform([SAMPLES], 0, 1, "float32", SEED.shuffle + epoch), SAMPLES).indices as tf.Tensor1D,
+    );
     order = { epoch, indices };
   }
   const { indices } = order;
@@ -63,7 +68,12 @@ function batch(step: number): { x: tf.Tensor; y: tf.Tensor } {
 // Kernels get seeded initialisers; biases start at zero (the default), so nothing else is random.
 const model = tf.sequential({
   layers: [
-    tf.layers.dense({ units: 16, inputShape: [4], activation: "relu", kernelInitializer: tf.initializers.glorotUniform({ seed: SEED.hidden }) }),
+    tf.layers.dense({
+      units: 16,
+      inputShape: [4],
+      activation: "relu",
+      kernelInitializer: tf.initializers.glorotUniform({ seed: SEED.hidden }),
+    }),
     tf.layers.dense({ units: 1, kernelInitializer: tf.initializers.glorotUniform({ seed: SEED.output }) }),
   ],
 });
@@ -100,7 +110,10 @@ let lastTrained = start - 1;
 let stoppedAt: number | undefined;
 for (let step = start; step < totalSteps; step++) {
   const { x, y } = batch(step);
-  const loss = optimizer.minimize(() => tf.losses.meanSquaredError(y, model.predict(x) as tf.Tensor) as tf.Scalar, true)!;
+  const loss = optimizer.minimize(
+    () => tf.losses.meanSquaredError(y, model.predict(x) as tf.Tensor) as tf.Scalar,
+    true,
+  )!;
   const value = (await loss.data())[0]!;
   tf.dispose([x, y, loss]);
   lastTrained = step;

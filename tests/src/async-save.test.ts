@@ -12,7 +12,10 @@ describe.each(["copy", "reference"] as const)("asyncSave with %s staging", (stag
   it("saves the state as it was at the call, whatever training does once staged", async () => {
     const url = await locations.file();
     const v = tf.variable(tf.tensor1d([1, 2, 3]));
-    const t = tf.tensor2d([[4, 5], [6, 7]]);
+    const t = tf.tensor2d([
+      [4, 5],
+      [6, 7],
+    ]);
     const host = hostTensor("float64", [3], Float64Array.of(8, 9, 10));
     const blob = Uint8Array.of(1, 1, 1);
     const { staged, done } = await asyncSave({ v, t, host, blob, step: 1 }, { checkpointId: url, staging });
@@ -38,7 +41,10 @@ describe.each(["copy", "reference"] as const)("asyncSave with %s staging", (stag
     const before = tf.memory().numTensors;
     const t = tf.ones([256]);
     for (let i = 0; i < 3; i++) {
-      const { done } = await asyncSave({ t, h: hostTensor("int32", [64]) }, { checkpointId: await locations.memory(), staging, pool });
+      const { done } = await asyncSave(
+        { t, h: hostTensor("int32", [64]) },
+        { checkpointId: await locations.memory(), staging, pool },
+      );
       await done;
       expect(pool.inUseBytes).toBe(0);
     }
@@ -58,8 +64,14 @@ describe("asyncSave failures", () => {
   });
 
   it("refuses a state dict larger than the staging budget", async () => {
-    const { staged } = await asyncSave({ t: hostTensor("float32", [1024]) }, { checkpointId: await locations.memory(), pool: new StagingPool({ maxBytes: 1000 }) });
-    await expect(staged).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringContaining("staging budget") });
+    const { staged } = await asyncSave(
+      { t: hostTensor("float32", [1024]) },
+      { checkpointId: await locations.memory(), pool: new StagingPool({ maxBytes: 1000 }) },
+    );
+    await expect(staged).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: expect.stringContaining("staging budget"),
+    });
   });
 });
 
@@ -83,7 +95,7 @@ describe("StagingPool", () => {
   });
 });
 
-describe("asyncSave with freshPool: \"save\"", () => {
+describe('asyncSave with freshPool: "save"', () => {
   it("writes the first save in place, resolving staged once committed, then prepares the pool", async () => {
     const url = await locations.file();
     const pool = new StagingPool();
@@ -108,7 +120,9 @@ describe("asyncSave with freshPool: \"save\"", () => {
     expect([back0.host!.data[0], back1.host!.data[0]]).toEqual([4, 5]);
   });
 
-  it("refuses a value other than \"stage\" or \"save\"", async () => {
-    await expect(asyncSave({ a: 1 }, { checkpointId: await locations.memory(), freshPool: "later" as never })).rejects.toMatchObject({ code: "invalid_argument" });
+  it('refuses a value other than "stage" or "save"', async () => {
+    await expect(
+      asyncSave({ a: 1 }, { checkpointId: await locations.memory(), freshPool: "later" as never }),
+    ).rejects.toMatchObject({ code: "invalid_argument" });
   });
 });

@@ -11,7 +11,12 @@ async function savedCheckpoint(): Promise<{ dir: string; file: string; dataOffse
   const entry = metadata.entries.find((e) => e.kind === "tensor");
   if (entry?.kind !== "tensor") throw new Error("the checkpoint has no tensor entry");
   const chunk = entry.chunks[0]!;
-  return { dir, file: chunk.file, dataOffset: chunk.byteOffset, headerLength: metadata.files[chunk.file]!.headerLength };
+  return {
+    dir,
+    file: chunk.file,
+    dataOffset: chunk.byteOffset,
+    headerLength: metadata.files[chunk.file]!.headerLength,
+  };
 }
 
 const target = (): { model: { w: HostTensor } } => ({ model: { w: hostTensor("float32", [64, 64]) } });
@@ -30,23 +35,36 @@ describe("damage is detected", () => {
   it("a flipped byte in a data file's safetensors header is corrupt", async () => {
     const { dir, file, headerLength } = await savedCheckpoint();
     await flipByte(join(dir, file), 8 + Math.floor(headerLength / 2));
-    await expect(load(target(), dir)).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining("header") });
+    await expect(load(target(), dir)).rejects.toMatchObject({
+      code: "corrupt",
+      message: expect.stringContaining("header"),
+    });
   });
 
   it("a truncated data file is corrupt", async () => {
     const { dir, file, dataOffset } = await savedCheckpoint();
     await truncate(join(dir, file), dataOffset + 100);
-    await expect(load(target(), dir)).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining("truncated") });
+    await expect(load(target(), dir)).rejects.toMatchObject({
+      code: "corrupt",
+      message: expect.stringContaining("truncated"),
+    });
   });
 
   it("an extended or missing data file is corrupt, naming the file: a load checks each file's size", async () => {
     const { dir, file } = await savedCheckpoint();
     await appendFile(join(dir, file), Uint8Array.of(0));
     const error = await load(target(), dir).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: "corrupt", context: { file }, message: expect.stringMatching(/holds \d+ bytes but metadata\.json says \d+: it was truncated or extended/) });
+    expect(error).toMatchObject({
+      code: "corrupt",
+      context: { file },
+      message: expect.stringMatching(/holds \d+ bytes but metadata\.json says \d+: it was truncated or extended/),
+    });
     await expect(load(dir)).rejects.toMatchObject({ code: "corrupt" });
     await rm(join(dir, file));
-    await expect(load(target(), dir)).rejects.toMatchObject({ code: "corrupt", message: `${file} is missing; the data file is damaged` });
+    await expect(load(target(), dir)).rejects.toMatchObject({
+      code: "corrupt",
+      message: `${file} is missing; the data file is damaged`,
+    });
   });
 
   it("a checkpoint without metadata.json is not_committed; an empty location is not_found", async () => {
@@ -73,7 +91,10 @@ describe("damage is detected", () => {
     expect(text).toContain('["v",[0,"step"],3]');
     await writeFile(path, text.replace('["v",[0,"step"],3]', '["v",[0,"step"],4]'));
     const error = await load(dir).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: "corrupt", message: expect.stringMatching(/metadata\.json: its bytes do not match their checksum/) });
+    expect(error).toMatchObject({
+      code: "corrupt",
+      message: expect.stringMatching(/metadata\.json: its bytes do not match their checksum/),
+    });
     await expect(load(target(), { checkpointId: dir, partial: true })).rejects.toMatchObject({ code: "corrupt" });
     await expect(readMetadata(dir)).rejects.toMatchObject({ code: "corrupt" });
   });
@@ -83,7 +104,10 @@ describe("damage is detected", () => {
     const path = join(dir, "metadata.json");
     const { metadataCrc32c: _, ...metadata } = JSON.parse(await readFile(path, "utf8")) as Record<string, unknown>;
     await writeFile(path, JSON.stringify(metadata));
-    await expect(load(dir)).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining("must open with its checksum") });
+    await expect(load(dir)).rejects.toMatchObject({
+      code: "corrupt",
+      message: expect.stringContaining("must open with its checksum"),
+    });
   });
 
   it("a target the checkpoint cannot fill is a mismatch naming key, expected and found", async () => {
@@ -92,8 +116,13 @@ describe("damage is detected", () => {
       code: "mismatch",
       message: expect.stringMatching(/model\.w.*float32 tensor of shape \[64,65\].*float32 tensor of shape \[64,64\]/),
     });
-    await expect(load({ model: { w: hostTensor("float64", [64, 64]) } }, dir)).rejects.toMatchObject({ code: "mismatch", message: expect.stringContaining("float64") });
-    await expect(load({ model: { w: hostTensor("float32", [64, 64]), b: hostTensor("float32", [1]) } }, dir)).rejects.toMatchObject({
+    await expect(load({ model: { w: hostTensor("float64", [64, 64]) } }, dir)).rejects.toMatchObject({
+      code: "mismatch",
+      message: expect.stringContaining("float64"),
+    });
+    await expect(
+      load({ model: { w: hostTensor("float32", [64, 64]), b: hostTensor("float32", [1]) } }, dir),
+    ).rejects.toMatchObject({
       code: "mismatch",
       message: expect.stringMatching(/model\.b.*does not have it.*partial: true/),
     });

@@ -13,7 +13,6 @@ const RANK_SCRIPT = fileURLToPath(new URL("./fixtures/distributed-rank.ts", impo
 const MANAGER_RANK = fileURLToPath(new URL("../../packages/manager/test/fixtures/manager-rank.ts", import.meta.url));
 const CAIRN_RUN = fileURLToPath(new URL("../../packages/distributed/src/cairn-run.ts", import.meta.url));
 
-
 describe.each([
   ["etcd", startEtcd],
   ["redis", startRedis],
@@ -25,7 +24,14 @@ describe.each([
   afterAll(async () => server?.stop());
 
   async function launch(ranks: number, script: string, args: string[]): Promise<RankResult[]> {
-    const run = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", String(ranks), "--store", server.url, script, ...args]);
+    const run = await runTypeScript(CAIRN_RUN, [
+      "--nproc-per-node",
+      String(ranks),
+      "--store",
+      server.url,
+      script,
+      ...args,
+    ]);
     if (run.code !== 0) throw new Error(`cairn-run exited ${run.code}\n${run.stdout}\n${run.stderr}`);
     return rankResults(run.stdout);
   }
@@ -36,7 +42,11 @@ describe.each([
     expect(saved.map((r) => r.rank)).toEqual([0, 1, 2, 3]);
     expect((await readMetadata(url)).worldSize).toBe(4);
     const loaded = await launch(3, RANK_SCRIPT, ["load", url, "cols"]);
-    expect(loaded.map((r) => [r.rank, r.mismatches])).toEqual([[0, 0], [1, 0], [2, 0]]);
+    expect(loaded.map((r) => [r.rank, r.mismatches])).toEqual([
+      [0, 0],
+      [1, 0],
+      [2, 0],
+    ]);
   }, 120_000);
 
   it("a SIGTERM on one rank makes all three checkpoint at the same step", async () => {
@@ -51,12 +61,20 @@ describe.each([
   it("commits nothing when a rank is killed mid-save: once its lease expires the others reject naming it", async () => {
     const dir = await tempDir();
     await save({ before: 1 }, `file://${dir}/1`);
-    const env = { WORLD_SIZE: "3", CAIRN_STORE: server.url, CAIRN_RUN_ID: randomUUID(), CAIRN_STORE_LEASE_MS: "2000", CAIRN_TEST_TIMEOUT_MS: "60000" };
+    const env = {
+      WORLD_SIZE: "3",
+      CAIRN_STORE: server.url,
+      CAIRN_RUN_ID: randomUUID(),
+      CAIRN_STORE_LEASE_MS: "2000",
+      CAIRN_TEST_TIMEOUT_MS: "60000",
+    };
     const outputs = await Promise.all(
       [0, 1, 2].map(
         (rank) =>
           new Promise<{ stdout: string; signal: NodeJS.Signals | null }>((resolve) => {
-            const child = spawnTypeScript(RANK_SCRIPT, ["die-mid-save", `file://${dir}/2`, "2"], { env: { ...env, RANK: String(rank) } });
+            const child = spawnTypeScript(RANK_SCRIPT, ["die-mid-save", `file://${dir}/2`, "2"], {
+              env: { ...env, RANK: String(rank) },
+            });
             let stdout = "";
             child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
             child.once("close", (_code, signal) => resolve({ stdout, signal }));
@@ -66,8 +84,15 @@ describe.each([
     expect(outputs[2]!.signal).toBe("SIGKILL");
     const survivors = rankResults(outputs[0]!.stdout + outputs[1]!.stdout);
     expect(survivors).toHaveLength(2);
-    for (const r of survivors) expect(r).toMatchObject({ ok: false, code: "process_group", message: expect.stringMatching(/rank 2 disconnected: its liveness key/) });
-    await expect(readMetadata(`file://${dir}/2`)).rejects.toMatchObject({ code: expect.stringMatching(/not_committed|not_found/) });
+    for (const r of survivors)
+      expect(r).toMatchObject({
+        ok: false,
+        code: "process_group",
+        message: expect.stringMatching(/rank 2 disconnected: its liveness key/),
+      });
+    await expect(readMetadata(`file://${dir}/2`)).rejects.toMatchObject({
+      code: expect.stringMatching(/not_committed|not_found/),
+    });
     const left = await readdir(`${dir}/2`).catch(() => []);
     expect(left.filter((f) => !f.includes("data-r2-"))).toEqual([]);
     expect(await load(`file://${dir}/1`)).toEqual({ before: 1 });

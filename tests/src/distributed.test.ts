@@ -11,7 +11,6 @@ import { tempDir } from "./helpers.js";
 const RANK_SCRIPT = fileURLToPath(new URL("./fixtures/distributed-rank.ts", import.meta.url));
 const CAIRN_RUN = fileURLToPath(new URL("../../packages/distributed/src/cairn-run.ts", import.meta.url));
 
-
 /** Runs `ranks` ranks of the rank script through the real launcher, as a user would. */
 async function launch(ranks: number, args: string[]): Promise<RankResult[]> {
   const run = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", String(ranks), RANK_SCRIPT, ...args]);
@@ -32,11 +31,18 @@ describe("distributed save and resharding load across real processes", () => {
     const dataBytes = Object.values(metadata.files).reduce((n, f) => n + f.size - 8 - f.headerLength, 0);
     // Replicated `bias` is on all four ranks and written once: the data files hold the unique bytes, no more.
     expect(dataBytes).toBe(uniqueBytes);
-    expect(saved.reduce((n, r) => n + (r.bytes as number), 0)).toBe(Object.values(metadata.files).reduce((n, f) => n + f.size, 0));
+    expect(saved.reduce((n, r) => n + (r.bytes as number), 0)).toBe(
+      Object.values(metadata.files).reduce((n, f) => n + f.size, 0),
+    );
     const bias = metadata.entries.find((e) => e.key.at(-1) === "bias");
     expect(bias?.kind === "tensor" && bias.chunks.length).toBe(1);
     const w = metadata.entries.find((e) => e.key.at(-1) === "w");
-    expect(w?.kind === "tensor" && w.chunks.map((c) => c.offsets)).toEqual([[0, 0], [250, 0], [500, 0], [750, 0]]);
+    expect(w?.kind === "tensor" && w.chunks.map((c) => c.offsets)).toEqual([
+      [0, 0],
+      [250, 0],
+      [500, 0],
+      [750, 0],
+    ]);
 
     for (const ranks of [1, 2, 3]) {
       const loaded = await launch(ranks, ["load", url, "cols", "blocks", "rows"]);
@@ -44,10 +50,14 @@ describe("distributed save and resharding load across real processes", () => {
       for (const r of loaded) {
         expect(r.mismatches, `rank ${r.rank} of ${ranks}, ${r.layout as string}`).toBe(0);
         const amplification = ((r.bytesRead as number) - (r.overhead as number)) / (r.needed as number);
-        console.log(`load 4→${ranks} ranks, ${r.layout as string}, rank ${r.rank}: read ${r.bytesRead as number} B for ${r.needed as number} B needed (${amplification.toFixed(2)}× after metadata and headers)`);
+        console.log(
+          `load 4→${ranks} ranks, ${r.layout as string}, rank ${r.rank}: read ${r.bytesRead as number} B for ${r.needed as number} B needed (${amplification.toFixed(2)}× after metadata and headers)`,
+        );
         if (r.layout === "rows") {
           // Row-sharded to row-sharded: what it needs plus at most 10 %, plus rounding to whole checksum blocks.
-          expect((r.bytesRead as number) - (r.overhead as number)).toBeLessThanOrEqual(1.1 * (r.needed as number) + (r.roundingAllowance as number));
+          expect((r.bytesRead as number) - (r.overhead as number)).toBeLessThanOrEqual(
+            1.1 * (r.needed as number) + (r.roundingAllowance as number),
+          );
         }
       }
     }
@@ -62,7 +72,13 @@ describe("distributed save and resharding load across real processes", () => {
     const port = await freePort();
     const children = [0, 1, 2].map((rank) =>
       spawnTypeScript(RANK_SCRIPT, ["die-mid-save", `file://${dir}/2`, "2"], {
-        env: { RANK: String(rank), WORLD_SIZE: "3", MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), CAIRN_TEST_TIMEOUT_MS: "60000" },
+        env: {
+          RANK: String(rank),
+          WORLD_SIZE: "3",
+          MASTER_ADDR: "127.0.0.1",
+          MASTER_PORT: String(port),
+          CAIRN_TEST_TIMEOUT_MS: "60000",
+        },
       }),
     );
     const outputs = await Promise.all(
@@ -83,7 +99,9 @@ describe("distributed save and resharding load across real processes", () => {
       expect(r.message).toMatch(/rank 2 disconnected/);
     }
     // Nothing committed (survivors removed their files; the dead rank's partial file may remain, uncommitted).
-    await expect(readMetadata(`file://${dir}/2`)).rejects.toMatchObject({ code: expect.stringMatching(/not_committed|not_found/) });
+    await expect(readMetadata(`file://${dir}/2`)).rejects.toMatchObject({
+      code: expect.stringMatching(/not_committed|not_found/),
+    });
     const left = await readdir(`${dir}/2`).catch(() => []);
     expect(left.filter((f) => !f.includes("data-r2-"))).toEqual([]);
     expect(await load(`file://${dir}/1`)).toEqual({ before: 1 });
@@ -91,7 +109,14 @@ describe("distributed save and resharding load across real processes", () => {
   }, 120_000);
 
   it("cairn-run stops the other ranks and exits with the failing rank's code", async () => {
-    const run = await runTypeScript(CAIRN_RUN, ["-n", "3", "--", process.execPath, "-e", "if (process.env.RANK === '1') process.exit(7); setTimeout(() => {}, 60000)"]);
+    const run = await runTypeScript(CAIRN_RUN, [
+      "-n",
+      "3",
+      "--",
+      process.execPath,
+      "-e",
+      "if (process.env.RANK === '1') process.exit(7); setTimeout(() => {}, 60000)",
+    ]);
     expect(run.code).toBe(7);
     expect(run.stderr).toMatch(/rank 1 failed with exit code 7; the other ranks were stopped/);
   }, 60_000);

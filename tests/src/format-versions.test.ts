@@ -10,7 +10,12 @@ import { rewriteMetadata, tempDir } from "./helpers.js";
 const STORED_1_1 = fileURLToPath(new URL("../fixtures/checkpoint-1.1", import.meta.url));
 
 const expected = {
-  model: { layers: [{ w: { dtype: "float32", shape: [4, 3], data: Float32Array.from({ length: 12 }, (_, i) => i * 0.5 - 1) } }, { w: { dtype: "int32", shape: [6], data: Int32Array.of(1, -2, 3, -4, 5, -6) } }] },
+  model: {
+    layers: [
+      { w: { dtype: "float32", shape: [4, 3], data: Float32Array.from({ length: 12 }, (_, i) => i * 0.5 - 1) } },
+      { w: { dtype: "int32", shape: [6], data: Int32Array.of(1, -2, 3, -4, 5, -6) } },
+    ],
+  },
   rng: Uint8Array.of(9, 8, 7),
   step: 7,
   best: NaN,
@@ -35,7 +40,10 @@ describe("format versions", () => {
     await writeFile(path, JSON.stringify({ ...metadata, version: "1.0" }));
     expect(await load(dir)).toEqual(expected);
     await writeFile(path, JSON.stringify(metadata));
-    await expect(load(dir)).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining("must open with its checksum") });
+    await expect(load(dir)).rejects.toMatchObject({
+      code: "corrupt",
+      message: expect.stringContaining("must open with its checksum"),
+    });
 
     const damaged = join(await tempDir(), "damaged");
     await cp(STORED_1_1, damaged, { recursive: true });
@@ -43,7 +51,10 @@ describe("format versions", () => {
     const bytes = await readFile(join(damaged, file));
     bytes[bytes.byteLength - 1]! ^= 1;
     await writeFile(join(damaged, file), bytes);
-    await expect(load(damaged)).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining("checksum mismatch") });
+    await expect(load(damaged)).rejects.toMatchObject({
+      code: "corrupt",
+      message: expect.stringContaining("checksum mismatch"),
+    });
   });
 
   it("copies a stored 1.1 checkpoint into a 2.0 one holding the same bytes", async () => {
@@ -51,7 +62,10 @@ describe("format versions", () => {
     const source = await openStorage(`file://${STORED_1_1}`);
     const destination = await openStorage(`file://${to}`);
     try {
-      await copyCheckpoint({ storage: source, dir: "", metadata: await readMetadata(STORED_1_1), where: STORED_1_1 }, { storage: destination, dir: "", where: to });
+      await copyCheckpoint(
+        { storage: source, dir: "", metadata: await readMetadata(STORED_1_1), where: STORED_1_1 },
+        { storage: destination, dir: "", where: to },
+      );
     } finally {
       await source.close();
       await destination.close();
@@ -66,18 +80,33 @@ describe("format versions", () => {
     await save({ w, v: hostTensor("float32", [2]) }, join(root, "1"));
     await save({ w, v: hostTensor("float32", [2]) }, join(root, "2"));
     expect((await readMetadata(join(root, "2"))).version).toBe("2.0");
-    await save({ w, v: Object.assign(hostTensor("float32", [2]), { data: Float32Array.of(1, 2) }) }, { checkpointId: join(root, "3"), incremental: { base: "1" } });
+    await save(
+      { w, v: Object.assign(hostTensor("float32", [2]), { data: Float32Array.of(1, 2) }) },
+      { checkpointId: join(root, "3"), incremental: { base: "1" } },
+    );
     const text = await readFile(join(root, "3", "metadata.json"), "utf8");
     expect(text).toMatch(/^\{"metadataCrc32c":\d+,"format":"cairn-checkpoint","version":"2\.1",/);
     expect(text).toContain('"dir":"1"');
     for (const dir of ["..", ".", "", "a/b", "a\\b", "a\u0000", 5, "__proto__"]) {
       const copy = join(await tempDir(), "3");
       await cp(join(root, "3"), copy, { recursive: true });
-      await rewriteMetadata(copy, (m) => ({ ...m, files: (m.files as Record<string, unknown>[]).map((f) => (f.dir === undefined ? f : { ...f, dir })) }));
-      await expect(readMetadata(copy), JSON.stringify(dir)).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining("not the plain name of a sibling") });
+      await rewriteMetadata(copy, (m) => ({
+        ...m,
+        files: (m.files as Record<string, unknown>[]).map((f) => (f.dir === undefined ? f : { ...f, dir })),
+      }));
+      await expect(readMetadata(copy), JSON.stringify(dir)).rejects.toMatchObject({
+        code: "corrupt",
+        message: expect.stringContaining("not the plain name of a sibling"),
+      });
     }
-    await rewriteMetadata(join(root, "3"), (m) => ({ ...m, files: (m.files as Record<string, unknown>[]).map((f) => ({ ...f, location: "elsewhere" })) }));
-    await expect(readMetadata(join(root, "3"))).rejects.toMatchObject({ code: "unsupported_version", message: expect.stringMatching(/has the field "location".*upgrade @cairn\/core/) });
+    await rewriteMetadata(join(root, "3"), (m) => ({
+      ...m,
+      files: (m.files as Record<string, unknown>[]).map((f) => ({ ...f, location: "elsewhere" })),
+    }));
+    await expect(readMetadata(join(root, "3"))).rejects.toMatchObject({
+      code: "unsupported_version",
+      message: expect.stringMatching(/has the field "location".*upgrade @cairn\/core/),
+    });
   });
 
   it("writes 2.0, which a 1.x reader refuses as a newer major version", async () => {

@@ -75,7 +75,10 @@ export function sameBits(a: HostTensor, b: HostTensor): boolean {
  * returns it, with a fresh checksum: the
  * way a crafted checkpoint is made (the checksum finds damage; it does not authenticate).
  */
-export async function rewriteMetadata(dir: string, edit: (metadata: Record<string, unknown>) => unknown): Promise<void> {
+export async function rewriteMetadata(
+  dir: string,
+  edit: (metadata: Record<string, unknown>) => unknown,
+): Promise<void> {
   const path = join(dir, "metadata.json");
   const { metadataCrc32c: _, ...metadata } = JSON.parse(await readFile(path, "utf8")) as Record<string, unknown>;
   const body = JSON.stringify(edit(metadata));

@@ -24,15 +24,37 @@ const statefulOf = (inner: StateDict): Stateful => ({ stateDict: () => inner, lo
 
 describe("save refuses keys that reach a prototype, naming the key path, and writes nothing", () => {
   it.each([
-    ["__proto__ from JSON.parse", () => JSON.parse('{"__proto__": {"polluted": 1}}') as StateDict, /key __proto__: the key "__proto__" is not allowed/],
+    [
+      "__proto__ from JSON.parse",
+      () => JSON.parse('{"__proto__": {"polluted": 1}}') as StateDict,
+      /key __proto__: the key "__proto__" is not allowed/,
+    ],
     ["constructor", () => withOwn("constructor", { prototype: { polluted: 1 } }) as StateDict, /key constructor:/],
     ["prototype, nested", () => ({ model: withOwn("prototype", 1) }) as StateDict, /key model\.prototype:/],
-    ["__proto__ in an object inside an array", () => ({ list: [1, JSON.parse('{"__proto__": 2}')] }) as StateDict, /key list\.1\.__proto__:/],
-    ["__proto__ inside a Stateful's state dict", () => ({ opt: statefulOf(JSON.parse('{"a": {"__proto__": {"polluted": 1}}}') as StateDict) }), /key opt\.a\.__proto__:/],
-    ["__proto__ above a tensor", () => JSON.parse('{"__proto__": {}}', (k, v: unknown) => (k === "__proto__" ? withOwn("w", hostTensor("float32", [2])) : v)) as StateDict, /__proto__/],
+    [
+      "__proto__ in an object inside an array",
+      () => ({ list: [1, JSON.parse('{"__proto__": 2}')] }) as StateDict,
+      /key list\.1\.__proto__:/,
+    ],
+    [
+      "__proto__ inside a Stateful's state dict",
+      () => ({ opt: statefulOf(JSON.parse('{"a": {"__proto__": {"polluted": 1}}}') as StateDict) }),
+      /key opt\.a\.__proto__:/,
+    ],
+    [
+      "__proto__ above a tensor",
+      () =>
+        JSON.parse('{"__proto__": {}}', (k, v: unknown) =>
+          k === "__proto__" ? withOwn("w", hostTensor("float32", [2])) : v,
+        ) as StateDict,
+      /__proto__/,
+    ],
   ])("%s", async (_, make, message) => {
     const dir = join(await tempDir(), "ckpt");
-    await expect(save(make(), dir)).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringMatching(message) });
+    await expect(save(make(), dir)).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: expect.stringMatching(message),
+    });
     const { staged, done } = await asyncSave(make(), dir);
     await expect(staged).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringMatching(message) });
     await expect(done).rejects.toMatchObject({ code: "invalid_argument" });
@@ -72,22 +94,54 @@ describe("a crafted metadata.json never reaches a prototype", () => {
     ["a tensor at __proto__.polluted", renameEntry("w", ["__proto__", "polluted"])],
     ["a blob at constructor.prototype.polluted", renameEntry("blob", ["constructor", "prototype", "polluted"])],
     ["a value at a.prototype", renameEntry("step", ["a", "prototype"])],
-    ["a __proto__ key in user metadata", (m: { user: unknown }) => ({ ...m, user: withOwn("__proto__", { polluted: 1 }) })],
-    ["a data file named __proto__", (m: RawMetadata) => JSON.parse(JSON.stringify(m).replaceAll(m.files[0]!.name as string, "__proto__")) as unknown],
+    [
+      "a __proto__ key in user metadata",
+      (m: { user: unknown }) => ({ ...m, user: withOwn("__proto__", { polluted: 1 }) }),
+    ],
+    [
+      "a data file named __proto__",
+      (m: RawMetadata) => JSON.parse(JSON.stringify(m).replaceAll(m.files[0]!.name as string, "__proto__")) as unknown,
+    ],
   ])("%s is corrupt, with and without a target", async (_, edit) => {
     const dir = await crafted(edit);
-    await expect(load(dir)).rejects.toMatchObject({ code: "corrupt", message: expect.stringMatching(/__proto__|constructor|prototype/) });
+    await expect(load(dir)).rejects.toMatchObject({
+      code: "corrupt",
+      message: expect.stringMatching(/__proto__|constructor|prototype/),
+    });
     await expect(readMetadata(dir)).rejects.toMatchObject({ code: "corrupt" });
-    await expect(load({ w: hostTensor("float32", [4]) }, { checkpointId: dir, partial: true })).rejects.toMatchObject({ code: "corrupt" });
+    await expect(load({ w: hostTensor("float32", [4]) }, { checkpointId: dir, partial: true })).rejects.toMatchObject({
+      code: "corrupt",
+    });
   });
 
   it.each([
-    ["a key stored twice", (m: RawMetadata) => ({ ...m, entries: [...m.entries, m.entries.find((e) => e[0] === "v")] })],
-    ["a value that is also a container", (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "step", "x"], 1]] })],
-    ["an index into an object", (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "o", "a"], 1], ["v", [1, 0], 1]] })],
-    ["an array with a hole", (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "list", 4294967295], 1]] })],
-    ["a value that is not a leaf", (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "v"], { polluted: 1 }]] })],
-    ["a key path __proto__ reached through a shared prefix", (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "__proto__", "a"], 1], ["v", [1, "polluted"], 1]] })],
+    [
+      "a key stored twice",
+      (m: RawMetadata) => ({ ...m, entries: [...m.entries, m.entries.find((e) => e[0] === "v")] }),
+    ],
+    [
+      "a value that is also a container",
+      (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "step", "x"], 1]] }),
+    ],
+    [
+      "an index into an object",
+      (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "o", "a"], 1], ["v", [1, 0], 1]] }),
+    ],
+    [
+      "an array with a hole",
+      (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "list", 4294967295], 1]] }),
+    ],
+    [
+      "a value that is not a leaf",
+      (m: RawMetadata) => ({ ...m, entries: [...m.entries, ["v", [0, "v"], { polluted: 1 }]] }),
+    ],
+    [
+      "a key path __proto__ reached through a shared prefix",
+      (m: RawMetadata) => ({
+        ...m,
+        entries: [...m.entries, ["v", [0, "__proto__", "a"], 1], ["v", [1, "polluted"], 1]],
+      }),
+    ],
   ])("%s is corrupt when loaded without a target", async (_, edit) => {
     const dir = await crafted(edit);
     await expect(load(dir)).rejects.toMatchObject({ code: "corrupt" });
@@ -95,7 +149,13 @@ describe("a crafted metadata.json never reaches a prototype", () => {
 
   it("a checkpoint with odd but harmless keys still loads exactly", async () => {
     const dir = join(await tempDir(), "ckpt");
-    const sd: StateDict = { __proto_: 1, Constructor: [2], "prototype.x": { "constructor ": 3 }, toString: 4, hasOwnProperty: 5 };
+    const sd: StateDict = {
+      __proto_: 1,
+      Constructor: [2],
+      "prototype.x": { "constructor ": 3 },
+      toString: 4,
+      hasOwnProperty: 5,
+    };
     await save(sd, dir);
     const back = await load(dir);
     expect(back).toEqual(sd);

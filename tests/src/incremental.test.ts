@@ -17,20 +17,33 @@ beforeAll(async () => {
 });
 
 function frozen(): HostTensor {
-  return hostTensor("float32", [512, 128], Float32Array.from({ length: 512 * 128 }, (_, i) => i * 0.25));
+  return hostTensor(
+    "float32",
+    [512, 128],
+    Float32Array.from({ length: 512 * 128 }, (_, i) => i * 0.25),
+  );
 }
 
 describe.each(["copy", "reference"] as const)("an incremental asyncSave with %s staging", (staging) => {
   it("writes the changed tensors only, loads back whole, and a flipped bit in the base's file is found loading the newer step", async () => {
     const root = await tempDir();
-    const embedding = tf.tensor2d(Array.from({ length: 256 * 64 }, (_, i) => i % 7), [256, 64]);
+    const embedding = tf.tensor2d(
+      Array.from({ length: 256 * 64 }, (_, i) => i % 7),
+      [256, 64],
+    );
     const head = tf.variable(tf.zeros([64, 16]));
     const frozenHost = frozen();
-    const first = await asyncSave({ embedding, head, frozen: frozenHost, step: 1 }, { checkpointId: `file://${root}/1`, staging });
+    const first = await asyncSave(
+      { embedding, head, frozen: frozenHost, step: 1 },
+      { checkpointId: `file://${root}/1`, staging },
+    );
     await first.staged;
     const full = await first.done;
     head.assign(tf.ones([64, 16]));
-    const second = await asyncSave({ embedding, head, frozen: frozenHost, step: 2 }, { checkpointId: `file://${root}/2`, staging, incremental: { base: "1" } });
+    const second = await asyncSave(
+      { embedding, head, frozen: frozenHost, step: 2 },
+      { checkpointId: `file://${root}/2`, staging, incremental: { base: "1" } },
+    );
     await second.staged;
     head.assign(tf.fill([64, 16], 5));
     const result = await second.done;
@@ -47,32 +60,40 @@ describe.each(["copy", "reference"] as const)("an incremental asyncSave with %s 
     const metadata = await readMetadata(`file://${root}/2`);
     const [name, file] = Object.entries(metadata.files).find(([, f]) => f.dir === "1")!;
     await flipByte(join(root, "1", name), file.size - 3);
-    await expect(load(`file://${root}/2`)).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining("checksum mismatch") });
+    await expect(load(`file://${root}/2`)).rejects.toMatchObject({
+      code: "corrupt",
+      message: expect.stringContaining("checksum mismatch"),
+    });
     embedding.dispose();
     head.dispose();
   });
 });
 
 describe("incremental saves across real processes", () => {
-  it("two ranks each write only their changed shard; the step loads whole in another process", { timeout: 60_000 }, async () => {
-    const root = await tempDir();
-    const run = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "2", RANK_SCRIPT, `file://${root}`]);
-    expect(run.code, run.stderr).toBe(0);
-    const ranks = rankResults(run.stdout);
-    expect(ranks).toHaveLength(2);
-    const shardBytes = 32 * 256 * 4;
-    for (const r of ranks) {
-      expect(r.full as number).toBeGreaterThanOrEqual(2 * shardBytes);
-      expect(r.incremental as number).toBeGreaterThanOrEqual(shardBytes);
-      expect(r.incremental as number).toBeLessThan(shardBytes + 512);
-      expect((r.referenced as string[]).every((p) => p.startsWith("1/"))).toBe(true);
-    }
-    expect(await readFile(join(root, "2", "metadata.json"), "utf8")).toContain('"version":"2.1"');
-    const back = (await load(`file://${root}/2`)) as Record<string, HostTensor>;
-    const rows = (seed: number): Float32Array => Float32Array.from([...shard(0, 2, 64, seed), ...shard(1, 2, 64, seed)]);
-    expect(back.trained!.data).toEqual(rows(2));
-    expect(back.frozen!.data).toEqual(rows(0));
-  });
+  it(
+    "two ranks each write only their changed shard; the step loads whole in another process",
+    { timeout: 60_000 },
+    async () => {
+      const root = await tempDir();
+      const run = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "2", RANK_SCRIPT, `file://${root}`]);
+      expect(run.code, run.stderr).toBe(0);
+      const ranks = rankResults(run.stdout);
+      expect(ranks).toHaveLength(2);
+      const shardBytes = 32 * 256 * 4;
+      for (const r of ranks) {
+        expect(r.full as number).toBeGreaterThanOrEqual(2 * shardBytes);
+        expect(r.incremental as number).toBeGreaterThanOrEqual(shardBytes);
+        expect(r.incremental as number).toBeLessThan(shardBytes + 512);
+        expect((r.referenced as string[]).every((p) => p.startsWith("1/"))).toBe(true);
+      }
+      expect(await readFile(join(root, "2", "metadata.json"), "utf8")).toContain('"version":"2.1"');
+      const back = (await load(`file://${root}/2`)) as Record<string, HostTensor>;
+      const rows = (seed: number): Float32Array =>
+        Float32Array.from([...shard(0, 2, 64, seed), ...shard(1, 2, 64, seed)]);
+      expect(back.trained!.data).toEqual(rows(2));
+      expect(back.frozen!.data).toEqual(rows(0));
+    },
+  );
 
   it("a full save of the same state writes every byte again (the baseline the skipping is measured against)", async () => {
     const root = await tempDir();

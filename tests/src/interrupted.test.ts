@@ -14,16 +14,21 @@ async function names(storage: { list(prefix: string): AsyncIterable<{ path: stri
 }
 
 describe("a save that cannot finish commits nothing", () => {
-  it.each(["file", "memory"] as const)("a data file write that fails midway leaves no committed checkpoint and no data files (%s://)", async (kind) => {
-    const inner = await openStorage(await locations[kind]());
-    const storage = new FaultyStorageAdapter(inner, [{ operation: "write", nth: 3, path: (p) => p.includes("data-") }]);
-    const error = await save(stateDict() as never, { storage, path: "" }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(CheckpointError);
-    expect((error as CheckpointError).code).toBe("storage");
-    expect(await inner.stat("metadata.json")).toBeNull();
-    expect(await names(inner)).toEqual([]);
-    await expect(readMetadata({ storage: inner, path: "" })).rejects.toMatchObject({ code: "not_found" });
-  });
+  it.each(["file", "memory"] as const)(
+    "a data file write that fails midway leaves no committed checkpoint and no data files (%s://)",
+    async (kind) => {
+      const inner = await openStorage(await locations[kind]());
+      const storage = new FaultyStorageAdapter(inner, [
+        { operation: "write", nth: 3, path: (p) => p.includes("data-") },
+      ]);
+      const error = await save(stateDict() as never, { storage, path: "" }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(CheckpointError);
+      expect((error as CheckpointError).code).toBe("storage");
+      expect(await inner.stat("metadata.json")).toBeNull();
+      expect(await names(inner)).toEqual([]);
+      await expect(readMetadata({ storage: inner, path: "" })).rejects.toMatchObject({ code: "not_found" });
+    },
+  );
 
   it("a failing metadata write commits nothing and removes the data files", async () => {
     const inner = await openStorage(await locations.memory());
@@ -34,7 +39,8 @@ describe("a save that cannot finish commits nothing", () => {
 
   it("transient storage errors are retried and the checkpoint commits", async () => {
     const inner = await openStorage(await locations.memory());
-    const blip = (): Error => new CheckpointError("storage", "[memory] injected blip", { context: { transient: true } });
+    const blip = (): Error =>
+      new CheckpointError("storage", "[memory] injected blip", { context: { transient: true } });
     const storage = new FaultyStorageAdapter(inner, [
       { operation: "write", nth: 2, times: 2, error: blip },
       { operation: "read", nth: 2, error: blip },
@@ -59,7 +65,9 @@ describe("a save that cannot finish commits nothing", () => {
       },
     };
     const sd = Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`t${i}`, { ...slow }]));
-    await expect(save(sd as never, { storage: inner, path: "", signal: controller.signal, concurrency: 1 })).rejects.toMatchObject({ code: "cancelled" });
+    await expect(
+      save(sd as never, { storage: inner, path: "", signal: controller.signal, concurrency: 1 }),
+    ).rejects.toMatchObject({ code: "cancelled" });
     expect(await names(inner)).toEqual([]);
   });
 

@@ -13,7 +13,18 @@ import { afterAll, describe, expect, it } from "vitest";
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const SCRIPT = fileURLToPath(new URL("./fixtures/packaging/save-restore.mjs", import.meta.url));
-const PACKAGES = ["cli", "core", "distributed", "manager", "storage-gcs", "storage-local", "storage-s3", "store-etcd", "store-redis", "tfjs"];
+const PACKAGES = [
+  "cli",
+  "core",
+  "distributed",
+  "manager",
+  "storage-gcs",
+  "storage-local",
+  "storage-s3",
+  "store-etcd",
+  "store-redis",
+  "tfjs",
+];
 
 // Vitest's loader options must not reach the children: the installed packages are plain JS.
 const env = { ...process.env, NODE_OPTIONS: "", NO_COLOR: "1", TURBO_TELEMETRY_DISABLED: "1", DO_NOT_TRACK: "1" };
@@ -36,49 +47,76 @@ interface Manifest {
 }
 
 describe("the packed packages", () => {
-  it("install in a fresh project, where a script saves and restores with @cairn/manager and `npx cairn ls` lists the steps", { timeout: 300_000 }, async () => {
-    await run("npx", ["-y", "pnpm@10", "build"], REPO);
-    const tarballs = join(work, "tarballs");
-    await run("npx", ["-y", "pnpm@10", "--recursive", "--filter", "./packages/*", "--filter", "!@cairn/bench", "pack", "--pack-destination", tarballs], REPO);
-    const packed = (await readdir(tarballs)).sort();
-    expect(packed).toEqual(PACKAGES.map((name) => `cairn-${name}-0.1.0.tgz`));
+  it(
+    "install in a fresh project, where a script saves and restores with @cairn/manager and `npx cairn ls` lists the steps",
+    { timeout: 300_000 },
+    async () => {
+      await run("npx", ["-y", "pnpm@10", "build"], REPO);
+      const tarballs = join(work, "tarballs");
+      await run(
+        "npx",
+        [
+          "-y",
+          "pnpm@10",
+          "--recursive",
+          "--filter",
+          "./packages/*",
+          "--filter",
+          "!@cairn/bench",
+          "pack",
+          "--pack-destination",
+          tarballs,
+        ],
+        REPO,
+      );
+      const packed = (await readdir(tarballs)).sort();
+      expect(packed).toEqual(PACKAGES.map((name) => `cairn-${name}-0.1.0.tgz`));
 
-    const project = join(work, "project");
-    await mkdir(project);
-    await writeFile(join(project, "package.json"), `${JSON.stringify({ name: "cairn-packaging-check", private: true, type: "module" }, null, 2)}\n`);
-    await run("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", ...packed.map((file) => join(tarballs, file))], project);
-    expect(existsSync(join(project, "node_modules", "tsx"))).toBe(false);
+      const project = join(work, "project");
+      await mkdir(project);
+      await writeFile(
+        join(project, "package.json"),
+        `${JSON.stringify({ name: "cairn-packaging-check", private: true, type: "module" }, null, 2)}\n`,
+      );
+      await run(
+        "npm",
+        ["install", "--no-audit", "--no-fund", "--prefer-offline", ...packed.map((file) => join(tarballs, file))],
+        project,
+      );
+      expect(existsSync(join(project, "node_modules", "tsx"))).toBe(false);
 
-    for (const name of PACKAGES) {
-      const dir = join(project, "node_modules", "@cairn", name);
-      const text = await readFile(join(dir, "package.json"), "utf8");
-      expect(text, `${name}: workspace: versions are replaced on pack`).not.toContain("workspace:");
-      const manifest = JSON.parse(text) as Manifest;
-      expect(manifest).toMatchObject({ name: `@cairn/${name}`, version: "0.1.0", license: "Apache-2.0" });
-      expect(existsSync(join(dir, "LICENSE")), `${name}: LICENSE`).toBe(true);
-      expect(existsSync(join(dir, "src")), `${name}: no sources`).toBe(false);
-      for (const [subpath, target] of Object.entries(manifest.exports)) {
-        if (target.default === undefined) continue;
-        expect(existsSync(join(dir, target.default)), `${name} ${subpath}: ${target.default}`).toBe(true);
-        expect(target.types && existsSync(join(dir, target.types)), `${name} ${subpath}: types`).toBe(true);
+      for (const name of PACKAGES) {
+        const dir = join(project, "node_modules", "@cairn", name);
+        const text = await readFile(join(dir, "package.json"), "utf8");
+        expect(text, `${name}: workspace: versions are replaced on pack`).not.toContain("workspace:");
+        const manifest = JSON.parse(text) as Manifest;
+        expect(manifest).toMatchObject({ name: `@cairn/${name}`, version: "0.1.0", license: "Apache-2.0" });
+        expect(existsSync(join(dir, "LICENSE")), `${name}: LICENSE`).toBe(true);
+        expect(existsSync(join(dir, "src")), `${name}: no sources`).toBe(false);
+        for (const [subpath, target] of Object.entries(manifest.exports)) {
+          if (target.default === undefined) continue;
+          expect(existsSync(join(dir, target.default)), `${name} ${subpath}: ${target.default}`).toBe(true);
+          expect(target.types && existsSync(join(dir, target.types)), `${name} ${subpath}: types`).toBe(true);
+        }
+        for (const bin of Object.values(manifest.bin ?? {}))
+          expect(existsSync(join(dir, bin)), `${name}: ${bin}`).toBe(true);
       }
-      for (const bin of Object.values(manifest.bin ?? {})) expect(existsSync(join(dir, bin)), `${name}: ${bin}`).toBe(true);
-    }
 
-    await copyFile(SCRIPT, join(project, "save-restore.mjs"));
-    const root = pathToFileURL(join(project, "checkpoints", "run")).href;
-    const saved = JSON.parse(await run(process.execPath, ["save-restore.mjs", root], project)) as unknown;
-    expect(saved).toEqual({ steps: [1, 2], w: [2, 3, 4], step: 2 });
+      await copyFile(SCRIPT, join(project, "save-restore.mjs"));
+      const root = pathToFileURL(join(project, "checkpoints", "run")).href;
+      const saved = JSON.parse(await run(process.execPath, ["save-restore.mjs", root], project)) as unknown;
+      expect(saved).toEqual({ steps: [1, 2], w: [2, 3, 4], step: 2 });
 
-    const listed = await run("npx", ["--no", "cairn", "ls", root], project);
-    const rows = listed
-      .trim()
-      .split("\n")
-      .slice(1)
-      .map((line) => line.split(/\s+/).slice(0, 2));
-    expect(rows).toEqual([
-      ["1", "committed"],
-      ["2", "committed"],
-    ]);
-  });
+      const listed = await run("npx", ["--no", "cairn", "ls", root], project);
+      const rows = listed
+        .trim()
+        .split("\n")
+        .slice(1)
+        .map((line) => line.split(/\s+/).slice(0, 2));
+      expect(rows).toEqual([
+        ["1", "committed"],
+        ["2", "committed"],
+      ]);
+    },
+  );
 });

@@ -20,8 +20,18 @@ function state(seed: number): { state: StateDict; tensors: (HostTensor | Uint8Ar
   const layers = Array.from({ length: COUNT }, (_, i) => {
     let value: HostTensor | Uint8Array;
     if (i % 3 === 0) value = new Uint8Array((i * 37) % 701).map((_, j) => (i * 31 + j * 7 + seed) & 255);
-    else if (i % 3 === 1) value = hostTensor("float32", [(i % 97) + 1], new Float32Array((i % 97) + 1).map((_, j) => i + j / 8 + seed));
-    else value = hostTensor("int16", [(i % 53) + 2, 3], new Int16Array(((i % 53) + 2) * 3).map((_, j) => (i * 5 - j + seed) % 30_000));
+    else if (i % 3 === 1)
+      value = hostTensor(
+        "float32",
+        [(i % 97) + 1],
+        new Float32Array((i % 97) + 1).map((_, j) => i + j / 8 + seed),
+      );
+    else
+      value = hostTensor(
+        "int16",
+        [(i % 53) + 2, 3],
+        new Int16Array(((i % 53) + 2) * 3).map((_, j) => (i * 5 - j + seed) % 30_000),
+      );
     tensors.push(value);
     return { w: value };
   });

@@ -34,7 +34,9 @@ function pythonWithNumpy(skip: (condition: boolean, note: string) => void): stri
 }
 
 describe("docs/format.md is enough to read a checkpoint with json and numpy", () => {
-  it("docs/read_checkpoint.py reads every dtype bit-exact, verifies every CRC32C and finds valid safetensors files", async ({ skip }) => {
+  it("docs/read_checkpoint.py reads every dtype bit-exact, verifies every CRC32C and finds valid safetensors files", async ({
+    skip,
+  }) => {
     const python = pythonWithNumpy(skip);
     const dir = join(await tempDir(), "ckpt");
     const tensors: Record<string, HostTensor> = {};
@@ -46,21 +48,35 @@ describe("docs/format.md is enough to read a checkpoint with json and numpy", ()
     const big = sampleTensor("float32", [300, 100], 6);
     await save({ tensors, big, blob: Uint8Array.of(1, 2, 3), step: 42 }, { checkpointId: dir, blockSize: 4096 });
 
-    const output = execFileSync(python, [reader, dir, "--json", "--verify", "--check-safetensors"], { encoding: "utf8" });
-    const lines = output.trim().split("\n").map((l) => JSON.parse(l) as { key: (string | number)[]; sha256?: string; shape?: number[]; value?: unknown });
+    const output = execFileSync(python, [reader, dir, "--json", "--verify", "--check-safetensors"], {
+      encoding: "utf8",
+    });
+    const lines = output
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { key: (string | number)[]; sha256?: string; shape?: number[]; value?: unknown });
     const byKey = new Map(lines.map((l) => [JSON.stringify(l.key), l]));
-    const digest = (t: HostTensor): string => createHash("sha256").update(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)).digest("hex");
+    const digest = (t: HostTensor): string =>
+      createHash("sha256")
+        .update(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength))
+        .digest("hex");
     for (const [name, t] of Object.entries(tensors)) {
       const line = byKey.get(JSON.stringify(["tensors", name]));
       expect(line?.shape, name).toEqual(t.shape);
       expect(line?.sha256, name).toBe(digest(t));
     }
     expect(byKey.get(JSON.stringify(["big"]))?.sha256).toBe(digest(big));
-    expect(byKey.get(JSON.stringify(["blob"]))?.sha256).toBe(createHash("sha256").update(Uint8Array.of(1, 2, 3)).digest("hex"));
+    expect(byKey.get(JSON.stringify(["blob"]))?.sha256).toBe(
+      createHash("sha256")
+        .update(Uint8Array.of(1, 2, 3))
+        .digest("hex"),
+    );
     expect(byKey.get(JSON.stringify(["step"]))?.value).toBe(42);
   });
 
-  it("docs/read_checkpoint.py checks metadata.json's own checksum: a changed value fails it, as it fails load", async ({ skip }) => {
+  it("docs/read_checkpoint.py checks metadata.json's own checksum: a changed value fails it, as it fails load", async ({
+    skip,
+  }) => {
     const python = pythonWithNumpy(skip);
     const dir = join(await tempDir(), "ckpt");
     await save({ step: 42, w: sampleTensor("float32", [4]) }, dir);
@@ -75,14 +91,19 @@ describe("docs/format.md is enough to read a checkpoint with json and numpy", ()
     // Without the checksum field, 2.0 metadata is refused.
     const { metadataCrc32c: _, ...metadata } = JSON.parse(text) as Record<string, unknown>;
     await writeFile(path, JSON.stringify(metadata));
-    expect(spawnSync(python, [reader, dir, "--json"], { encoding: "utf8" }).stderr).toContain("must open with its checksum");
+    expect(spawnSync(python, [reader, dir, "--json"], { encoding: "utf8" }).stderr).toContain(
+      "must open with its checksum",
+    );
   });
 
-  it("docs/read_checkpoint.py reads and verifies a stored format 1.1 checkpoint, and one of 1.0 without the checksum", async ({ skip }) => {
+  it("docs/read_checkpoint.py reads and verifies a stored format 1.1 checkpoint, and one of 1.0 without the checksum", async ({
+    skip,
+  }) => {
     const python = pythonWithNumpy(skip);
     const dir = join(await tempDir(), "old");
     await cp(fileURLToPath(new URL("../fixtures/checkpoint-1.1", import.meta.url)), dir, { recursive: true });
-    const lines = (): string => execFileSync(python, [reader, dir, "--json", "--verify", "--check-safetensors"], { encoding: "utf8" });
+    const lines = (): string =>
+      execFileSync(python, [reader, dir, "--json", "--verify", "--check-safetensors"], { encoding: "utf8" });
     const expected = (await load(dir)) as { model: { layers: { w: HostTensor }[] } };
     const digest = createHash("sha256").update(new Uint8Array(expected.model.layers[1]!.w.data.buffer)).digest("hex");
     expect(lines()).toContain(digest);
@@ -93,7 +114,9 @@ describe("docs/format.md is enough to read a checkpoint with json and numpy", ()
     expect(lines()).toContain(digest);
   });
 
-  it("docs/read_checkpoint.py reads an incremental step (2.1) from its base's files, and refuses a dir that is not a plain name", async ({ skip }) => {
+  it("docs/read_checkpoint.py reads an incremental step (2.1) from its base's files, and refuses a dir that is not a plain name", async ({
+    skip,
+  }) => {
     const python = pythonWithNumpy(skip);
     const root = await tempDir();
     const frozen = sampleTensor("float32", [64, 32], 1);
@@ -103,12 +126,20 @@ describe("docs/format.md is enough to read a checkpoint with json and numpy", ()
     const text = await readFile(join(root, "2", "metadata.json"), "utf8");
     expect(text).toContain('"version":"2.1"');
     expect(text).toContain('"dir":"1"');
-    const output = execFileSync(python, [reader, join(root, "2"), "--json", "--verify", "--check-safetensors"], { encoding: "utf8" });
-    const digest = (t: HostTensor): string => createHash("sha256").update(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)).digest("hex");
+    const output = execFileSync(python, [reader, join(root, "2"), "--json", "--verify", "--check-safetensors"], {
+      encoding: "utf8",
+    });
+    const digest = (t: HostTensor): string =>
+      createHash("sha256")
+        .update(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength))
+        .digest("hex");
     expect(output).toContain(digest(frozen));
     expect(output).toContain(digest(trained));
     for (const dir of ["..", "a/1", ""]) {
-      await rewriteMetadata(join(root, "2"), (m) => ({ ...m, files: (m.files as Record<string, unknown>[]).map((f) => (f.dir === undefined ? f : { ...f, dir })) }));
+      await rewriteMetadata(join(root, "2"), (m) => ({
+        ...m,
+        files: (m.files as Record<string, unknown>[]).map((f) => (f.dir === undefined ? f : { ...f, dir })),
+      }));
       const run = spawnSync(python, [reader, join(root, "2"), "--json"], { encoding: "utf8" });
       expect(run.status, dir).not.toBe(0);
       expect(run.stderr, dir).toContain("is not one plain path segment");

@@ -41,7 +41,8 @@ function variables(): Record<string, tf.Variable> {
 
 async function expectSaved(url: URL, want: Record<string, Float32Array>): Promise<void> {
   const back = (await load(url.href)) as Record<string, HostTensor>;
-  for (const [key, values] of Object.entries(want)) expect(Buffer.from(back[key]!.data.buffer).equals(Buffer.from(values.buffer)), key).toBe(true);
+  for (const [key, values] of Object.entries(want))
+    expect(Buffer.from(back[key]!.data.buffer).equals(Buffer.from(values.buffer)), key).toBe(true);
 }
 
 describe("reference staging on file://: held tensors are copied in the background, then written by the upload worker", () => {
@@ -51,7 +52,11 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     const state = variables();
     const want = Object.fromEntries(Object.entries(state).map(([k, v]) => [k, v.dataSync() as Float32Array]));
     const before = writesSoFar();
-    const { staged, done } = await asyncSave(state, { storage: openRecording(url), staging: "reference", concurrency: 2 });
+    const { staged, done } = await asyncSave(state, {
+      storage: openRecording(url),
+      staging: "reference",
+      concurrency: 2,
+    });
     expect((await staged).bytes).toBe(0);
     // Training goes on at once: every variable gets new values, then all are disposed.
     for (const v of Object.values(state)) tf.tidy(() => v.assign(tf.zerosLike(v)));
@@ -72,7 +77,8 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     const url = new URL(`file://${await tempDir()}/ckpt`);
     let disposed = 0;
     const state: Record<string, unknown> = {};
-    for (let i = 0; i < 4; i++) state[`t${i}`] = heldTensor(new Float32Array(1 << 20).fill(i), { disposed: () => disposed++ });
+    for (let i = 0; i < 4; i++)
+      state[`t${i}`] = heldTensor(new Float32Array(1 << 20).fill(i), { disposed: () => disposed++ });
     const starts = new BroadcastChannel(STARTED_WRITES);
     // How many clones were gone when the worker announced its first data file.
     const atFirstWrite = new Promise<number>((resolve) => {
@@ -129,32 +135,46 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     ["at all", 1 << 20, 0],
     // The save's own copy of the host tensor (3 MiB) is held until it ends: waiting for room would never end.
     ["beside the buffers the save already holds", 20 << 20, 3 << 20],
-  ])("writes from the calling thread, as before, when the copies do not fit the staging budget %s", async (_, maxBytes, hostBytes) => {
-    const url = new URL(`file://${await tempDir()}/ckpt`);
-    const state: Record<string, tf.Variable | HostTensor> = variables();
-    const want = Object.fromEntries(Object.entries(state).map(([k, v]) => [k, (v as tf.Variable).dataSync() as Float32Array]));
-    if (hostBytes > 0) {
-      const host = new Float32Array(hostBytes / 4).fill(7);
-      state.host = { dtype: "float32", shape: [host.length], data: host };
-      want.host = host.slice();
-    }
-    const before = writesSoFar();
-    const pool = new StagingPool({ maxBytes });
-    const { done } = await asyncSave(state, { storage: openRecording(url), staging: "reference", concurrency: 2, pool });
-    // Nothing was copied in the background.
-    expect((await done).backgroundCopySeconds).toBeUndefined();
-    const writes = await dataFileWrites(before, 2);
-    expect(writes.map((w) => [w.thread, w.pageAligned])).toEqual([
-      ["main", false],
-      ["main", false],
-    ]);
-    expect(pool.allocatedBytes).toBe(hostBytes);
-    await expectSaved(url, want);
-    for (const v of Object.values(state)) if (v instanceof tf.Variable) v.dispose();
-  });
+  ])(
+    "writes from the calling thread, as before, when the copies do not fit the staging budget %s",
+    async (_, maxBytes, hostBytes) => {
+      const url = new URL(`file://${await tempDir()}/ckpt`);
+      const state: Record<string, tf.Variable | HostTensor> = variables();
+      const want = Object.fromEntries(
+        Object.entries(state).map(([k, v]) => [k, (v as tf.Variable).dataSync() as Float32Array]),
+      );
+      if (hostBytes > 0) {
+        const host = new Float32Array(hostBytes / 4).fill(7);
+        state.host = { dtype: "float32", shape: [host.length], data: host };
+        want.host = host.slice();
+      }
+      const before = writesSoFar();
+      const pool = new StagingPool({ maxBytes });
+      const { done } = await asyncSave(state, {
+        storage: openRecording(url),
+        staging: "reference",
+        concurrency: 2,
+        pool,
+      });
+      // Nothing was copied in the background.
+      expect((await done).backgroundCopySeconds).toBeUndefined();
+      const writes = await dataFileWrites(before, 2);
+      expect(writes.map((w) => [w.thread, w.pageAligned])).toEqual([
+        ["main", false],
+        ["main", false],
+      ]);
+      expect(pool.allocatedBytes).toBe(hostBytes);
+      await expectSaved(url, want);
+      for (const v of Object.values(state)) if (v instanceof tf.Variable) v.dispose();
+    },
+  );
 
   it.each([
-    ["the caller's signal fires", "cancelled", /the save \(copying held tensors in the background\) was cancelled; nothing was committed/],
+    [
+      "the caller's signal fires",
+      "cancelled",
+      /the save \(copying held tensors in the background\) was cancelled; nothing was committed/,
+    ],
     ["a tensor cannot be read", "invalid_argument", /t4: reading the tfjs tensor failed: device lost/],
   ])("commits nothing and leaves no file when %s during the background copy", async (_, code, message) => {
     const url = new URL(`file://${await tempDir()}/ckpt`);
@@ -169,7 +189,12 @@ describe("reference staging on file://: held tensors are copied in the backgroun
     };
     for (let i = 0; i < 8; i++) state[`t${i}`] = heldTensor(new Float32Array(1 << 20).fill(i), { read });
     const pool = new StagingPool();
-    const { staged, done } = await asyncSave(state as never, { storage: openRecording(url), staging: "reference", signal: controller.signal, pool });
+    const { staged, done } = await asyncSave(state as never, {
+      storage: openRecording(url),
+      staging: "reference",
+      signal: controller.signal,
+      pool,
+    });
     await staged;
     await expect(done).rejects.toMatchObject({ code, message: expect.stringMatching(message) });
     const dir = fileURLToPath(url);

@@ -2,7 +2,13 @@ import { type HostTensor, type StateDict, type Stateful, hostTensor, load, readM
 import { describe, expect, it } from "vitest";
 import { DTYPE_NAMES, locations, sameBits, sampleTensor } from "./helpers.js";
 
-const SHAPES: Record<string, number[]> = { scalar: [], "zero-size": [0], "zero-size 2-D": [3, 0], "1-D": [7], "3-D": [2, 3, 5] };
+const SHAPES: Record<string, number[]> = {
+  scalar: [],
+  "zero-size": [0],
+  "zero-size 2-D": [3, 0],
+  "1-D": [7],
+  "3-D": [2, 3, 5],
+};
 
 describe.each(Object.keys(locations) as (keyof typeof locations)[])("round trips through %s://", (kind) => {
   it("every dtype and shape class comes back bit-exact, into a target and without one", async () => {
@@ -10,7 +16,8 @@ describe.each(Object.keys(locations) as (keyof typeof locations)[])("round trips
     const saved: Record<string, Record<string, HostTensor>> = {};
     for (const dtype of DTYPE_NAMES) {
       saved[dtype] = {};
-      for (const [name, shape] of Object.entries(SHAPES)) saved[dtype]![name] = sampleTensor(dtype, shape, dtype.length + shape.length);
+      for (const [name, shape] of Object.entries(SHAPES))
+        saved[dtype]![name] = sampleTensor(dtype, shape, dtype.length + shape.length);
     }
     const result = await save(saved, url);
     expect(result.entries).toBe(DTYPE_NAMES.length * Object.keys(SHAPES).length);

@@ -6,7 +6,8 @@ import { flipByte, sampleTensor, tempDir } from "./helpers.js";
 /** Forty small tensors: neighbours in one data file, which a load reads in one scattered read straight into them. */
 function smallTensors(fill: boolean): Record<string, HostTensor> {
   const sd: Record<string, HostTensor> = {};
-  for (let i = 0; i < 40; i++) sd[`t${i}`] = fill ? sampleTensor("float32", [100 + i]) : hostTensor("float32", [100 + i]);
+  for (let i = 0; i < 40; i++)
+    sd[`t${i}`] = fill ? sampleTensor("float32", [100 + i]) : hostTensor("float32", [100 + i]);
   return sd;
 }
 

@@ -60,18 +60,29 @@ describe("copy staging lays data files out as they are written", () => {
       for (const [key, value] of Object.entries(saved)) {
         const want = value instanceof Uint8Array ? value : value.data;
         const got = back[key] instanceof Uint8Array ? (back[key] as Uint8Array) : (back[key] as HostTensor).data;
-        expect(Buffer.from(got.buffer, got.byteOffset, got.byteLength).equals(Buffer.from(want.buffer, want.byteOffset, want.byteLength)), key).toBe(true);
+        expect(
+          Buffer.from(got.buffer, got.byteOffset, got.byteLength).equals(
+            Buffer.from(want.buffer, want.byteOffset, want.byteLength),
+          ),
+          key,
+        ).toBe(true);
       }
     },
   );
 
   it.each([
     ["files are small", { x: hostTensor("float32", [1000], new Float32Array(1000).fill(3)) }, {}],
-    ["the plan comes from a planner object", { x: sampleTensor("float32", [1 << 19], 6) }, { planner: new DefaultSavePlanner() }],
+    [
+      "the plan comes from a planner object",
+      { x: sampleTensor("float32", [1 << 19], 6) },
+      { planner: new DefaultSavePlanner() },
+    ],
   ])("stages leaf by leaf where %s", async (_, small, options) => {
     const url = new URL(`file://${await tempDir()}/ckpt`);
     const before = writesSoFar();
-    await (await asyncSave(small, { storage: openRecording(url), uploadWorker: false, ...options })).done;
+    await (
+      await asyncSave(small, { storage: openRecording(url), uploadWorker: false, ...options })
+    ).done;
     const writes = await dataFileWrites(before, 1);
     expect(writes[0]!.pageAligned).toBe(false);
     const back = (await load(url.href)) as Record<string, HostTensor>;
@@ -81,7 +92,9 @@ describe("copy staging lays data files out as they are written", () => {
   it("with two ranks, writes a file the global plan lays out otherwise as before, and every byte lands where the metadata says", async () => {
     const url = new URL(`file://${await tempDir()}/ckpt`);
     const port = await freePort();
-    const groups = await Promise.all([0, 1].map((rank) => connectTcpProcessGroup({ rank, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 10_000 })));
+    const groups = await Promise.all(
+      [0, 1].map((rank) => connectTcpProcessGroup({ rank, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 10_000 })),
+    );
     // Both ranks hold all three (replicated), so each stages its two predicted files [a, c] and [b].
     // The global plan writes each once: a and c on rank 0, which spreads them over two files of
     // one tensor each (not the [a, c] it staged), and b on rank 1, as staged.
@@ -92,7 +105,11 @@ describe("copy staging lays data files out as they are written", () => {
     });
     const before = writesSoFar();
     try {
-      const handles = await Promise.all(groups.map((group) => asyncSave(replicated(), { storage: openRecording(url), processGroup: group, concurrency: 2 })));
+      const handles = await Promise.all(
+        groups.map((group) =>
+          asyncSave(replicated(), { storage: openRecording(url), processGroup: group, concurrency: 2 }),
+        ),
+      );
       await Promise.all(handles.map((h) => h.done));
     } finally {
       await Promise.all(groups.map((g) => g.close()));
@@ -100,6 +117,7 @@ describe("copy staging lays data files out as they are written", () => {
     const writes = await dataFileWrites(before, 3);
     expect(writes.filter((w) => w.pageAligned)).toHaveLength(1);
     const back = (await load(url.href)) as Record<string, HostTensor>;
-    for (const [key, value] of Object.entries(replicated())) expect(Buffer.from(back[key]!.data.buffer).equals(Buffer.from(value.data.buffer)), key).toBe(true);
+    for (const [key, value] of Object.entries(replicated()))
+      expect(Buffer.from(back[key]!.data.buffer).equals(Buffer.from(value.data.buffer)), key).toBe(true);
   });
 });

@@ -34,7 +34,14 @@ function deviceTensor(values: Float32Array, shape: number[]): TensorLike & { rea
 describe("tfjs tensors and variables", () => {
   it("saves tfjs tensors through data() and assigns variables in place on load", async () => {
     const url = await locations.memory();
-    const w = tf.variable(tf.tensor2d([[1, 2], [3, 4]]), true, "w");
+    const w = tf.variable(
+      tf.tensor2d([
+        [1, 2],
+        [3, 4],
+      ]),
+      true,
+      "w",
+    );
     const steps = tf.variable(tf.scalar(7, "int32"), false, "steps");
     const mask = tf.tensor1d([true, false, true], "bool");
     const device = deviceTensor(Float32Array.of(0.5, -0.5, 1.5), [3]);

@@ -8,7 +8,8 @@ import { locations, tempDir } from "./helpers.js";
 /** 32 tensors of 1 MiB with distinct contents. */
 function state(): Record<string, HostTensor> {
   const out: Record<string, HostTensor> = {};
-  for (let i = 0; i < 32; i++) out[`t${i}`] = hostTensor("float32", [1 << 18], new Float32Array(1 << 18).fill(i + 0.25));
+  for (let i = 0; i < 32; i++)
+    out[`t${i}`] = hostTensor("float32", [1 << 18], new Float32Array(1 << 18).fill(i + 0.25));
   return out;
 }
 
@@ -64,7 +65,11 @@ describe("background saves write and commit from a worker thread (file://, copy 
     await writeFile(`${dir}/ckpt`, "not a directory");
     const { staged, done } = await asyncSave(state(), `file://${dir}/ckpt`);
     await staged;
-    await expect(done).rejects.toMatchObject({ name: "CheckpointError", code: "storage", message: expect.stringMatching(/^\[file\] .*ckpt/) });
+    await expect(done).rejects.toMatchObject({
+      name: "CheckpointError",
+      code: "storage",
+      message: expect.stringMatching(/^\[file\] .*ckpt/),
+    });
     expect(readdirSync(dir)).toEqual(["ckpt"]);
   });
 

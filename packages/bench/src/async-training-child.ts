@@ -27,7 +27,10 @@ import { pageAlignedSharedBytes } from "@cairn/core/storage";
 import { CheckpointManager } from "@cairn/manager";
 import { median, sendResult } from "./support.js";
 
-const [mode, root] = process.argv.slice(2) as ["sync" | "copy" | "reference" | "rawfs" | "rawfs-direct" | "overlap", string];
+const [mode, root] = process.argv.slice(2) as [
+  "sync" | "copy" | "reference" | "rawfs" | "rawfs-direct" | "overlap",
+  string,
+];
 await tf.setBackend("cpu");
 const MiB = 1 << 20;
 
@@ -38,12 +41,17 @@ for (let i = 0; i < 3; i++) state[`large${i}`] = tf.variable(tf.fill([QUARTER / 
 for (let i = 0; i < 2000; i++) state[`small${i}`] = tf.variable(tf.fill([Math.floor(QUARTER / 2000 / 4)], i));
 const bytes = Object.values(state).reduce((n, t) => n + t.size * 4, 0);
 
-const model = tf.sequential({ layers: [tf.layers.dense({ units: 256, inputShape: [256], activation: "relu" }), tf.layers.dense({ units: 1 })] });
+const model = tf.sequential({
+  layers: [tf.layers.dense({ units: 256, inputShape: [256], activation: "relu" }), tf.layers.dense({ units: 1 })],
+});
 const optimizer = tf.train.adam(0.001);
 const x = tf.randomNormal([256, 256]);
 const y = tf.randomNormal([256, 1]);
 function trainStep(): void {
-  const loss = optimizer.minimize(() => tf.losses.meanSquaredError(y, model.predict(x) as tf.Tensor) as tf.Scalar, true);
+  const loss = optimizer.minimize(
+    () => tf.losses.meanSquaredError(y, model.predict(x) as tf.Tensor) as tf.Scalar,
+    true,
+  );
   if (loss) loss.dispose();
 }
 /** Mean ms per training step over `steps`, or until `until` settles (at least `steps`). */
@@ -114,7 +122,9 @@ if (mode === "rawfs" || mode === "rawfs-direct" || mode === "overlap") {
   const direct = mode !== "rawfs";
   const overlap = mode === "overlap";
   // O_DIRECT writes whole pages: the buffer is rounded up, the file cut back to size.
-  const all = direct ? pageAlignedSharedBytes(Math.ceil(bytes / 4096) * 4096) : new Uint8Array(new SharedArrayBuffer(bytes));
+  const all = direct
+    ? pageAlignedSharedBytes(Math.ceil(bytes / 4096) * 4096)
+    : new Uint8Array(new SharedArrayBuffer(bytes));
   if (!overlap) {
     let at = 0;
     for (const t of Object.values(state)) {
@@ -172,7 +182,11 @@ if (mode === "rawfs" || mode === "rawfs-direct" || mode === "overlap") {
     if (previous !== undefined) rmSync(previous, { force: true });
   };
 } else {
-  const manager = new CheckpointManager(root, 1, { staging: mode === "reference" ? "reference" : "copy", checkpointOnPreemption: false, maxToKeep: 2 });
+  const manager = new CheckpointManager(root, 1, {
+    staging: mode === "reference" ? "reference" : "copy",
+    checkpointOnPreemption: false,
+    maxToKeep: 2,
+  });
   const commits = new Map<number, () => void>();
   manager.on("committed", ({ step, backgroundCopySeconds }) => {
     committedAt = performance.now();
@@ -231,16 +245,16 @@ await close();
 const blockedMs = median(blocked);
 const totalSeconds = median(seconds);
 sendResult({
-    mode,
-    bytes,
-    saves: SAVES,
-    firstBlockedMs,
-    blockedMs,
-    totalSeconds,
-    backgroundMBps: bytes / MiB / (totalSeconds - blockedMs / 1000),
-    backgroundCopyMs: copyMs.size > 0 ? median([...copyMs].filter(([step]) => step > 0).map(([, ms]) => ms)) : undefined,
-    idleStepMs: idleMs / idleSteps,
-    busyStepMs: busySteps > 0 ? busyMs / busySteps : undefined,
-    busySteps,
-    peakRss: process.resourceUsage().maxRSS * 1024,
+  mode,
+  bytes,
+  saves: SAVES,
+  firstBlockedMs,
+  blockedMs,
+  totalSeconds,
+  backgroundMBps: bytes / MiB / (totalSeconds - blockedMs / 1000),
+  backgroundCopyMs: copyMs.size > 0 ? median([...copyMs].filter(([step]) => step > 0).map(([, ms]) => ms)) : undefined,
+  idleStepMs: idleMs / idleSteps,
+  busyStepMs: busySteps > 0 ? busyMs / busySteps : undefined,
+  busySteps,
+  peakRss: process.resourceUsage().maxRSS * 1024,
 });

@@ -17,7 +17,8 @@ export function alignedBytes(bytes: number): Uint8Array {
 
 /** Fills `data` with random bytes, so nothing below the file system can compress or skip them. */
 export function fillRandom(data: Uint8Array): void {
-  for (let at = 0; at < data.byteLength; at += 64 * MiB) randomFillSync(data.subarray(at, Math.min(data.byteLength, at + 64 * MiB)));
+  for (let at = 0; at < data.byteLength; at += 64 * MiB)
+    randomFillSync(data.subarray(at, Math.min(data.byteLength, at + 64 * MiB)));
 }
 
 /** A file's bytes read straight into page-aligned memory, ready for `directWrite`. */
@@ -26,7 +27,7 @@ export async function readAligned(path: string): Promise<Uint8Array> {
   try {
     const size = (await handle.stat()).size;
     const data = alignedBytes(size).subarray(0, size);
-    for (let at = 0; at < size; ) {
+    for (let at = 0; at < size;) {
       const { bytesRead } = await handle.read(data, at, Math.min(BLOCK, size - at), at);
       if (bytesRead === 0) throw new Error(`${path} ended at ${at} of ${size} bytes`);
       at += bytesRead;
@@ -46,7 +47,7 @@ export async function directWrite(path: string, data: Uint8Array): Promise<void>
   const handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_DIRECT!);
   try {
     const padded = new Uint8Array(data.buffer, data.byteOffset, Math.ceil(data.byteLength / PAGE) * PAGE);
-    for (let at = 0; at < padded.byteLength; ) {
+    for (let at = 0; at < padded.byteLength;) {
       at += (await handle.write(padded, at, Math.min(BLOCK, padded.byteLength - at), at)).bytesWritten;
     }
     if (padded.byteLength !== data.byteLength) await handle.truncate(data.byteLength);

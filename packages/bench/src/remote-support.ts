@@ -22,19 +22,26 @@ export function tensors(fill: boolean): HostTensor<"float32">[] {
   });
 }
 
-export const bytesOf = (t: HostTensor): Uint8Array => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+export const bytesOf = (t: HostTensor): Uint8Array =>
+  new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
 
 /** Throws unless every tensor of `got` holds the bytes of the same tensor of `want`. */
 export function checkSame(who: string, got: readonly HostTensor[], want: readonly HostTensor[]): void {
   got.forEach((t, i) => {
-    if (!Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).equals(bytesOf(want[i]!))) throw new Error(`${who}: tensor ${i} read back other bytes than were saved`);
+    if (!Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).equals(bytesOf(want[i]!)))
+      throw new Error(`${who}: tensor ${i} read back other bytes than were saved`);
   });
 }
 
 /** Ranged reads of `objects` (each `TOTAL / TENSORS` bytes) into the matching tensor, `READ_CONCURRENCY` at a time. */
-export async function rangedReads(objects: number, readInto: (object: number, offset: number, length: number) => Promise<void>): Promise<void> {
+export async function rangedReads(
+  objects: number,
+  readInto: (object: number, offset: number, length: number) => Promise<void>,
+): Promise<void> {
   const size = TOTAL / TENSORS;
-  const ranges = Array.from({ length: objects }, (_, o) => Array.from({ length: Math.ceil(size / READ_BYTES) }, (_, r) => ({ o, offset: r * READ_BYTES }))).flat();
+  const ranges = Array.from({ length: objects }, (_, o) =>
+    Array.from({ length: Math.ceil(size / READ_BYTES) }, (_, r) => ({ o, offset: r * READ_BYTES })),
+  ).flat();
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < ranges.length) {
@@ -46,10 +53,14 @@ export async function rangedReads(objects: number, readInto: (object: number, of
 }
 
 /** Runs each side once per round, alternating which goes first so a warm server favours neither. */
-export async function alternate(rounds: number, sides: { cairn: (round: number) => Promise<MeasuredWork>; sdk: (round: number) => Promise<MeasuredWork> }): Promise<{ cairn: MeasuredWork[]; sdk: MeasuredWork[] }> {
+export async function alternate(
+  rounds: number,
+  sides: { cairn: (round: number) => Promise<MeasuredWork>; sdk: (round: number) => Promise<MeasuredWork> },
+): Promise<{ cairn: MeasuredWork[]; sdk: MeasuredWork[] }> {
   const out = { cairn: [] as MeasuredWork[], sdk: [] as MeasuredWork[] };
   for (let round = 0; round < rounds; round++) {
-    for (const who of round % 2 === 0 ? (["sdk", "cairn"] as const) : (["cairn", "sdk"] as const)) out[who].push(await sides[who](round));
+    for (const who of round % 2 === 0 ? (["sdk", "cairn"] as const) : (["cairn", "sdk"] as const))
+      out[who].push(await sides[who](round));
   }
   return out;
 }
@@ -81,7 +92,14 @@ export interface TimedSides {
 }
 
 /** `rounds` saves and loads with Cairn and with the SDK, alternating who goes first; every load is checked. */
-export async function timeSavesAndLoads(moved: MovedState, rounds: number, sides: TimedSides): Promise<{ saves: { cairn: MeasuredWork[]; sdk: MeasuredWork[] }; loads: { cairn: MeasuredWork[]; sdk: MeasuredWork[] } }> {
+export async function timeSavesAndLoads(
+  moved: MovedState,
+  rounds: number,
+  sides: TimedSides,
+): Promise<{
+  saves: { cairn: MeasuredWork[]; sdk: MeasuredWork[] };
+  loads: { cairn: MeasuredWork[]; sdk: MeasuredWork[] };
+}> {
   const measure = (work: () => Promise<unknown>) => measureWork(sides.serverPid, async () => void (await work()));
   const checkedLoad = async (who: string, work: () => Promise<unknown>): Promise<MeasuredWork> => {
     for (const t of moved.target) t.data.fill(-1);
@@ -90,11 +108,15 @@ export async function timeSavesAndLoads(moved: MovedState, rounds: number, sides
     return m;
   };
   const saves = await alternate(rounds, {
-    cairn: (r) => measure(() => save(moved.state, { checkpointId: sides.cairnUrl(r), storageOptions: sides.storageOptions })),
+    cairn: (r) =>
+      measure(() => save(moved.state, { checkpointId: sides.cairnUrl(r), storageOptions: sides.storageOptions })),
     sdk: (r) => measure(() => sides.sdkSave(r)),
   });
   const loads = await alternate(rounds, {
-    cairn: (r) => checkedLoad("cairn load", () => load(moved.into, { checkpointId: sides.cairnUrl(r), storageOptions: sides.storageOptions })),
+    cairn: (r) =>
+      checkedLoad("cairn load", () =>
+        load(moved.into, { checkpointId: sides.cairnUrl(r), storageOptions: sides.storageOptions }),
+      ),
     sdk: (r) => checkedLoad(sides.sdkLoadName, () => sides.sdkLoad(r)),
   });
   return { saves, loads };
@@ -108,7 +130,12 @@ const round2 = (x: number): number => Number(x.toFixed(2));
  * processes and peak RSS rise; then the client's CPU seconds against the SDK's (lower is better),
  * steadier than wall time when other work shares the two cores.
  */
-export function reportRate(suite: string, name: string, baseline: string, runs: { cairn: MeasuredWork[]; sdk: MeasuredWork[] }): void {
+export function reportRate(
+  suite: string,
+  name: string,
+  baseline: string,
+  runs: { cairn: MeasuredWork[]; sdk: MeasuredWork[] },
+): void {
   const cairn = median(runs.cairn.map(mbps));
   const sdk = median(runs.sdk.map(mbps));
   const cpu = (ms: MeasuredWork[], k: "clientCpu" | "serverCpu"): number => round2(median(ms.map((m) => m[k])));
@@ -142,12 +169,19 @@ export function reportRate(suite: string, name: string, baseline: string, runs: 
     baseline: { name: baseline, value: sdkCpu },
     ratio: cairnCpu / sdkCpu,
     better: "lower",
-    extra: { rounds: runs.cairn.length, cairnCpuS: range(runs.cairn.map((m) => m.clientCpu)).map(round2), baselineCpuS: range(runs.sdk.map((m) => m.clientCpu)).map(round2) },
+    extra: {
+      rounds: runs.cairn.length,
+      cairnCpuS: range(runs.cairn.map((m) => m.clientCpu)).map(round2),
+      baselineCpuS: range(runs.sdk.map((m) => m.clientCpu)).map(round2),
+    },
   });
 }
 
 /** Requests by kind (`classify`), in the order first seen; unclassified ones count as `other <METHOD>`. */
-export function countRequests(requests: readonly ProxiedRequest[], classify: (r: ProxiedRequest) => string | undefined): Record<string, number> {
+export function countRequests(
+  requests: readonly ProxiedRequest[],
+  classify: (r: ProxiedRequest) => string | undefined,
+): Record<string, number> {
   const counts: Record<string, number> = Object.create(null) as Record<string, number>;
   for (const r of requests) {
     const kind = classify(r) ?? `other ${r.method}`;
@@ -157,9 +191,16 @@ export function countRequests(requests: readonly ProxiedRequest[], classify: (r:
 }
 
 /** Reports Cairn's requests for one operation against the SDK's (lower is better), the breakdown of both in `extra`. */
-export function reportRequests(suite: string, name: string, baseline: string, cairn: Record<string, number>, sdk: Record<string, number>): void {
+export function reportRequests(
+  suite: string,
+  name: string,
+  baseline: string,
+  cairn: Record<string, number>,
+  sdk: Record<string, number>,
+): void {
   const total = (c: Record<string, number>): number => Object.values(c).reduce((n, x) => n + x, 0);
-  const prefixed = (who: string, c: Record<string, number>): Record<string, number> => Object.fromEntries(Object.entries(c).map(([k, v]) => [`${who} ${k}`, v]));
+  const prefixed = (who: string, c: Record<string, number>): Record<string, number> =>
+    Object.fromEntries(Object.entries(c).map(([k, v]) => [`${who} ${k}`, v]));
   report({
     suite,
     name,

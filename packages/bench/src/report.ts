@@ -41,7 +41,10 @@ export function report(result: BenchResult): void {
   const vs = result.baseline ? ` vs ${result.baseline.name} ${fmt(result.baseline.value)} ${result.unit}` : "";
   const ratio = result.ratio === undefined ? "" : ` = ${result.ratio.toFixed(2)}x`;
   const met = meetsTarget(result);
-  const target = met === undefined ? "" : ` (target ${result.better === "higher" ? ">=" : "<="} ${result.target}: ${met ? "met" : "NOT met"})`;
+  const target =
+    met === undefined
+      ? ""
+      : ` (target ${result.better === "higher" ? ">=" : "<="} ${result.target}: ${met ? "met" : "NOT met"})`;
   console.log(`[${result.suite}] ${result.name}: ${fmt(result.value)} ${result.unit}${vs}${ratio}${target}`);
 }
 

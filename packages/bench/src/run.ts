@@ -11,7 +11,10 @@ const repo = fileURLToPath(new URL("../../../", import.meta.url));
 const quick = process.env.CAIRN_BENCH_QUICK === "1";
 const out = process.env.CAIRN_BENCH_RESULTS ?? join(repo, "bench-results", quick ? "quick.json" : "latest.json");
 const startedAt = new Date().toISOString();
-const previous = await readFile(out, "utf8").then((t) => JSON.parse(t) as BenchRun, () => undefined);
+const previous = await readFile(out, "utf8").then(
+  (t) => JSON.parse(t) as BenchRun,
+  () => undefined,
+);
 
 const run = await runSuites({
   suitesDir: fileURLToPath(new URL("./suites/", import.meta.url)),
@@ -25,7 +28,10 @@ await writeFile(out, `${JSON.stringify(run, null, 2)}\n`);
 
 const disk = run.machine.disk;
 console.log(`\n${run.machine.cpu}, ${run.machine.cores} cores, ${run.machine.ramGiB} GiB, Node ${run.machine.node}`);
-if (disk) console.log(`disk: direct write + fsync ${disk.directWriteFsync.toFixed(0)} MiB/s, cold read ${disk.coldRead.toFixed(0)} MiB/s, warm read ${disk.warmRead.toFixed(0)} MiB/s`);
+if (disk)
+  console.log(
+    `disk: direct write + fsync ${disk.directWriteFsync.toFixed(0)} MiB/s, cold read ${disk.coldRead.toFixed(0)} MiB/s, warm read ${disk.warmRead.toFixed(0)} MiB/s`,
+  );
 console.log(`\n${ratioTable(run.results)}\n\nwritten to ${out}`);
 const failed = run.suites.filter((s) => !s.ok && s.date >= startedAt);
 for (const s of failed) console.error(`suite ${s.suite} failed: ${s.error}`);

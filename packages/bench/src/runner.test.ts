@@ -40,7 +40,10 @@ describe("runSuites", () => {
     expect(run.quick).toBe(true);
     expect(run.machine.cores).toBeGreaterThan(0);
     expect(run.machine.disk).toBeUndefined();
-    expect(run.suites.map((s) => [s.suite, s.ok])).toEqual([["broken", false], ["fake", true]]);
+    expect(run.suites.map((s) => [s.suite, s.ok])).toEqual([
+      ["broken", false],
+      ["fake", true],
+    ]);
     expect(run.suites[0]!.error).toBe("exit code 1");
     expect(run.results.map((r) => r.name)).toEqual(["save, quick", "load", "peak RSS over state"]);
   });
@@ -48,7 +51,11 @@ describe("runSuites", () => {
   it("keeps the previous run's suites that were not run again", async () => {
     const old: BenchResult = { suite: "gone", name: "old figure", value: 1, unit: "s" };
     const first = await runSuites({ suitesDir: dir, names: ["fake"], quick: false, diskBytes: 0 });
-    const previous: BenchRun = { ...first, suites: [...first.suites, { suite: "gone", date: "2026-01-01T00:00:00.000Z", seconds: 1, ok: true }], results: [old] };
+    const previous: BenchRun = {
+      ...first,
+      suites: [...first.suites, { suite: "gone", date: "2026-01-01T00:00:00.000Z", seconds: 1, ok: true }],
+      results: [old],
+    };
     const run = await runSuites({ suitesDir: dir, names: ["fake"], quick: false, diskBytes: 0, previous });
     expect(run.results.map((r) => r.name)).toEqual(["save", "load", "peak RSS over state", "old figure"]);
     expect(run.suites.map((s) => s.suite)).toEqual(["fake", "gone"]);
@@ -57,14 +64,41 @@ describe("runSuites", () => {
 
 describe("tables and docs", () => {
   const results: BenchResult[] = [
-    { suite: "fake", name: "save", value: 2, unit: "s", baseline: { name: "cp", value: 4 }, ratio: 0.5, better: "lower", target: 1 },
-    { suite: "fake", name: "load", value: 100, unit: "MiB/s", baseline: { name: "cat", value: 200 }, ratio: 0.5, better: "higher", target: 0.8, extra: { secondsRange: [1.5, 2.25] } },
+    {
+      suite: "fake",
+      name: "save",
+      value: 2,
+      unit: "s",
+      baseline: { name: "cp", value: 4 },
+      ratio: 0.5,
+      better: "lower",
+      target: 1,
+    },
+    {
+      suite: "fake",
+      name: "load",
+      value: 100,
+      unit: "MiB/s",
+      baseline: { name: "cat", value: 200 },
+      ratio: 0.5,
+      better: "higher",
+      target: 0.8,
+      extra: { secondsRange: [1.5, 2.25] },
+    },
     { suite: "other", name: "peak RSS", value: 64, unit: "MiB" },
   ];
   const run: BenchRun = {
     date: "2026-11-25T12:00:00.000Z",
     quick: false,
-    machine: { cpu: "Test CPU", cores: 2, ramGiB: 23.4, loadAverage: 3.5, kernel: "6.1", node: "v20.20.2", disk: { bytes: 2 ** 30, directWriteFsync: 1800, coldRead: 1300, warmRead: 6700 } },
+    machine: {
+      cpu: "Test CPU",
+      cores: 2,
+      ramGiB: 23.4,
+      loadAverage: 3.5,
+      kernel: "6.1",
+      node: "v20.20.2",
+      disk: { bytes: 2 ** 30, directWriteFsync: 1800, coldRead: 1300, warmRead: 6700 },
+    },
     suites: [{ suite: "fake", date: "2026-11-25T12:00:00.000Z", seconds: 3, ok: true }],
     results,
   };

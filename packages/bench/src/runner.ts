@@ -54,7 +54,10 @@ export interface RunOptions {
 
 /** The suites in `dir`, by name, sorted; `names` picks some (an unknown one is an error). */
 export async function findSuites(dir: string, names: readonly string[] = []): Promise<string[]> {
-  const all = (await readdir(dir)).filter((f) => f.endsWith(".bench.ts")).map((f) => f.slice(0, -".bench.ts".length)).sort();
+  const all = (await readdir(dir))
+    .filter((f) => f.endsWith(".bench.ts"))
+    .map((f) => f.slice(0, -".bench.ts".length))
+    .sort();
   if (names.length === 0) return all;
   const wanted = names.map((n) => basename(n).replace(/\.bench\.ts$/, ""));
   const unknown = wanted.filter((n) => !all.includes(n));
@@ -85,17 +88,26 @@ async function runSuite(file: string, quick: boolean): Promise<{ run: SuiteRun; 
     const env: NodeJS.ProcessEnv = { ...process.env, CAIRN_BENCH_OUT: out };
     if (quick) env.CAIRN_BENCH_QUICK = "1";
     else delete env.CAIRN_BENCH_QUICK;
-    const child = spawn(process.execPath, ["--import", require.resolve("tsx"), "--conditions=@cairn/source", file], { stdio: ["ignore", "inherit", "inherit"], env });
+    const child = spawn(process.execPath, ["--import", require.resolve("tsx"), "--conditions=@cairn/source", file], {
+      stdio: ["ignore", "inherit", "inherit"],
+      env,
+    });
     const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
       child.once("error", reject);
       child.once("close", (c, s) => resolve([c, s]));
     });
     const text = await readFile(out, "utf8").catch(() => "");
-    const results = text.split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as BenchResult);
+    const results = text
+      .split("\n")
+      .filter((l) => l.trim() !== "")
+      .map((l) => JSON.parse(l) as BenchResult);
     const ok = code === 0;
     const suite = basename(file).slice(0, -".bench.ts".length);
     const seconds = +((performance.now() - started) / 1000).toFixed(1);
-    return { run: { suite, date, seconds, ok, ...(ok ? {} : { error: signal ? `killed by ${signal}` : `exit code ${code}` }) }, results };
+    return {
+      run: { suite, date, seconds, ok, ...(ok ? {} : { error: signal ? `killed by ${signal}` : `exit code ${code}` }) },
+      results,
+    };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

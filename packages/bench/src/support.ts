@@ -122,11 +122,17 @@ export interface RunChildOptions {
  * non-result stdout are forwarded to this process's stderr; rejects when it exits non-zero or
  * sends no result.
  */
-export async function runChild<T>(command: string, args: readonly string[] = [], options: RunChildOptions = {}): Promise<ChildRun<T>> {
+export async function runChild<T>(
+  command: string,
+  args: readonly string[] = [],
+  options: RunChildOptions = {},
+): Promise<ChildRun<T>> {
   const [file, argv] = command.endsWith(".ts")
     ? [process.execPath, ["--import", require.resolve("tsx"), "--conditions=@cairn/source", command, ...args]]
     : [command, [...args]];
-  const env = Object.fromEntries(Object.entries({ ...process.env, ...options.env }).filter(([, v]) => v !== undefined)) as NodeJS.ProcessEnv;
+  const env = Object.fromEntries(
+    Object.entries({ ...process.env, ...options.env }).filter(([, v]) => v !== undefined),
+  ) as NodeJS.ProcessEnv;
   const child = spawn(file, argv, { cwd: options.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
@@ -144,7 +150,9 @@ export async function runChild<T>(command: string, args: readonly string[] = [],
   const rest = lines.filter((l) => l !== line && l.trim() !== "").join("\n");
   if (rest) process.stderr.write(`${rest}\n`);
   if (code !== 0 || line === undefined) {
-    throw new Error(`${command} ${args.join(" ")} ${code !== 0 ? `exited with ${code}` : "sent no result"}\n${stderr.slice(-4000)}`);
+    throw new Error(
+      `${command} ${args.join(" ")} ${code !== 0 ? `exited with ${code}` : "sent no result"}\n${stderr.slice(-4000)}`,
+    );
   }
   return JSON.parse(line.slice(RESULT_PREFIX.length)) as ChildRun<T>;
 }

@@ -59,9 +59,11 @@ export function makeContext(options: {
 }): CommandContext {
   return {
     ...options,
-    progress: (label, total) => progressBar(options.json ? {} as Output : options.stdout, label, total, options.now),
+    progress: (label, total) => progressBar(options.json ? ({} as Output) : options.stdout, label, total, options.now),
     result: (value, text) => {
-      options.stdout.write(options.json ? `${JSON.stringify(value)}\n` : text.endsWith("\n") || text === "" ? text : `${text}\n`);
+      options.stdout.write(
+        options.json ? `${JSON.stringify(value)}\n` : text.endsWith("\n") || text === "" ? text : `${text}\n`,
+      );
     },
   };
 }
@@ -72,7 +74,9 @@ export function integerOption(values: OptionValues, name: string, allowZero = fa
   if (raw === undefined) return undefined;
   const n = Number(raw);
   if (typeof raw !== "string" || !/^\d+$/.test(raw) || !Number.isSafeInteger(n) || (!allowZero && n === 0)) {
-    throw new UsageError(`--${name} takes a ${allowZero ? "non-negative" : "positive"} integer, got ${JSON.stringify(raw)}`);
+    throw new UsageError(
+      `--${name} takes a ${allowZero ? "non-negative" : "positive"} integer, got ${JSON.stringify(raw)}`,
+    );
   }
   return n;
 }

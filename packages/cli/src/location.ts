@@ -1,4 +1,13 @@
-import { type CheckpointMetadata, type StorageAdapter, type StorageOptions, CheckpointError, isCheckpointError, openStorage, readMetadata, storageUrl } from "@cairn/core";
+import {
+  type CheckpointMetadata,
+  type StorageAdapter,
+  type StorageOptions,
+  CheckpointError,
+  isCheckpointError,
+  openStorage,
+  readMetadata,
+  storageUrl,
+} from "@cairn/core";
 import { redactUrl, registeredProtocols, splitLastSegment } from "@cairn/core/storage";
 import { parseStep } from "@cairn/manager";
 import "@cairn/storage-local";
@@ -46,11 +55,17 @@ export async function openCheckpointLocation(urlOrPath: string, options: Storage
 }
 
 /** A single file given as a URL or path: its directory opened as a location, and its name there. */
-export async function openFileLocation(urlOrPath: string, options: StorageOptions = {}): Promise<Location & { readonly name: string }> {
+export async function openFileLocation(
+  urlOrPath: string,
+  options: StorageOptions = {},
+): Promise<Location & { readonly name: string }> {
   const url = storageUrl(urlOrPath);
   const name = decodeURIComponent(url.pathname.slice(url.pathname.lastIndexOf("/") + 1));
   if (name === "") {
-    throw new CheckpointError("invalid_argument", `${redactUrl(url)} names a directory; give a file name, like ${redactUrl(url)}model.safetensors`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `${redactUrl(url)} names a directory; give a file name, like ${redactUrl(url)}model.safetensors`,
+    );
   }
   const parent = new URL("./", url);
   const location = await openLocation(parent.href, options);
@@ -73,7 +88,10 @@ export async function checkpointMetadata(location: Location, signal?: AbortSigna
       if (step !== undefined && object.path.endsWith("/metadata.json")) steps.add(step);
     }
     if (steps.size === 0 && error.code === "not_found") {
-      throw new CheckpointError("not_found", `no checkpoint at ${location.where}`, { cause: error, context: { path: location.where } });
+      throw new CheckpointError("not_found", `no checkpoint at ${location.where}`, {
+        cause: error,
+        context: { path: location.where },
+      });
     }
     if (steps.size === 0) throw error;
     const list = [...steps].sort((a, b) => a - b);

@@ -32,15 +32,24 @@ export const COMMANDS: readonly CommandSpec[] = [
 ];
 
 const COMMON: Readonly<Record<string, OptionSpec>> = {
-  json: { type: "boolean", help: "print the result as one line of JSON (errors too, as {\"error\": {code, message}})" },
-  "storage-options": { type: "string", value: "<json>", help: "options for storage adapters, by protocol: '{\"s3\":{\"endpoint\":\"http://127.0.0.1:9000\",\"forcePathStyle\":true}}'" },
-  verbose: { type: "boolean", help: "when a command fails, also print the error's details: context, causes, stack (or set DEBUG=cairn)" },
+  json: { type: "boolean", help: 'print the result as one line of JSON (errors too, as {"error": {code, message}})' },
+  "storage-options": {
+    type: "string",
+    value: "<json>",
+    help: 'options for storage adapters, by protocol: \'{"s3":{"endpoint":"http://127.0.0.1:9000","forcePathStyle":true}}\'',
+  },
+  verbose: {
+    type: "boolean",
+    help: "when a command fails, also print the error's details: context, causes, stack (or set DEBUG=cairn)",
+  },
   help: { type: "boolean", short: "h", help: "show this help" },
 };
 
 /** `DEBUG=cairn` (the `debug` package's convention: a list of names, `*` wildcards) asks for what --verbose prints. */
 function debugAsked(debug: string | undefined): boolean {
-  return (debug ?? "").split(/[\s,]+/).some((name) => name === "*" || name === "cairn" || name === "cairn*" || name === "cairn:*");
+  return (debug ?? "")
+    .split(/[\s,]+/)
+    .some((name) => name === "*" || name === "cairn" || name === "cairn*" || name === "cairn:*");
 }
 
 /** What `runCli` reads and writes; the bin passes the process's, tests their own. */
@@ -54,7 +63,9 @@ export interface CliIO {
 }
 
 function optionLines(options: Readonly<Record<string, OptionSpec>>): string[] {
-  const names = Object.entries(options).map(([name, o]) => [`${o.short ? `-${o.short}, ` : "    "}--${name}${o.value ? ` ${o.value}` : ""}`, o.help] as const);
+  const names = Object.entries(options).map(
+    ([name, o]) => [`${o.short ? `-${o.short}, ` : "    "}--${name}${o.value ? ` ${o.value}` : ""}`, o.help] as const,
+  );
   const width = Math.max(...names.map(([n]) => n.length));
   return names.map(([n, help]) => `  ${n.padEnd(width)}  ${help}`);
 }
@@ -101,9 +112,12 @@ function storageOptionsOf(raw: string | boolean | undefined): StorageOptions {
   try {
     parsed = JSON.parse(String(raw));
   } catch {
-    throw new UsageError(`--storage-options takes a JSON object like '{"s3":{"region":"eu-west-1"}}', got ${JSON.stringify(raw)}`);
+    throw new UsageError(
+      `--storage-options takes a JSON object like '{"s3":{"region":"eu-west-1"}}', got ${JSON.stringify(raw)}`,
+    );
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new UsageError("--storage-options takes a JSON object keyed by protocol");
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+    throw new UsageError("--storage-options takes a JSON object keyed by protocol");
   return parsed as StorageOptions;
 }
 
@@ -112,7 +126,8 @@ function editDistance(a: string, b: string): number {
   let row = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
     const next = [i];
-    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    for (let j = 1; j <= b.length; j++)
+      next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
     row = next;
   }
   return row[b.length]!;
@@ -152,12 +167,21 @@ async function runOne(argv: readonly string[], io: CliIO, signal: AbortSignal, l
   }
   if (!command) {
     const near = nearestCommand(name);
-    return fail(EXIT.usage, "usage", `unknown command ${JSON.stringify(name)}; ${near ? `did you mean ${near}? ` : ""}commands: ${COMMANDS.map((c) => c.name).join(", ")} (cairn --help)`);
+    return fail(
+      EXIT.usage,
+      "usage",
+      `unknown command ${JSON.stringify(name)}; ${near ? `did you mean ${near}? ` : ""}commands: ${COMMANDS.map((c) => c.name).join(", ")} (cairn --help)`,
+    );
   }
   try {
     const { values, positionals } = (() => {
       try {
-        return parseArgs({ args: [...rest], options: { ...command.options, ...COMMON }, allowPositionals: true, strict: true });
+        return parseArgs({
+          args: [...rest],
+          options: { ...command.options, ...COMMON },
+          allowPositionals: true,
+          strict: true,
+        });
       } catch (error) {
         throw new UsageError((error as Error).message.replace(/\. To specify a positional.*$/s, ""));
       }
@@ -167,20 +191,36 @@ async function runOne(argv: readonly string[], io: CliIO, signal: AbortSignal, l
       return EXIT.ok;
     }
     if (positionals.length < command.minArgs || positionals.length > command.maxArgs) {
-      throw new UsageError(`expected ${command.args}, got ${positionals.length} argument${positionals.length === 1 ? "" : "s"}`);
+      throw new UsageError(
+        `expected ${command.args}, got ${positionals.length} argument${positionals.length === 1 ? "" : "s"}`,
+      );
     }
-    const context = makeContext({ json, storageOptions: storageOptionsOf(values["storage-options"]), signal, stdout: io.stdout, now: io.now ?? Date.now, memoryVanishes: last && io.keepsMemory !== true });
+    const context = makeContext({
+      json,
+      storageOptions: storageOptionsOf(values["storage-options"]),
+      signal,
+      stdout: io.stdout,
+      now: io.now ?? Date.now,
+      memoryVanishes: last && io.keepsMemory !== true,
+    });
     return (await command.run(context, positionals, values)) ?? EXIT.ok;
   } catch (error) {
-    if (error instanceof UsageError) return fail(EXIT.usage, "usage", `${error.message}; see cairn ${command.name} --help`);
+    if (error instanceof UsageError)
+      return fail(EXIT.usage, "usage", `${error.message}; see cairn ${command.name} --help`);
     if (error instanceof CheckpointError) {
-      if (error.code === "cancelled" || signal.aborted) return fail(EXIT.interrupted, "cancelled", "interrupted; nothing was committed");
+      if (error.code === "cancelled" || signal.aborted)
+        return fail(EXIT.interrupted, "cancelled", "interrupted; nothing was committed");
       return fail(error.code === "corrupt" ? EXIT.corrupt : EXIT.failed, error.code, error.message, error);
     }
     if (signal.aborted) return fail(EXIT.interrupted, "cancelled", "interrupted; nothing was committed");
     // Not a Cairn error (a bug, or a system error Cairn did not classify): still one line, with its type.
     const e = error as NodeJS.ErrnoException;
-    return fail(EXIT.failed, "internal", `${e?.code ? `${e.code}: ` : ""}${e?.message ?? String(error)}${verbose ? "" : " (--verbose prints its stack)"}`, error);
+    return fail(
+      EXIT.failed,
+      "internal",
+      `${e?.code ? `${e.code}: ` : ""}${e?.message ?? String(error)}${verbose ? "" : " (--verbose prints its stack)"}`,
+      error,
+    );
   }
 }
 
@@ -189,7 +229,10 @@ async function runOne(argv: readonly string[], io: CliIO, signal: AbortSignal, l
  * code; never exits the process itself. Several commands separated by `--then` run in order in
  * this one process, stopping at the first that fails.
  */
-export async function runCli(argv: readonly string[], io: CliIO = { stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+export async function runCli(
+  argv: readonly string[],
+  io: CliIO = { stdout: process.stdout, stderr: process.stderr },
+): Promise<number> {
   const controller = new AbortController();
   let interrupted = 0;
   const onSignal = (): void => {

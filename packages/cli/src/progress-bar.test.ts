@@ -43,17 +43,29 @@ describe("progress bars", () => {
     const t = hostTensor("float32", [1024]);
     await save({ w: t }, `memory://progress-${process.pid}/ckpt`);
     const tty = terminal(true);
-    expect(await runCli(["verify", `memory://progress-${process.pid}/ckpt`], { stdout: tty, stderr: terminal(false) })).toBe(0);
+    expect(
+      await runCli(["verify", `memory://progress-${process.pid}/ckpt`], { stdout: tty, stderr: terminal(false) }),
+    ).toBe(0);
     const [bar, result] = tty.text.split(`\r${CLEAR_LINE}`);
     expect(bar).toMatch(/^\rverifying \[[#-]+\] +\d+% /);
     expect(result).toMatch(/^ok: /);
     const json = terminal(true);
-    expect(await runCli(["verify", `memory://progress-${process.pid}/ckpt`, "--json"], { stdout: json, stderr: terminal(false) })).toBe(0);
+    expect(
+      await runCli(["verify", `memory://progress-${process.pid}/ckpt`, "--json"], {
+        stdout: json,
+        stderr: terminal(false),
+      }),
+    ).toBe(0);
     expect(json.text).not.toContain("\r");
     expect(JSON.parse(json.text)).toMatchObject({ ok: true });
   });
 
   it("formats bytes for people", () => {
-    expect([formatBytes(0), formatBytes(1023), formatBytes(1536), formatBytes(5 * 2 ** 30)]).toEqual(["0 B", "1023 B", "1.5 KiB", "5.0 GiB"]);
+    expect([formatBytes(0), formatBytes(1023), formatBytes(1536), formatBytes(5 * 2 ** 30)]).toEqual([
+      "0 B",
+      "1023 B",
+      "1.5 KiB",
+      "5.0 GiB",
+    ]);
   });
 });

@@ -19,7 +19,13 @@ const SILENT: Progress = { advance: () => undefined, finish: () => undefined };
  * percentage, bytes done of total. Only on a terminal: piped or redirected output gets
  * nothing, so scripts and logs see only results.
  */
-export function progressBar(out: Output, label: string, total: number, now: () => number = Date.now, intervalMs = 100): Progress {
+export function progressBar(
+  out: Output,
+  label: string,
+  total: number,
+  now: () => number = Date.now,
+  intervalMs = 100,
+): Progress {
   if (!out.isTTY) return SILENT;
   let done = 0;
   let drawn = -Infinity;
@@ -28,7 +34,9 @@ export function progressBar(out: Output, label: string, total: number, now: () =
     const width = Math.max(10, Math.min(40, (out.columns ?? 80) - label.length - 40));
     const fraction = total > 0 ? Math.min(1, done / total) : 1;
     const filled = Math.round(fraction * width);
-    out.write(`\r${label} [${"#".repeat(filled)}${"-".repeat(width - filled)}] ${String(Math.floor(fraction * 100)).padStart(3)}% ${formatBytes(done)}/${formatBytes(total)}\x1b[K`);
+    out.write(
+      `\r${label} [${"#".repeat(filled)}${"-".repeat(width - filled)}] ${String(Math.floor(fraction * 100)).padStart(3)}% ${formatBytes(done)}/${formatBytes(total)}\x1b[K`,
+    );
     visible = true;
   };
   return {

@@ -41,7 +41,10 @@ function metricsOf(value: unknown): Record<string, number> {
  * to stop the listing. Nothing is deleted or changed.
  */
 export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepListing[]; others: number }> {
-  const dirs = new Map<number, { objects: number; bytes: number; newest?: number; unknownAge: boolean; committed: boolean }>();
+  const dirs = new Map<
+    number,
+    { objects: number; bytes: number; newest?: number; unknownAge: boolean; committed: boolean }
+  >();
   let others = 0;
   for await (const object of storage.list("")) {
     const [dir, name, extra] = object.path.split("/");
@@ -65,12 +68,24 @@ export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepL
       .map(([step, d]) =>
         queue.add(async (): Promise<StepListing> => {
           const known = d.newest !== undefined && !d.unknownAge;
-          const leftover = { step, committed: false, objects: d.objects, bytes: d.bytes, metrics: {}, ...(known ? { time: new Date(d.newest!).toISOString() } : {}) };
+          const leftover = {
+            step,
+            committed: false,
+            objects: d.objects,
+            bytes: d.bytes,
+            metrics: {},
+            ...(known ? { time: new Date(d.newest!).toISOString() } : {}),
+          };
           if (!d.committed) return leftover;
           try {
             const metadata = await readMetadata({ storage, path: stepDir(step) });
             const savedAt = metadata.user.savedAt;
-            return { ...leftover, committed: true, time: typeof savedAt === "string" ? savedAt : metadata.createdAt, metrics: metricsOf(metadata.user.metrics) };
+            return {
+              ...leftover,
+              committed: true,
+              time: typeof savedAt === "string" ? savedAt : metadata.createdAt,
+              metrics: metricsOf(metadata.user.metrics),
+            };
           } catch (error) {
             const problem = problemOf(step, error);
             // Deleted between the listing and the read (another manager's retention): a leftover now, if anything.
@@ -89,13 +104,19 @@ export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepL
  */
 export function stepsError(problems: readonly StepProblem[], what: string, where: string): CheckpointError {
   const other = problems.find((p) => p.code !== "corrupt");
-  const code: CheckpointErrorCode = other === undefined ? "corrupt" : other.code === "internal" ? "storage" : other.code;
+  const code: CheckpointErrorCode =
+    other === undefined ? "corrupt" : other.code === "internal" ? "storage" : other.code;
   const list = problems.map((p) => `step ${p.step} (${p.message})`).join("; ");
-  return new CheckpointError(code, `${what} under ${where}: ${list}`, { context: { path: where, step: problems[0]?.step } });
+  return new CheckpointError(code, `${what} under ${where}: ${list}`, {
+    context: { path: where, step: problems[0]?.step },
+  });
 }
 
 /** Deletes one step, its metadata.json first, as the manager does: a crash midway leaves an uncommitted leftover. */
-async function deleteEach(storage: StorageAdapter, steps: readonly number[]): Promise<{ deleted: number[]; failed: StepProblem[] }> {
+async function deleteEach(
+  storage: StorageAdapter,
+  steps: readonly number[],
+): Promise<{ deleted: number[]; failed: StepProblem[] }> {
   const store = new StepStore(storage);
   const deleted: number[] = [];
   const failed: StepProblem[] = [];
@@ -116,7 +137,10 @@ async function deleteEach(storage: StorageAdapter, steps: readonly number[]): Pr
  * with nothing under it is `not_found`, naming the steps there are; nothing is deleted then.
  * A step that cannot be deleted does not stop the others: it is in `failed`.
  */
-export async function removeSteps(storage: StorageAdapter, steps: readonly number[]): Promise<{ deleted: number[]; failed: StepProblem[] }> {
+export async function removeSteps(
+  storage: StorageAdapter,
+  steps: readonly number[],
+): Promise<{ deleted: number[]; failed: StepProblem[] }> {
   const { steps: present } = await listSteps(storage);
   const missing = steps.filter((s) => !present.some((p) => p.step === s));
   if (missing.length > 0) {
@@ -150,7 +174,9 @@ export async function collectGarbage(
     committed.map((s) => ({ step: s.step, time: Date.parse(s.time ?? ""), metrics: s.metrics })),
     retention,
   );
-  const old = steps.filter((s) => !s.committed && s.time !== undefined && now - Date.parse(s.time) >= leftoverAgeMs).map((s) => s.step);
+  const old = steps
+    .filter((s) => !s.committed && s.time !== undefined && now - Date.parse(s.time) >= leftoverAgeMs)
+    .map((s) => s.step);
   const a = await deleteEach(storage, expired);
   const b = await deleteEach(storage, old);
   return { steps: a.deleted, leftovers: b.deleted, damaged, failed: [...a.failed, ...b.failed] };

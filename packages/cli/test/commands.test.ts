@@ -17,7 +17,12 @@ function tensor(seed: number, shape = [64, 32]): HostTensor {
 async function managerRoot(): Promise<string> {
   const root = join(await tempDir(), "run");
   const mgr = new CheckpointManager(root, 10, { checkpointOnPreemption: false });
-  for (const [step, loss] of [[10, 0.3], [20, 0.1], [30, 0.2]] as const) await mgr.save(step, { model: { w: tensor(step) }, step }, { metrics: { loss } });
+  for (const [step, loss] of [
+    [10, 0.3],
+    [20, 0.1],
+    [30, 0.2],
+  ] as const)
+    await mgr.save(step, { model: { w: tensor(step) }, step }, { metrics: { loss } });
   await mgr.close();
   await mkdir(join(root, "40"));
   await writeFile(join(root, "40", "data-r0-0-aaaaaaaaaaaa.safetensors"), pattern(100));
@@ -36,7 +41,12 @@ async function checkpoint(): Promise<{ dir: string; file: string; dataOffset: nu
   const metadata = await readMetadata(dir);
   const entry = metadata.entries[0]!;
   if (entry.kind !== "tensor") throw new Error("model.w is a tensor");
-  return { dir, file: entry.chunks[0]!.file, dataOffset: entry.chunks[0]!.byteOffset, headerLength: metadata.files[entry.chunks[0]!.file]!.headerLength };
+  return {
+    dir,
+    file: entry.chunks[0]!.file,
+    dataOffset: entry.chunks[0]!.byteOffset,
+    headerLength: metadata.files[entry.chunks[0]!.file]!.headerLength,
+  };
 }
 
 describe("cairn ls, inspect", () => {
@@ -49,8 +59,15 @@ describe("cairn ls, inspect", () => {
     expect(lines[1]).toMatch(/^10\s+committed\s+\d+\.\d KiB\s+\d{4}-\d\d-\d\dT\S+Z\s+loss=0\.3$/);
     expect(lines[4]).toMatch(/^40\s+uncommitted\s+100 B/);
     expect(run.stdout).not.toContain("\r");
-    const json = jsonLines(await cairn(["ls", root, "--json"]))[0] as { steps: { step: number; committed: boolean; bytes: number; metrics: object }[] };
-    expect(json.steps.map((s) => [s.step, s.committed])).toEqual([[10, true], [20, true], [30, true], [40, false]]);
+    const json = jsonLines(await cairn(["ls", root, "--json"]))[0] as {
+      steps: { step: number; committed: boolean; bytes: number; metrics: object }[];
+    };
+    expect(json.steps.map((s) => [s.step, s.committed])).toEqual([
+      [10, true],
+      [20, true],
+      [30, true],
+      [40, false],
+    ]);
     expect(json.steps[1]!.metrics).toEqual({ loss: 0.1 });
     expect(json.steps[0]!.bytes).toBeGreaterThan(64 * 32 * 4);
   });
@@ -58,8 +75,12 @@ describe("cairn ls, inspect", () => {
   it("ls of several roots (a tiered manager's tiers) shows one state column per tier", async () => {
     const dir = await tempDir();
     const [local, bucket] = [join(dir, "local"), join(dir, "bucket")];
-    const mgr = new CheckpointManager([local, bucket], 10, { checkpointOnPreemption: false, tiers: [{}, { every: 20 }] });
-    for (const step of [10, 20, 30]) await mgr.save(step, { model: { w: tensor(step) }, step }, { metrics: { loss: step / 100 } });
+    const mgr = new CheckpointManager([local, bucket], 10, {
+      checkpointOnPreemption: false,
+      tiers: [{}, { every: 20 }],
+    });
+    for (const step of [10, 20, 30])
+      await mgr.save(step, { model: { w: tensor(step) }, step }, { metrics: { loss: step / 100 } });
     await mgr.close();
     await rm(join(local, "20"), { recursive: true });
     const run = await cairn(["ls", local, bucket]);
@@ -70,7 +91,10 @@ describe("cairn ls, inspect", () => {
     expect(lines[3]).toMatch(/^10\s+committed\s+-\s+\d+\.\d KiB\s+\S+\s+loss=0\.1$/);
     expect(lines[4]).toMatch(/^20\s+-\s+committed\s+.*loss=0\.2$/);
     expect(lines[5]).toMatch(/^30\s+committed\s+-\s/);
-    const json = jsonLines(await cairn(["ls", local, bucket, "--json"]))[0] as { steps: { step: number; tiers: string[] }[]; tiers: { root: string }[] };
+    const json = jsonLines(await cairn(["ls", local, bucket, "--json"]))[0] as {
+      steps: { step: number; tiers: string[] }[];
+      tiers: { root: string }[];
+    };
     expect(json.steps).toEqual([
       { step: 10, tiers: ["committed", "-"] },
       { step: 20, tiers: ["-", "committed"] },
@@ -91,10 +115,21 @@ describe("cairn ls, inspect", () => {
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toMatch(/model\.w\s+tensor\s+float32\s+\[64,32\]\s+1\s+data-r0-\d-\w{12}\.safetensors/);
     expect(run.stdout).toMatch(/step\s+value\s+-\s+-\s+-\s+3/);
-    const json = jsonLines(await cairn(["inspect", dir, "--json"]))[0] as { entries: Record<string, unknown>[]; blockSize: number };
+    const json = jsonLines(await cairn(["inspect", dir, "--json"]))[0] as {
+      entries: Record<string, unknown>[];
+      blockSize: number;
+    };
     expect(json.blockSize).toBe(1024);
-    expect(json.entries[0]).toMatchObject({ key: ["model", "w"], kind: "tensor", dtype: "float32", shape: [64, 32], files: [file] });
-    expect(json.entries[0]!.chunks).toEqual([expect.objectContaining({ offsets: [0, 0], sizes: [64, 32], file, byteLength: 64 * 32 * 4, blockSize: 1024 })]);
+    expect(json.entries[0]).toMatchObject({
+      key: ["model", "w"],
+      kind: "tensor",
+      dtype: "float32",
+      shape: [64, 32],
+      files: [file],
+    });
+    expect(json.entries[0]!.chunks).toEqual([
+      expect.objectContaining({ offsets: [0, 0], sizes: [64, 32], file, byteLength: 64 * 32 * 4, blockSize: 1024 }),
+    ]);
     expect(json.entries[2]).toMatchObject({ key: ["step"], kind: "value", value: 3 });
   });
 
@@ -102,13 +137,17 @@ describe("cairn ls, inspect", () => {
     const root = await managerRoot();
     const ofRoot = await cairn(["inspect", root]);
     expect(ofRoot.code).toBe(1);
-    expect(ofRoot.stderr).toMatch(/is not a checkpoint but a root of steps \(10, 20, 30\); give one step, like .*run\/30/);
+    expect(ofRoot.stderr).toMatch(
+      /is not a checkpoint but a root of steps \(10, 20, 30\); give one step, like .*run\/30/,
+    );
     const leftover = await cairn(["inspect", join(root, "40")]);
     expect(leftover.code).toBe(1);
     expect(leftover.stderr).toContain("holds files but no metadata.json");
     const missing = await cairn(["inspect", join(root, "50"), "--json"]);
     expect(missing.code).toBe(1);
-    expect(jsonLines(missing)[0]).toMatchObject({ error: { code: "not_found", message: expect.stringContaining("no checkpoint at") } });
+    expect(jsonLines(missing)[0]).toMatchObject({
+      error: { code: "not_found", message: expect.stringContaining("no checkpoint at") },
+    });
   });
 });
 
@@ -127,7 +166,9 @@ describe("cairn verify", () => {
     expect(run.code).toBe(3);
     expect(run.stdout).toContain("DAMAGED");
     expect(run.stdout).toMatch(new RegExp(`checksum mismatch in ${file} for model\\.w \\(block 4,`));
-    expect(run.stderr).toMatch(/^cairn verify: file:\/\/.* is damaged \(damaged entries: model\.w\); restore it from another copy or an earlier step\n$/);
+    expect(run.stderr).toMatch(
+      /^cairn verify: file:\/\/.* is damaged \(damaged entries: model\.w\); restore it from another copy or an earlier step\n$/,
+    );
     const json = jsonLines(await cairn(["verify", dir, "--json"]));
     expect(json[0]).toMatchObject({ ok: false, damagedKeys: ["model.w"] });
     expect(json[1]).toMatchObject({ error: { code: "corrupt" } });
@@ -193,7 +234,11 @@ describe("cairn rm and gc", () => {
     const run = await cairn(["rm", root, "10", "40", "--then", "ls", root, "--json"]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain("deleted steps 10, 40");
-    expect((jsonLines({ ...run, stdout: run.stdout.split("\n").slice(1).join("\n") })[0]!.steps as { step: number }[]).map((s) => s.step)).toEqual([20, 30]);
+    expect(
+      (jsonLines({ ...run, stdout: run.stdout.split("\n").slice(1).join("\n") })[0]!.steps as { step: number }[]).map(
+        (s) => s.step,
+      ),
+    ).toEqual([20, 30]);
     const unknown = await cairn(["rm", root, "11"]);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/no step 11 under .*; steps there: 20, 30/);
@@ -210,7 +255,9 @@ describe("cairn rm and gc", () => {
     expect(await readdir(dir)).toEqual(["notes.txt"]);
     const again = await cairn(["rm", dir]);
     expect(again.code).toBe(1);
-    expect(again.stderr).toContain("to delete steps name them (cairn rm <root> <step>...); leftovers go with cairn gc <root>");
+    expect(again.stderr).toContain(
+      "to delete steps name them (cairn rm <root> <step>...); leftovers go with cairn gc <root>",
+    );
   });
 
   it("gc keeps the newest N (or the best N by a metric) and removes only old leftovers", async () => {
@@ -221,7 +268,18 @@ describe("cairn rm and gc", () => {
     expect(existsSync(join(root, "40"))).toBe(true);
     const old = new Date(Date.now() - 2 * 3_600_000);
     await utimes(join(root, "40", "data-r0-0-aaaaaaaaaaaa.safetensors"), old, old);
-    const best = await cairn(["gc", root, "--keep", "1", "--best", "loss", "--best-mode", "min", "--leftover-age", "1h"]);
+    const best = await cairn([
+      "gc",
+      root,
+      "--keep",
+      "1",
+      "--best",
+      "loss",
+      "--best-mode",
+      "min",
+      "--leftover-age",
+      "1h",
+    ]);
     expect(best.code, best.stderr).toBe(0);
     // Best by loss is 20 (0.1); the newest, 30, is always kept.
     expect(best.stdout).toBe("deleted leftover 40\n");
@@ -232,7 +290,7 @@ describe("cairn rm and gc", () => {
   it("gc refuses bad options with exit 2", async () => {
     const root = await managerRoot();
     for (const [args, message] of [
-      [["--keep", "two"], "--keep takes a positive integer, got \"two\""],
+      [["--keep", "two"], '--keep takes a positive integer, got "two"'],
       [["--leftover-age", "soon"], "--leftover-age takes a duration like 30m, 24h or 7d"],
       [["--best-mode", "min"], "--best-mode needs --best <metric>"],
     ] as const) {
@@ -256,11 +314,20 @@ describe("help and usage errors", () => {
     for (const c of COMMANDS) expect(top.stdout).toContain(`  ${c.name} `);
     expect((await cairn([])).code).toBe(2);
     const unknown = await cairn(["frobnicate"]);
-    expect([unknown.code, unknown.stderr]).toEqual([2, expect.stringMatching(/^cairn: unknown command "frobnicate"; commands: ls, inspect/)]);
+    expect([unknown.code, unknown.stderr]).toEqual([
+      2,
+      expect.stringMatching(/^cairn: unknown command "frobnicate"; commands: ls, inspect/),
+    ]);
     const count = await cairn(["export", "only-one"]);
-    expect([count.code, count.stderr]).toEqual([2, "cairn export: expected <checkpoint> <file.safetensors>, got 1 argument; see cairn export --help\n"]);
+    expect([count.code, count.stderr]).toEqual([
+      2,
+      "cairn export: expected <checkpoint> <file.safetensors>, got 1 argument; see cairn export --help\n",
+    ]);
     const option = await cairn(["verify", "x", "--fast"]);
-    expect([option.code, option.stderr]).toEqual([2, "cairn verify: Unknown option '--fast'; see cairn verify --help\n"]);
+    expect([option.code, option.stderr]).toEqual([
+      2,
+      "cairn verify: Unknown option '--fast'; see cairn verify --help\n",
+    ]);
     const then = await cairn(["ls", "x", "--then"]);
     expect(then.code).toBe(2);
   });

@@ -35,11 +35,19 @@ describe("a destination inside its source is refused, whatever its spelling", ()
     await checkpointAt(ckpt, 1);
     await symlink(ckpt, join(dir, "link"));
     const before = await snapshot(ckpt);
-    for (const dest of [join(ckpt, "metadata.json"), ckpt, join(dir, "link", "new.safetensors"), `${dir}/other/../ckpt/x.safetensors`, `file://${ckpt}/sub/x.safetensors`]) {
+    for (const dest of [
+      join(ckpt, "metadata.json"),
+      ckpt,
+      join(dir, "link", "new.safetensors"),
+      `${dir}/other/../ckpt/x.safetensors`,
+      `file://${ckpt}/sub/x.safetensors`,
+    ]) {
       const run = await cairn(["export", ckpt, dest, "--force", "--json"]);
       expect(run.code, dest).toBe(1);
       expect(jsonLines(run)[0]).toMatchObject({ error: { code: "invalid_argument" } });
-      expect(run.stderr).toMatch(/^cairn export: the destination file:\/\/\S+ (is|lies inside) the source checkpoint file:\/\/\S+ckpt; writing there would damage/);
+      expect(run.stderr).toMatch(
+        /^cairn export: the destination file:\/\/\S+ (is|lies inside) the source checkpoint file:\/\/\S+ckpt; writing there would damage/,
+      );
     }
     expect(await snapshot(ckpt)).toEqual(before);
     expect((await cairn(["verify", ckpt])).code).toBe(0);
@@ -62,9 +70,22 @@ describe("a destination inside its source is refused, whatever its spelling", ()
     const dir = await tempDir();
     const file = join(dir, "w.safetensors");
     await writeFile(file, writeSafetensorsSpec([{ name: "w", dtype: "F32", shape: [4], bytes: pattern(16) }]));
-    const inside = await cairn(["import", file, "memory://d/ckpt", "--then", "cp", "memory://d/ckpt", "memory://d//ckpt/./inner", "--then", "ls", "memory://d"]);
+    const inside = await cairn([
+      "import",
+      file,
+      "memory://d/ckpt",
+      "--then",
+      "cp",
+      "memory://d/ckpt",
+      "memory://d//ckpt/./inner",
+      "--then",
+      "ls",
+      "memory://d",
+    ]);
     expect(inside.code).toBe(1);
-    expect(inside.stderr).toMatch(/^cairn cp: the destination memory:\/\/d\/\/ckpt\/inner lies inside the source checkpoint memory:\/\/d\/ckpt;/);
+    expect(inside.stderr).toMatch(
+      /^cairn cp: the destination memory:\/\/d\/\/ckpt\/inner lies inside the source checkpoint memory:\/\/d\/ckpt;/,
+    );
     const own = await cairn(["import", file, file]);
     expect(own.code).toBe(1);
     expect(own.stderr).toMatch(/the destination file:\/\/\S+w\.safetensors is the source file/);
@@ -79,7 +100,12 @@ describe("nothing that exists is overwritten without --force", () => {
     await writeFile(out, "precious");
     const refused = await cairn(["export", join(dir, "ckpt"), out, "--json"]);
     expect(refused.code).toBe(1);
-    expect(jsonLines(refused)[0]).toMatchObject({ error: { code: "already_exists", message: expect.stringMatching(/out\.safetensors already exists; choose another name or pass --force/) } });
+    expect(jsonLines(refused)[0]).toMatchObject({
+      error: {
+        code: "already_exists",
+        message: expect.stringMatching(/out\.safetensors already exists; choose another name or pass --force/),
+      },
+    });
     expect(await readFile(out, "utf8")).toBe("precious");
     const forced = await cairn(["export", join(dir, "ckpt"), out, "--force"]);
     expect(forced.code, forced.stderr).toBe(0);
@@ -96,7 +122,9 @@ describe("nothing that exists is overwritten without --force", () => {
     const oldWeight = await weightOf(dst);
     const refused = await cairn(["cp", src, dst]);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/a checkpoint is already committed at .*dst; choose a new location, delete that one first \(cairn rm\), or pass --force/);
+    expect(refused.stderr).toMatch(
+      /a checkpoint is already committed at .*dst; choose a new location, delete that one first \(cairn rm\), or pass --force/,
+    );
     expect(await weightOf(dst)).toEqual(oldWeight);
 
     const copied = await cairn(["cp", src, dst, "--force", "--json"]);
@@ -140,16 +168,28 @@ describe("nothing that exists is overwritten without --force", () => {
     const url = `memory://force-${process.pid}`;
     await checkpointAt(`${url}/dst`, 10);
     const old = await weightOf(`${url}/dst`);
-    await withStorage(url, (storage) => storage.write("w.safetensors", writeSafetensorsSpec([{ name: "w", dtype: "F32", shape: [16, 8], bytes: pattern(512, 11) }])));
+    await withStorage(url, (storage) =>
+      storage.write(
+        "w.safetensors",
+        writeSafetensorsSpec([{ name: "w", dtype: "F32", shape: [16, 8], bytes: pattern(512, 11) }]),
+      ),
+    );
     const input = await openStorage(url);
-    const { entries } = safetensorsEntries(input, "w.safetensors", await readSafetensorsHeader(input, "w.safetensors", "w"), "w");
+    const { entries } = safetensorsEntries(
+      input,
+      "w.safetensors",
+      await readSafetensorsHeader(input, "w.safetensors", "w"),
+      "w",
+    );
     for (const fault of [
       { operation: "write" as const, path: (p: string) => p.endsWith(".safetensors") },
       { operation: "write" as const, path: (p: string) => p.endsWith("metadata.json") },
     ]) {
       await withStorage(`${url}/dst`, async (storage) => {
         const faulty = new FaultyStorageAdapter(storage, [fault]);
-        await expect(writeCheckpoint(faulty, "", entries, { force: true })).rejects.toMatchObject({ message: expect.stringContaining("injected failure") });
+        await expect(writeCheckpoint(faulty, "", entries, { force: true })).rejects.toMatchObject({
+          message: expect.stringContaining("injected failure"),
+        });
         const names: string[] = [];
         for await (const o of storage.list("")) names.push(o.path);
         expect(names.filter((p) => p.endsWith(".safetensors"))).toHaveLength(1);
@@ -177,10 +217,31 @@ describe("memory:// results that would vanish with the process", () => {
       2,
       "cairn import: memory://v/ckpt is memory:// storage, which lives only as long as this cairn process: the imported checkpoint would vanish as it exits; use it in the same process with --then (e.g. --then verify memory://v/ckpt); see cairn import --help\n",
     ]);
-    const cp = await cairnProcess(["import", file, "memory://v/ckpt", "--then", "cp", "memory://v/ckpt", "memory://v/copy"]);
+    const cp = await cairnProcess([
+      "import",
+      file,
+      "memory://v/ckpt",
+      "--then",
+      "cp",
+      "memory://v/ckpt",
+      "memory://v/copy",
+    ]);
     expect(cp.code).toBe(2);
-    expect(cp.stderr).toMatch(/^cairn cp: memory:\/\/v\/copy is memory:\/\/ storage, which lives only as long as this cairn process: the copy would vanish/);
-    const used = await cairnProcess(["import", file, "memory://v/ckpt", "--then", "cp", "memory://v/ckpt", "memory://v/copy", "--then", "verify", "memory://v/copy"]);
+    expect(cp.stderr).toMatch(
+      /^cairn cp: memory:\/\/v\/copy is memory:\/\/ storage, which lives only as long as this cairn process: the copy would vanish/,
+    );
+    const used = await cairnProcess([
+      "import",
+      file,
+      "memory://v/ckpt",
+      "--then",
+      "cp",
+      "memory://v/ckpt",
+      "memory://v/copy",
+      "--then",
+      "verify",
+      "memory://v/copy",
+    ]);
     expect(used.code, used.stderr).toBe(0);
   });
 });

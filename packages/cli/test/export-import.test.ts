@@ -1,11 +1,37 @@
 import { existsSync } from "node:fs";
 import { readFile, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { type HostTensor, type StateDict, type StorageAdapter, DTYPE_NAMES, hostTensor, load, readMetadata, save, shardedTensor } from "@cairn/core";
+import {
+  type HostTensor,
+  type StateDict,
+  type StorageAdapter,
+  DTYPE_NAMES,
+  hostTensor,
+  load,
+  readMetadata,
+  save,
+  shardedTensor,
+} from "@cairn/core";
 import { safetensorsDType } from "@cairn/core/format";
 import { describe, expect, it } from "vitest";
-import { CheckpointReader, exportSafetensors, readSafetensorsHeader, safetensorsEntries, writeCheckpoint } from "@cairn/core/ops";
-import { cairn, cairnProcess, gridBoxes, jsonLines, pattern, sliceBox, tempDir, withStorage, writeShardedCheckpoint } from "./helpers.js";
+import {
+  CheckpointReader,
+  exportSafetensors,
+  readSafetensorsHeader,
+  safetensorsEntries,
+  writeCheckpoint,
+} from "@cairn/core/ops";
+import {
+  cairn,
+  cairnProcess,
+  gridBoxes,
+  jsonLines,
+  pattern,
+  sliceBox,
+  tempDir,
+  withStorage,
+  writeShardedCheckpoint,
+} from "./helpers.js";
 import { readSafetensorsSpec, writeSafetensorsSpec } from "./safetensors-reader.js";
 
 /** A host tensor of `dtype` whose bytes are `pattern(…, seed)` (bools as 0/1). */
@@ -36,7 +62,19 @@ describe("export and import", () => {
     const ckpt = join(dir, "ckpt");
     await save(state, { checkpointId: ckpt, metadata: { step: 1200, metrics: { loss: 0.125 } }, blockSize: 64 });
     const out = join(dir, "out.safetensors");
-    const run = await cairnProcess(["export", ckpt, out, "--then", "import", out, join(dir, "back"), "--then", "export", join(dir, "back"), join(dir, "again.safetensors")]);
+    const run = await cairnProcess([
+      "export",
+      ckpt,
+      out,
+      "--then",
+      "import",
+      out,
+      join(dir, "back"),
+      "--then",
+      "export",
+      join(dir, "back"),
+      join(dir, "again.safetensors"),
+    ]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toBe("");
     expect(run.stdout).toContain("exported");
@@ -47,7 +85,16 @@ describe("export and import", () => {
 
     const original = await readMetadata(ckpt);
     const back = await readMetadata(join(dir, "back"));
-    const shape = (m: typeof original): unknown[] => m.entries.map((e) => (e.kind === "value" ? e : { kind: e.kind, key: e.key, ...(e.kind === "tensor" ? { dtype: e.dtype, shape: e.shape } : { byteLength: e.byteLength }) }));
+    const shape = (m: typeof original): unknown[] =>
+      m.entries.map((e) =>
+        e.kind === "value"
+          ? e
+          : {
+              kind: e.kind,
+              key: e.key,
+              ...(e.kind === "tensor" ? { dtype: e.dtype, shape: e.shape } : { byteLength: e.byteLength }),
+            },
+      );
     expect(shape(back)).toEqual(shape(original));
     expect(back.user).toEqual(original.user);
     const a = (await load(ckpt)) as Record<string, unknown>;
@@ -58,7 +105,9 @@ describe("export and import", () => {
     expect(Object.is((b.values as Record<string, number>).negZero, -0)).toBe(true);
     expect((b.values as Record<string, number>).nan).toBeNaN();
     expect(b.values).toEqual(a.values);
-    expect(bytesOf((b.layers as [HostTensor, { w: HostTensor }])[1].w)).toEqual(bytesOf((a.layers as [HostTensor, { w: HostTensor }])[1].w));
+    expect(bytesOf((b.layers as [HostTensor, { w: HostTensor }])[1].w)).toEqual(
+      bytesOf((a.layers as [HostTensor, { w: HostTensor }])[1].w),
+    );
 
     // The exported file, read by a reader written from the spec alone.
     const spec = readSafetensorsSpec(new Uint8Array(first));
@@ -72,7 +121,9 @@ describe("export and import", () => {
     expect(spec.tensors.get("rng")).toMatchObject({ dtype: "U8", shape: [33] });
     expect(spec.tensors.get("layers.1.w")).toMatchObject({ dtype: "F64", shape: [] });
     expect(spec.tensors.get("empty")).toMatchObject({ shape: [0, 3], bytes: new Uint8Array(0) });
-    expect(spec.tensors.get("dotted.key.ünï/cödé")!.bytes).toEqual(bytesOf((state["dotted.key"] as Record<string, HostTensor>)["ünï/cödé"]!));
+    expect(spec.tensors.get("dotted.key.ünï/cödé")!.bytes).toEqual(
+      bytesOf((state["dotted.key"] as Record<string, HostTensor>)["ünï/cödé"]!),
+    );
   });
 
   const sharded = [
@@ -103,7 +154,16 @@ describe("export and import", () => {
   it("exports a checkpoint sharded by rows, columns and blocks as whole row-major tensors (bin, then in pieces of 40 bytes)", async () => {
     const dir = await tempDir();
     const globals = await shardedCheckpoint(`file://${dir}/sharded`);
-    const run = await cairnProcess(["verify", join(dir, "sharded"), "--json", "--then", "export", join(dir, "sharded"), join(dir, "whole.safetensors"), "--json"]);
+    const run = await cairnProcess([
+      "verify",
+      join(dir, "sharded"),
+      "--json",
+      "--then",
+      "export",
+      join(dir, "sharded"),
+      join(dir, "whole.safetensors"),
+      "--json",
+    ]);
     expect(run.code, run.stderr).toBe(0);
     expect(jsonLines(run)[1]).toMatchObject({ tensors: sharded.length });
     const check = (file: Uint8Array): void => {
@@ -121,7 +181,9 @@ describe("export and import", () => {
       let reads = 0;
       const reader = new CheckpointReader(storage, "", metadata, { onRead: () => reads++ });
       try {
-        await withStorage(`file://${dir}`, (out) => exportSafetensors(reader, { storage: out, name: "pieces.safetensors" }, { readBytes: 40 }));
+        await withStorage(`file://${dir}`, (out) =>
+          exportSafetensors(reader, { storage: out, name: "pieces.safetensors" }, { readBytes: 40 }),
+        );
       } finally {
         await reader.close();
       }
@@ -141,7 +203,10 @@ describe("export and import", () => {
         return { offsets: box.offsets, tensor: t };
       });
     await save(
-      { columns: shardedTensor("float32", shape, shards(gridBoxes(shape, [1, 3]))), blocks: shardedTensor("float32", shape, shards(gridBoxes(shape, [2, 2]))) },
+      {
+        columns: shardedTensor("float32", shape, shards(gridBoxes(shape, [1, 3]))),
+        blocks: shardedTensor("float32", shape, shards(gridBoxes(shape, [2, 2]))),
+      },
       { checkpointId: join(dir, "ckpt"), blockSize: 32 },
     );
     const metadata = await readMetadata(join(dir, "ckpt"));
@@ -188,12 +253,16 @@ describe("export and import", () => {
       },
       write: (path, body, options) => {
         if (body instanceof Uint8Array) return storage.write(path, body, options);
-        return storage.write(path, (async function* () {
-          for await (const piece of body) {
-            largest.write = Math.max(largest.write, piece.byteLength);
-            yield piece;
-          }
-        })(), options);
+        return storage.write(
+          path,
+          (async function* () {
+            for await (const piece of body) {
+              largest.write = Math.max(largest.write, piece.byteLength);
+              yield piece;
+            }
+          })(),
+          options,
+        );
       },
       stat: (path) => storage.stat(path),
       list: (prefix) => storage.list(prefix),
@@ -203,7 +272,9 @@ describe("export and import", () => {
     await withStorage(`${url}/ckpt`, async (source) => {
       const reader = new CheckpointReader(recording(source), "", await readMetadata({ storage: source, path: "" }));
       try {
-        await withStorage(url, (out) => exportSafetensors(reader, { storage: recording(out), name: "big.safetensors" }, { readBytes: 256 << 10 }));
+        await withStorage(url, (out) =>
+          exportSafetensors(reader, { storage: recording(out), name: "big.safetensors" }, { readBytes: 256 << 10 }),
+        );
       } finally {
         await reader.close();
       }
@@ -234,7 +305,16 @@ describe("export and import", () => {
       { format: "pt" },
     );
     await writeFile(join(dir, "foreign.safetensors"), file);
-    const run = await cairn(["import", join(dir, "foreign.safetensors"), join(dir, "ckpt"), "--json", "--then", "inspect", join(dir, "ckpt"), "--json"]);
+    const run = await cairn([
+      "import",
+      join(dir, "foreign.safetensors"),
+      join(dir, "ckpt"),
+      "--json",
+      "--then",
+      "inspect",
+      join(dir, "ckpt"),
+      "--json",
+    ]);
     expect(run.code, run.stderr).toBe(0);
     const inspected = jsonLines(run)[1] as { entries: { key: unknown[]; dtype: string; shape: number[] }[] };
     expect(inspected.entries.map((e) => [e.key, e.dtype, e.shape])).toEqual([
@@ -250,13 +330,19 @@ describe("export and import", () => {
     const dir = await tempDir();
     const at = (name: string): string => join(dir, name);
     await writeFile(at("garbage.safetensors"), pattern(100, 1));
-    await writeFile(at("fp8.safetensors"), writeSafetensorsSpec([{ name: "x", dtype: "F8_E4M3", shape: [4], bytes: pattern(4) }]));
+    await writeFile(
+      at("fp8.safetensors"),
+      writeSafetensorsSpec([{ name: "x", dtype: "F8_E4M3", shape: [4], bytes: pattern(4) }]),
+    );
     const good = writeSafetensorsSpec([{ name: "x", dtype: "F32", shape: [16], bytes: pattern(64) }]);
     await writeFile(at("truncated.safetensors"), good.subarray(0, good.length - 5));
-    await writeFile(at("clash.safetensors"), writeSafetensorsSpec([
-      { name: "a", dtype: "U8", shape: [1], bytes: pattern(1) },
-      { name: "a.b", dtype: "U8", shape: [1], bytes: pattern(1) },
-    ]));
+    await writeFile(
+      at("clash.safetensors"),
+      writeSafetensorsSpec([
+        { name: "a", dtype: "U8", shape: [1], bytes: pattern(1) },
+        { name: "a.b", dtype: "U8", shape: [1], bytes: pattern(1) },
+      ]),
+    );
     await writeFile(at("good.safetensors"), good);
     const cases: [string, number, RegExp][] = [
       ["garbage", 3, /not a valid safetensors file/],
@@ -273,8 +359,18 @@ describe("export and import", () => {
       const left = existsSync(at(`ckpt-${name}`)) ? await readdir(at(`ckpt-${name}`)) : [];
       expect(left.filter((n) => n.endsWith(".safetensors") || n === "metadata.json")).toEqual([]);
     }
-    const twice = await cairn(["import", at("good.safetensors"), at("ckpt"), "--then", "import", at("good.safetensors"), at("ckpt")]);
+    const twice = await cairn([
+      "import",
+      at("good.safetensors"),
+      at("ckpt"),
+      "--then",
+      "import",
+      at("good.safetensors"),
+      at("ckpt"),
+    ]);
     expect(twice.code).toBe(1);
-    expect(twice.stderr).toMatch(/^cairn import: a checkpoint is already committed at file:\/\/.*ckpt; choose a new location/);
+    expect(twice.stderr).toMatch(
+      /^cairn import: a checkpoint is already committed at file:\/\/.*ckpt; choose a new location/,
+    );
   });
 });

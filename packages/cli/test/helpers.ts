@@ -26,12 +26,18 @@ export interface CliRun {
 export async function cairn(args: readonly string[]): Promise<CliRun> {
   let stdout = "";
   let stderr = "";
-  const code = await runCli(args, { stdout: { write: (text: string) => (stdout += text) }, stderr: { write: (text: string) => (stderr += text) } });
+  const code = await runCli(args, {
+    stdout: { write: (text: string) => (stdout += text) },
+    stderr: { write: (text: string) => (stderr += text) },
+  });
   return { code, stdout, stderr };
 }
 
 /** Runs the real bin, `node bin/cairn.js …`, as a user's shell would, with stdout a pipe (not a terminal). */
-export function cairnProcess(args: readonly string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliRun> {
+export function cairnProcess(
+  args: readonly string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<CliRun> {
   const child = spawn(process.execPath, [BIN, ...args], { stdio: ["ignore", "pipe", "pipe"], ...options });
   let stdout = "";
   let stderr = "";
@@ -117,12 +123,20 @@ export async function writeShardedCheckpoint(
   tensors: readonly ShardedTensorSpec[],
   options: { blockSize: number; files: number; user?: Record<string, unknown> },
 ): Promise<void> {
-  const perFile: { tensor: ShardedTensorSpec; box: Box; bytes: Uint8Array; name: string }[][] = Array.from({ length: options.files }, () => []);
+  const perFile: { tensor: ShardedTensorSpec; box: Box; bytes: Uint8Array; name: string }[][] = Array.from(
+    { length: options.files },
+    () => [],
+  );
   let n = 0;
   for (const tensor of tensors) {
     for (const box of tensor.boxes) {
       const bytes = sliceBox(tensor.global, tensor.shape, itemSize(tensor.dtype), box);
-      perFile[n++ % options.files]!.push({ tensor, box, bytes, name: `${displayKey(tensor.key)}@${box.offsets.join(",")}` });
+      perFile[n++ % options.files]!.push({
+        tensor,
+        box,
+        bytes,
+        name: `${displayKey(tensor.key)}@${box.offsets.join(",")}`,
+      });
     }
   }
   const files: Record<string, unknown> = {};
@@ -151,7 +165,12 @@ export async function writeShardedCheckpoint(
       chunks.set(item.tensor, list);
     });
     await storage.write(file, body);
-    files[file] = { rank: f, size: layout.fileSize, headerLength: layout.header.byteLength - 8, headerCrc32c: crc32c(layout.header) };
+    files[file] = {
+      rank: f,
+      size: layout.fileSize,
+      headerLength: layout.header.byteLength - 8,
+      headerCrc32c: crc32c(layout.header),
+    };
   }
   const metadata = {
     format: "cairn-checkpoint",
@@ -160,7 +179,13 @@ export async function writeShardedCheckpoint(
     createdAt: "2026-01-02T03:04:05.000Z",
     checksum: { algorithm: "crc32c", blockSize: options.blockSize },
     files,
-    entries: tensors.map((t) => ({ kind: "tensor", key: t.key, dtype: t.dtype, shape: t.shape, chunks: chunks.get(t) ?? [] })),
+    entries: tensors.map((t) => ({
+      kind: "tensor",
+      key: t.key,
+      dtype: t.dtype,
+      shape: t.shape,
+      chunks: chunks.get(t) ?? [],
+    })),
     user: options.user ?? {},
   };
   await storage.write("metadata.json", new TextEncoder().encode(JSON.stringify(metadata)));
@@ -181,9 +206,13 @@ export function gridBoxes(shape: readonly number[], splits: readonly number[]): 
   const ranges = shape.map((size, d) => {
     const k = splits[d] ?? 1;
     const cuts = Array.from({ length: k + 1 }, (_, i) => Math.round((i * size) / k));
-    return cuts.slice(0, -1).map((start, i) => [start, cuts[i + 1]! - start] as const).filter(([, len]) => len > 0);
+    return cuts
+      .slice(0, -1)
+      .map((start, i) => [start, cuts[i + 1]! - start] as const)
+      .filter(([, len]) => len > 0);
   });
   let boxes: Box[] = [{ offsets: [], sizes: [] }];
-  for (const range of ranges) boxes = boxes.flatMap((b) => range.map(([o, s]) => ({ offsets: [...b.offsets, o], sizes: [...b.sizes, s] })));
+  for (const range of ranges)
+    boxes = boxes.flatMap((b) => range.map(([o, s]) => ({ offsets: [...b.offsets, o], sizes: [...b.sizes, s] })));
   return boxes;
 }

@@ -3,7 +3,9 @@ import { readFile, readdir } from "node:fs/promises";
 
 /** The files (not directories) under `dir`, relative to it. */
 async function filesUnder(dir: string): Promise<string[]> {
-  return (await readdir(dir, { recursive: true, withFileTypes: true })).filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name).slice(dir.length + 1));
+  return (await readdir(dir, { recursive: true, withFileTypes: true }))
+    .filter((e) => e.isFile())
+    .map((e) => join(e.parentPath, e.name).slice(dir.length + 1));
 }
 import { join } from "node:path";
 import { type HostTensor, hostTensor, load, readMetadata } from "@cairn/core";

@@ -16,10 +16,17 @@ describe("every command on memory:// (one process: a --then chain through the bi
   it("import, ls, inspect, verify, export, cp, rm, gc, from-tfjs and to-tfjs in one process", async () => {
     const dir = await tempDir();
     const weights = pattern(4 * 12, 9);
-    await writeFile(join(dir, "w.safetensors"), writeSafetensorsSpec([{ name: "layer.w", dtype: "F32", shape: [3, 4], bytes: weights }], { format: "pt" }));
+    await writeFile(
+      join(dir, "w.safetensors"),
+      writeSafetensorsSpec([{ name: "layer.w", dtype: "F32", shape: [3, 4], bytes: weights }], { format: "pt" }),
+    );
     await writeFile(
       join(dir, "model.json"),
-      JSON.stringify({ modelTopology: { class_name: "Sequential" }, format: "layers-model", weightsManifest: [{ paths: ["w.bin"], weights: [{ name: "d/kernel", shape: [3, 4], dtype: "float32" }] }] }),
+      JSON.stringify({
+        modelTopology: { class_name: "Sequential" },
+        format: "layers-model",
+        weightsManifest: [{ paths: ["w.bin"], weights: [{ name: "d/kernel", shape: [3, 4], dtype: "float32" }] }],
+      }),
     );
     await writeFile(join(dir, "w.bin"), weights);
     const m = "memory://chain";
@@ -46,10 +53,20 @@ describe("every command on memory:// (one process: a --then chain through the bi
     expect(run.code, run.stderr).toBe(0);
     const r = results(run);
     expect(r).toHaveLength(chain.length);
-    expect(r[2]).toMatchObject({ root: `${m}/root`, steps: [{ step: 5, committed: true }, { step: 10, committed: true }] });
+    expect(r[2]).toMatchObject({
+      root: `${m}/root`,
+      steps: [
+        { step: 5, committed: true },
+        { step: 10, committed: true },
+      ],
+    });
     expect(r[3]).toMatchObject({ entries: [{ key: ["layer", "w"], dtype: "float32", shape: [3, 4] }] });
     expect(r[4]).toMatchObject({ ok: true, damagedKeys: [] });
-    expect(readSafetensorsSpec(new Uint8Array(await import("node:fs/promises").then((fs) => fs.readFile(join(dir, "out.safetensors"))))).tensors.get("layer.w")!.bytes).toEqual(weights);
+    expect(
+      readSafetensorsSpec(
+        new Uint8Array(await import("node:fs/promises").then((fs) => fs.readFile(join(dir, "out.safetensors")))),
+      ).tensors.get("layer.w")!.bytes,
+    ).toEqual(weights);
     expect(r[6]).toMatchObject({ source: `${m}/root/5`, destination: `${m}/copy`, readBack: true });
     expect(r[7]).toMatchObject({ ok: true });
     expect(r[8]).toMatchObject({ deleted: [5] });
@@ -58,7 +75,9 @@ describe("every command on memory:// (one process: a --then chain through the bi
     expect(r[11]).toMatchObject({ weights: 1 });
     expect(r[12]).toMatchObject({ model: `${m}/tfjs/model.json`, weights: 1 });
     expect(r[14]).toMatchObject({ entries: 1 });
-    expect(r[15]).toMatchObject({ deleted: ["metadata.json", expect.stringMatching(/^data-r0-0-\w{12}\.safetensors$/)] });
+    expect(r[15]).toMatchObject({
+      deleted: ["metadata.json", expect.stringMatching(/^data-r0-0-\w{12}\.safetensors$/)],
+    });
     // Nothing in memory:// outlives the process: the bin's storage was its own.
     expect(memoryVolume().existsSync("/chain")).toBe(false);
   });
@@ -78,7 +97,11 @@ describe("every command on memory:// (one process: a --then chain through the bi
 
 describe("memory:// in this process (runCli, for what a shell cannot set up)", () => {
   // memory:// outlives runCli here: this process goes on reading it.
-  function io(): { stdout: { write: (s: string) => boolean; text: string }; stderr: { write: (s: string) => boolean; text: string }; keepsMemory: true } {
+  function io(): {
+    stdout: { write: (s: string) => boolean; text: string };
+    stderr: { write: (s: string) => boolean; text: string };
+    keepsMemory: true;
+  } {
     const make = (): { write: (s: string) => boolean; text: string } => {
       const out = { text: "", write: (s: string) => ((out.text += s), true) };
       return out;
@@ -102,11 +125,15 @@ describe("memory:// in this process (runCli, for what a shell cannot set up)", (
     const v = io();
     expect(await runCli(["verify", "memory://inproc/ckpt"], v)).toBe(3);
     expect(v.stdout.text).toMatch(/checksum mismatch in .* for w \(block 2,/);
-    expect(v.stderr.text).toBe("cairn verify: memory://inproc/ckpt is damaged (damaged entries: w); restore it from another copy or an earlier step\n");
+    expect(v.stderr.text).toBe(
+      "cairn verify: memory://inproc/ckpt is damaged (damaged entries: w); restore it from another copy or an earlier step\n",
+    );
 
     const c = io();
     expect(await runCli(["cp", "memory://inproc/ckpt", "memory://inproc/copy"], c)).toBe(3);
     expect(memoryVolume().existsSync("/inproc/copy/metadata.json")).toBe(false);
-    await expect(load({ w: hostTensor("float32", [256]) } as Record<string, HostTensor>, "memory://inproc/ckpt")).rejects.toMatchObject({ code: "corrupt" });
+    await expect(
+      load({ w: hostTensor("float32", [256]) } as Record<string, HostTensor>, "memory://inproc/ckpt"),
+    ).rejects.toMatchObject({ code: "corrupt" });
   });
 });

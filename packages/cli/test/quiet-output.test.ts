@@ -36,7 +36,11 @@ describe("the CLI's output in logs and pipes", () => {
       expect(run.code).toBe(3);
       expect(run.stderr).toMatch(oneLine);
     }
-    for (const [args, env] of [[["--verbose"], {}], [[], { DEBUG: "cairn" }], [[], { DEBUG: "other,cairn:*" }]] as [string[], Record<string, string>][]) {
+    for (const [args, env] of [
+      [["--verbose"], {}],
+      [[], { DEBUG: "cairn" }],
+      [[], { DEBUG: "other,cairn:*" }],
+    ] as [string[], Record<string, string>][]) {
       const run = await cairnWithEnv(["inspect", dir, ...args], env);
       expect(run.code).toBe(3);
       const [first, ...detail] = run.stderr.split("\n");

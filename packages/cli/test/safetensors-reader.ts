@@ -15,9 +15,26 @@ export interface SpecTensor {
   readonly bytes: Uint8Array;
 }
 
-const ITEM_BYTES: Record<string, number> = { BOOL: 1, U8: 1, I8: 1, F16: 2, BF16: 2, I16: 2, U16: 2, F32: 4, I32: 4, U32: 4, F64: 8, I64: 8, U64: 8 };
+const ITEM_BYTES: Record<string, number> = {
+  BOOL: 1,
+  U8: 1,
+  I8: 1,
+  F16: 2,
+  BF16: 2,
+  I16: 2,
+  U16: 2,
+  F32: 4,
+  I32: 4,
+  U32: 4,
+  F64: 8,
+  I64: 8,
+  U64: 8,
+};
 
-export function readSafetensorsSpec(file: Uint8Array): { tensors: Map<string, SpecTensor>; metadata: Record<string, string> | undefined } {
+export function readSafetensorsSpec(file: Uint8Array): {
+  tensors: Map<string, SpecTensor>;
+  metadata: Record<string, string> | undefined;
+} {
   if (file.length < 8) throw new Error("shorter than the 8-byte header size");
   let n = 0n;
   for (let i = 7; i >= 0; i--) n = (n << 8n) | BigInt(file[i]!);
@@ -31,14 +48,20 @@ export function readSafetensorsSpec(file: Uint8Array): { tensors: Map<string, Sp
   for (const [name, value] of Object.entries(header)) {
     if (name === "__metadata__") {
       metadata = value as Record<string, string>;
-      for (const v of Object.values(metadata)) if (typeof v !== "string") throw new Error("__metadata__ values must be strings");
+      for (const v of Object.values(metadata))
+        if (typeof v !== "string") throw new Error("__metadata__ values must be strings");
       continue;
     }
-    const { dtype, shape, data_offsets: offsets } = value as { dtype: string; shape: number[]; data_offsets: [number, number] };
+    const {
+      dtype,
+      shape,
+      data_offsets: offsets,
+    } = value as { dtype: string; shape: number[]; data_offsets: [number, number] };
     const item = ITEM_BYTES[dtype];
     if (item === undefined) throw new Error(`unknown dtype ${dtype}`);
     const [begin, end] = offsets;
-    if (end - begin !== shape.reduce((a, b) => a * b, 1) * item) throw new Error(`${name}: data_offsets do not match dtype and shape`);
+    if (end - begin !== shape.reduce((a, b) => a * b, 1) * item)
+      throw new Error(`${name}: data_offsets do not match dtype and shape`);
     if (end > buffer.length) throw new Error(`${name}: data past the end of the file`);
     spans.push([begin, end]);
     tensors.set(name, { dtype, shape, bytes: buffer.slice(begin, end) });
@@ -54,7 +77,10 @@ export function readSafetensorsSpec(file: Uint8Array): { tensors: Map<string, Sp
 }
 
 /** The writer's mirror, from the same spec: for tests that need a foreign file to import. */
-export function writeSafetensorsSpec(tensors: readonly { name: string; dtype: string; shape: number[]; bytes: Uint8Array }[], metadata?: Record<string, string>): Uint8Array {
+export function writeSafetensorsSpec(
+  tensors: readonly { name: string; dtype: string; shape: number[]; bytes: Uint8Array }[],
+  metadata?: Record<string, string>,
+): Uint8Array {
   const header: Record<string, unknown> = metadata ? { __metadata__: metadata } : {};
   let at = 0;
   for (const t of tensors) {

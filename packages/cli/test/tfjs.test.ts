@@ -20,7 +20,11 @@ function smallModel(): tf.Sequential {
   return model;
 }
 
-const input = (): tf.Tensor => tf.tensor2d([[0.5, -1, 2, 0.25], [3, 0, -0.5, 1]]);
+const input = (): tf.Tensor =>
+  tf.tensor2d([
+    [0.5, -1, 2, 0.25],
+    [3, 0, -0.5, 1],
+  ]);
 
 async function weightsOf(model: tf.LayersModel): Promise<Float32Array[]> {
   return Promise.all(model.getWeights().map(async (w) => (await w.data()) as Float32Array));
@@ -38,7 +42,9 @@ async function tfjsFiles(model: tf.LayersModel, dir: string, shards: boolean): P
     request.on("data", (c: Buffer) => chunks.push(c));
     request.on("end", () => {
       void (async () => {
-        const form = await new Response(Buffer.concat(chunks), { headers: { "content-type": request.headers["content-type"]! } }).formData();
+        const form = await new Response(Buffer.concat(chunks), {
+          headers: { "content-type": request.headers["content-type"]! },
+        }).formData();
         const json = JSON.parse(await (form.get("model.json") as Blob).text()) as tf.io.ModelJSON;
         const data = new Uint8Array(await (form.get("model.weights.bin") as Blob).arrayBuffer());
         if (shards) {
@@ -69,7 +75,11 @@ async function loadTfjsFiles(dir: string): Promise<tf.LayersModel> {
   const group = json.weightsManifest[0]!;
   const weights = await readFile(join(dir, group.paths[0]!));
   return tf.loadLayersModel(
-    tf.io.fromMemory({ modelTopology: json.modelTopology, weightSpecs: group.weights, weightData: weights.buffer.slice(weights.byteOffset, weights.byteOffset + weights.byteLength) }),
+    tf.io.fromMemory({
+      modelTopology: json.modelTopology,
+      weightSpecs: group.weights,
+      weightData: weights.buffer.slice(weights.byteOffset, weights.byteOffset + weights.byteLength),
+    }),
   );
 }
 
@@ -78,12 +88,25 @@ describe("cairn from-tfjs and to-tfjs", () => {
     const dir = await tempDir();
     const model = smallModel();
     await tfjsFiles(model, dir, false);
-    const run = await cairn(["from-tfjs", join(dir, "model.json"), join(dir, "ckpt"), "--then", "verify", join(dir, "ckpt"), "--then", "to-tfjs", join(dir, "ckpt"), join(dir, "out")]);
+    const run = await cairn([
+      "from-tfjs",
+      join(dir, "model.json"),
+      join(dir, "ckpt"),
+      "--then",
+      "verify",
+      join(dir, "ckpt"),
+      "--then",
+      "to-tfjs",
+      join(dir, "ckpt"),
+      join(dir, "out"),
+    ]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toMatch(/converted .*model\.json into .*ckpt: 8 weights/);
     const back = await loadTfjsFiles(join(dir, "out"));
     expect(await weightsOf(back)).toEqual(await weightsOf(model));
-    expect(await (back.predict(input()) as tf.Tensor).data()).toEqual(await (model.predict(input()) as tf.Tensor).data());
+    expect(await (back.predict(input()) as tf.Tensor).data()).toEqual(
+      await (model.predict(input()) as tf.Tensor).data(),
+    );
     const viaIO = await tf.loadLayersModel(cairnIO(join(dir, "ckpt")));
     expect(await weightsOf(viaIO)).toEqual(await weightsOf(model));
 
@@ -111,15 +134,38 @@ describe("cairn from-tfjs and to-tfjs", () => {
   it("refuses quantized weights, weight files of the wrong size and a checkpoint that holds no model", async () => {
     const dir = await tempDir();
     await writeFile(join(dir, "w.bin"), new Uint8Array(16));
-    const manifest = (weights: object[]): string => JSON.stringify({ modelTopology: {}, weightsManifest: [{ paths: ["w.bin"], weights }] });
-    await writeFile(join(dir, "quantized.json"), manifest([{ name: "k", shape: [16], dtype: "float32", quantization: { dtype: "uint8", min: 0, scale: 1 } }]));
+    const manifest = (weights: object[]): string =>
+      JSON.stringify({ modelTopology: {}, weightsManifest: [{ paths: ["w.bin"], weights }] });
+    await writeFile(
+      join(dir, "quantized.json"),
+      manifest([{ name: "k", shape: [16], dtype: "float32", quantization: { dtype: "uint8", min: 0, scale: 1 } }]),
+    );
     await writeFile(join(dir, "short.json"), manifest([{ name: "k", shape: [5], dtype: "float32" }]));
     const q = await cairn(["from-tfjs", join(dir, "quantized.json"), join(dir, "q")]);
     expect([q.code, q.stderr]).toEqual([1, expect.stringContaining("weight k is quantized (uint8)")]);
     const s = await cairn(["from-tfjs", join(dir, "short.json"), join(dir, "s")]);
-    expect([s.code, s.stderr]).toEqual([3, expect.stringContaining("weight files w.bin hold 16 bytes, their weights need 20")]);
-    await writeFile(join(dir, "plain.safetensors"), new Uint8Array([8, 0, 0, 0, 0, 0, 0, 0, 123, 125, 32, 32, 32, 32, 32, 32]));
-    const n = await cairn(["import", join(dir, "plain.safetensors"), join(dir, "plain"), "--then", "to-tfjs", join(dir, "plain"), join(dir, "out")]);
-    expect([n.code, n.stderr]).toEqual([1, expect.stringContaining("holds no tfjs model (no user metadata \"tfjs\" with a modelTopology); save one with model.save(cairnIO(url)) or cairn from-tfjs")]);
+    expect([s.code, s.stderr]).toEqual([
+      3,
+      expect.stringContaining("weight files w.bin hold 16 bytes, their weights need 20"),
+    ]);
+    await writeFile(
+      join(dir, "plain.safetensors"),
+      new Uint8Array([8, 0, 0, 0, 0, 0, 0, 0, 123, 125, 32, 32, 32, 32, 32, 32]),
+    );
+    const n = await cairn([
+      "import",
+      join(dir, "plain.safetensors"),
+      join(dir, "plain"),
+      "--then",
+      "to-tfjs",
+      join(dir, "plain"),
+      join(dir, "out"),
+    ]);
+    expect([n.code, n.stderr]).toEqual([
+      1,
+      expect.stringContaining(
+        'holds no tfjs model (no user metadata "tfjs" with a modelTopology); save one with model.save(cairnIO(url)) or cairn from-tfjs',
+      ),
+    ]);
   });
 });

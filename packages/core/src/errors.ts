@@ -38,7 +38,11 @@ export class CheckpointError extends Error {
   readonly code: CheckpointErrorCode;
   readonly context: CheckpointErrorContext;
 
-  constructor(code: CheckpointErrorCode, message: string, options: { context?: CheckpointErrorContext; cause?: unknown } = {}) {
+  constructor(
+    code: CheckpointErrorCode,
+    message: string,
+    options: { context?: CheckpointErrorContext; cause?: unknown } = {},
+  ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.context = options.context ?? {};
@@ -59,8 +63,16 @@ export function isCheckpointError(error: unknown, code?: CheckpointErrorCode): e
  * `outcome` says what the cancelled operation left behind: a write committed nothing; a read
  * (`null`) has nothing to add.
  */
-export function cancelledError(signal: AbortSignal, what: string, outcome: string | null = "nothing was committed"): CheckpointError {
-  return new CheckpointError("cancelled", outcome === null ? `${what} was cancelled` : `${what} was cancelled; ${outcome}`, { cause: signal.reason });
+export function cancelledError(
+  signal: AbortSignal,
+  what: string,
+  outcome: string | null = "nothing was committed",
+): CheckpointError {
+  return new CheckpointError(
+    "cancelled",
+    outcome === null ? `${what} was cancelled` : `${what} was cancelled; ${outcome}`,
+    { cause: signal.reason },
+  );
 }
 
 export function throwIfAborted(signal: AbortSignal | undefined, what: string, outcome?: string | null): void {
@@ -71,8 +83,10 @@ export function throwIfAborted(signal: AbortSignal | undefined, what: string, ou
 export function describeValue(value: unknown): string {
   if (value === null) return "null";
   if (value === undefined) return "undefined";
-  if (typeof value === "string") return `the string ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`;
-  if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") return `the ${typeof value} ${String(value)}`;
+  if (typeof value === "string")
+    return `the string ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)}`;
+  if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint")
+    return `the ${typeof value} ${String(value)}`;
   if (typeof value === "function") return "a function";
   if (typeof value === "symbol") return "a symbol";
   if (Array.isArray(value)) return `an array of length ${value.length}`;

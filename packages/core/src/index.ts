@@ -2,15 +2,47 @@
 // Adapter authors: @cairn/core/storage; format readers: @cairn/core/format; tools: @cairn/core/ops.
 export { CheckpointError, isCheckpointError, type CheckpointErrorCode, type CheckpointErrorContext } from "./errors.js";
 export { type DType, type DTypeArrays, type TypedArray, DTYPE_NAMES, isDType } from "./state/dtypes.js";
-export { type KeyPath, type JsonPrimitive, type Stateful, type StateValue, type StateDict, displayKey } from "./state/state-dict.js";
+export {
+  type KeyPath,
+  type JsonPrimitive,
+  type Stateful,
+  type StateValue,
+  type StateDict,
+  displayKey,
+} from "./state/state-dict.js";
 export { type HostTensor, type TensorLike, type VariableLike, hostTensor } from "./state/tensors.js";
 export { type Shard, type ShardedTensor, shardedTensor, isShardedTensor } from "./state/sharded-tensor.js";
-export { type Leaf, type TensorSource, type ShardPlacement, flattenStateDict, isTensorLike, isStateful } from "./state/flatten.js";
+export {
+  type Leaf,
+  type TensorSource,
+  type ShardPlacement,
+  flattenStateDict,
+  isTensorLike,
+  isStateful,
+} from "./state/flatten.js";
 export { type Layout, layoutBoxes, splitUneven } from "./state/layouts.js";
 export { type CheckpointMetadata } from "./format/metadata.js";
-export { type StorageAdapter, type StorageOptions, type CheckpointOptions, type RetryPolicy, knownProtocols, checkStorageUrl, openStorage, registerStorage, storageUrl } from "./storage/index.js";
+export {
+  type StorageAdapter,
+  type StorageOptions,
+  type CheckpointOptions,
+  type RetryPolicy,
+  knownProtocols,
+  checkStorageUrl,
+  openStorage,
+  registerStorage,
+  storageUrl,
+} from "./storage/index.js";
 export { type ProcessGroup, type CoordinatedProcessGroup, SingleProcessGroup, isCoordinated } from "./process-group.js";
-export { type SavePlanner, type SavePlan, type WriteItem, type PlannedValue, type DataFilePlan, type GlobalSavePlan, type GlobalPlanContext } from "./plan/save-planner.js";
+export {
+  type SavePlanner,
+  type SavePlan,
+  type WriteItem,
+  type PlannedValue,
+  type DataFilePlan,
+  type GlobalSavePlan,
+  type GlobalPlanContext,
+} from "./plan/save-planner.js";
 export { DefaultSavePlanner } from "./plan/default-save-planner.js";
 export { type LoadPlanner, type LoadPlan, type LoadRequest, type ReadItem } from "./plan/load-planner.js";
 export { DefaultLoadPlanner } from "./plan/default-load-planner.js";
@@ -18,7 +50,13 @@ export { type SaveOptions, type SaveResult, DEFAULT_SAVE_CONCURRENCY, checkSaveO
 export { save } from "./save/save.js";
 export { type LoadOptions, type LoadResult, load, readMetadata } from "./load/load.js";
 export { type TfjsModule, tfjsModule } from "./load/tfjs.js";
-export { type AsyncSaveOptions, type AsyncSaveHandle, type StagedInfo, asyncSave, prepareAsyncSave } from "./background/async-save.js";
+export {
+  type AsyncSaveOptions,
+  type AsyncSaveHandle,
+  type StagedInfo,
+  asyncSave,
+  prepareAsyncSave,
+} from "./background/async-save.js";
 export { startUploadWorker, uploadWorkerReady } from "./background/upload-thread.js";
 export { type StagingStrategy, type StagedLeaves } from "./stage/staging.js";
 export { type StagingPoolOptions, StagingPool } from "./stage/staging-pool.js";

@@ -1,4 +1,12 @@
-import { type ByteRange, type ObjectInfo, type StorageAdapter, type WriteBody, type WriteOptions, alreadyExists, notFound } from "../src/storage/storage-adapter.js";
+import {
+  type ByteRange,
+  type ObjectInfo,
+  type StorageAdapter,
+  type WriteBody,
+  type WriteOptions,
+  alreadyExists,
+  notFound,
+} from "../src/storage/storage-adapter.js";
 
 /** Objects in a Map, every ranged read recorded: storage for core's unit tests (atomic creates honoured). */
 export class MapStorage implements StorageAdapter {

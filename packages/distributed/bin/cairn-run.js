@@ -12,7 +12,10 @@ if (existsSync(sources)) {
   try {
     api = import.meta.resolve("tsx/esm/api");
   } catch (error) {
-    throw new Error("cairn-run: this is a checkout of the repository, and tsx, which runs its TypeScript sources, is not installed. Run `pnpm install` at its root.", { cause: error });
+    throw new Error(
+      "cairn-run: this is a checkout of the repository, and tsx, which runs its TypeScript sources, is not installed. Run `pnpm install` at its root.",
+      { cause: error },
+    );
   }
   register("./source-condition.js", import.meta.url);
   (await import(api)).register();

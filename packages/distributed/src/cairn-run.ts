@@ -16,7 +16,10 @@ async function main(): Promise<void> {
   }
   try {
     const result = await launchRanks(options);
-    if (result.failedRank !== undefined) process.stderr.write(`cairn-run: rank ${result.failedRank} failed with exit code ${result.exitCode}; the other ranks were stopped\n`);
+    if (result.failedRank !== undefined)
+      process.stderr.write(
+        `cairn-run: rank ${result.failedRank} failed with exit code ${result.exitCode}; the other ranks were stopped\n`,
+      );
     process.exitCode = result.exitCode;
   } catch (error) {
     process.stderr.write(`cairn-run: ${isCheckpointError(error) ? error.message : String(error)}\n`);

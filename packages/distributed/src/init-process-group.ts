@@ -49,7 +49,10 @@ export async function initProcessGroup(options: InitProcessGroupOptions = {}): P
   const timeoutMs = options.timeoutMs ?? integer(env, "CAIRN_PG_TIMEOUT_MS", 300_000);
   const store = options.store ?? (env.CAIRN_STORE || undefined);
   if (store !== undefined && !(worldSize === 1 && rank === 0)) {
-    const runId = options.runId ?? (env.CAIRN_RUN_ID || missing("CAIRN_RUN_ID", "the job's id, the same on every rank; cairn-run sets it, or give --run-id"));
+    const runId =
+      options.runId ??
+      (env.CAIRN_RUN_ID ||
+        missing("CAIRN_RUN_ID", "the job's id, the same on every rank; cairn-run sets it, or give --run-id"));
     const leaseMs = options.leaseMs ?? integer(env, "CAIRN_STORE_LEASE_MS", 10_000);
     return StoreProcessGroup.connect({ store: await openStore(store, { leaseMs }), rank, worldSize, runId, timeoutMs });
   }
@@ -63,15 +66,23 @@ export async function initProcessGroup(options: InitProcessGroupOptions = {}): P
     const url = new URL(method);
     host = url.hostname.replace(/^\[(.*)\]$/, "$1");
     port = Number(url.port);
-    if (!url.port) throw new CheckpointError("invalid_argument", `init method ${method} has no port; write tcp://host:port`);
+    if (!url.port)
+      throw new CheckpointError("invalid_argument", `init method ${method} has no port; write tcp://host:port`);
   } else {
-    throw new CheckpointError("invalid_argument", `init method ${JSON.stringify(method)} is not supported; use env:// or tcp://host:port`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `init method ${JSON.stringify(method)} is not supported; use env:// or tcp://host:port`,
+    );
   }
   const token = env.CAIRN_JOB_TOKEN || undefined;
   return connectTcpProcessGroup({ rank, worldSize, host, port, timeoutMs, ...(token === undefined ? {} : { token }) });
 }
 
-function integer(env: Readonly<Record<string, string | undefined>>, name: string, fallback: number | undefined): number {
+function integer(
+  env: Readonly<Record<string, string | undefined>>,
+  name: string,
+  fallback: number | undefined,
+): number {
   const text = env[name];
   if (text === undefined || text === "") return fallback ?? missing(name, "an integer");
   const value = Number(text);

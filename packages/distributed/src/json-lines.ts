@@ -8,7 +8,12 @@ export const DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
  * server. JSON never contains a raw newline, so a line is exactly one message. Each byte is
  * scanned once; a line longer than `maxBytes()` (or not JSON) calls `onBadLine` and ends the stream.
  */
-export function onJsonLines(socket: Socket, onMessage: (message: unknown) => void, onBadLine: (reason: string) => void, maxBytes: () => number = () => DEFAULT_MAX_MESSAGE_BYTES): void {
+export function onJsonLines(
+  socket: Socket,
+  onMessage: (message: unknown) => void,
+  onBadLine: (reason: string) => void,
+  maxBytes: () => number = () => DEFAULT_MAX_MESSAGE_BYTES,
+): void {
   let pending: Buffer[] = [];
   let size = 0;
   let dead = false;
@@ -39,7 +44,8 @@ export function onJsonLines(socket: Socket, onMessage: (message: unknown) => voi
       } catch {
         return bad("a malformed message");
       }
-      if (typeof message !== "object" || message === null || Array.isArray(message)) return bad("a message that is not an object");
+      if (typeof message !== "object" || message === null || Array.isArray(message))
+        return bad("a message that is not an object");
       onMessage(message);
     }
   });
@@ -48,6 +54,7 @@ export function onJsonLines(socket: Socket, onMessage: (message: unknown) => voi
 /** Sends one message; throws `RangeError` if it is longer than `maxBytes`, before anything is sent. */
 export function sendJsonLine(socket: Socket, message: unknown, maxBytes = DEFAULT_MAX_MESSAGE_BYTES): void {
   const line = `${JSON.stringify(message)}\n`;
-  if (Buffer.byteLength(line) > maxBytes) throw new RangeError(`a message of ${Buffer.byteLength(line)} bytes is longer than the limit of ${maxBytes}`);
+  if (Buffer.byteLength(line) > maxBytes)
+    throw new RangeError(`a message of ${Buffer.byteLength(line)} bytes is longer than the limit of ${maxBytes}`);
   if (!socket.destroyed) socket.write(line);
 }

@@ -41,16 +41,22 @@ const SIGNAL_NUMBERS: Readonly<Record<string, number>> = { SIGHUP: 1, SIGINT: 2,
  * are passed on to every rank (a preemption notice reaches them all). When one rank fails,
  * the others get SIGTERM, then SIGKILL after `graceMs`, and the launch reports that rank.
  */
-export async function launchRanks(options: LaunchOptions, signals: NodeJS.EventEmitter = process): Promise<LaunchResult> {
+export async function launchRanks(
+  options: LaunchOptions,
+  signals: NodeJS.EventEmitter = process,
+): Promise<LaunchResult> {
   const nnodes = options.nnodes ?? 1;
   const nodeRank = options.nodeRank ?? 0;
   const perNode = options.nprocPerNode;
-  if (!Number.isSafeInteger(perNode) || perNode < 1) throw new CheckpointError("invalid_argument", `--nproc-per-node must be a positive integer, got ${perNode}`);
-  if (!Number.isSafeInteger(nnodes) || nnodes < 1) throw new CheckpointError("invalid_argument", `--nnodes must be a positive integer, got ${nnodes}`);
+  if (!Number.isSafeInteger(perNode) || perNode < 1)
+    throw new CheckpointError("invalid_argument", `--nproc-per-node must be a positive integer, got ${perNode}`);
+  if (!Number.isSafeInteger(nnodes) || nnodes < 1)
+    throw new CheckpointError("invalid_argument", `--nnodes must be a positive integer, got ${nnodes}`);
   if (!Number.isSafeInteger(nodeRank) || nodeRank < 0 || nodeRank >= nnodes) {
     throw new CheckpointError("invalid_argument", `--node-rank must be in 0..${nnodes - 1}, got ${nodeRank}`);
   }
-  if (options.command.length === 0) throw new CheckpointError("invalid_argument", "no command to run: give the script (or program) each rank runs");
+  if (options.command.length === 0)
+    throw new CheckpointError("invalid_argument", "no command to run: give the script (or program) each rank runs");
   if (nnodes > 1 && options.masterPort === undefined) {
     throw new CheckpointError("invalid_argument", "with --nnodes > 1 every host must agree on --master-port; give one");
   }
@@ -58,12 +64,18 @@ export async function launchRanks(options: LaunchOptions, signals: NodeJS.EventE
   const store = options.store ?? (env.CAIRN_STORE || undefined);
   const runId = options.runId ?? (env.CAIRN_RUN_ID || undefined);
   if (nnodes > 1 && store !== undefined && runId === undefined) {
-    throw new CheckpointError("invalid_argument", "with --store and --nnodes > 1 every host must agree on --run-id (or CAIRN_RUN_ID); give one per job");
+    throw new CheckpointError(
+      "invalid_argument",
+      "with --store and --nnodes > 1 every host must agree on --run-id (or CAIRN_RUN_ID); give one per job",
+    );
   }
   // The embedded server admits only ranks that show the job's token; hosts of one job must share it.
   const token = env.CAIRN_JOB_TOKEN || (nnodes === 1 ? randomBytes(18).toString("base64url") : undefined);
   if (store === undefined && token === undefined) {
-    throw new CheckpointError("invalid_argument", "with --nnodes > 1 every host must share a secret CAIRN_JOB_TOKEN in its environment (e.g. from `openssl rand -hex 16`), so that no stray client joins the job");
+    throw new CheckpointError(
+      "invalid_argument",
+      "with --nnodes > 1 every host must share a secret CAIRN_JOB_TOKEN in its environment (e.g. from `openssl rand -hex 16`), so that no stray client joins the job",
+    );
   }
   const jobRunId = store === undefined ? undefined : (runId ?? randomUUID());
   const masterAddr = options.masterAddr ?? "127.0.0.1";
@@ -164,7 +176,9 @@ export function parseLaunchArgs(argv: readonly string[]): LaunchOptions | "help"
     }
     if (arg === "--help" || arg === "-h") return "help";
     if (!arg.startsWith("-")) break;
-    const [flag, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+    const [flag, inline] = arg.includes("=")
+      ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)]
+      : [arg, undefined];
     const name = FLAGS[flag];
     if (!name) throw new Error(`unknown option ${flag}`);
     const value = inline ?? argv[++i];
@@ -209,6 +223,7 @@ export async function freePort(host = "127.0.0.1"): Promise<number> {
   });
   const address = server.address();
   await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (typeof address !== "object" || !address) throw new CheckpointError("invalid_argument", `cannot find a free port on ${host}`);
+  if (typeof address !== "object" || !address)
+    throw new CheckpointError("invalid_argument", `cannot find a free port on ${host}`);
   return address.port;
 }

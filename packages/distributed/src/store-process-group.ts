@@ -48,7 +48,9 @@ class Session {
   /** Breaks the group with `reason` (published to the others unless it came from them) and throws. */
   fail(reason: string, publish = true): never {
     if (!this.broken) {
-      this.broken = new CheckpointError("process_group", `process group (rank ${this.rank}): ${reason}`, { context: { rank: this.rank } });
+      this.broken = new CheckpointError("process_group", `process group (rank ${this.rank}): ${reason}`, {
+        context: { rank: this.rank },
+      });
       if (publish) this.store.compareAndSet(this.key("broken"), undefined, reason).catch(() => undefined);
     }
     throw this.broken;
@@ -60,7 +62,11 @@ class Session {
       if (this.broken) throw this.broken;
       if (this.closed) throw closedError(this.rank);
       const remaining = deadline - Date.now();
-      if (remaining <= 0) this.fail(late ?? `rank ${rank} did not reach ${what} within ${seconds(this.timeoutMs)} (stuck, or running different code)`);
+      if (remaining <= 0)
+        this.fail(
+          late ??
+            `rank ${rank} did not reach ${what} within ${seconds(this.timeoutMs)} (stuck, or running different code)`,
+        );
       const value = await this.store.wait(this.key(name), Math.min(remaining, CHECK_MS), this.abort.signal);
       if (value !== undefined) return value;
       await this.check(rank, what);
@@ -68,11 +74,15 @@ class Session {
   }
 
   async check(rank: number, what: string): Promise<void> {
-    const [broken, left, claimed, alive] = await Promise.all(["broken", `left/${rank}`, `rank/${rank}`, `alive/${rank}`].map((k) => this.store.get(this.key(k))));
+    const [broken, left, claimed, alive] = await Promise.all(
+      ["broken", `left/${rank}`, `rank/${rank}`, `alive/${rank}`].map((k) => this.store.get(this.key(k))),
+    );
     if (broken !== undefined) this.fail(broken, false);
     if (left !== undefined) this.fail(`rank ${rank} closed the process group before reaching ${what}`);
     if (claimed !== undefined && alive === undefined) {
-      this.fail(`rank ${rank} disconnected: its liveness key on ${this.store.where} is gone (its process exited or crashed, or lost its connection or lease)`);
+      this.fail(
+        `rank ${rank} disconnected: its liveness key on ${this.store.where} is gone (its process exited or crashed, or lost its connection or lease)`,
+      );
     }
   }
 
@@ -80,7 +90,11 @@ class Session {
   async put(dir: string, text: string): Promise<void> {
     if (text.length <= PART_CHARS) return this.store.set(this.key(`${dir}head`), `v${text}`);
     const parts = Math.ceil(text.length / PART_CHARS);
-    await Promise.all(Array.from({ length: parts }, (_, i) => this.store.set(this.key(`${dir}part${i}`), text.slice(i * PART_CHARS, (i + 1) * PART_CHARS))));
+    await Promise.all(
+      Array.from({ length: parts }, (_, i) =>
+        this.store.set(this.key(`${dir}part${i}`), text.slice(i * PART_CHARS, (i + 1) * PART_CHARS)),
+      ),
+    );
     await this.store.set(this.key(`${dir}head`), `p${parts}`);
   }
 
@@ -89,8 +103,11 @@ class Session {
     let text = head.slice(1);
     if (head.startsWith("p")) {
       const parts = Number(text);
-      if (!Number.isSafeInteger(parts) || parts < 1 || parts > 1 << 16) this.fail(`rank ${rank}'s value for ${what} is damaged (${parts} parts)`);
-      const pieces = await Promise.all(Array.from({ length: parts }, (_, i) => this.store.get(this.key(`${dir}part${i}`))));
+      if (!Number.isSafeInteger(parts) || parts < 1 || parts > 1 << 16)
+        this.fail(`rank ${rank}'s value for ${what} is damaged (${parts} parts)`);
+      const pieces = await Promise.all(
+        Array.from({ length: parts }, (_, i) => this.store.get(this.key(`${dir}part${i}`))),
+      );
       if (pieces.some((p) => p === undefined)) this.fail(`rank ${rank}'s value for ${what} lost a part`);
       text = pieces.join("");
     } else if (!head.startsWith("v")) {
@@ -114,9 +131,15 @@ class Session {
     const base = `c/${encodeURIComponent(tag)}/${seq}`;
     const contribution = (v: unknown): string => JSON.stringify({ kind, root, value: v ?? null });
     const readPart = async (rank: number): Promise<unknown> => {
-      const part = (await this.read(`${base}/${rank}/`, rank, what, deadline)) as { kind?: unknown; root?: unknown; value?: unknown } | null;
+      const part = (await this.read(`${base}/${rank}/`, rank, what, deadline)) as {
+        kind?: unknown;
+        root?: unknown;
+        value?: unknown;
+      } | null;
       if (part?.kind !== kind || part.root !== root) {
-        this.fail(`rank ${rank} called ${String(part?.kind)} where rank ${this.rank} called ${what}; every rank must call the same collectives in the same order`);
+        this.fail(
+          `rank ${rank} called ${String(part?.kind)} where rank ${this.rank} called ${what}; every rank must call the same collectives in the same order`,
+        );
       }
       return part.value;
     };
@@ -144,12 +167,13 @@ class Session {
   async collect(tag: string, seq: number): Promise<void> {
     const from = this.collected.get(tag) ?? 1;
     this.collected.set(tag, seq);
-    for (let s = from; s < seq; s++) await this.store.deletePrefix(this.key(`c/${encodeURIComponent(tag)}/${s}/${this.rank}/`));
+    for (let s = from; s < seq; s++)
+      await this.store.deletePrefix(this.key(`c/${encodeURIComponent(tag)}/${s}/${this.rank}/`));
   }
 
   /** Delivers every posted event, in order, to this rank's listeners until the group closes. */
   async tail(): Promise<void> {
-    for (let n = 1; !this.closed && !this.broken; ) {
+    for (let n = 1; !this.closed && !this.broken;) {
       const text = await this.store.wait(this.key(`ev/${n}`), 60_000, this.abort.signal);
       if (text === undefined) continue;
       n++;
@@ -195,15 +219,26 @@ export class StoreProcessGroup implements CoordinatedProcessGroup {
     const timeoutMs = options.timeoutMs ?? 300_000;
     const session = new Session(store, runId, rank, worldSize, timeoutMs);
     try {
-      if (!Number.isSafeInteger(worldSize) || worldSize < 1) throw new CheckpointError("invalid_argument", `WORLD_SIZE must be a positive integer, got ${worldSize}`);
+      if (!Number.isSafeInteger(worldSize) || worldSize < 1)
+        throw new CheckpointError("invalid_argument", `WORLD_SIZE must be a positive integer, got ${worldSize}`);
       if (!Number.isSafeInteger(rank) || rank < 0 || rank >= worldSize) {
-        throw new CheckpointError("invalid_argument", `RANK must be an integer in 0..${worldSize - 1} for WORLD_SIZE=${worldSize}, got ${rank}`);
+        throw new CheckpointError(
+          "invalid_argument",
+          `RANK must be an integer in 0..${worldSize - 1} for WORLD_SIZE=${worldSize}, got ${rank}`,
+        );
       }
-      if (!/^[A-Za-z0-9._-]{1,128}$/.test(runId)) throw new CheckpointError("invalid_argument", `run id ${JSON.stringify(runId)} must be 1 to 128 letters, digits, '.', '_' or '-'`);
+      if (!/^[A-Za-z0-9._-]{1,128}$/.test(runId))
+        throw new CheckpointError(
+          "invalid_argument",
+          `run id ${JSON.stringify(runId)} must be 1 to 128 letters, digits, '.', '_' or '-'`,
+        );
       if (!(await store.compareAndSet(session.key("world"), undefined, String(worldSize)))) {
         const theirs = await store.get(session.key("world"));
         if (theirs !== String(worldSize)) {
-          throw new CheckpointError("invalid_argument", `this rank says WORLD_SIZE=${worldSize} but run ${runId} on ${store.where} has ${theirs}; start every rank with the same WORLD_SIZE`);
+          throw new CheckpointError(
+            "invalid_argument",
+            `this rank says WORLD_SIZE=${worldSize} but run ${runId} on ${store.where} has ${theirs}; start every rank with the same WORLD_SIZE`,
+          );
         }
       }
       if (!(await store.compareAndSet(session.key(`rank/${rank}`), undefined, `${hostname()}:${process.pid}`))) {
@@ -227,7 +262,12 @@ export class StoreProcessGroup implements CoordinatedProcessGroup {
       throw error;
     }
     session.tail().catch((error: unknown) => {
-      if (!session.closed) session.broken ??= new CheckpointError("process_group", `process group (rank ${rank}): lost the store at ${store.where}: ${(error as Error).message}`, { cause: error });
+      if (!session.closed)
+        session.broken ??= new CheckpointError(
+          "process_group",
+          `process group (rank ${rank}): lost the store at ${store.where}: ${(error as Error).message}`,
+          { cause: error },
+        );
     });
     return new StoreProcessGroup(session, "");
   }
@@ -257,7 +297,11 @@ export class StoreProcessGroup implements CoordinatedProcessGroup {
       .add(session.key("evseq"), 1)
       .then((n) => session.store.set(session.key(`ev/${n}`), event))
       .catch((error: unknown) => {
-        session.broken ??= new CheckpointError("process_group", `process group (rank ${session.rank}): cannot post to ${session.store.where}: ${(error as Error).message}`, { cause: error });
+        session.broken ??= new CheckpointError(
+          "process_group",
+          `process group (rank ${session.rank}): cannot post to ${session.store.where}: ${(error as Error).message}`,
+          { cause: error },
+        );
       });
   }
 
@@ -276,7 +320,8 @@ export class StoreProcessGroup implements CoordinatedProcessGroup {
     session.abort.abort();
     try {
       await session.store.set(session.key(`left/${session.rank}`), "1");
-      if ((await session.store.add(session.key("closed"), 1)) === session.worldSize) await session.store.deletePrefix(`${session.runId}/`);
+      if ((await session.store.add(session.key("closed"), 1)) === session.worldSize)
+        await session.store.deletePrefix(`${session.runId}/`);
     } finally {
       await session.store.close();
     }

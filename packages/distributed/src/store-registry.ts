@@ -10,7 +10,12 @@ export type StoreFactory = (url: URL, options: StoreOptions) => Promise<Store>;
 const factories = new Map<string, StoreFactory>();
 
 /** The package that serves each well-known protocol, imported on first use if the user did not. */
-const KNOWN: Readonly<Record<string, string>> = { etcd: "@cairn/store-etcd", etcds: "@cairn/store-etcd", redis: "@cairn/store-redis", rediss: "@cairn/store-redis" };
+const KNOWN: Readonly<Record<string, string>> = {
+  etcd: "@cairn/store-etcd",
+  etcds: "@cairn/store-etcd",
+  redis: "@cairn/store-redis",
+  rediss: "@cairn/store-redis",
+};
 
 /** Called by a store package on import: `registerStore("etcd", factory)`. */
 export function registerStore(protocol: string, factory: StoreFactory): void {
@@ -26,7 +31,11 @@ export async function openStore(url: string, options: StoreOptions = {}): Promis
   try {
     parsed = new URL(url);
   } catch (error) {
-    throw new CheckpointError("invalid_argument", `store URL ${JSON.stringify(url.replace(/\/\/[^@/]*@/, "//"))} is not a URL; write etcd://host:2379/prefix or redis://host:6379/prefix`, { cause: error });
+    throw new CheckpointError(
+      "invalid_argument",
+      `store URL ${JSON.stringify(url.replace(/\/\/[^@/]*@/, "//"))} is not a URL; write etcd://host:2379/prefix or redis://host:6379/prefix`,
+      { cause: error },
+    );
   }
   const protocol = parsed.protocol.slice(0, -1);
   const known = KNOWN[protocol];
@@ -35,7 +44,9 @@ export async function openStore(url: string, options: StoreOptions = {}): Promis
   if (!factory) {
     throw new CheckpointError(
       "unsupported_protocol",
-      known ? `store ${protocol}:// needs ${known}: install it beside @cairn/distributed` : `store protocol ${protocol}:// is not supported; use etcd://, redis:// or the embedded TCP store (no CAIRN_STORE)`,
+      known
+        ? `store ${protocol}:// needs ${known}: install it beside @cairn/distributed`
+        : `store protocol ${protocol}:// is not supported; use etcd://, redis:// or the embedded TCP store (no CAIRN_STORE)`,
       { context: { path: redactUrl(parsed) } },
     );
   }

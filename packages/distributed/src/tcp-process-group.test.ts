@@ -12,10 +12,15 @@ afterEach(async () => {
 });
 
 /** `worldSize` ranks in this process, each with its own connection, as separate processes would have. */
-async function groups(worldSize: number, options: { timeoutMs?: number; token?: string; maxMessageBytes?: number } = {}): Promise<{ groups: StoreProcessGroup[]; port: number }> {
+async function groups(
+  worldSize: number,
+  options: { timeoutMs?: number; token?: string; maxMessageBytes?: number } = {},
+): Promise<{ groups: StoreProcessGroup[]; port: number }> {
   const port = await freePort();
   const all = await Promise.all(
-    Array.from({ length: worldSize }, (_, rank) => connectTcpProcessGroup({ rank, worldSize, host: "127.0.0.1", port, timeoutMs: 10_000, ...options })),
+    Array.from({ length: worldSize }, (_, rank) =>
+      connectTcpProcessGroup({ rank, worldSize, host: "127.0.0.1", port, timeoutMs: 10_000, ...options }),
+    ),
   );
   open.push(...all);
   return { groups: all, port };
@@ -25,26 +30,46 @@ describe("the embedded TCP store", () => {
   it("runs the collectives, and fails the others at once, naming the rank, when a rank's connection drops", async () => {
     const { groups: g } = await groups(3);
     expect(await Promise.all(g.map((r) => r.allGather(r.rank)))).toEqual(Array(3).fill([0, 1, 2]));
-    expect(await Promise.all(g.map((r) => r.broadcast(r.rank === 1 ? "one" : undefined, 1)))).toEqual(["one", "one", "one"]);
+    expect(await Promise.all(g.map((r) => r.broadcast(r.rank === 1 ? "one" : undefined, 1)))).toEqual([
+      "one",
+      "one",
+      "one",
+    ]);
     await g[2]!.close();
     for (const r of await Promise.allSettled([g[0]!.allGather(0), g[1]!.allGather(1)])) {
-      expect((r as PromiseRejectedResult).reason).toMatchObject({ code: "process_group", message: expect.stringMatching(/rank 2 closed the process group before reaching allGather #3/) });
+      expect((r as PromiseRejectedResult).reason).toMatchObject({
+        code: "process_group",
+        message: expect.stringMatching(/rank 2 closed the process group before reaching allGather #3/),
+      });
     }
   });
 
   it("fails the join, naming the missing rank, when a rank never arrives", async () => {
     const port = await freePort();
-    const joining = [0, 1].map((rank) => connectTcpProcessGroup({ rank, worldSize: 3, host: "127.0.0.1", port, timeoutMs: 1500 }));
+    const joining = [0, 1].map((rank) =>
+      connectTcpProcessGroup({ rank, worldSize: 3, host: "127.0.0.1", port, timeoutMs: 1500 }),
+    );
     for (const r of await Promise.allSettled(joining)) {
-      expect((r as PromiseRejectedResult).reason).toMatchObject({ code: "process_group", message: expect.stringMatching(/rank 2 did not join on tcp:\/\/127\.0\.0\.1:\d+ within 1\.5 s; start every rank with the same MASTER_ADDR/) });
+      expect((r as PromiseRejectedResult).reason).toMatchObject({
+        code: "process_group",
+        message: expect.stringMatching(
+          /rank 2 did not join on tcp:\/\/127\.0\.0\.1:\d+ within 1\.5 s; start every rank with the same MASTER_ADDR/,
+        ),
+      });
     }
   });
 
   it("refuses a second process claiming a rank, and a different world size", async () => {
     const port = await freePort();
-    const first = [0, 1].map((rank) => connectTcpProcessGroup({ rank, worldSize: 3, host: "127.0.0.1", port, timeoutMs: 3000 }));
-    await expect(connectTcpProcessGroup({ rank: 1, worldSize: 3, host: "127.0.0.1", port, timeoutMs: 3000 })).rejects.toMatchObject({ message: expect.stringMatching(/RANK=1 of run job .* is already taken/) });
-    await expect(connectTcpProcessGroup({ rank: 2, worldSize: 4, host: "127.0.0.1", port, timeoutMs: 3000 })).rejects.toMatchObject({ message: expect.stringMatching(/WORLD_SIZE=4 but run job on .* has 3/) });
+    const first = [0, 1].map((rank) =>
+      connectTcpProcessGroup({ rank, worldSize: 3, host: "127.0.0.1", port, timeoutMs: 3000 }),
+    );
+    await expect(
+      connectTcpProcessGroup({ rank: 1, worldSize: 3, host: "127.0.0.1", port, timeoutMs: 3000 }),
+    ).rejects.toMatchObject({ message: expect.stringMatching(/RANK=1 of run job .* is already taken/) });
+    await expect(
+      connectTcpProcessGroup({ rank: 2, worldSize: 4, host: "127.0.0.1", port, timeoutMs: 3000 }),
+    ).rejects.toMatchObject({ message: expect.stringMatching(/WORLD_SIZE=4 but run job on .* has 3/) });
     await Promise.allSettled(first);
   });
 
@@ -52,15 +77,27 @@ describe("the embedded TCP store", () => {
     const port = await freePort();
     const token = "job-secret";
     const rank0 = connectTcpProcessGroup({ rank: 0, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000, token });
-    await expect(connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000, token: "guess" })).rejects.toMatchObject({
+    await expect(
+      connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000, token: "guess" }),
+    ).rejects.toMatchObject({
       code: "process_group",
       message: expect.stringMatching(/did not show the job's token/),
     });
-    await expect(connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000 })).rejects.toMatchObject({ message: expect.stringMatching(/token/) });
-    const g = await Promise.all([rank0, connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000, token })]);
+    await expect(
+      connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000 }),
+    ).rejects.toMatchObject({ message: expect.stringMatching(/token/) });
+    const g = await Promise.all([
+      rank0,
+      connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000, token }),
+    ]);
     open.push(...g);
-    expect(await Promise.all(g.map((r) => r.allGather(r.rank)))).toEqual([[0, 1], [0, 1]]);
-    await expect(connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "10.1.2.3", port: 29500 })).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/CAIRN_JOB_TOKEN/) });
+    expect(await Promise.all(g.map((r) => r.allGather(r.rank)))).toEqual([
+      [0, 1],
+      [0, 1],
+    ]);
+    await expect(
+      connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "10.1.2.3", port: 29500 }),
+    ).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/CAIRN_JOB_TOKEN/) });
   });
 
   it("cuts off a client that grows a line without end before it says hello, and the job goes on", async () => {
@@ -76,7 +113,10 @@ describe("the embedded TCP store", () => {
       socket.on("close", () => resolve(text));
     });
     expect(answer).toMatch(/a message longer than 65536 bytes/);
-    expect(await Promise.all(g.map((r) => r.allGather(r.rank)))).toEqual([[0, 1], [0, 1]]);
+    expect(await Promise.all(g.map((r) => r.allGather(r.rank)))).toEqual([
+      [0, 1],
+      [0, 1],
+    ]);
   });
 
   it("carries long values split over many packets, and refuses to send one over maxMessageBytes, failing the others too", async () => {
@@ -86,12 +126,18 @@ describe("the embedded TCP store", () => {
     expect(gathered[1]!.map((v) => `${v.length}:${v.slice(0, 2)}`)).toEqual(["1000001:0é", "1000001:1é"]);
     const { groups: small } = await groups(2, { maxMessageBytes: 64 * 1024 });
     const results = await Promise.allSettled([small[0]!.allGather("x".repeat(100_000)), small[1]!.allGather("small")]);
-    for (const r of results) expect((r as PromiseRejectedResult).reason).toMatchObject({ code: "process_group", message: expect.stringMatching(/allGather #1 failed: .*longer than the limit of 65536/) });
+    for (const r of results)
+      expect((r as PromiseRejectedResult).reason).toMatchObject({
+        code: "process_group",
+        message: expect.stringMatching(/allGather #1 failed: .*longer than the limit of 65536/),
+      });
   });
 
   it("gives up connecting when rank 0 never listens", async () => {
     const port = await freePort();
-    await expect(connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 300 })).rejects.toMatchObject({
+    await expect(
+      connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 300 }),
+    ).rejects.toMatchObject({
       code: "process_group",
       message: expect.stringMatching(/cannot reach rank 0 at tcp:\/\/127\.0\.0\.1:\d+ .*is rank 0 running/),
     });
@@ -108,9 +154,17 @@ describe("initProcessGroup", () => {
 
   it("joins ranks through env://", async () => {
     const port = await freePort();
-    const env = (rank: number) => ({ RANK: String(rank), WORLD_SIZE: "2", MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port) });
+    const env = (rank: number) => ({
+      RANK: String(rank),
+      WORLD_SIZE: "2",
+      MASTER_ADDR: "127.0.0.1",
+      MASTER_PORT: String(port),
+    });
     const [a, b] = await Promise.all([initProcessGroup({ env: env(0) }), initProcessGroup({ env: env(1) })]);
-    expect(await Promise.all([a.allGather(a.rank), b.allGather(b.rank)])).toEqual([[0, 1], [0, 1]]);
+    expect(await Promise.all([a.allGather(a.rank), b.allGather(b.rank)])).toEqual([
+      [0, 1],
+      [0, 1],
+    ]);
     await Promise.all([a.close(), b.close()]);
   });
 
@@ -119,10 +173,16 @@ describe("initProcessGroup", () => {
       code: "invalid_argument",
       message: expect.stringMatching(/env:\/\/ needs MASTER_ADDR/),
     });
-    await expect(initProcessGroup({ env: { RANK: "one", WORLD_SIZE: "2" } })).rejects.toMatchObject({ message: expect.stringMatching(/RANK="one" is not a non-negative integer/) });
-    await expect(initProcessGroup({ env: { RANK: "2", WORLD_SIZE: "2", MASTER_ADDR: "127.0.0.1", MASTER_PORT: "1234" } })).rejects.toMatchObject({
+    await expect(initProcessGroup({ env: { RANK: "one", WORLD_SIZE: "2" } })).rejects.toMatchObject({
+      message: expect.stringMatching(/RANK="one" is not a non-negative integer/),
+    });
+    await expect(
+      initProcessGroup({ env: { RANK: "2", WORLD_SIZE: "2", MASTER_ADDR: "127.0.0.1", MASTER_PORT: "1234" } }),
+    ).rejects.toMatchObject({
       message: expect.stringMatching(/RANK must be an integer in 0\.\.1/),
     });
-    await expect(initProcessGroup({ initMethod: "file:///tmp/x" })).rejects.toMatchObject({ message: expect.stringMatching(/use env:\/\/ or tcp:\/\/host:port/) });
+    await expect(initProcessGroup({ initMethod: "file:///tmp/x" })).rejects.toMatchObject({
+      message: expect.stringMatching(/use env:\/\/ or tcp:\/\/host:port/),
+    });
   });
 });

@@ -37,14 +37,31 @@ export async function connectTcpProcessGroup(options: TcpProcessGroupOptions): P
     );
   }
   if (!Number.isSafeInteger(rank) || rank < 0 || rank >= worldSize) {
-    throw new CheckpointError("invalid_argument", `RANK must be an integer in 0..${worldSize - 1} for WORLD_SIZE=${worldSize}, got ${rank}`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `RANK must be an integer in 0..${worldSize - 1} for WORLD_SIZE=${worldSize}, got ${rank}`,
+    );
   }
   const secret = token === undefined ? {} : { token };
   const limit = options.maxMessageBytes === undefined ? {} : { maxMessageBytes: options.maxMessageBytes };
   const server = rank === 0 ? await TcpStoreServer.listen(host, port, { ...secret, ...limit }) : undefined;
   try {
-    const store = await TcpStore.connect({ host, port: server?.port ?? port, timeoutMs, ...secret, ...limit, ...(server ? { server } : {}) });
-    return await StoreProcessGroup.connect({ store, rank, worldSize, runId: "job", timeoutMs, joinHint: "start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE" });
+    const store = await TcpStore.connect({
+      host,
+      port: server?.port ?? port,
+      timeoutMs,
+      ...secret,
+      ...limit,
+      ...(server ? { server } : {}),
+    });
+    return await StoreProcessGroup.connect({
+      store,
+      rank,
+      worldSize,
+      runId: "job",
+      timeoutMs,
+      joinHint: "start every rank with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE",
+    });
   } catch (error) {
     await server?.close(0);
     throw error;

@@ -8,7 +8,13 @@ export type TcpStoreRequest =
   | { readonly op: "set"; readonly id: number; readonly key: string; readonly value: string; readonly lease?: boolean }
   | { readonly op: "get"; readonly id: number; readonly key: string }
   | { readonly op: "add"; readonly id: number; readonly key: string; readonly delta: number }
-  | { readonly op: "cas"; readonly id: number; readonly key: string; readonly expected: string | null; readonly value: string }
+  | {
+      readonly op: "cas";
+      readonly id: number;
+      readonly key: string;
+      readonly expected: string | null;
+      readonly value: string;
+    }
   | { readonly op: "wait"; readonly id: number; readonly key: string; readonly timeoutMs: number }
   | { readonly op: "del"; readonly id: number; readonly key: string };
 
@@ -98,7 +104,10 @@ export class TcpStoreServer {
         if (m.op !== "hello") return refuse(socket, "the first message must be hello");
         const { token } = this.#options;
         if (token !== undefined && !sameSecret(m.token, token)) {
-          return refuse(socket, "this client did not show the job's token; start every rank with the same CAIRN_JOB_TOKEN (cairn-run sets one)");
+          return refuse(
+            socket,
+            "this client did not show the job's token; start every rank with the same CAIRN_JOB_TOKEN (cairn-run sets one)",
+          );
         }
         admitted = true;
         this.#clients.add(socket);
@@ -130,7 +139,8 @@ export class TcpStoreServer {
         return reply(this.#values.get(key));
       case "add": {
         const before = Number(this.#values.get(key) ?? 0);
-        if (!Number.isSafeInteger(before)) return sendJsonLine(socket, { id: request.id, error: `${key} holds no counter` });
+        if (!Number.isSafeInteger(before))
+          return sendJsonLine(socket, { id: request.id, error: `${key} holds no counter` });
         this.#set(key, String(before + request.delta));
         return reply(before + request.delta);
       }
@@ -174,16 +184,21 @@ export class TcpStoreServer {
 /** Why a request is malformed, or undefined: everything a client sends is checked before use. */
 function invalid(r: TcpStoreRequest): string | undefined {
   if (!Number.isSafeInteger(r.id)) return "a request without an id";
-  if (typeof r.key !== "string" || r.key.length > MAX_KEY_CHARS) return `request ${r.id} has no key, or one over ${MAX_KEY_CHARS} characters`;
+  if (typeof r.key !== "string" || r.key.length > MAX_KEY_CHARS)
+    return `request ${r.id} has no key, or one over ${MAX_KEY_CHARS} characters`;
   switch (r.op) {
     case "set":
       return typeof r.value === "string" ? undefined : `request ${r.id} sets no string`;
     case "cas":
-      return typeof r.value === "string" && (r.expected === null || typeof r.expected === "string") ? undefined : `request ${r.id} is a malformed compare-and-set`;
+      return typeof r.value === "string" && (r.expected === null || typeof r.expected === "string")
+        ? undefined
+        : `request ${r.id} is a malformed compare-and-set`;
     case "add":
       return Number.isSafeInteger(r.delta) ? undefined : `request ${r.id} adds no integer`;
     case "wait":
-      return Number.isFinite(r.timeoutMs) && r.timeoutMs >= 0 && r.timeoutMs <= MAX_WAIT_MS ? undefined : `request ${r.id} waits ${String(r.timeoutMs)} ms`;
+      return Number.isFinite(r.timeoutMs) && r.timeoutMs >= 0 && r.timeoutMs <= MAX_WAIT_MS
+        ? undefined
+        : `request ${r.id} waits ${String(r.timeoutMs)} ms`;
     case "get":
     case "del":
       return undefined;

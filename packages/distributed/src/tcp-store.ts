@@ -56,11 +56,19 @@ export class TcpStore implements Store {
     const socket = await connectWithRetries(options.host, options.port, options.timeoutMs, where);
     const store = new TcpStore(socket, where, options);
     const ready = new Promise<void>((resolve, reject) => {
-      store.#pending.set(0, { resolve: () => resolve(), reject, timer: setTimeout(() => store.#fail(`no answer to the hello within ${ANSWER_DEADLINE_MS} ms`), ANSWER_DEADLINE_MS) });
+      store.#pending.set(0, {
+        resolve: () => resolve(),
+        reject,
+        timer: setTimeout(
+          () => store.#fail(`no answer to the hello within ${ANSWER_DEADLINE_MS} ms`),
+          ANSWER_DEADLINE_MS,
+        ),
+      });
     });
     onJsonLines(
       socket,
-      (message) => store.#receive(message as { op?: unknown; id?: unknown; value?: unknown; error?: unknown; message?: unknown }),
+      (message) =>
+        store.#receive(message as { op?: unknown; id?: unknown; value?: unknown; error?: unknown; message?: unknown }),
       (reason) => {
         store.#fail(`got ${reason} from rank 0's store`);
         socket.destroy();
@@ -68,7 +76,9 @@ export class TcpStore implements Store {
       // Answers carry values other ranks wrote: as long as a request, and a little more.
       () => store.#maxBytes + 1024 * 1024,
     );
-    socket.on("close", () => store.#fail("lost the connection: rank 0, which hosts it, exited, crashed or closed the group"));
+    socket.on("close", () =>
+      store.#fail("lost the connection: rank 0, which hosts it, exited, crashed or closed the group"),
+    );
     sendJsonLine(socket, { op: "hello", ...(options.token === undefined ? {} : { token: options.token }) });
     try {
       await ready;
@@ -125,10 +135,14 @@ export class TcpStore implements Store {
 
   #request(request: Request, waitMs = 0): Promise<unknown> {
     if (this.#lost) return Promise.reject(this.#lost);
-    if (this.#closed) return Promise.reject(new CheckpointError("process_group", `[tcp] the store client for ${this.where} is closed`));
+    if (this.#closed)
+      return Promise.reject(new CheckpointError("process_group", `[tcp] the store client for ${this.where} is closed`));
     const id = this.#next++;
     return new Promise<unknown>((resolve, reject) => {
-      const timer = setTimeout(() => this.#fail(`no answer to ${request.op} ${request.key} within ${ANSWER_DEADLINE_MS + waitMs} ms`), ANSWER_DEADLINE_MS + waitMs);
+      const timer = setTimeout(
+        () => this.#fail(`no answer to ${request.op} ${request.key} within ${ANSWER_DEADLINE_MS + waitMs} ms`),
+        ANSWER_DEADLINE_MS + waitMs,
+      );
       timer.unref();
       this.#pending.set(id, { resolve, reject, timer });
       try {
@@ -136,7 +150,13 @@ export class TcpStore implements Store {
       } catch (error) {
         clearTimeout(timer);
         this.#pending.delete(id);
-        reject(new CheckpointError("process_group", `[tcp] cannot send ${request.op} ${request.key} to ${this.where}: ${(error as Error).message} (maxMessageBytes)`, { cause: error }));
+        reject(
+          new CheckpointError(
+            "process_group",
+            `[tcp] cannot send ${request.op} ${request.key} to ${this.where}: ${(error as Error).message} (maxMessageBytes)`,
+            { cause: error },
+          ),
+        );
       }
     });
   }
@@ -148,7 +168,8 @@ export class TcpStore implements Store {
     if (!pending) return;
     clearTimeout(pending.timer);
     this.#pending.delete(id as number);
-    if (message.error !== undefined) pending.reject(new CheckpointError("process_group", `[tcp] ${String(message.error)} on ${this.where}`));
+    if (message.error !== undefined)
+      pending.reject(new CheckpointError("process_group", `[tcp] ${String(message.error)} on ${this.where}`));
     else pending.resolve(message.value);
   }
 

@@ -40,7 +40,10 @@ async function binary(name: "etcd" | "redis-server"): Promise<Binary> {
   }
   const root = join(CACHE, "root");
   if (!existsSync(join(root, "usr/bin", name))) await provision(root);
-  return { path: join(root, "usr/bin", name), env: { ...process.env, LD_LIBRARY_PATH: join(root, "usr/lib/x86_64-linux-gnu") } };
+  return {
+    path: join(root, "usr/bin", name),
+    env: { ...process.env, LD_LIBRARY_PATH: join(root, "usr/lib/x86_64-linux-gnu") },
+  };
 }
 
 async function provision(root: string): Promise<void> {
@@ -54,7 +57,8 @@ async function provision(root: string): Promise<void> {
       );
     });
     const unpacked = join(work, "root");
-    for (const deb of (await readdir(work)).filter((f) => f.endsWith(".deb"))) await run("dpkg", ["-x", join(work, deb), unpacked]);
+    for (const deb of (await readdir(work)).filter((f) => f.endsWith(".deb")))
+      await run("dpkg", ["-x", join(work, deb), unpacked]);
     await symlink("redis-check-rdb", join(unpacked, "usr/bin/redis-server"));
     // Concurrent test files may provision at once: the first rename wins, the others keep theirs.
     await rename(unpacked, root).catch((error: NodeJS.ErrnoException) => {
@@ -77,7 +81,9 @@ async function start(program: Binary, args: string[], ready: RegExp, dir: string
     child.stdout!.on("data", onData);
     child.stderr!.on("data", onData);
     child.once("error", reject);
-    child.once("exit", (code) => reject(new Error(`${program.path} exited with ${code} before it was ready:\n${output}`)));
+    child.once("exit", (code) =>
+      reject(new Error(`${program.path} exited with ${code} before it was ready:\n${output}`)),
+    );
   });
   child.stdout!.removeAllListeners("data").resume();
   child.stderr!.removeAllListeners("data").resume();
@@ -103,9 +109,20 @@ export async function startEtcd(): Promise<TestServer> {
   const child = await start(
     await binary("etcd"),
     [
-      "--name", "cairn-test", "--data-dir", dir,
-      "--listen-client-urls", `http://127.0.0.1:${client}`, "--advertise-client-urls", `http://127.0.0.1:${client}`,
-      "--listen-peer-urls", peerUrl, "--initial-advertise-peer-urls", peerUrl, "--initial-cluster", `cairn-test=${peerUrl}`,
+      "--name",
+      "cairn-test",
+      "--data-dir",
+      dir,
+      "--listen-client-urls",
+      `http://127.0.0.1:${client}`,
+      "--advertise-client-urls",
+      `http://127.0.0.1:${client}`,
+      "--listen-peer-urls",
+      peerUrl,
+      "--initial-advertise-peer-urls",
+      peerUrl,
+      "--initial-cluster",
+      `cairn-test=${peerUrl}`,
     ],
     /ready to serve client requests/,
     dir,

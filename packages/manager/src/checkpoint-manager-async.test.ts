@@ -46,23 +46,26 @@ class GatedStorage extends FaultyStorageAdapter {
 }
 
 describe("CheckpointManager.saveAsync", () => {
-  it.each(["copy", "reference"] as const)("returns once staged; changes made afterwards do not reach the checkpoint (%s staging)", async (staging) => {
-    const mgr = new CheckpointManager(memoryRoot(), 1, { staging });
-    const v = tf.variable(tf.tensor1d([1, 2, 3]));
-    const t = tf.tensor1d([4, 5]);
-    const host = hostTensor("int32", [2], Int32Array.of(6, 7));
-    expect(await mgr.saveAsync(1, { v, t, host })).toBe(true);
-    v.assign(tf.tensor1d([0, 0, 0]));
-    t.dispose();
-    host.data.fill(0);
-    await mgr.join();
-    const back = (await mgr.restore(1)) as Record<string, HostTensor>;
-    expect(back.v!.data).toEqual(Float32Array.of(1, 2, 3));
-    expect(back.t!.data).toEqual(Float32Array.of(4, 5));
-    expect(back.host!.data).toEqual(Int32Array.of(6, 7));
-    v.dispose();
-    await mgr.close();
-  });
+  it.each(["copy", "reference"] as const)(
+    "returns once staged; changes made afterwards do not reach the checkpoint (%s staging)",
+    async (staging) => {
+      const mgr = new CheckpointManager(memoryRoot(), 1, { staging });
+      const v = tf.variable(tf.tensor1d([1, 2, 3]));
+      const t = tf.tensor1d([4, 5]);
+      const host = hostTensor("int32", [2], Int32Array.of(6, 7));
+      expect(await mgr.saveAsync(1, { v, t, host })).toBe(true);
+      v.assign(tf.tensor1d([0, 0, 0]));
+      t.dispose();
+      host.data.fill(0);
+      await mgr.join();
+      const back = (await mgr.restore(1)) as Record<string, HostTensor>;
+      expect(back.v!.data).toEqual(Float32Array.of(1, 2, 3));
+      expect(back.t!.data).toEqual(Float32Array.of(4, 5));
+      expect(back.host!.data).toEqual(Int32Array.of(6, 7));
+      v.dispose();
+      await mgr.close();
+    },
+  );
 
   it("keeps at most maxPendingAsync uploads in flight; beyond that saveAsync waits for the oldest", async () => {
     const storage = new GatedStorage(await openStorage(memoryRoot()));
@@ -89,7 +92,11 @@ describe("CheckpointManager.saveAsync", () => {
     off();
     await mgr.saveAsync(4, state(4));
     await mgr.close();
-    expect(seen.map(([name, e]) => [name, e.step])).toEqual([["staged", 3], ["committed", 3], ["staged", 4]]);
+    expect(seen.map(([name, e]) => [name, e.step])).toEqual([
+      ["staged", 3],
+      ["committed", 3],
+      ["staged", 4],
+    ]);
     expect(seen[0]![1].bytes).toBe(16);
     expect(seen[1]![1].bytes).toBeGreaterThan(16);
     expect(seen[1]![1].seconds).toBeGreaterThan(0);
@@ -136,7 +143,9 @@ describe("CheckpointManager.saveAsync", () => {
   });
 
   it("close waits for uploads and rejects with a failure they had", async () => {
-    const storage = new FaultyStorageAdapter(await openStorage(memoryRoot()), [{ operation: "write", path: (p) => p.includes("data-") }]);
+    const storage = new FaultyStorageAdapter(await openStorage(memoryRoot()), [
+      { operation: "write", path: (p) => p.includes("data-") },
+    ]);
     const mgr = new CheckpointManager(storage, 1);
     await mgr.saveAsync(1, state(1));
     await expect(mgr.close()).rejects.toMatchObject({ code: "storage" });
@@ -174,8 +183,15 @@ describe("preemption", () => {
 
   it("listens on configurable signals, and not at all when turned off or read-only", async () => {
     const signals = new EventEmitter();
-    const a = new CheckpointManager(memoryRoot(), 1, { signalTarget: signals, preemptionSignals: ["SIGUSR1", "SIGINT"] });
-    expect([signals.listenerCount("SIGUSR1"), signals.listenerCount("SIGINT"), signals.listenerCount("SIGTERM")]).toEqual([1, 1, 0]);
+    const a = new CheckpointManager(memoryRoot(), 1, {
+      signalTarget: signals,
+      preemptionSignals: ["SIGUSR1", "SIGINT"],
+    });
+    expect([
+      signals.listenerCount("SIGUSR1"),
+      signals.listenerCount("SIGINT"),
+      signals.listenerCount("SIGTERM"),
+    ]).toEqual([1, 1, 0]);
     const b = new CheckpointManager(memoryRoot(), 1, { signalTarget: signals, checkpointOnPreemption: false });
     const c = new CheckpointManager(memoryRoot(), 1, { signalTarget: signals, readOnly: true });
     expect(signals.listenerCount("SIGTERM")).toBe(0);
@@ -193,7 +209,10 @@ describe("preemption", () => {
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/computeMetadata/v1/instance/preempted`;
     const source = MetadataPreemptionSource.gce({ url, intervalMs: 20 });
-    const mgr = new CheckpointManager(memoryRoot(), 1000, { preemptionSources: [source], signalTarget: new EventEmitter() });
+    const mgr = new CheckpointManager(memoryRoot(), 1000, {
+      preemptionSources: [source],
+      signalTarget: new EventEmitter(),
+    });
     try {
       await new Promise((r) => setTimeout(r, 80));
       expect(mgr.shouldSave(5)).toBe(false);
@@ -208,4 +227,3 @@ describe("preemption", () => {
     }
   });
 });
-

@@ -1,4 +1,15 @@
-import { CheckpointError, type LoadOptions, type StorageAdapter, storageUrl, checkSaveOptions, type ProcessGroup, type SaveOptions, type StagingStrategy, type StorageOptions, isCoordinated } from "@cairn/core";
+import {
+  CheckpointError,
+  type LoadOptions,
+  type StorageAdapter,
+  storageUrl,
+  checkSaveOptions,
+  type ProcessGroup,
+  type SaveOptions,
+  type StagingStrategy,
+  type StorageOptions,
+  isCoordinated,
+} from "@cairn/core";
 import { invalid } from "./manager-arguments.js";
 import type { PreemptionSource, SignalTarget } from "./preemption.js";
 import type { RetentionOptions } from "./retention-policy.js";
@@ -83,48 +94,85 @@ export function checkOptions(options: CheckpointManagerOptions): void {
   if (typeof options !== "object" || options === null) fail("object", "an object", options);
   const count = (name: keyof CheckpointManagerOptions, min: number): void => {
     const value = options[name];
-    if (value !== undefined && (typeof value !== "number" || !Number.isSafeInteger(value) || value < min)) fail(name, `an integer >= ${min}`, value);
+    if (value !== undefined && (typeof value !== "number" || !Number.isSafeInteger(value) || value < min))
+      fail(name, `an integer >= ${min}`, value);
   };
   count("maxToKeep", 0);
   count("keepPeriod", 1);
   count("maxPendingAsync", 1);
   count("stagingBudget", 1);
-  if (options.save !== undefined && (typeof options.save !== "object" || options.save === null)) fail("save", "an object of save options", options.save);
+  if (options.save !== undefined && (typeof options.save !== "object" || options.save === null))
+    fail("save", "an object of save options", options.save);
   if (options.save !== undefined) checkSaveOptions(options.save, "CheckpointManager option save.");
   const incremental = options.incremental;
   if (incremental !== undefined && typeof incremental !== "boolean") {
-    const every = typeof incremental === "object" && incremental !== null ? (incremental as { fullEvery?: unknown }).fullEvery : null;
-    if (every === null || (every !== undefined && (typeof every !== "number" || !Number.isSafeInteger(every) || every < 1))) fail("incremental", "true, false or { fullEvery: an integer >= 1 }", incremental);
+    const every =
+      typeof incremental === "object" && incremental !== null
+        ? (incremental as { fullEvery?: unknown }).fullEvery
+        : null;
+    if (
+      every === null ||
+      (every !== undefined && (typeof every !== "number" || !Number.isSafeInteger(every) || every < 1))
+    )
+      fail("incremental", "true, false or { fullEvery: an integer >= 1 }", incremental);
   }
-  if (options.staging !== undefined && options.staging !== "copy" && options.staging !== "reference") fail("staging", '"copy" or "reference"', options.staging);
-  if (options.uploadWorker !== undefined && typeof options.uploadWorker !== "boolean") fail("uploadWorker", "a boolean", options.uploadWorker);
-  if (options.checkpointOnPreemption !== undefined && typeof options.checkpointOnPreemption !== "boolean") fail("checkpointOnPreemption", "a boolean", options.checkpointOnPreemption);
-  if (options.preemptionSignals !== undefined && (!Array.isArray(options.preemptionSignals) || !options.preemptionSignals.every((s) => typeof s === "string" && s.startsWith("SIG")))) {
+  if (options.staging !== undefined && options.staging !== "copy" && options.staging !== "reference")
+    fail("staging", '"copy" or "reference"', options.staging);
+  if (options.uploadWorker !== undefined && typeof options.uploadWorker !== "boolean")
+    fail("uploadWorker", "a boolean", options.uploadWorker);
+  if (options.checkpointOnPreemption !== undefined && typeof options.checkpointOnPreemption !== "boolean")
+    fail("checkpointOnPreemption", "a boolean", options.checkpointOnPreemption);
+  if (
+    options.preemptionSignals !== undefined &&
+    (!Array.isArray(options.preemptionSignals) ||
+      !options.preemptionSignals.every((s) => typeof s === "string" && s.startsWith("SIG")))
+  ) {
     fail("preemptionSignals", 'an array of signal names like "SIGTERM"', options.preemptionSignals);
   }
-  if (options.preemptionSources !== undefined && (!Array.isArray(options.preemptionSources) || !options.preemptionSources.every((s) => typeof s?.start === "function" && typeof s?.stop === "function"))) {
+  if (
+    options.preemptionSources !== undefined &&
+    (!Array.isArray(options.preemptionSources) ||
+      !options.preemptionSources.every((s) => typeof s?.start === "function" && typeof s?.stop === "function"))
+  ) {
     fail("preemptionSources", "an array of PreemptionSource objects (start, stop)", options.preemptionSources);
   }
   const target = options.signalTarget;
-  if (target !== undefined && (typeof target !== "object" || target === null || typeof target.on !== "function" || typeof target.off !== "function")) {
+  if (
+    target !== undefined &&
+    (typeof target !== "object" ||
+      target === null ||
+      typeof target.on !== "function" ||
+      typeof target.off !== "function")
+  ) {
     fail("signalTarget", "an object with on and off (like process or an EventEmitter)", target);
   }
   const positive = (name: keyof CheckpointManagerOptions): void => {
     const value = options[name];
-    if (value !== undefined && (typeof value !== "number" || !(value > 0) || !Number.isFinite(value))) fail(name, "a positive number of ms", value);
+    if (value !== undefined && (typeof value !== "number" || !(value > 0) || !Number.isFinite(value)))
+      fail(name, "a positive number of ms", value);
   };
   positive("keepTimeInterval");
   positive("leftoverAgeMs");
-  if (options.bestFn !== undefined && typeof options.bestFn !== "function") fail("bestFn", "a function of the step's metrics", options.bestFn);
-  if (options.bestMode !== undefined && options.bestMode !== "max" && options.bestMode !== "min") fail("bestMode", '"max" or "min"', options.bestMode);
-  if (options.bestMode !== undefined && options.bestFn === undefined) fail("bestMode", "given together with bestFn", options.bestMode);
-  if (options.readOnly !== undefined && typeof options.readOnly !== "boolean") fail("readOnly", "a boolean", options.readOnly);
-  if (options.now !== undefined && typeof options.now !== "function") fail("now", "a function returning ms since the epoch", options.now);
+  if (options.bestFn !== undefined && typeof options.bestFn !== "function")
+    fail("bestFn", "a function of the step's metrics", options.bestFn);
+  if (options.bestMode !== undefined && options.bestMode !== "max" && options.bestMode !== "min")
+    fail("bestMode", '"max" or "min"', options.bestMode);
+  if (options.bestMode !== undefined && options.bestFn === undefined)
+    fail("bestMode", "given together with bestFn", options.bestMode);
+  if (options.readOnly !== undefined && typeof options.readOnly !== "boolean")
+    fail("readOnly", "a boolean", options.readOnly);
+  if (options.now !== undefined && typeof options.now !== "function")
+    fail("now", "a function returning ms since the epoch", options.now);
   const group = options.processGroup;
   if (group !== undefined) {
-    if (typeof group !== "object" || group === null || typeof group.allGather !== "function") fail("processGroup", "a ProcessGroup (from initProcessGroup())", group);
+    if (typeof group !== "object" || group === null || typeof group.allGather !== "function")
+      fail("processGroup", "a ProcessGroup (from initProcessGroup())", group);
     if (group.worldSize > 1 && !isCoordinated(group)) {
-      fail("processGroup", "a group with group(tag), post and on (as initProcessGroup() returns) when worldSize > 1", "a plain ProcessGroup");
+      fail(
+        "processGroup",
+        "a group with group(tag), post and on (as initProcessGroup() returns) when worldSize > 1",
+        "a plain ProcessGroup",
+      );
     }
   }
   for (const name of ["storageOptions", "save", "load"] as const) {
@@ -134,12 +182,21 @@ export function checkOptions(options: CheckpointManagerOptions): void {
 }
 
 /** Checks what a CheckpointManager is constructed with, before anything touches storage; returns its locations, fastest first. */
-export function checkManagerArguments(location: unknown, saveInterval: unknown, options: CheckpointManagerOptions): (string | StorageAdapter)[] {
-  if (typeof saveInterval !== "number" || !Number.isSafeInteger(saveInterval) || saveInterval < 1) throw invalid("saveInterval", "an integer of at least 1", saveInterval);
+export function checkManagerArguments(
+  location: unknown,
+  saveInterval: unknown,
+  options: CheckpointManagerOptions,
+): (string | StorageAdapter)[] {
+  if (typeof saveInterval !== "number" || !Number.isSafeInteger(saveInterval) || saveInterval < 1)
+    throw invalid("saveInterval", "an integer of at least 1", saveInterval);
   checkOptions(options);
   const locations = locationsOf(location);
   if (locations.length === 1 && (options.tiers !== undefined || options.replication !== undefined)) {
-    throw invalid("CheckpointManager options tiers and replication", "given only with several locations (tiers)", options.tiers ?? options.replication);
+    throw invalid(
+      "CheckpointManager options tiers and replication",
+      "given only with several locations (tiers)",
+      options.tiers ?? options.replication,
+    );
   }
   checkTierOptions(options.tiers, options.replication, locations.length);
   const worldSize = options.processGroup?.worldSize ?? 1;

@@ -29,8 +29,14 @@ describe("CheckpointManager.prepare", () => {
   });
 
   it("is refused by a read-only manager and rejects a bad state dict", async () => {
-    const readOnly = new CheckpointManager("memory://prepare-read-only", 1, { readOnly: true, checkpointOnPreemption: false });
-    await expect(readOnly.prepare({ t: hostTensor("float32", [4]) })).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringContaining("read-only") });
+    const readOnly = new CheckpointManager("memory://prepare-read-only", 1, {
+      readOnly: true,
+      checkpointOnPreemption: false,
+    });
+    await expect(readOnly.prepare({ t: hostTensor("float32", [4]) })).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: expect.stringContaining("read-only"),
+    });
     const manager = new CheckpointManager("memory://prepare-bad", 1, { checkpointOnPreemption: false });
     await expect(manager.prepare(null as never)).rejects.toMatchObject({ code: "invalid_argument" });
     await manager.close();

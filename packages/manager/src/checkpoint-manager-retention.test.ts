@@ -14,7 +14,11 @@ class UndeletableStorage extends FaultyStorageAdapter {
   refuse: (path: string) => boolean = () => false;
 
   override async delete(path: string): Promise<void> {
-    if (this.refuse(path)) throw new CheckpointError("permission_denied", `[${this.protocol}] deleting ${path}: permission denied`, { cause: new Error("EACCES"), context: { path } });
+    if (this.refuse(path))
+      throw new CheckpointError("permission_denied", `[${this.protocol}] deleting ${path}: permission denied`, {
+        cause: new Error("EACCES"),
+        context: { path },
+      });
     return super.delete(path);
   }
 }
@@ -45,28 +49,31 @@ afterEach(() => {
 });
 
 describe("CheckpointManager retention failures", () => {
-  it.each(["save", "saveAsync"] as const)("an undeletable old step fails no later %s: reported once, listed by join(), retried until it goes", async (method) => {
-    const inner = await openStorage(memoryRoot());
-    const storage = new UndeletableStorage(inner);
-    storage.refuse = (path) => path.startsWith("1/");
-    const mgr = new CheckpointManager(storage, 1, { maxToKeep: 2 });
-    const errors: ManagerEvents["error"][] = [];
-    mgr.on("error", (e) => errors.push(e));
-    for (const step of [1, 2, 3, 4, 5]) expect(await mgr[method](step, state(step))).toBe(true);
-    const { retentionFailures } = await mgr.join();
-    expect(retentionFailures).toEqual([{ step: 1, error: expect.objectContaining({ code: "permission_denied" }) }]);
-    expect(errors).toEqual([{ step: 1, operation: "retention", error: retentionFailures[0]!.error }]);
-    expect((retentionFailures[0]!.error as Error).cause).toBeInstanceOf(Error);
-    // maxToKeep still holds for every other step.
-    expect(await mgr.allSteps()).toEqual([1, 4, 5]);
+  it.each(["save", "saveAsync"] as const)(
+    "an undeletable old step fails no later %s: reported once, listed by join(), retried until it goes",
+    async (method) => {
+      const inner = await openStorage(memoryRoot());
+      const storage = new UndeletableStorage(inner);
+      storage.refuse = (path) => path.startsWith("1/");
+      const mgr = new CheckpointManager(storage, 1, { maxToKeep: 2 });
+      const errors: ManagerEvents["error"][] = [];
+      mgr.on("error", (e) => errors.push(e));
+      for (const step of [1, 2, 3, 4, 5]) expect(await mgr[method](step, state(step))).toBe(true);
+      const { retentionFailures } = await mgr.join();
+      expect(retentionFailures).toEqual([{ step: 1, error: expect.objectContaining({ code: "permission_denied" }) }]);
+      expect(errors).toEqual([{ step: 1, operation: "retention", error: retentionFailures[0]!.error }]);
+      expect((retentionFailures[0]!.error as Error).cause).toBeInstanceOf(Error);
+      // maxToKeep still holds for every other step.
+      expect(await mgr.allSteps()).toEqual([1, 4, 5]);
 
-    storage.refuse = () => false;
-    expect(await mgr[method](6, state(6))).toBe(true);
-    expect(await mgr.close()).toEqual({ retentionFailures: [] });
-    expect(await new CheckpointManager(inner, 1).allSteps()).toEqual([5, 6]);
-    expect(await names(inner, "1/")).toEqual([]);
-    expect(errors).toHaveLength(1);
-  });
+      storage.refuse = () => false;
+      expect(await mgr[method](6, state(6))).toBe(true);
+      expect(await mgr.close()).toEqual({ retentionFailures: [] });
+      expect(await new CheckpointManager(inner, 1).allSteps()).toEqual([5, 6]);
+      expect(await names(inner, "1/")).toEqual([]);
+      expect(errors).toHaveLength(1);
+    },
+  );
 
   it("finishes a step whose metadata.json went but whose data files would not, whatever leftoverAgeMs says", async () => {
     const inner = await openStorage(memoryRoot());
@@ -95,7 +102,9 @@ describe("CheckpointManager retention failures", () => {
     storage.addFault({ operation: "list", path: (prefix) => prefix === "", times: 2 });
     await mgr.save(1, state(1));
     await mgr.save(2, state(2));
-    expect((await mgr.join()).retentionFailures).toEqual([{ step: undefined, error: expect.objectContaining({ code: "storage" }) }]);
+    expect((await mgr.join()).retentionFailures).toEqual([
+      { step: undefined, error: expect.objectContaining({ code: "storage" }) },
+    ]);
     expect(errors.map((e) => [e.operation, e.step])).toEqual([["retention", undefined]]);
     await mgr.save(3, state(3));
     expect(await mgr.close()).toEqual({ retentionFailures: [] });
@@ -115,7 +124,11 @@ describe("CheckpointManager retention failures", () => {
 
   it("never deletes the files of a save in flight, even with every leftover old enough to go", async () => {
     const storage = new MidSaveListing(await openStorage(memoryRoot()));
-    const mgr = new CheckpointManager(storage, 1, { maxToKeep: 1, leftoverAgeMs: 1000, now: () => Date.now() + 3600_000 });
+    const mgr = new CheckpointManager(storage, 1, {
+      maxToKeep: 1,
+      leftoverAgeMs: 1000,
+      now: () => Date.now() + 3600_000,
+    });
     storage.beforeCommit = () => mgr.join();
     const errors: ManagerEvents["error"][] = [];
     mgr.on("error", (e) => errors.push(e));
@@ -136,7 +149,9 @@ describe("CheckpointManager retention failures", () => {
   });
 
   it("still rejects the next call once after a failed background upload, and says it was the save", async () => {
-    const storage = new FaultyStorageAdapter(await openStorage(memoryRoot()), [{ operation: "write", path: (p) => p.startsWith("2/data-") }]);
+    const storage = new FaultyStorageAdapter(await openStorage(memoryRoot()), [
+      { operation: "write", path: (p) => p.startsWith("2/data-") },
+    ]);
     const mgr = new CheckpointManager(storage, 1, { maxToKeep: 1 });
     const errors: ManagerEvents["error"][] = [];
     mgr.on("error", (e) => errors.push(e));

@@ -63,8 +63,17 @@ describe.each(Object.keys(ROOTS) as (keyof typeof ROOTS)[])("CheckpointManager o
 
   it("stores metadata and metrics and returns them, and restores the whole state or a subtree", async () => {
     const mgr = new CheckpointManager(await ROOTS[kind](), 1, { now: () => Date.parse("2026-11-21T10:00:00Z") });
-    await mgr.save(5, { ...state(5), optim: { m: hostTensor("float64", [2], Float64Array.of(1, 2)) } }, { metrics: { loss: 0.25 }, metadata: { run: "a" } });
-    expect(await mgr.metadata(5)).toEqual({ step: 5, savedAt: "2026-11-21T10:00:00.000Z", metrics: { loss: 0.25 }, metadata: { run: "a" } });
+    await mgr.save(
+      5,
+      { ...state(5), optim: { m: hostTensor("float64", [2], Float64Array.of(1, 2)) } },
+      { metrics: { loss: 0.25 }, metadata: { run: "a" } },
+    );
+    expect(await mgr.metadata(5)).toEqual({
+      step: 5,
+      savedAt: "2026-11-21T10:00:00.000Z",
+      metrics: { loss: 0.25 },
+      metadata: { run: "a" },
+    });
     const whole = await mgr.restore(5);
     expect((whole.optim as { m: HostTensor }).m.data).toEqual(Float64Array.of(1, 2));
     const subtree = { model: { w: hostTensor("float32", [4]) } };
@@ -77,7 +86,10 @@ describe.each(Object.keys(ROOTS) as (keyof typeof ROOTS)[])("CheckpointManager o
     const root = await ROOTS[kind]();
     const mgr = new CheckpointManager(root, 1);
     await mgr.save(3, state(1));
-    await expect(mgr.save(3, state(2))).rejects.toMatchObject({ code: "already_exists", message: expect.stringContaining("overwrite: true") });
+    await expect(mgr.save(3, state(2))).rejects.toMatchObject({
+      code: "already_exists",
+      message: expect.stringContaining("overwrite: true"),
+    });
     const t = state(0);
     await mgr.restore(3, t);
     expect(t.step).toBe(1);
@@ -86,8 +98,12 @@ describe.each(Object.keys(ROOTS) as (keyof typeof ROOTS)[])("CheckpointManager o
     expect(t.step).toBe(2);
     const storage = await openStorage(root);
     expect((await names(storage, "3/")).filter((n) => n.endsWith(".safetensors")).length).toBeGreaterThan(0);
-    const files = Object.keys((await import("@cairn/core/format")).parseMetadata(await storage.read("3/metadata.json"), "m").files);
-    expect((await names(storage, "3/")).filter((n) => n !== "3/metadata.json")).toEqual(files.map((f) => `3/${f}`).sort());
+    const files = Object.keys(
+      (await import("@cairn/core/format")).parseMetadata(await storage.read("3/metadata.json"), "m").files,
+    );
+    expect((await names(storage, "3/")).filter((n) => n !== "3/metadata.json")).toEqual(
+      files.map((f) => `3/${f}`).sort(),
+    );
     await mgr.close();
   });
 
@@ -97,7 +113,9 @@ describe.each(Object.keys(ROOTS) as (keyof typeof ROOTS)[])("CheckpointManager o
     const b = new CheckpointManager(root, 1);
     const results = await Promise.allSettled([a.save(8, state(1)), b.save(8, state(2))]);
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
-    expect((results.find((r) => r.status === "rejected") as PromiseRejectedResult).reason).toMatchObject({ code: "already_exists" });
+    expect((results.find((r) => r.status === "rejected") as PromiseRejectedResult).reason).toMatchObject({
+      code: "already_exists",
+    });
     expect(await a.allSteps()).toEqual([8]);
     await a.close();
     await b.close();
@@ -137,10 +155,13 @@ describe.each(Object.keys(ROOTS) as (keyof typeof ROOTS)[])("CheckpointManager o
     await writer.save(1, state(1));
     await writer.close();
     const reader = new CheckpointManager(root, 1, { readOnly: true });
-    await expect(reader.save(2, state(2))).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringContaining("read-only") });
+    await expect(reader.save(2, state(2))).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: expect.stringContaining("read-only"),
+    });
     await expect(reader.delete(1)).rejects.toMatchObject({ code: "invalid_argument" });
     expect(await reader.allSteps()).toEqual([1]);
-    expect(((await reader.restore(1)).step as number)).toBe(1);
+    expect((await reader.restore(1)).step as number).toBe(1);
     await reader.close();
   });
 
@@ -152,7 +173,10 @@ describe.each(Object.keys(ROOTS) as (keyof typeof ROOTS)[])("CheckpointManager o
     await mgr.save(1, state(1));
     await storage.write("2/data-r0-0-0123456789ab.safetensors", new Uint8Array(100));
     expect(await mgr.allSteps()).toEqual([1]);
-    await expect(mgr.restore(2, state(0))).rejects.toMatchObject({ code: "not_found", message: expect.stringContaining("committed steps: 1") });
+    await expect(mgr.restore(2, state(0))).rejects.toMatchObject({
+      code: "not_found",
+      message: expect.stringContaining("committed steps: 1"),
+    });
     await mgr.save(3, state(3));
     await mgr.join();
     expect(await names(storage, "2/")).toEqual(["2/data-r0-0-0123456789ab.safetensors"]);
@@ -183,11 +207,19 @@ describe.each(Object.keys(ROOTS) as (keyof typeof ROOTS)[])("CheckpointManager o
     const mgr = new CheckpointManager(root, 1);
     await mgr.save(1, state(1));
     for (const step of [1.5, -1, Number.MAX_SAFE_INTEGER + 1, NaN, "3" as unknown as number]) {
-      await expect(mgr.save(step, state(9))).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringContaining("step must be a non-negative integer") });
+      await expect(mgr.save(step, state(9))).rejects.toMatchObject({
+        code: "invalid_argument",
+        message: expect.stringContaining("step must be a non-negative integer"),
+      });
       await expect(mgr.restore(step, state(9))).rejects.toMatchObject({ code: "invalid_argument" });
     }
-    await expect(mgr.save(2, { bad: () => 1 } as unknown as StateDict)).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringContaining("bad") });
-    await expect(mgr.save(2, { t: { dtype: "float32", shape: [3], data: new Float32Array(2) } } as unknown as StateDict)).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(mgr.save(2, { bad: () => 1 } as unknown as StateDict)).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: expect.stringContaining("bad"),
+    });
+    await expect(
+      mgr.save(2, { t: { dtype: "float32", shape: [3], data: new Float32Array(2) } } as unknown as StateDict),
+    ).rejects.toMatchObject({ code: "invalid_argument" });
     expect(await mgr.allSteps()).toEqual([1]);
     const t = state(0);
     await mgr.restore(1, t);
@@ -212,10 +244,17 @@ describe("CheckpointManager construction", () => {
     [1, { save: { blockSize: 0 } }, /option save\.blockSize must be a positive whole number/],
     [1, { save: 4 }, /option save must be an object/],
   ])("rejects saveInterval %s with options %j", (interval, options, message) => {
-    expect(() => new CheckpointManager("memory://x/y", interval, options as never)).toThrow(expect.objectContaining({ code: "invalid_argument", message: expect.stringMatching(message) }));
+    expect(() => new CheckpointManager("memory://x/y", interval, options as never)).toThrow(
+      expect.objectContaining({ code: "invalid_argument", message: expect.stringMatching(message) }),
+    );
   });
 
   it("rejects an unknown URL protocol at once, naming the known ones", () => {
-    expect(() => new CheckpointManager("ftp://host/run", 1)).toThrow(expect.objectContaining({ code: "unsupported_protocol", message: expect.stringMatching(/ftp:\/\/.*known: .*file.*gs.*memory.*s3/) }));
+    expect(() => new CheckpointManager("ftp://host/run", 1)).toThrow(
+      expect.objectContaining({
+        code: "unsupported_protocol",
+        message: expect.stringMatching(/ftp:\/\/.*known: .*file.*gs.*memory.*s3/),
+      }),
+    );
   });
 });

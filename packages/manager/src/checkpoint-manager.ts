@@ -1,7 +1,30 @@
-import { CheckpointError, type CoordinatedProcessGroup, isCheckpointError, type LoadResult, type ProcessGroup, type SaveResult, type StateDict, type StorageAdapter, SingleProcessGroup, load, save } from "@cairn/core";
+import {
+  CheckpointError,
+  type CoordinatedProcessGroup,
+  isCheckpointError,
+  type LoadResult,
+  type ProcessGroup,
+  type SaveResult,
+  type StateDict,
+  type StorageAdapter,
+  SingleProcessGroup,
+  load,
+  save,
+} from "@cairn/core";
 import "@cairn/storage-local";
-import { type CheckpointManagerOptions, type CloseOptions, checkManagerArguments } from "./checkpoint-manager-options.js";
-import { type RestoreOptions, type SaveStepOptions, checkListener, checkRestoreArguments, checkSaveStepOptions, checkStateDict } from "./manager-arguments.js";
+import {
+  type CheckpointManagerOptions,
+  type CloseOptions,
+  checkManagerArguments,
+} from "./checkpoint-manager-options.js";
+import {
+  type RestoreOptions,
+  type SaveStepOptions,
+  checkListener,
+  checkRestoreArguments,
+  checkSaveStepOptions,
+  checkStateDict,
+} from "./manager-arguments.js";
 import { ManagerEmitter, type ManagerEventName, type ManagerEvents } from "./manager-events.js";
 import { SignalPreemptionSource } from "./preemption.js";
 import { PreemptionWatch } from "./preemption-watch.js";
@@ -14,7 +37,14 @@ import { checkStep, stepDir } from "./step-naming.js";
 import type { RetentionFailure, StepMetadata, StepStore } from "./step-store.js";
 import { Tier, type TierState } from "./tier.js";
 import { tierConfigs } from "./tier-config.js";
-import { allStepsOf, deleteEverywhere, latestStepOf, metadataOf, refuseOnSlowerTiers, tierStates } from "./tiered-steps.js";
+import {
+  allStepsOf,
+  deleteEverywhere,
+  latestStepOf,
+  metadataOf,
+  refuseOnSlowerTiers,
+  tierStates,
+} from "./tiered-steps.js";
 import { restoreFromTiers } from "./tiered-restore.js";
 
 export type { CheckpointManagerOptions, CloseOptions } from "./checkpoint-manager-options.js";
@@ -84,7 +114,11 @@ export class CheckpointManager {
    * tiered manager, which commits to the first and copies each step down the others in the
    * background (see `tiers` and `replication`, and docs/tiers.md).
    */
-  constructor(location: string | StorageAdapter | readonly (string | StorageAdapter)[], saveInterval: number, options: CheckpointManagerOptions = {}) {
+  constructor(
+    location: string | StorageAdapter | readonly (string | StorageAdapter)[],
+    saveInterval: number,
+    options: CheckpointManagerOptions = {},
+  ) {
     const locations = checkManagerArguments(location, saveInterval, options);
     this.#group = (options.processGroup as CoordinatedProcessGroup | undefined) ?? new SingleProcessGroup();
     this.saveInterval = saveInterval;
@@ -99,9 +133,19 @@ export class CheckpointManager {
           storageOptions: options.storageOptions,
           leftoverAgeMs: options.leftoverAgeMs ?? 24 * 3600 * 1000,
           now: () => this.#now(),
-          isBusy: (tier, step) => (tier === 0 && (this.#pipeline.isBusy(step) || this.#bases.isBusy(step))) || (this.#replication?.isHeld(tier, step) ?? false) || (this.#replication?.queue.has(step, tier) ?? false),
-          onDamaged: (tier, step, error) => this.#events.report({ step, error, operation: "listing", ...(this.#tiered ? { tier } : {}) }),
-          onRetentionFailure: (tier, { step, error }) => this.#events.report({ ...(step === undefined ? {} : { step }), error, operation: "retention", ...(this.#tiered ? { tier } : {}) }),
+          isBusy: (tier, step) =>
+            (tier === 0 && (this.#pipeline.isBusy(step) || this.#bases.isBusy(step))) ||
+            (this.#replication?.isHeld(tier, step) ?? false) ||
+            (this.#replication?.queue.has(step, tier) ?? false),
+          onDamaged: (tier, step, error) =>
+            this.#events.report({ step, error, operation: "listing", ...(this.#tiered ? { tier } : {}) }),
+          onRetentionFailure: (tier, { step, error }) =>
+            this.#events.report({
+              ...(step === undefined ? {} : { step }),
+              error,
+              operation: "retention",
+              ...(this.#tiered ? { tier } : {}),
+            }),
           // Several ranks, each with its own tier 0: rank 0's retention tells the others exactly which files to delete from theirs.
           onDeleted: (tier, steps, swept) => (tier === 0 ? this.#deletionPoster?.post(steps, swept) : undefined),
           sweepsByRank: multiRankTiers && this.#group.rank === 0,
@@ -109,15 +153,31 @@ export class CheckpointManager {
         }),
     );
     if (this.#tiers.length > 1 && !options.readOnly) {
-      this.#replication = new Replication({ tiers: this.#tiers, options: options.replication ?? {}, events: this.#events, now: () => this.#now(), group: this.#group });
+      this.#replication = new Replication({
+        tiers: this.#tiers,
+        options: options.replication ?? {},
+        events: this.#events,
+        now: () => this.#now(),
+        group: this.#group,
+      });
       if (this.#group.worldSize > 1 && this.#group.rank === 0) this.#deletionPoster = new DeletionPoster(this.#group);
       if (this.#group.rank !== 0) this.#deletions = followDeletions(this.#group, this.#tiers[0]!, this.#events);
     }
-    this.#pipeline = new SavePipeline({ ...options, location: locations[0]!, writable: !options.readOnly, events: this.#events });
+    this.#pipeline = new SavePipeline({
+      ...options,
+      location: locations[0]!,
+      writable: !options.readOnly,
+      events: this.#events,
+    });
     const watched = (options.checkpointOnPreemption ?? true) && !options.readOnly;
     this.#preemption = new PreemptionWatch({
       group: this.#group,
-      sources: watched ? [new SignalPreemptionSource(options.preemptionSignals ?? ["SIGTERM"], options.signalTarget), ...(options.preemptionSources ?? [])] : [],
+      sources: watched
+        ? [
+            new SignalPreemptionSource(options.preemptionSignals ?? ["SIGTERM"], options.signalTarget),
+            ...(options.preemptionSources ?? []),
+          ]
+        : [],
       events: this.#events,
     });
   }
@@ -227,9 +287,20 @@ export class CheckpointManager {
     checkRestoreArguments(target, options);
     this.#pipeline.throwFailure();
     const store = await this.#open();
-    if (this.#tiered) return restoreFromTiers(this.#tiers, this.#events, step, target, { ...this.#options.load, ...options, processGroup: this.#group });
+    if (this.#tiered)
+      return restoreFromTiers(this.#tiers, this.#events, step, target, {
+        ...this.#options.load,
+        ...options,
+        processGroup: this.#group,
+      });
     await store.requireCommitted(step);
-    const where = { ...this.#options.load, ...options, storage: store.storage, path: stepDir(step), processGroup: this.#group };
+    const where = {
+      ...this.#options.load,
+      ...options,
+      storage: store.storage,
+      path: stepDir(step),
+      processGroup: this.#group,
+    };
     return target === undefined ? load(where) : load(target, where);
   }
 
@@ -271,7 +342,11 @@ export class CheckpointManager {
   async close(options: CloseOptions = {}): Promise<JoinResult> {
     if (this.#closed) return this.#closed;
     const timeoutMs = options.timeoutMs;
-    if (timeoutMs !== undefined && (typeof timeoutMs !== "number" || !(timeoutMs >= 0))) throw new CheckpointError("invalid_argument", `close option timeoutMs must be a number of ms >= 0, got ${String(timeoutMs)}`);
+    if (timeoutMs !== undefined && (typeof timeoutMs !== "number" || !(timeoutMs >= 0)))
+      throw new CheckpointError(
+        "invalid_argument",
+        `close option timeoutMs must be a number of ms >= 0, got ${String(timeoutMs)}`,
+      );
     this.#preemption.stop();
     let result: JoinResult = this.#joinResult();
     try {
@@ -310,7 +385,8 @@ export class CheckpointManager {
     const store = await this.#open();
     await (background ? this.#pipeline.waitForRoom() : this.#pipeline.drain());
     this.#pipeline.throwFailure();
-    if (this.#pipeline.isPending(step)) throw new CheckpointError("already_exists", `step ${step} is already being saved`, { context: { step } });
+    if (this.#pipeline.isPending(step))
+      throw new CheckpointError("already_exists", `step ${step} is already being saved`, { context: { step } });
     if (this.#tiered && !options.overwrite) await refuseOnSlowerTiers(this.#tiers, step);
     if (await store.isCommitted(step)) {
       store.noteCommitted(step);
@@ -319,21 +395,35 @@ export class CheckpointManager {
         return true;
       }
       if (!options.overwrite) {
-        throw new CheckpointError("already_exists", `step ${step} is already committed under ${store.storage.root}; pass { overwrite: true } to replace it`, { context: { step } });
+        throw new CheckpointError(
+          "already_exists",
+          `step ${step} is already committed under ${store.storage.root}; pass { overwrite: true } to replace it`,
+          { context: { step } },
+        );
       }
       if (this.#group.rank === 0) await deleteEverywhere(this.#tiers, this.#replication, step);
-    } else if (this.#tiered && options.overwrite && this.#group.rank === 0) await deleteEverywhere(this.#tiers, this.#replication, step);
+    } else if (this.#tiered && options.overwrite && this.#group.rank === 0)
+      await deleteEverywhere(this.#tiers, this.#replication, step);
     const savedAt = new Date(this.#now()).toISOString();
     const metadata = { step, savedAt, metrics: options.metrics ?? {}, metadata: options.metadata ?? {} };
     // Each step's collectives get their own tag: with several saves in flight they need no order between them.
     const group = this.#group.group(`step/${step}`);
     const { base, release } = await this.#bases.choose(step, store);
-    const where = { ...this.#options.save, storage: store.storage, path: stepDir(step), metadata, processGroup: group, ...(base === undefined ? {} : { incremental: { base: stepDir(base) } }) };
-    const committed = (result: SaveResult): Promise<void> => this.#committed(store, step, savedAt, metadata.metrics, result, group);
+    const where = {
+      ...this.#options.save,
+      storage: store.storage,
+      path: stepDir(step),
+      metadata,
+      processGroup: group,
+      ...(base === undefined ? {} : { incremental: { base: stepDir(base) } }),
+    };
+    const committed = (result: SaveResult): Promise<void> =>
+      this.#committed(store, step, savedAt, metadata.metrics, result, group);
     let releaseLater = false;
     try {
       await this.#pipeline.hold(step, async () => {
-        if (!background) return committed(await save(stateDict, where).catch((error: unknown) => this.#lostRace(store, step, error)));
+        if (!background)
+          return committed(await save(stateDict, where).catch((error: unknown) => this.#lostRace(store, step, error)));
         const { settled } = await this.#pipeline.stage(step, stateDict, where, committed);
         // The base stays busy until the background save commits or fails.
         releaseLater = true;
@@ -366,14 +456,20 @@ export class CheckpointManager {
   ): Promise<void> {
     this.#tiers[0]!.committed(step, Date.parse(savedAt), metrics, result.referenced ?? []);
     this.#bases.committed(step, (result.referenced?.length ?? 0) > 0);
-    this.#events.emit("committed", { step, bytes: result.bytes, seconds: result.seconds, backgroundCopySeconds: result.backgroundCopySeconds ?? 0 });
+    this.#events.emit("committed", {
+      step,
+      bytes: result.bytes,
+      seconds: result.seconds,
+      backgroundCopySeconds: result.backgroundCopySeconds ?? 0,
+    });
     this.#replication?.committed(step, 0);
     const pass = this.#group.rank === 0 ? this.#tiers[0]!.retention?.schedule() : undefined;
     if (this.#group.worldSize === 1) return;
     await this.#pipeline.barrierAfter(pass, async () => {
       const deleted = await group.broadcast(pass === undefined ? undefined : await pass, 0);
       // Rank 0's message, yet checked: a rank trusts no value it did not make.
-      if (this.#group.rank !== 0 && Array.isArray(deleted)) for (const s of deleted) if (Number.isSafeInteger(s)) store.forget(s as number);
+      if (this.#group.rank !== 0 && Array.isArray(deleted))
+        for (const s of deleted) if (Number.isSafeInteger(s)) store.forget(s as number);
     });
   }
 
@@ -406,10 +502,13 @@ export class CheckpointManager {
 
   #joinResult(): JoinResult {
     const retentionFailures = this.#tiers[0]!.retention?.failures() ?? [];
-    return this.#tiered ? { retentionFailures, unreplicated: this.#replication?.unreplicated() ?? [] } : { retentionFailures };
+    return this.#tiered
+      ? { retentionFailures, unreplicated: this.#replication?.unreplicated() ?? [] }
+      : { retentionFailures };
   }
 
   #checkWritable(what: string): void {
-    if (this.#options.readOnly) throw new CheckpointError("invalid_argument", `this CheckpointManager is read-only; it cannot ${what}`);
+    if (this.#options.readOnly)
+      throw new CheckpointError("invalid_argument", `this CheckpointManager is read-only; it cannot ${what}`);
   }
 }

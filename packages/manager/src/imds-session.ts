@@ -67,7 +67,12 @@ export class ImdsSession implements MetadataSession {
   async #askToken(): Promise<string | undefined> {
     let answer;
     try {
-      answer = await requestMetadata(this.#fetch, this.#tokenUrl, { method: "PUT", headers: { [TTL_HEADER]: String(this.#ttlSeconds) } }, this.#timeoutMs);
+      answer = await requestMetadata(
+        this.#fetch,
+        this.#tokenUrl,
+        { method: "PUT", headers: { [TTL_HEADER]: String(this.#ttlSeconds) } },
+        this.#timeoutMs,
+      );
     } catch (error) {
       if (isCheckpointError(error, "timeout")) return undefined;
       throw error;
@@ -77,7 +82,11 @@ export class ImdsSession implements MetadataSession {
     const token = answer.body.trim();
     // The token goes into a header: anything but visible ASCII would make every later request fail.
     if (!/^[\x21-\x7e]{1,4096}$/.test(token)) {
-      throw new CheckpointError("corrupt", `PUT ${this.#tokenUrl} answered a token that is not a valid header value (${token.length} characters)`, { context: { path: this.#tokenUrl } });
+      throw new CheckpointError(
+        "corrupt",
+        `PUT ${this.#tokenUrl} answered a token that is not a valid header value (${token.length} characters)`,
+        { context: { path: this.#tokenUrl } },
+      );
     }
     return token;
   }

@@ -13,7 +13,11 @@ export {
 export { type ReplicationOptions, type TierOptions } from "./tier-config.js";
 export { type ManagerEvents, type ManagerEventName, type ManagerOperation } from "./manager-events.js";
 export { type PreemptionSource, type SignalTarget, SignalPreemptionSource } from "./preemption.js";
-export { type MetadataPreemptionOptions, type AwsSpotOptions, MetadataPreemptionSource } from "./metadata-preemption.js";
+export {
+  type MetadataPreemptionOptions,
+  type AwsSpotOptions,
+  MetadataPreemptionSource,
+} from "./metadata-preemption.js";
 export { type MetadataSession } from "./metadata-request.js";
 export { type ImdsSessionOptions, ImdsSession } from "./imds-session.js";
 export { type RetentionOptions, type StepRecord, stepsToDelete } from "./retention-policy.js";

@@ -32,7 +32,11 @@ export function describeValue(value: unknown): string {
 }
 
 export function invalid(what: string, expected: string, value: unknown, cause?: unknown): CheckpointError {
-  return new CheckpointError("invalid_argument", `${what} must be ${expected}, got ${describeValue(value)}`, cause === undefined ? {} : { cause });
+  return new CheckpointError(
+    "invalid_argument",
+    `${what} must be ${expected}, got ${describeValue(value)}`,
+    cause === undefined ? {} : { cause },
+  );
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -53,7 +57,8 @@ export function checkStateDict(stateDict: unknown, what = "the state dict"): ass
 export function checkSaveStepOptions(options: unknown): asserts options is SaveStepOptions {
   if (!isObject(options)) throw invalid("save options", "an object", options);
   for (const name of ["force", "overwrite"] as const) {
-    if (options[name] !== undefined && typeof options[name] !== "boolean") throw invalid(`save option ${name}`, "a boolean", options[name]);
+    if (options[name] !== undefined && typeof options[name] !== "boolean")
+      throw invalid(`save option ${name}`, "a boolean", options[name]);
   }
   const { metadata, metrics } = options;
   if (metadata !== undefined) {
@@ -67,7 +72,8 @@ export function checkSaveStepOptions(options: unknown): asserts options is SaveS
   if (metrics !== undefined) {
     if (!isPlainObject(metrics)) throw invalid("save option metrics", "a plain object of finite numbers", metrics);
     for (const [name, value] of Object.entries(metrics)) {
-      if (typeof value !== "number" || !Number.isFinite(value)) throw invalid(`save option metrics.${name}`, "a finite number", value);
+      if (typeof value !== "number" || !Number.isFinite(value))
+        throw invalid(`save option metrics.${name}`, "a finite number", value);
     }
   }
 }
@@ -75,11 +81,14 @@ export function checkSaveStepOptions(options: unknown): asserts options is SaveS
 export function checkRestoreArguments(target: unknown, options: unknown): void {
   if (target !== undefined) checkStateDict(target, "the restore target");
   if (!isObject(options)) throw invalid("restore options", "an object", options);
-  if (options.partial !== undefined && typeof options.partial !== "boolean") throw invalid("restore option partial", "a boolean", options.partial);
-  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw invalid("restore option signal", "an AbortSignal", options.signal);
+  if (options.partial !== undefined && typeof options.partial !== "boolean")
+    throw invalid("restore option partial", "a boolean", options.partial);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
+    throw invalid("restore option signal", "an AbortSignal", options.signal);
 }
 
 export function checkListener(event: unknown, listener: unknown): asserts event is ManagerEventName {
-  if (!isManagerEventName(event)) throw invalid("the event", '"staged", "committed", "replicated", "error" or "preemption"', event);
+  if (!isManagerEventName(event))
+    throw invalid("the event", '"staged", "committed", "replicated", "error" or "preemption"', event);
   if (typeof listener !== "function") throw invalid(`the listener for ${event}`, "a function", listener);
 }

@@ -6,7 +6,12 @@ export interface ManagerEvents {
    * A step is committed (its metadata.json written). `backgroundCopySeconds`: what reference
    * staging's background copy took of this thread (see `SaveResult`); 0 for other saves.
    */
-  committed: { readonly step: number; readonly bytes: number; readonly seconds: number; readonly backgroundCopySeconds: number };
+  committed: {
+    readonly step: number;
+    readonly bytes: number;
+    readonly seconds: number;
+    readonly backgroundCopySeconds: number;
+  };
   /**
    * Something failed in the background. `operation` says what: `"save"` (a background upload;
    * its error also rejects the next call once), `"retention"` (a step could not be deleted:
@@ -17,12 +22,23 @@ export interface ManagerEvents {
    * tier's copy of a step could not be read; the next tier's was). Reported once
    * per step or outage.
    */
-  error: { readonly step?: number; readonly error: unknown; readonly operation: ManagerOperation; readonly tier?: number };
+  error: {
+    readonly step?: number;
+    readonly error: unknown;
+    readonly operation: ManagerOperation;
+    readonly tier?: number;
+  };
   /**
    * A step is committed on the slower tier `tier` (tiered managers): `bytes` copied in `seconds`,
    * `sinceCommit` ms after it was committed on tier 0 (its saved time, for steps of earlier runs).
    */
-  replicated: { readonly step: number; readonly tier: number; readonly bytes: number; readonly seconds: number; readonly sinceCommit: number };
+  replicated: {
+    readonly step: number;
+    readonly tier: number;
+    readonly bytes: number;
+    readonly seconds: number;
+    readonly sinceCommit: number;
+  };
   /** A preemption notice arrived; the next save takes a checkpoint whatever the interval. */
   preemption: { readonly reason: string };
 }
@@ -32,7 +48,13 @@ export type ManagerEventName = keyof ManagerEvents;
 /** What an `error` event is about. */
 export type ManagerOperation = "save" | "retention" | "listing" | "preemption" | "replication" | "restore";
 
-const EVENT_NAMES: ReadonlySet<string> = new Set<ManagerEventName>(["staged", "committed", "error", "preemption", "replicated"]);
+const EVENT_NAMES: ReadonlySet<string> = new Set<ManagerEventName>([
+  "staged",
+  "committed",
+  "error",
+  "preemption",
+  "replicated",
+]);
 
 export function isManagerEventName(name: unknown): name is ManagerEventName {
   return typeof name === "string" && EVENT_NAMES.has(name);
@@ -72,7 +94,12 @@ export class ManagerEmitter {
     if (this.emit("error", payload) || payload.operation === "save") return;
     const tier = payload.tier === undefined ? "" : ` (tier ${payload.tier})`;
     const what = `${payload.step === undefined ? payload.operation : `${payload.operation} of step ${payload.step}`}${tier}`;
-    const message = payload.error instanceof Error ? payload.error.message : typeof payload.error === "string" ? payload.error : "a value that is not an Error";
+    const message =
+      payload.error instanceof Error
+        ? payload.error.message
+        : typeof payload.error === "string"
+          ? payload.error
+          : "a value that is not an Error";
     process.emitWarning(`CheckpointManager: ${what} failed: ${message}`, { code: "CAIRN_BACKGROUND_FAILURE" });
   }
 

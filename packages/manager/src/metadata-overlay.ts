@@ -42,7 +42,11 @@ export class MetadataOverlay implements StorageAdapter {
   }
 
   write(path: string): Promise<void> {
-    return Promise.reject(new CheckpointError("invalid_argument", `[${this.protocol}] ${path}: a restore's view of a tier is read-only`, { context: { path } }));
+    return Promise.reject(
+      new CheckpointError("invalid_argument", `[${this.protocol}] ${path}: a restore's view of a tier is read-only`, {
+        context: { path },
+      }),
+    );
   }
 
   delete(path: string): Promise<void> {

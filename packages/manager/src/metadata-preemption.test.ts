@@ -27,7 +27,10 @@ class FakeImds {
   readonly tokensSeen: (string | undefined)[] = [];
   readonly #server: Server;
 
-  constructor(readonly mode: "v2-required" | "v1-only" | "put-blackhole", readonly putStatus = 405) {
+  constructor(
+    readonly mode: "v2-required" | "v1-only" | "put-blackhole",
+    readonly putStatus = 405,
+  ) {
     this.#server = createServer((req, res) => this.#answer(req, res));
   }
 
@@ -165,13 +168,19 @@ describe("MetadataPreemptionSource.awsSpot", () => {
       return fetch(input, init);
     };
     const source = MetadataPreemptionSource.awsSpot({ url, intervalMs: 10, fetch: counting });
-    const mgr = new CheckpointManager(`memory://preemption/${process.pid}`, 1, { preemptionSources: [source], signalTarget: new EventEmitter() });
+    const mgr = new CheckpointManager(`memory://preemption/${process.pid}`, 1, {
+      preemptionSources: [source],
+      signalTarget: new EventEmitter(),
+    });
     cleanups.push(() => mgr.close());
     const errors: ManagerEvents["error"][] = [];
     mgr.on("error", (e) => errors.push(e));
     await poll(() => requests).toBeGreaterThanOrEqual(6);
     expect(errors).toHaveLength(1);
-    expect(errors[0]).toMatchObject({ operation: "preemption", error: { code: "storage", message: expect.stringContaining(url) } });
+    expect(errors[0]).toMatchObject({
+      operation: "preemption",
+      error: { code: "storage", message: expect.stringContaining(url) },
+    });
     expect(((errors[0]!.error as Error).cause as Error).cause).toBeDefined();
   });
 });

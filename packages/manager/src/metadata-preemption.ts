@@ -38,21 +38,28 @@ function checkUrl(name: string, url: unknown): void {
   } catch (cause) {
     throw invalid(`MetadataPreemptionSource ${name}`, "an http:// or https:// URL", url, cause);
   }
-  if (protocol !== "http:" && protocol !== "https:") throw invalid(`MetadataPreemptionSource ${name}`, "an http:// or https:// URL", url);
+  if (protocol !== "http:" && protocol !== "https:")
+    throw invalid(`MetadataPreemptionSource ${name}`, "an http:// or https:// URL", url);
 }
 
 function checkSourceOptions(options: MetadataPreemptionOptions): void {
-  if (typeof options !== "object" || options === null) throw invalid("MetadataPreemptionSource options", "an object", options);
+  if (typeof options !== "object" || options === null)
+    throw invalid("MetadataPreemptionSource options", "an object", options);
   checkUrl("url", options.url);
   for (const name of ["intervalMs", "timeoutMs"] as const) {
     const value = options[name];
-    if (value !== undefined && (typeof value !== "number" || !Number.isFinite(value) || value <= 0)) throw invalid(`MetadataPreemptionSource ${name}`, "a positive number of ms", value);
+    if (value !== undefined && (typeof value !== "number" || !Number.isFinite(value) || value <= 0))
+      throw invalid(`MetadataPreemptionSource ${name}`, "a positive number of ms", value);
   }
   for (const name of ["isNotice", "isQuiet", "fetch"] as const) {
-    if (options[name] !== undefined && typeof options[name] !== "function") throw invalid(`MetadataPreemptionSource ${name}`, "a function", options[name]);
+    if (options[name] !== undefined && typeof options[name] !== "function")
+      throw invalid(`MetadataPreemptionSource ${name}`, "a function", options[name]);
   }
   const { headers, session } = options;
-  if (headers !== undefined && (typeof headers !== "object" || headers === null || !Object.values(headers).every((v) => typeof v === "string"))) {
+  if (
+    headers !== undefined &&
+    (typeof headers !== "object" || headers === null || !Object.values(headers).every((v) => typeof v === "string"))
+  ) {
     throw invalid("MetadataPreemptionSource headers", "an object of strings", headers);
   }
   if (session !== undefined && (typeof session?.headers !== "function" || typeof session?.refused !== "function")) {
@@ -91,7 +98,10 @@ export class MetadataPreemptionSource implements PreemptionSource {
     const url = rest.url ?? "http://169.254.169.254/latest/meta-data/spot/instance-action";
     checkUrl("url", url);
     if (tokenUrl !== undefined) checkUrl("tokenUrl", tokenUrl);
-    if (tokenTtlSeconds !== undefined && (!Number.isSafeInteger(tokenTtlSeconds) || tokenTtlSeconds < 1 || tokenTtlSeconds > 21600)) {
+    if (
+      tokenTtlSeconds !== undefined &&
+      (!Number.isSafeInteger(tokenTtlSeconds) || tokenTtlSeconds < 1 || tokenTtlSeconds > 21600)
+    ) {
       throw invalid("awsSpot tokenTtlSeconds", "an integer from 1 to 21600", tokenTtlSeconds);
     }
     if (now !== undefined && typeof now !== "function") throw invalid("awsSpot now", "a function returning ms", now);
@@ -114,7 +124,9 @@ export class MetadataPreemptionSource implements PreemptionSource {
   start(notify: (reason: string) => void, report?: (error: unknown) => void): void {
     this.stop();
     const { url, intervalMs = 5000 } = this.#options;
-    const isNotice = this.#options.isNotice ?? ((status: number, body: string) => status === 200 && body.trim().toUpperCase() === "TRUE");
+    const isNotice =
+      this.#options.isNotice ??
+      ((status: number, body: string) => status === 200 && body.trim().toUpperCase() === "TRUE");
     const isQuiet = this.#options.isQuiet ?? ((status: number) => status === 200);
     const poll = async (): Promise<void> => {
       if (this.#inFlight) return;
@@ -133,7 +145,13 @@ export class MetadataPreemptionSource implements PreemptionSource {
       } catch (cause) {
         if (!this.#failing && this.#timer !== undefined) {
           this.#failing = true;
-          report?.(new CheckpointError(codeOf(cause), `the preemption poller cannot read ${url}, so a notice would be missed; it keeps trying every ${intervalMs} ms`, { cause, context: { path: url } }));
+          report?.(
+            new CheckpointError(
+              codeOf(cause),
+              `the preemption poller cannot read ${url}, so a notice would be missed; it keeps trying every ${intervalMs} ms`,
+              { cause, context: { path: url } },
+            ),
+          );
         }
       } finally {
         this.#inFlight = false;
@@ -154,7 +172,8 @@ export class MetadataPreemptionSource implements PreemptionSource {
   async #ask(): Promise<MetadataAnswer> {
     const { url, headers = {}, timeoutMs = 2000, session } = this.#options;
     const fetchFn = this.#options.fetch ?? fetch;
-    const get = async (): Promise<MetadataAnswer> => requestMetadata(fetchFn, url, { headers: { ...headers, ...(await session?.headers()) } }, timeoutMs);
+    const get = async (): Promise<MetadataAnswer> =>
+      requestMetadata(fetchFn, url, { headers: { ...headers, ...(await session?.headers()) } }, timeoutMs);
     const answer = await get();
     if (answer.status !== 401 || !session) return answer;
     session.refused();
@@ -163,5 +182,7 @@ export class MetadataPreemptionSource implements PreemptionSource {
 }
 
 function codeOf(error: unknown): "timeout" | "permission_denied" | "storage" {
-  return error instanceof CheckpointError && (error.code === "timeout" || error.code === "permission_denied") ? error.code : "storage";
+  return error instanceof CheckpointError && (error.code === "timeout" || error.code === "permission_denied")
+    ? error.code
+    : "storage";
 }

@@ -30,13 +30,20 @@ export async function requestMetadata(
     return { status: response.status, body: await response.text() };
   } catch (cause) {
     const deadline = cause instanceof Error && (cause.name === "TimeoutError" || cause.name === "AbortError");
-    const why = deadline ? `had no answer within ${timeoutMs} ms` : `failed (${cause instanceof Error ? cause.message : String(cause)})`;
-    throw new CheckpointError(deadline ? "timeout" : "storage", `${method} ${url} ${why}`, { cause, context: { path: url } });
+    const why = deadline
+      ? `had no answer within ${timeoutMs} ms`
+      : `failed (${cause instanceof Error ? cause.message : String(cause)})`;
+    throw new CheckpointError(deadline ? "timeout" : "storage", `${method} ${url} ${why}`, {
+      cause,
+      context: { path: url },
+    });
   }
 }
 
 /** An answer that is neither a notice nor the endpoint's ordinary reply. */
 export function unexpectedAnswer(method: string, url: string, answer: MetadataAnswer): CheckpointError {
   const code = answer.status === 401 || answer.status === 403 ? "permission_denied" : "storage";
-  return new CheckpointError(code, `${method} ${url} answered HTTP ${answer.status}: ${answer.body.slice(0, 200)}`, { context: { path: url } });
+  return new CheckpointError(code, `${method} ${url} answered HTTP ${answer.status}: ${answer.body.slice(0, 200)}`, {
+    context: { path: url },
+  });
 }

@@ -42,7 +42,9 @@ export class PreemptionWatch {
       );
     }
     // A notice on any rank reaches every rank through the group (alone: from this process).
-    this.#unsubscribe = group.on(PREEMPTION_TOPIC, (value, from) => this.#onNotice((value as { reason: string }).reason, from));
+    this.#unsubscribe = group.on(PREEMPTION_TOPIC, (value, from) =>
+      this.#onNotice((value as { reason: string }).reason, from),
+    );
   }
 
   /** Whether `step` may be the preemption checkpoint, without waiting: with several ranks, also while the agreement is open. */

@@ -3,7 +3,10 @@ import { sweptPathOf } from "./rank-deletions.js";
 
 describe("sweptPathOf: the paths a rank deletes on rank 0's word", () => {
   it("takes <step>/<data file name>", () => {
-    expect(sweptPathOf("12/data-r1-0-0123456789ab.safetensors")).toEqual({ path: "12/data-r1-0-0123456789ab.safetensors", step: 12 });
+    expect(sweptPathOf("12/data-r1-0-0123456789ab.safetensors")).toEqual({
+      path: "12/data-r1-0-0123456789ab.safetensors",
+      step: 12,
+    });
     expect(sweptPathOf("0/x")).toEqual({ path: "0/x", step: 0 });
   });
 

@@ -75,14 +75,16 @@ export function followDeletions(group: CoordinatedProcessGroup, tier0: Tier, eve
         events.report({ error, operation: "retention", tier: 0 });
         return;
       }
-      if (Array.isArray(steps)) for (const step of steps) if (Number.isSafeInteger(step) && (step as number) >= 0) store.forget(step as number);
+      if (Array.isArray(steps))
+        for (const step of steps) if (Number.isSafeInteger(step) && (step as number) >= 0) store.forget(step as number);
       const queue = new PQueue({ concurrency: DELETE_CONCURRENCY });
       const files = (Array.isArray(mine) ? (mine as unknown[]) : []).flatMap((path) => sweptPathOf(path) ?? []);
       await Promise.all(
         files.map(({ path, step }) =>
           queue.add(() =>
             store.storage.delete(path).catch((error: unknown) => {
-              if (!isCheckpointError(error, "not_found")) events.report({ step, error, operation: "retention", tier: 0 });
+              if (!isCheckpointError(error, "not_found"))
+                events.report({ step, error, operation: "retention", tier: 0 });
             }),
           ),
         ),

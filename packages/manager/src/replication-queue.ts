@@ -36,7 +36,14 @@ export interface ReplicationQueueOptions {
 }
 
 /** Failures no retry mends: the source is damaged, gone or of a newer format. */
-const PERMANENT = new Set(["corrupt", "not_found", "not_committed", "unsupported_version", "invalid_argument", "mismatch"]);
+const PERMANENT = new Set([
+  "corrupt",
+  "not_found",
+  "not_committed",
+  "unsupported_version",
+  "invalid_argument",
+  "mismatch",
+]);
 
 function key(step: number, tier: number): string {
   return `${tier}/${step}`;
@@ -103,13 +110,20 @@ export class ReplicationQueue {
       .sort((a, b) => b.step - a.step || a.tier - b.tier)
       .map((j) => {
         const error = j.error ?? this.#failing.get(j.tier)?.error;
-        return { step: j.step, tier: j.tier, ...(error === undefined ? {} : { error }), ...(j.permanent ? { permanent: true } : {}) };
+        return {
+          step: j.step,
+          tier: j.tier,
+          ...(error === undefined ? {} : { error }),
+          ...(j.permanent ? { permanent: true } : {}),
+        };
       });
   }
 
   /** Resolves once no copy is running or due: every job left waits for its tier's outage to end, or was given up on. */
   settled(): Promise<void> {
-    return this.#until(() => [...this.#jobs.values()].every((j) => j.permanent || (!j.running && this.#failing.has(j.tier))));
+    return this.#until(() =>
+      [...this.#jobs.values()].every((j) => j.permanent || (!j.running && this.#failing.has(j.tier))),
+    );
   }
 
   /** Resolves once every copy succeeded or was given up on, or after `timeoutMs`. */
@@ -154,7 +168,8 @@ export class ReplicationQueue {
     clearTimeout(this.#timers.get(tier));
     this.#timers.delete(tier);
     let next: Job | undefined;
-    for (const job of this.#jobs.values()) if (job.tier === tier && !job.permanent && (!next || job.step > next.step)) next = job;
+    for (const job of this.#jobs.values())
+      if (job.tier === tier && !job.permanent && (!next || job.step > next.step)) next = job;
     if (!next) return;
     const wait = (this.#failing.get(tier)?.notBefore ?? 0) - Date.now();
     if (wait <= 0) void this.#run(next);
@@ -184,7 +199,11 @@ export class ReplicationQueue {
         if (outage.attempts === 0) this.#options.report(job.step, job.tier, error);
         const { baseDelayMs, maxDelayMs, random = Math.random } = this.#options;
         const delay = Math.min(maxDelayMs, baseDelayMs * 2 ** Math.min(outage.attempts, 30));
-        this.#failing.set(job.tier, { attempts: outage.attempts + 1, notBefore: Date.now() + delay / 2 + (random() * delay) / 2, error });
+        this.#failing.set(job.tier, {
+          attempts: outage.attempts + 1,
+          notBefore: Date.now() + delay / 2 + (random() * delay) / 2,
+          error,
+        });
       }
     } finally {
       job.running = false;

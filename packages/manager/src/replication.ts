@@ -1,4 +1,11 @@
-import { CheckpointError, type CheckpointMetadata, type CoordinatedProcessGroup, DEFAULT_SAVE_CONCURRENCY, isCheckpointError, readMetadata } from "@cairn/core";
+import {
+  CheckpointError,
+  type CheckpointMetadata,
+  type CoordinatedProcessGroup,
+  DEFAULT_SAVE_CONCURRENCY,
+  isCheckpointError,
+  readMetadata,
+} from "@cairn/core";
 import { type CopyResult, copyCheckpoint } from "@cairn/core/ops";
 import type { ManagerEmitter } from "./manager-events.js";
 import { ReplicationQueue, type UnreplicatedStep } from "./replication-queue.js";
@@ -101,7 +108,10 @@ export class Replication {
       ),
     );
     if (listed.includes(undefined) && !this.#stopped) {
-      const delay = Math.min(this.#retry.maxDelayMs, this.#retry.baseDelayMs * 2 ** Math.min(this.#rediscover.attempts++, 30));
+      const delay = Math.min(
+        this.#retry.maxDelayMs,
+        this.#retry.baseDelayMs * 2 ** Math.min(this.#rediscover.attempts++, 30),
+      );
       this.#rediscover.timer = setTimeout(() => void this.discover(), delay);
       this.#rediscover.timer.unref();
     } else this.#rediscover.attempts = 0;
@@ -153,12 +163,23 @@ export class Replication {
       const store = await source.open();
       if (!(await store.isCommitted(step))) continue;
       try {
-        const copy = { readBack: options.readBack ?? false, concurrency: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY, signal };
+        const copy = {
+          readBack: options.readBack ?? false,
+          concurrency: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY,
+          signal,
+        };
         const result =
           this.#setup.group.worldSize > 1
             ? await leadCopy(this.#setup.group, source, destination, step, copy)
-            : await copyAlone(store, target, step, { ...copy, incremental: options.incremental ?? true, hold: (base) => this.#hold(index, base) });
-        this.#reached(step, destination, result.metadata, { bytes: result.bytes, seconds: (performance.now() - started) / 1000 });
+            : await copyAlone(store, target, step, {
+                ...copy,
+                incremental: options.incremental ?? true,
+                hold: (base) => this.#hold(index, base),
+              });
+        this.#reached(step, destination, result.metadata, {
+          bytes: result.bytes,
+          seconds: (performance.now() - started) / 1000,
+        });
         return;
       } catch (error) {
         if (isCheckpointError(error, "already_exists")) {
@@ -175,7 +196,11 @@ export class Replication {
     }
     throw (
       lastError ??
-      new CheckpointError("not_found", `step ${step} is committed on no tier faster than tier ${index}; it cannot be replicated`, { context: { step } })
+      new CheckpointError(
+        "not_found",
+        `step ${step} is committed on no tier faster than tier ${index}; it cannot be replicated`,
+        { context: { step } },
+      )
     );
   }
 
@@ -193,10 +218,22 @@ export class Replication {
   #reached(step: number, tier: Tier, metadata: CheckpointMetadata, copied: { bytes: number; seconds: number }): void {
     const user = metadata.user;
     const saved = typeof user.savedAt === "string" ? Date.parse(user.savedAt) : NaN;
-    const referenced = Object.entries(metadata.files).flatMap(([name, file]) => (file.dir === undefined ? [] : [`${file.dir}/${name}`]));
-    tier.committed(step, Number.isFinite(saved) ? saved : Date.parse(metadata.createdAt) || 0, metricsOf(user.metrics), referenced);
+    const referenced = Object.entries(metadata.files).flatMap(([name, file]) =>
+      file.dir === undefined ? [] : [`${file.dir}/${name}`],
+    );
+    tier.committed(
+      step,
+      Number.isFinite(saved) ? saved : Date.parse(metadata.createdAt) || 0,
+      metricsOf(user.metrics),
+      referenced,
+    );
     const since = this.#committedAt.get(step) ?? (Number.isFinite(saved) ? saved : undefined);
-    this.#setup.events.emit("replicated", { step, tier: tier.index, ...copied, sinceCommit: since === undefined ? 0 : Math.max(0, this.#setup.now() - since) });
+    this.#setup.events.emit("replicated", {
+      step,
+      tier: tier.index,
+      ...copied,
+      sinceCommit: since === undefined ? 0 : Math.max(0, this.#setup.now() - since),
+    });
     this.committed(step, tier.index);
     this.#retainUpTo(tier.index, step);
   }
@@ -217,14 +254,22 @@ async function copyAlone(
   from: StepStore,
   to: StepStore,
   step: number,
-  options: { readBack: boolean; concurrency: number; signal: AbortSignal; incremental: boolean; hold: (step: number) => () => void },
+  options: {
+    readBack: boolean;
+    concurrency: number;
+    signal: AbortSignal;
+    incremental: boolean;
+    hold: (step: number) => () => void;
+  },
 ): Promise<CopyResult> {
   const dir = stepDir(step);
   const metadata = await readMetadata({ storage: from.storage, path: dir, signal: options.signal });
   const referenced = new Set(Object.values(metadata.files).flatMap((f) => (f.dir === undefined ? [] : [f.dir])));
   // Its bases' copies, and the newest earlier copy there: that one references the base's bytes even once the base's copy was deleted.
   const earlier = referenced.size > 0 ? (await to.committedSteps()).filter((s) => s < step).at(-1) : undefined;
-  const bases = options.incremental ? [...new Set([...referenced, ...(earlier === undefined ? [] : [stepDir(earlier)])])] : [];
+  const bases = options.incremental
+    ? [...new Set([...referenced, ...(earlier === undefined ? [] : [stepDir(earlier)])])]
+    : [];
   const releases = bases.flatMap((base) => {
     const step = parseStep(base);
     return step === undefined ? [] : [options.hold(step)];
@@ -234,7 +279,9 @@ async function copyAlone(
       await Promise.all(
         bases.map(async (base) => {
           try {
-            return [{ dir: base, metadata: await readMetadata({ storage: to.storage, path: base, signal: options.signal }) }];
+            return [
+              { dir: base, metadata: await readMetadata({ storage: to.storage, path: base, signal: options.signal }) },
+            ];
           } catch (error) {
             // Not there (or not readable) on this tier: its bytes are copied instead.
             if (isCheckpointError(error)) return [];
@@ -245,7 +292,11 @@ async function copyAlone(
     ).flat();
     const { incremental: _incremental, hold: _hold, ...copy } = options;
     // CRCs on checksum workers: a copy runs beside the training loop.
-    return await copyCheckpoint({ storage: from.storage, dir, metadata, where: `${from.storage.root}/${dir}` }, { storage: to.storage, dir, where: `${to.storage.root}/${dir}` }, { ...copy, reuse, offThread: true });
+    return await copyCheckpoint(
+      { storage: from.storage, dir, metadata, where: `${from.storage.root}/${dir}` },
+      { storage: to.storage, dir, where: `${to.storage.root}/${dir}` },
+      { ...copy, reuse, offThread: true },
+    );
   } finally {
     for (const release of releases) release();
   }

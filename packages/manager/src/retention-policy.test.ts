@@ -20,13 +20,19 @@ describe("retention", () => {
 
   it("also keeps one step per keepTimeInterval of wall time", () => {
     // times are step * 1000 ms: keep 1 (t=1s), then the first at or after t=4s, and so on.
-    expect(stepsToDelete(records([1, 2, 3, 4, 5, 6, 7, 8, 9]), { maxToKeep: 1, keepTimeInterval: 3000 })).toEqual([2, 3, 5, 6, 8]);
+    expect(stepsToDelete(records([1, 2, 3, 4, 5, 6, 7, 8, 9]), { maxToKeep: 1, keepTimeInterval: 3000 })).toEqual([
+      2, 3, 5, 6, 8,
+    ]);
   });
 
   it("keeps the best steps by metric (max or min), those without the metric, and the newest", () => {
     const losses: Record<number, number> = { 10: 5, 20: 1, 40: 9, 50: 3 };
     const loss = (s: number): Record<string, number> => (s in losses ? { loss: losses[s]! } : {});
-    const min = stepsToDelete(records([10, 20, 30, 40, 50], loss), { maxToKeep: 2, bestFn: (m) => m.loss, bestMode: "min" });
+    const min = stepsToDelete(records([10, 20, 30, 40, 50], loss), {
+      maxToKeep: 2,
+      bestFn: (m) => m.loss,
+      bestMode: "min",
+    });
     // losses 10:5, 20:1, 30:-, 40:9, 50:3 → best two by min: 20, 50; 30 has no metric; 50 is newest.
     expect(min).toEqual([10, 40]);
     const max = stepsToDelete(records([10, 20, 30, 40, 50], loss), { maxToKeep: 1, bestFn: (m) => m.loss });
@@ -35,6 +41,8 @@ describe("retention", () => {
 
   it("mixes policies: a step is kept if any keeps it", () => {
     const acc = (s: number): Record<string, number> => ({ acc: s === 20 ? 0.99 : 0.5 });
-    expect(stepsToDelete(records([10, 20, 30, 40, 50, 60], acc), { maxToKeep: 1, bestFn: (m) => m.acc, keepPeriod: 30 })).toEqual([10, 40, 50]);
+    expect(
+      stepsToDelete(records([10, 20, 30, 40, 50, 60], acc), { maxToKeep: 1, bestFn: (m) => m.acc, keepPeriod: 30 }),
+    ).toEqual([10, 40, 50]);
   });
 });

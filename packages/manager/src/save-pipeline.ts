@@ -1,9 +1,23 @@
-import { type SaveOptions, type SaveResult, type StateDict, type StorageAdapter, StagingPool, asyncSave, prepareAsyncSave, startUploadWorker, storageUrl, uploadWorkerReady } from "@cairn/core";
+import {
+  type SaveOptions,
+  type SaveResult,
+  type StateDict,
+  type StorageAdapter,
+  StagingPool,
+  asyncSave,
+  prepareAsyncSave,
+  startUploadWorker,
+  storageUrl,
+  uploadWorkerReady,
+} from "@cairn/core";
 import PQueue from "p-queue";
 import type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
 import type { ManagerEmitter } from "./manager-events.js";
 
-export interface SavePipelineOptions extends Pick<CheckpointManagerOptions, "maxPendingAsync" | "stagingBudget" | "staging" | "uploadWorker"> {
+export interface SavePipelineOptions extends Pick<
+  CheckpointManagerOptions,
+  "maxPendingAsync" | "stagingBudget" | "staging" | "uploadWorker"
+> {
   readonly location: string | StorageAdapter;
   /** False for read-only managers: no upload worker is started. */
   readonly writable: boolean;
@@ -75,7 +89,12 @@ export class SavePipeline {
    * Stages `stateDict` and queues its upload; resolves once staged, with `settled`, which resolves
    * after `committed` ran or the failure was recorded and reported (it never rejects).
    */
-  async stage(step: number, stateDict: StateDict, where: SaveOptions, committed: (result: SaveResult) => Promise<void>): Promise<{ settled: Promise<void> }> {
+  async stage(
+    step: number,
+    stateDict: StateDict,
+    where: SaveOptions,
+    committed: (result: SaveResult) => Promise<void>,
+  ): Promise<{ settled: Promise<void> }> {
     const { staged, done } = await asyncSave(stateDict, {
       ...where,
       staging: this.#options.staging ?? "copy",
@@ -98,7 +117,14 @@ export class SavePipeline {
 
   /** Readies the staging buffers for saveAsync of state dicts shaped like `stateDict`, from another thread (see `prepareAsyncSave`), and waits for the upload worker to be up. */
   async prepare(stateDict: StateDict, save: Pick<SaveOptions, "concurrency">): Promise<void> {
-    await Promise.all([prepareAsyncSave(stateDict, { concurrency: save.concurrency, staging: this.#options.staging ?? "copy", pool: this.#pool }), this.#workerStarted ? uploadWorkerReady() : undefined]);
+    await Promise.all([
+      prepareAsyncSave(stateDict, {
+        concurrency: save.concurrency,
+        staging: this.#options.staging ?? "copy",
+        pool: this.#pool,
+      }),
+      this.#workerStarted ? uploadWorkerReady() : undefined,
+    ]);
   }
 
   /** Several ranks: after `pass`, `collective` (of the step's group: it shares what the pass deleted), in commit order; `drain()` waits for it. */

@@ -32,9 +32,13 @@ function agreement(group: ProcessGroup, step: number): (failure: unknown) => Pro
     const all = await group.allGather(failure === undefined ? null : messageOf(failure));
     const bad = all.findIndex((f) => f !== null);
     if (bad >= 0) {
-      throw new CheckpointError("storage", `rank ${bad} could not copy its files of step ${step}: ${typeof all[bad] === "string" ? all[bad] : "no reason given"}`, {
-        context: { step, rank: bad },
-      });
+      throw new CheckpointError(
+        "storage",
+        `rank ${bad} could not copy its files of step ${step}: ${typeof all[bad] === "string" ? all[bad] : "no reason given"}`,
+        {
+          context: { step, rank: bad },
+        },
+      );
     }
   };
 }
@@ -44,8 +48,19 @@ function agreement(group: ProcessGroup, step: number): (failure: unknown) => Pro
  * metadata from its own `source` tier and broadcasts it, copies its own files, and commits once
  * every rank wrote its files (core's `copyCheckpoint` with `share`).
  */
-export async function leadCopy(group: CoordinatedProcessGroup, source: Tier, destination: Tier, step: number, options: { readBack: boolean; concurrency: number; signal: AbortSignal }): Promise<CopyResult> {
-  const request: CopyRequest = { step, source: source.index, tier: destination.index, attempt: randomBytes(6).toString("hex") };
+export async function leadCopy(
+  group: CoordinatedProcessGroup,
+  source: Tier,
+  destination: Tier,
+  step: number,
+  options: { readBack: boolean; concurrency: number; signal: AbortSignal },
+): Promise<CopyResult> {
+  const request: CopyRequest = {
+    step,
+    source: source.index,
+    tier: destination.index,
+    attempt: randomBytes(6).toString("hex"),
+  };
   const collective = group.group(tagOf(request));
   group.post(REPLICATE_TOPIC, request);
   const from = await source.open();
@@ -62,7 +77,13 @@ export async function leadCopy(group: CoordinatedProcessGroup, source: Tier, des
   return copyCheckpoint(
     { storage: from.storage, dir: stepDir(step), metadata, where: `${from.storage.root}/${stepDir(step)}` },
     { storage: to.storage, dir: stepDir(step), where: `${to.storage.root}/${stepDir(step)}` },
-    { signal: options.signal, readBack: options.readBack, concurrency: options.concurrency, offThread: true, share: { attempt: request.attempt, rank: 0, agree: agreement(collective, step) } },
+    {
+      signal: options.signal,
+      readBack: options.readBack,
+      concurrency: options.concurrency,
+      offThread: true,
+      share: { attempt: request.attempt, rank: 0, agree: agreement(collective, step) },
+    },
   );
 }
 
@@ -83,7 +104,13 @@ function requestOf(value: unknown, tiers: number): CopyRequest | undefined {
 export function followCopies(
   group: CoordinatedProcessGroup,
   tiers: readonly Tier[],
-  options: { readBack: boolean; concurrency: number; signal: AbortSignal; onCopied: (step: number, tier: Tier) => void; onFailure: (step: number, tier: number, error: unknown) => void },
+  options: {
+    readBack: boolean;
+    concurrency: number;
+    signal: AbortSignal;
+    onCopied: (step: number, tier: Tier) => void;
+    onFailure: (step: number, tier: number, error: unknown) => void;
+  },
 ): () => void {
   return group.on(REPLICATE_TOPIC, (value, from) => {
     const request = from === 0 ? requestOf(value, tiers.length) : undefined;
@@ -91,14 +118,18 @@ export function followCopies(
     const collective = group.group(tagOf(request));
     void (async () => {
       const got = await collective.broadcast<SourceMetadata>(undefined);
-      if (typeof got !== "object" || got === null || typeof (got as { metadata?: unknown }).metadata !== "string") return;
+      if (typeof got !== "object" || got === null || typeof (got as { metadata?: unknown }).metadata !== "string")
+        return;
       const agree = agreement(collective, request.step);
       const destination = tiers[request.tier]!;
       const dir = stepDir(request.step);
       let ready;
       try {
         const [source, to] = [await tiers[request.source]!.open(), await destination.open()];
-        const metadata = parseMetadata(Buffer.from((got as { metadata: string }).metadata, "base64"), `rank 0's metadata of step ${request.step}`);
+        const metadata = parseMetadata(
+          Buffer.from((got as { metadata: string }).metadata, "base64"),
+          `rank 0's metadata of step ${request.step}`,
+        );
         ready = { source, to, metadata };
       } catch (error) {
         // Rank 0 and the others wait for this rank's word: it fails the copy on every rank.
@@ -109,7 +140,13 @@ export function followCopies(
       await copyCheckpoint(
         { storage: source.storage, dir, metadata, where: `${source.storage.root}/${dir}` },
         { storage: to.storage, dir, where: `${to.storage.root}/${dir}` },
-        { signal: options.signal, readBack: false, concurrency: options.concurrency, offThread: true, share: { attempt: request.attempt, rank: group.rank, agree } },
+        {
+          signal: options.signal,
+          readBack: false,
+          concurrency: options.concurrency,
+          offThread: true,
+          share: { attempt: request.attempt, rank: group.rank, agree },
+        },
       );
       options.onCopied(request.step, destination);
     })().catch((error: unknown) => options.onFailure(request.step, request.tier, error));

@@ -17,7 +17,8 @@ export interface TableFile {
 /** The files of sibling steps an incremental step uses (format 2.1), as paths under the root. */
 export function referencedFiles(metadata: CheckpointMetadata): string[] {
   const paths: string[] = [];
-  for (const [name, file] of Object.entries(metadata.files)) if (file.dir !== undefined) paths.push(joinPath(file.dir, name));
+  for (const [name, file] of Object.entries(metadata.files))
+    if (file.dir !== undefined) paths.push(joinPath(file.dir, name));
   return paths;
 }
 

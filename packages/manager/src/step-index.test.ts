@@ -70,7 +70,12 @@ describe("the manager's step index", () => {
     const inner = await rootWith(0);
     const storage = new FaultyStorageAdapter(inner);
     let now = Date.now();
-    const mgr = new CheckpointManager(storage, 1, { maxToKeep: 1, leftoverAgeMs: 60_000, now: () => now, checkpointOnPreemption: false });
+    const mgr = new CheckpointManager(storage, 1, {
+      maxToKeep: 1,
+      leftoverAgeMs: 60_000,
+      now: () => now,
+      checkpointOnPreemption: false,
+    });
     await mgr.save(1, state(1));
     await mgr.join();
     // Left by an earlier attempt at step 1 that crashed: metadata.json does not name it.
@@ -92,7 +97,12 @@ describe("the manager's step index", () => {
     const inner = await rootWith(0);
     await inner.write("2/data-r0-0-0123456789ab.safetensors", new Uint8Array(8));
     const storage = new FaultyStorageAdapter(inner, [{ operation: "delete", path: (p) => p.startsWith("2/") }]);
-    const mgr = new CheckpointManager(storage, 1, { maxToKeep: 5, leftoverAgeMs: 1000, now: () => Date.now() + 3600_000, checkpointOnPreemption: false });
+    const mgr = new CheckpointManager(storage, 1, {
+      maxToKeep: 5,
+      leftoverAgeMs: 1000,
+      now: () => Date.now() + 3600_000,
+      checkpointOnPreemption: false,
+    });
     mgr.on("error", () => undefined);
     await mgr.save(3, state(3));
     expect((await mgr.join()).retentionFailures.map((f) => f.step)).toEqual([2]);

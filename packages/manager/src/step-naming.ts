@@ -18,7 +18,10 @@ export function parseStep(name: string): number | undefined {
 /** Steps are non-negative safe integers; anything else is `invalid_argument`. */
 export function checkStep(step: unknown, what = "step"): number {
   if (typeof step !== "number" || !Number.isSafeInteger(step) || step < 0) {
-    throw new CheckpointError("invalid_argument", `${what} must be a non-negative integer no larger than ${Number.MAX_SAFE_INTEGER}, got ${describeValue(step)}`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `${what} must be a non-negative integer no larger than ${Number.MAX_SAFE_INTEGER}, got ${describeValue(step)}`,
+    );
   }
   return step;
 }

@@ -1,4 +1,10 @@
-import { CheckpointError, type CheckpointMetadata, type StorageAdapter, isCheckpointError, readMetadata } from "@cairn/core";
+import {
+  CheckpointError,
+  type CheckpointMetadata,
+  type StorageAdapter,
+  isCheckpointError,
+  readMetadata,
+} from "@cairn/core";
 import { joinPath } from "@cairn/core/storage";
 import { METADATA_FILE } from "@cairn/core/format";
 import PQueue from "p-queue";
@@ -163,7 +169,10 @@ export class StepStore {
       step,
       savedAt: typeof user.savedAt === "string" ? user.savedAt : "",
       metrics: metricsOf(user.metrics),
-      metadata: typeof custom === "object" && custom !== null && !Array.isArray(custom) ? (custom as Record<string, unknown>) : Object.create(null),
+      metadata:
+        typeof custom === "object" && custom !== null && !Array.isArray(custom)
+          ? (custom as Record<string, unknown>)
+          : Object.create(null),
     };
   }
 
@@ -210,7 +219,9 @@ export class StepStore {
     const sweep = this.#files.sweepable([...rest, ...referenced]);
     // Decided now, with every step marked: what the other ranks delete of this step on their own tier 0.
     const rankOf = new Map(byRank ? table.map((file) => [file.path, file.rank]) : []);
-    const swept = this.#files.sweepable([...rankOf.keys()].filter(ownerGone)).map((path) => ({ path, rank: rankOf.get(path)! }));
+    const swept = this.#files
+      .sweepable([...rankOf.keys()].filter(ownerGone))
+      .map((path) => ({ path, rank: rankOf.get(path)! }));
     this.#unfinished.set(step, sweep);
     await this.#deleteAll(sweep);
     this.#unfinished.delete(step);
@@ -226,7 +237,12 @@ export class StepStore {
    * names (saves in flight here, asked at each decision) are left alone. A step that fails is
    * recorded and the pass goes on with the others; a failed listing is thrown.
    */
-  async retain(options: RetentionOptions, leftoverAgeMs: number, now: number, isBusy: (step: number) => boolean): Promise<RetentionPass> {
+  async retain(
+    options: RetentionOptions,
+    leftoverAgeMs: number,
+    now: number,
+    isBusy: (step: number) => boolean,
+  ): Promise<RetentionPass> {
     if (now - (this.#index.listedAt ?? this.#openedAt) >= leftoverAgeMs) await this.reload();
     const failures: RetentionFailure[] = [];
     const deleted: number[] = [];
@@ -255,7 +271,10 @@ export class StepStore {
     if ((options.maxToKeep ?? 0) > 0) {
       await this.#load();
       const steps = this.#index.steps();
-      const unread = await this.#readRecords(steps.filter((step) => !this.#records.has(step) && !this.#damaged.has(step)), true);
+      const unread = await this.#readRecords(
+        steps.filter((step) => !this.#records.has(step) && !this.#damaged.has(step)),
+        true,
+      );
       failures.push(...unread);
       const records = steps.flatMap((step) => this.#records.get(step) ?? []);
       // A step whose metadata could not be read may reference any file: this pass deletes nothing (its next one will).
@@ -272,7 +291,9 @@ export class StepStore {
       }
     }
     if (this.#index.listings !== this.#sweptListing) {
-      const old = this.#index.leftovers().filter(([step, { newest }]) => !isBusy(step) && !this.#unfinished.has(step) && now - newest >= leftoverAgeMs);
+      const old = this.#index
+        .leftovers()
+        .filter(([step, { newest }]) => !isBusy(step) && !this.#unfinished.has(step) && now - newest >= leftoverAgeMs);
       // Leftovers may hold files a committed incremental step uses (a deleted base's): every step is marked before any is swept.
       const marked = old.length > 0 ? await this.#markAll(true) : [];
       if (marked.length > 0) failures.push(...marked);
@@ -298,7 +319,10 @@ export class StepStore {
   /** Reads the records (and so the references) of every listed step not read yet; with `collect`, failures are returned instead of thrown. */
   async #markAll(collect = false): Promise<RetentionFailure[]> {
     await this.#load();
-    return this.#readRecords(this.#index.steps().filter((step) => !this.#records.has(step) && !this.#damaged.has(step)), collect);
+    return this.#readRecords(
+      this.#index.steps().filter((step) => !this.#records.has(step) && !this.#damaged.has(step)),
+      collect,
+    );
   }
 
   #committedElsewhere(step: number): void {
@@ -371,7 +395,11 @@ export class StepStore {
       if (isCheckpointError(error, "unsupported_version")) this.#files.setUnknown(step);
       const damaged = isCheckpointError(error)
         ? error
-        : new CheckpointError("corrupt", `step ${step} under ${this.storage.root} has metadata that cannot be read; it is skipped`, { cause: error, context: { step } });
+        : new CheckpointError(
+            "corrupt",
+            `step ${step} under ${this.storage.root} has metadata that cannot be read; it is skipped`,
+            { cause: error, context: { step } },
+          );
       this.#damaged.set(step, damaged);
       this.#onDamaged?.(step, damaged);
       return undefined;
@@ -379,7 +407,11 @@ export class StepStore {
     const user = metadata.user;
     const saved = typeof user.savedAt === "string" ? Date.parse(user.savedAt) : NaN;
     const created = Date.parse(metadata.createdAt);
-    const record = { step, time: Number.isFinite(saved) ? saved : Number.isFinite(created) ? created : 0, metrics: metricsOf(user.metrics) };
+    const record = {
+      step,
+      time: Number.isFinite(saved) ? saved : Number.isFinite(created) ? created : 0,
+      metrics: metricsOf(user.metrics),
+    };
     this.#records.set(step, record);
     this.#files.set(step, referencedFiles(metadata));
     return record;

@@ -7,7 +7,8 @@ const MAX_DEPTH = 256;
 export function metricsOf(stored: unknown): Record<string, number> {
   const metrics: Record<string, number> = Object.create(null);
   if (typeof stored !== "object" || stored === null || Array.isArray(stored)) return metrics;
-  for (const [name, value] of Object.entries(stored)) if (typeof value === "number" && Number.isFinite(value)) metrics[name] = value;
+  for (const [name, value] of Object.entries(stored))
+    if (typeof value === "number" && Number.isFinite(value)) metrics[name] = value;
   return metrics;
 }
 

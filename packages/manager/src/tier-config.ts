@@ -36,11 +36,19 @@ export interface TierConfig {
 export const DEFAULT_REPLICATION_RETRY = { baseDelayMs: 1_000, maxDelayMs: 30_000 } as const;
 
 function isAdapter(location: unknown): location is StorageAdapter {
-  return typeof location === "object" && location !== null && !Array.isArray(location) && typeof (location as Partial<StorageAdapter>).read === "function";
+  return (
+    typeof location === "object" &&
+    location !== null &&
+    !Array.isArray(location) &&
+    typeof (location as Partial<StorageAdapter>).read === "function"
+  );
 }
 
 /** Checks one location: a URL, a path or an adapter. */
-export function checkLocation(location: unknown, what = "the checkpoint location"): asserts location is string | StorageAdapter {
+export function checkLocation(
+  location: unknown,
+  what = "the checkpoint location",
+): asserts location is string | StorageAdapter {
   if (typeof location === "string") checkStorageUrl(location);
   else if (!isAdapter(location)) throw invalid(what, "a URL, a path or a StorageAdapter", location);
 }
@@ -51,7 +59,8 @@ export function locationsOf(location: unknown): (string | StorageAdapter)[] {
     checkLocation(location);
     return [location];
   }
-  if (location.length === 0) throw invalid("the checkpoint locations", "a non-empty array of URLs, paths or StorageAdapters", location);
+  if (location.length === 0)
+    throw invalid("the checkpoint locations", "a non-empty array of URLs, paths or StorageAdapters", location);
   location.forEach((l: unknown, i) => checkLocation(l, `checkpoint location ${i}`));
   const urls = location.filter((l): l is string => typeof l === "string").map((l) => storageUrl(l).href);
   if (new Set(urls).size !== urls.length) throw invalid("the checkpoint locations", "distinct locations", location);
@@ -59,13 +68,19 @@ export function locationsOf(location: unknown): (string | StorageAdapter)[] {
 }
 
 function count(value: unknown, min: number, what: string): void {
-  if (value !== undefined && (typeof value !== "number" || !Number.isSafeInteger(value) || value < min)) throw invalid(what, `an integer >= ${min}`, value);
+  if (value !== undefined && (typeof value !== "number" || !Number.isSafeInteger(value) || value < min))
+    throw invalid(what, `an integer >= ${min}`, value);
 }
 
 /** Checks `tiers` and `replication` against the number of locations; single-location managers take neither. */
 export function checkTierOptions(tiers: unknown, replication: unknown, locations: number): void {
   if (tiers !== undefined) {
-    if (!Array.isArray(tiers) || tiers.length > locations) throw invalid("CheckpointManager option tiers", `an array of at most ${locations} tier option objects, one per location`, tiers);
+    if (!Array.isArray(tiers) || tiers.length > locations)
+      throw invalid(
+        "CheckpointManager option tiers",
+        `an array of at most ${locations} tier option objects, one per location`,
+        tiers,
+      );
     tiers.forEach((tier: unknown, i) => {
       const name = `CheckpointManager option tiers[${i}]`;
       if (tier === undefined) return;
@@ -74,21 +89,28 @@ export function checkTierOptions(tiers: unknown, replication: unknown, locations
       count(t.maxToKeep, 0, `${name}.maxToKeep`);
       count(t.keepPeriod, 1, `${name}.keepPeriod`);
       count(t.every, 1, `${name}.every`);
-      if (t.keepTimeInterval !== undefined && (typeof t.keepTimeInterval !== "number" || !(t.keepTimeInterval > 0) || !Number.isFinite(t.keepTimeInterval))) {
+      if (
+        t.keepTimeInterval !== undefined &&
+        (typeof t.keepTimeInterval !== "number" || !(t.keepTimeInterval > 0) || !Number.isFinite(t.keepTimeInterval))
+      ) {
         throw invalid(`${name}.keepTimeInterval`, "a positive number of ms", t.keepTimeInterval);
       }
-      if (i === 0 && t.every !== undefined && t.every !== 1) throw invalid(`${name}.every`, "1: tier 0 takes every save", t.every);
+      if (i === 0 && t.every !== undefined && t.every !== 1)
+        throw invalid(`${name}.every`, "1: tier 0 takes every save", t.every);
     });
   }
   if (replication === undefined) return;
-  if (typeof replication !== "object" || replication === null) throw invalid("CheckpointManager option replication", "an object", replication);
+  if (typeof replication !== "object" || replication === null)
+    throw invalid("CheckpointManager option replication", "an object", replication);
   const r = replication as Record<string, unknown>;
   for (const name of ["deleteUnreplicated", "readBack", "incremental"]) {
-    if (r[name] !== undefined && typeof r[name] !== "boolean") throw invalid(`CheckpointManager option replication.${name}`, "a boolean", r[name]);
+    if (r[name] !== undefined && typeof r[name] !== "boolean")
+      throw invalid(`CheckpointManager option replication.${name}`, "a boolean", r[name]);
   }
   count(r.concurrency, 1, "CheckpointManager option replication.concurrency");
   if (r.retry !== undefined) {
-    if (typeof r.retry !== "object" || r.retry === null) throw invalid("CheckpointManager option replication.retry", "an object", r.retry);
+    if (typeof r.retry !== "object" || r.retry === null)
+      throw invalid("CheckpointManager option replication.retry", "an object", r.retry);
     const retry = r.retry as Record<string, unknown>;
     count(retry.baseDelayMs, 1, "CheckpointManager option replication.retry.baseDelayMs");
     count(retry.maxDelayMs, 1, "CheckpointManager option replication.retry.maxDelayMs");
@@ -100,12 +122,21 @@ export function checkTierOptions(tiers: unknown, replication: unknown, locations
  * `tiers[0]` says otherwise; slower tiers keep what their entry says (default: every step), with
  * `bestFn`/`bestMode` shared by all.
  */
-export function tierConfigs(locations: readonly (string | StorageAdapter)[], options: RetentionOptions & { readonly tiers?: readonly (TierOptions | undefined)[] }): TierConfig[] {
+export function tierConfigs(
+  locations: readonly (string | StorageAdapter)[],
+  options: RetentionOptions & { readonly tiers?: readonly (TierOptions | undefined)[] },
+): TierConfig[] {
   const { maxToKeep, keepPeriod, keepTimeInterval, bestFn, bestMode } = options;
   return locations.map((location, index) => {
     const own = options.tiers?.[index];
     const base = index === 0 && own === undefined ? { maxToKeep, keepPeriod, keepTimeInterval } : (own ?? {});
-    const retention: RetentionOptions = { maxToKeep: base.maxToKeep, keepPeriod: base.keepPeriod, keepTimeInterval: base.keepTimeInterval, bestFn, bestMode };
+    const retention: RetentionOptions = {
+      maxToKeep: base.maxToKeep,
+      keepPeriod: base.keepPeriod,
+      keepTimeInterval: base.keepTimeInterval,
+      bestFn,
+      bestMode,
+    };
     return { index, location, retention, every: own?.every ?? 1 };
   });
 }

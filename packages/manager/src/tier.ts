@@ -80,8 +80,16 @@ export class Tier {
   /** Opens the storage (a URL once; an adapter as given) and its step store. */
   open(): Promise<StepStore> {
     const { config, storageOptions, leftoverAgeMs, now } = this.#options;
-    this.#store ??= (typeof config.location === "string" ? openStorage(config.location, storageOptions) : Promise.resolve(config.location)).then((storage: StorageAdapter) => {
-      const store = new StepStore(storage, { onDamaged: (step, error) => this.#options.onDamaged(this.index, step, error), now, sweepsByRank: this.#options.sweepsByRank === true && this.index === 0 });
+    this.#store ??= (
+      typeof config.location === "string"
+        ? openStorage(config.location, storageOptions)
+        : Promise.resolve(config.location)
+    ).then((storage: StorageAdapter) => {
+      const store = new StepStore(storage, {
+        onDamaged: (step, error) => this.#options.onDamaged(this.index, step, error),
+        now,
+        sweepsByRank: this.#options.sweepsByRank === true && this.index === 0,
+      });
       // A rank other than 0 sees no metadata on its own tier 0: a sweep there could take files committed steps use.
       if (this.#options.retains !== false) {
         this.#retention = new RetentionRunner({
@@ -108,7 +116,12 @@ export class Tier {
   }
 
   /** A step committed here by this process (a save or a copy), with the files of other steps it references (an incremental save's). */
-  committed(step: number, time: number, metrics: Readonly<Record<string, number>>, referenced: readonly string[] = []): void {
+  committed(
+    step: number,
+    time: number,
+    metrics: Readonly<Record<string, number>>,
+    referenced: readonly string[] = [],
+  ): void {
     this.reached.add(step);
     this.#opened?.remember({ step, time, metrics }, referenced);
   }

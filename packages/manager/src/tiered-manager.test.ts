@@ -4,7 +4,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { CheckpointError, type StorageAdapter, openStorage } from "@cairn/core";
-import { type ObjectInfo, type ReadOptions, type WriteBody, type WriteOptions, type ByteRange } from "@cairn/core/storage";
+import {
+  type ObjectInfo,
+  type ReadOptions,
+  type WriteBody,
+  type WriteOptions,
+  type ByteRange,
+} from "@cairn/core/storage";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { CheckpointManager } from "./checkpoint-manager.js";
@@ -41,7 +47,10 @@ class Outage extends FaultyStorageAdapter {
   refused = 0;
   #check(path: string): void {
     if (this.down) this.refused++;
-    if (this.down) throw new CheckpointError("storage", `[${this.protocol}] ${path}: the bucket is down (injected)`, { context: { path, transient: false } });
+    if (this.down)
+      throw new CheckpointError("storage", `[${this.protocol}] ${path}: the bucket is down (injected)`, {
+        context: { path, transient: false },
+      });
   }
   override async read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array> {
     this.#check(path);
@@ -84,12 +93,20 @@ describe("CheckpointManager over tiers", () => {
     const [t0, t1] = [await openStorage(memoryRoot()), await openStorage(memoryRoot())];
     const mgr = manager([t0, t1], 10, { replication: { retry: fast } });
     const replicated = record(mgr, "replicated");
-    for (let step = 0; step <= 30; step += 10) expect(step % 20 === 0 ? await mgr.save(step, state(step)) : await mgr.saveAsync(step, state(step))).toBe(true);
+    for (let step = 0; step <= 30; step += 10)
+      expect(step % 20 === 0 ? await mgr.save(step, state(step)) : await mgr.saveAsync(step, state(step))).toBe(true);
     const result = await mgr.join();
     expect(result).toEqual({ retentionFailures: [], unreplicated: [] });
     expect(await stepsOn(t0)).toEqual([0, 10, 20, 30]);
     expect(await stepsOn(t1)).toEqual([0, 10, 20, 30]);
-    expect(replicated.map((r) => [r.step, r.tier])).toEqual(expect.arrayContaining([[0, 1], [10, 1], [20, 1], [30, 1]]));
+    expect(replicated.map((r) => [r.step, r.tier])).toEqual(
+      expect.arrayContaining([
+        [0, 1],
+        [10, 1],
+        [20, 1],
+        [30, 1],
+      ]),
+    );
     for (const r of replicated) expect(r.sinceCommit).toBeGreaterThanOrEqual(0);
     expect(await mgr.allSteps()).toEqual([0, 10, 20, 30]);
     expect(await mgr.latestStep()).toBe(30);
@@ -106,7 +123,10 @@ describe("CheckpointManager over tiers", () => {
 
   it("keeps retention per tier, and tier 1 takes only every k-th step", async () => {
     const [t0, t1] = [await openStorage(memoryRoot()), await openStorage(memoryRoot())];
-    const mgr = manager([t0, t1], 1, { tiers: [{ maxToKeep: 2 }, { every: 2, maxToKeep: 2, keepPeriod: 4 }], replication: { retry: fast } });
+    const mgr = manager([t0, t1], 1, {
+      tiers: [{ maxToKeep: 2 }, { every: 2, maxToKeep: 2, keepPeriod: 4 }],
+      replication: { retry: fast },
+    });
     for (let step = 0; step <= 9; step++) await mgr.save(step, state(step));
     await mgr.join();
     expect(await stepsOn(t0)).toEqual([8, 9]);
@@ -116,12 +136,24 @@ describe("CheckpointManager over tiers", () => {
   });
 
   it("copies down three tiers, the third taking every 2nd step, reading each copy back with readBack; restores from the third alone", async () => {
-    const [t0, t1, t2] = [await openStorage(memoryRoot()), await openStorage(memoryRoot()), new FaultyStorageAdapter(await openStorage(memoryRoot()))];
-    const mgr = manager([t0, t1, t2], 1, { tiers: [{ maxToKeep: 1 }, { maxToKeep: 2 }, { every: 2 }], replication: { retry: fast, readBack: true } });
+    const [t0, t1, t2] = [
+      await openStorage(memoryRoot()),
+      await openStorage(memoryRoot()),
+      new FaultyStorageAdapter(await openStorage(memoryRoot())),
+    ];
+    const mgr = manager([t0, t1, t2], 1, {
+      tiers: [{ maxToKeep: 1 }, { maxToKeep: 2 }, { every: 2 }],
+      replication: { retry: fast, readBack: true },
+    });
     const replicated = record(mgr, "replicated");
     for (let step = 1; step <= 4; step++) await mgr.save(step, state(step));
     await mgr.join();
-    expect(replicated.filter((r) => r.tier === 2).map((r) => r.step).sort()).toEqual([2, 4]);
+    expect(
+      replicated
+        .filter((r) => r.tier === 2)
+        .map((r) => r.step)
+        .sort(),
+    ).toEqual([2, 4]);
     expect(await stepsOn(t0)).toEqual([4]);
     expect(await stepsOn(t1)).toEqual([3, 4]);
     expect(await stepsOn(t2)).toEqual([2, 4]);
@@ -145,7 +177,9 @@ describe("CheckpointManager over tiers", () => {
     for (let step = 1; step <= 4; step++) expect(await mgr.save(step, state(step))).toBe(true);
     const during = await mgr.join();
     expect(during.unreplicated?.map((u) => u.step)).toEqual([4, 3, 2, 1]);
-    expect(during.unreplicated?.every((u) => u.tier === 1 && u.error instanceof CheckpointError && !u.permanent)).toBe(true);
+    expect(during.unreplicated?.every((u) => u.tier === 1 && u.error instanceof CheckpointError && !u.permanent)).toBe(
+      true,
+    );
     // Nothing tier 1 lacks is deleted from tier 0, whatever maxToKeep says.
     expect(await stepsOn(t0)).toEqual([1, 2, 3, 4]);
     // Retried with backoff, and reported once for the whole outage.
@@ -166,7 +200,10 @@ describe("CheckpointManager over tiers", () => {
     const t0 = await openStorage(memoryRoot());
     const t1 = await outage();
     t1.down = true;
-    const mgr = manager([t0, t1], 1, { tiers: [{ maxToKeep: 1 }], replication: { retry: fast, deleteUnreplicated: true } });
+    const mgr = manager([t0, t1], 1, {
+      tiers: [{ maxToKeep: 1 }],
+      replication: { retry: fast, deleteUnreplicated: true },
+    });
     mgr.on("error", () => undefined);
     for (let step = 0; step <= 3; step++) await mgr.save(step, state(step));
     await mgr.join();
@@ -200,12 +237,22 @@ describe("CheckpointManager over tiers", () => {
     bytes[bytes.length - 1]! ^= 0xff;
     await writeFile(join(dir, "local", "1", file), bytes);
     expect(await mgr.restore(1)).toEqual(state(1));
-    expect(errors).toEqual([expect.objectContaining({ step: 1, operation: "restore", tier: 0, error: expect.objectContaining({ code: "corrupt" }) })]);
+    expect(errors).toEqual([
+      expect.objectContaining({
+        step: 1,
+        operation: "restore",
+        tier: 0,
+        error: expect.objectContaining({ code: "corrupt" }),
+      }),
+    ]);
     await rm(join(dir, "local", "2"), { recursive: true });
     const target = state(0);
     await mgr.restore(2, target);
     expect(target).toEqual(state(2));
-    await expect(mgr.restore(3)).rejects.toMatchObject({ code: "not_found", message: expect.stringContaining("committed steps: 1, 2") });
+    await expect(mgr.restore(3)).rejects.toMatchObject({
+      code: "not_found",
+      message: expect.stringContaining("committed steps: 1, 2"),
+    });
   });
 
   it("on a new node with tier 0 wiped, finds the newest step on tier 1 and restores it from there", async () => {
@@ -232,10 +279,18 @@ describe("CheckpointManager over tiers", () => {
     // The copy reads the data file damaged: its CRCs do not match.
     const flip = (data: Uint8Array): Uint8Array => Uint8Array.from(data, (b, i) => (i === 0 ? b ^ 1 : b));
     const read = damaging.read.bind(damaging);
-    damaging.read = async (path, range, options) => (path.endsWith(".safetensors") && range ? flip(await read(path, range, options)) : read(path, range, options));
+    damaging.read = async (path, range, options) =>
+      path.endsWith(".safetensors") && range ? flip(await read(path, range, options)) : read(path, range, options);
     await mgr.save(7, state(7));
     const result = await mgr.join();
-    expect(result.unreplicated).toEqual([expect.objectContaining({ step: 7, tier: 1, permanent: true, error: expect.objectContaining({ code: "corrupt" }) })]);
+    expect(result.unreplicated).toEqual([
+      expect.objectContaining({
+        step: 7,
+        tier: 1,
+        permanent: true,
+        error: expect.objectContaining({ code: "corrupt" }),
+      }),
+    ]);
     expect(errors).toEqual([expect.objectContaining({ step: 7, operation: "replication", tier: 1 })]);
     expect(await stepsOn(t1)).toEqual([]);
     expect(await objectNames(t1)).toEqual([]);
@@ -265,7 +320,11 @@ describe("CheckpointManager over tiers", () => {
   it("puts the preemption checkpoint on tier 0 and copies it before older steps", async () => {
     const signals = new EventEmitter();
     const t1 = await outage();
-    const mgr = manager([memoryRoot(), t1], 100, { signalTarget: signals, checkpointOnPreemption: true, replication: { retry: fast } });
+    const mgr = manager([memoryRoot(), t1], 100, {
+      signalTarget: signals,
+      checkpointOnPreemption: true,
+      replication: { retry: fast },
+    });
     mgr.on("error", () => undefined);
     const replicated = record(mgr, "replicated");
     t1.down = true;
@@ -295,13 +354,21 @@ describe("CheckpointManager over tiers", () => {
   });
 
   it("checks its tier options", () => {
-    expect(() => new CheckpointManager("memory://x", 1, { tiers: [{ maxToKeep: 1 }] })).toThrow(/given only with several locations/);
-    expect(() => new CheckpointManager(["memory://a", "memory://b"], 1, { tiers: [{ every: 2 }] })).toThrow(/tier 0 takes every save/);
+    expect(() => new CheckpointManager("memory://x", 1, { tiers: [{ maxToKeep: 1 }] })).toThrow(
+      /given only with several locations/,
+    );
+    expect(() => new CheckpointManager(["memory://a", "memory://b"], 1, { tiers: [{ every: 2 }] })).toThrow(
+      /tier 0 takes every save/,
+    );
     expect(() => new CheckpointManager(["memory://a", "memory://b"], 1, { tiers: [{}, {}, {}] })).toThrow(/at most 2/);
     expect(() => new CheckpointManager(["memory://a", "memory://a"], 1)).toThrow(/distinct/);
     expect(() => new CheckpointManager([], 1)).toThrow(/non-empty/);
     expect(() => new CheckpointManager(["memory://a", 3 as never], 1)).toThrow(/checkpoint location 1/);
-    expect(() => new CheckpointManager(["memory://a", "memory://b"], 1, { replication: { retry: { baseDelayMs: 0 } } })).toThrow(/baseDelayMs/);
-    expect(() => new CheckpointManager(["memory://a", "memory://b"], 1, { tiers: [undefined, { every: 0 }] })).toThrow(/every/);
+    expect(
+      () => new CheckpointManager(["memory://a", "memory://b"], 1, { replication: { retry: { baseDelayMs: 0 } } }),
+    ).toThrow(/baseDelayMs/);
+    expect(() => new CheckpointManager(["memory://a", "memory://b"], 1, { tiers: [undefined, { every: 0 }] })).toThrow(
+      /every/,
+    );
   });
 });

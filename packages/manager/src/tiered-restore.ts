@@ -1,4 +1,14 @@
-import { CheckpointError, type CheckpointErrorCode, type LoadOptions, type LoadResult, type ProcessGroup, type StateDict, type StorageAdapter, isCheckpointError, load } from "@cairn/core";
+import {
+  CheckpointError,
+  type CheckpointErrorCode,
+  type LoadOptions,
+  type LoadResult,
+  type ProcessGroup,
+  type StateDict,
+  type StorageAdapter,
+  isCheckpointError,
+  load,
+} from "@cairn/core";
 import { METADATA_FILE } from "@cairn/core/format";
 import { joinPath } from "@cairn/core/storage";
 import type { ManagerEmitter } from "./manager-events.js";
@@ -15,7 +25,12 @@ type Outcome = null | { readonly code: string; readonly message: string; readonl
 /** Codes another rank's failure is passed on with; anything else it sends becomes `process_group`. */
 const PASSED_ON = new Set<string>([...FALL_THROUGH, "mismatch", "invalid_argument", "cancelled", "process_group"]);
 
-function loadFrom(storage: StorageAdapter, step: number, target: StateDict | undefined, options: RestoreOptions): Promise<LoadResult | StateDict> {
+function loadFrom(
+  storage: StorageAdapter,
+  step: number,
+  target: StateDict | undefined,
+  options: RestoreOptions,
+): Promise<LoadResult | StateDict> {
   const where = { ...options, storage, path: stepDir(step) };
   return target === undefined ? load(where) : load(target, where);
 }
@@ -52,10 +67,17 @@ export async function restoreFromTiers(
 }
 
 /** Rank 0's metadata.json of `step` on `tier`, base64, or null (reported) when it cannot be read. */
-async function metadataToSend(tier: Tier, step: number, events: ManagerEmitter, signal: AbortSignal | undefined): Promise<string | null> {
+async function metadataToSend(
+  tier: Tier,
+  step: number,
+  events: ManagerEmitter,
+  signal: AbortSignal | undefined,
+): Promise<string | null> {
   try {
     const { storage } = await tier.open();
-    return Buffer.from(await storage.read(joinPath(stepDir(step), METADATA_FILE), undefined, signal ? { signal } : {})).toString("base64");
+    return Buffer.from(
+      await storage.read(joinPath(stepDir(step), METADATA_FILE), undefined, signal ? { signal } : {}),
+    ).toString("base64");
   } catch (error) {
     events.report({ step, error, operation: "restore", tier: tier.index });
     return null;
@@ -67,7 +89,9 @@ function rankFailure(rank: number, outcome: unknown, step: number, tier: number)
   const o = (typeof outcome === "object" && outcome !== null ? outcome : {}) as Record<string, unknown>;
   const code = (typeof o.code === "string" && PASSED_ON.has(o.code) ? o.code : "process_group") as CheckpointErrorCode;
   const message = typeof o.message === "string" ? o.message : "no reason given";
-  return new CheckpointError(code, `rank ${rank} could not restore step ${step} from tier ${tier}: ${message}`, { context: { step, rank } });
+  return new CheckpointError(code, `rank ${rank} could not restore step ${step} from tier ${tier}: ${message}`, {
+    context: { step, rank },
+  });
 }
 
 /**
@@ -79,18 +103,32 @@ function rankFailure(rank: number, outcome: unknown, step: number, tier: number)
  * every rank reads the next tier; a failure no other tier can mend (a target that does not
  * match, a cancelled restore) is thrown on every rank.
  */
-async function restoreAcrossRanks(tiers: readonly Tier[], events: ManagerEmitter, step: number, target: StateDict | undefined, options: RestoreOptions): Promise<LoadResult | StateDict> {
+async function restoreAcrossRanks(
+  tiers: readonly Tier[],
+  events: ManagerEmitter,
+  step: number,
+  target: StateDict | undefined,
+  options: RestoreOptions,
+): Promise<LoadResult | StateDict> {
   const group = options.processGroup;
   const held = await group.allGather((await holders(tiers, step)).map((t) => t.index));
-  const holds = (rank: number, index: number): boolean => Array.isArray(held[rank]) && (held[rank] as unknown[]).includes(index);
+  const holds = (rank: number, index: number): boolean =>
+    Array.isArray(held[rank]) && (held[rank] as unknown[]).includes(index);
   let first: unknown;
   for (const tier of tiers) {
     if (!holds(0, tier.index)) continue;
     let sent: unknown;
     if (!held.every((_, rank) => holds(rank, tier.index))) {
-      sent = await group.broadcast(group.rank === 0 ? await metadataToSend(tier, step, events, options.signal) : undefined, 0);
+      sent = await group.broadcast(
+        group.rank === 0 ? await metadataToSend(tier, step, events, options.signal) : undefined,
+        0,
+      );
       if (typeof sent !== "string") {
-        first ??= new CheckpointError("not_found", `rank 0 could not read the metadata of step ${step} on tier ${tier.index}`, { context: { step, rank: 0 } });
+        first ??= new CheckpointError(
+          "not_found",
+          `rank 0 could not read the metadata of step ${step} on tier ${tier.index}`,
+          { context: { step, rank: 0 } },
+        );
         continue;
       }
     }
@@ -99,19 +137,38 @@ async function restoreAcrossRanks(tiers: readonly Tier[], events: ManagerEmitter
     // Whatever fails on this rank (opening its tier too) is its outcome: the others wait for it.
     try {
       const { storage } = await tier.open();
-      const view = typeof sent === "string" && !holds(group.rank, tier.index) ? new MetadataOverlay(storage, joinPath(stepDir(step), METADATA_FILE), Buffer.from(sent, "base64")) : storage;
+      const view =
+        typeof sent === "string" && !holds(group.rank, tier.index)
+          ? new MetadataOverlay(storage, joinPath(stepDir(step), METADATA_FILE), Buffer.from(sent, "base64"))
+          : storage;
       result = await loadFrom(view, step, target, options);
     } catch (error) {
       own = error ?? new Error("undefined thrown");
     }
     const outcome: Outcome =
-      own === undefined ? null : { code: isCheckpointError(own) ? own.code : "storage", message: own instanceof Error ? own.message : String(own), next: fallsThrough(own, options.signal) };
+      own === undefined
+        ? null
+        : {
+            code: isCheckpointError(own) ? own.code : "storage",
+            message: own instanceof Error ? own.message : String(own),
+            next: fallsThrough(own, options.signal),
+          };
     const outcomes = await group.allGather(outcome);
     if (outcomes.every((o) => o === null)) return result!;
     const fatal = outcomes.findIndex((o) => o !== null && (o as { next?: unknown }).next !== true);
-    if (fatal >= 0) throw own !== undefined && !fallsThrough(own, options.signal) ? own : rankFailure(fatal, outcomes[fatal], step, tier.index);
+    if (fatal >= 0)
+      throw own !== undefined && !fallsThrough(own, options.signal)
+        ? own
+        : rankFailure(fatal, outcomes[fatal], step, tier.index);
     if (own !== undefined) events.report({ step, error: own, operation: "restore", tier: tier.index });
-    first ??= own ?? rankFailure(outcomes.findIndex((o) => o !== null), outcomes.find((o) => o !== null), step, tier.index);
+    first ??=
+      own ??
+      rankFailure(
+        outcomes.findIndex((o) => o !== null),
+        outcomes.find((o) => o !== null),
+        step,
+        tier.index,
+      );
   }
   throw first ?? (await notFound(tiers, events, step));
 }

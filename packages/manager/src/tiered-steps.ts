@@ -5,14 +5,26 @@ import type { Replication } from "./replication.js";
 import type { Tier, TierState } from "./tier.js";
 
 /** Failures after which a restore reads the step from the next tier: that copy is missing, damaged or unreadable. */
-export const FALL_THROUGH = new Set(["corrupt", "not_found", "not_committed", "unsupported_version", "storage", "timeout", "permission_denied"]);
+export const FALL_THROUGH = new Set([
+  "corrupt",
+  "not_found",
+  "not_committed",
+  "unsupported_version",
+  "storage",
+  "timeout",
+  "permission_denied",
+]);
 
 /**
  * Asks every tier, in order, and keeps the answers of those that answered. A tier whose storage
  * fails is reported (`error`, operation `"listing"`) and left out; if every tier fails, the
  * first failure is thrown.
  */
-async function acrossTiers<T>(tiers: readonly Tier[], events: ManagerEmitter, ask: (store: StepStore, tier: Tier) => Promise<T>): Promise<T[]> {
+async function acrossTiers<T>(
+  tiers: readonly Tier[],
+  events: ManagerEmitter,
+  ask: (store: StepStore, tier: Tier) => Promise<T>,
+): Promise<T[]> {
   const settled = await Promise.allSettled(
     tiers.map(async (tier) => {
       const store = await tier.open();
@@ -33,15 +45,28 @@ async function acrossTiers<T>(tiers: readonly Tier[], events: ManagerEmitter, as
  * Committed steps on any tier, ascending. With several ranks (a collective): the steps some tier
  * holds on every rank, which are those every rank can restore together.
  */
-export async function allStepsOf(tiers: readonly Tier[], events: ManagerEmitter, group?: ProcessGroup): Promise<number[]> {
-  const lists = await acrossTiers(tiers, events, async (_store, tier) => [tier.index, await tier.committedSteps()] as const);
-  if (group === undefined || group.worldSize === 1) return [...new Set(lists.flatMap(([, steps]) => steps))].sort((a, b) => a - b);
+export async function allStepsOf(
+  tiers: readonly Tier[],
+  events: ManagerEmitter,
+  group?: ProcessGroup,
+): Promise<number[]> {
+  const lists = await acrossTiers(
+    tiers,
+    events,
+    async (_store, tier) => [tier.index, await tier.committedSteps()] as const,
+  );
+  if (group === undefined || group.worldSize === 1)
+    return [...new Set(lists.flatMap(([, steps]) => steps))].sort((a, b) => a - b);
   const ranks = await group.allGather(lists.map(([index, steps]) => [index, steps]));
   const common = new Set<number>();
   for (const [index, steps] of lists) {
     for (const step of steps) {
       // Other ranks' lists, yet checked: a rank trusts no value it did not make.
-      const everywhere = ranks.every((r) => Array.isArray(r) && r.some((e) => Array.isArray(e) && e[0] === index && Array.isArray(e[1]) && e[1].includes(step)));
+      const everywhere = ranks.every(
+        (r) =>
+          Array.isArray(r) &&
+          r.some((e) => Array.isArray(e) && e[0] === index && Array.isArray(e[1]) && e[1].includes(step)),
+      );
       if (everywhere) common.add(step);
     }
   }
@@ -49,7 +74,11 @@ export async function allStepsOf(tiers: readonly Tier[], events: ManagerEmitter,
 }
 
 /** The newest step committed on any tier (with several ranks, a collective: of those some tier holds on every rank). */
-export async function latestStepOf(tiers: readonly Tier[], events: ManagerEmitter, group?: ProcessGroup): Promise<number | undefined> {
+export async function latestStepOf(
+  tiers: readonly Tier[],
+  events: ManagerEmitter,
+  group?: ProcessGroup,
+): Promise<number | undefined> {
   if (group !== undefined && group.worldSize > 1) return (await allStepsOf(tiers, events, group)).at(-1);
   const latest = await acrossTiers(tiers, events, (store) => store.latestStep());
   const steps = latest.filter((s): s is number => s !== undefined);
@@ -58,15 +87,28 @@ export async function latestStepOf(tiers: readonly Tier[], events: ManagerEmitte
 
 /** The tiers holding `step` committed, fastest first (one stat each); tiers that cannot answer (or be opened) are left out. */
 export async function holders(tiers: readonly Tier[], step: number): Promise<Tier[]> {
-  const found = await Promise.all(tiers.map(async (tier) => ((await tier.open().then((store) => store.isCommitted(step)).catch(() => false)) ? tier : undefined)));
+  const found = await Promise.all(
+    tiers.map(async (tier) =>
+      (await tier
+        .open()
+        .then((store) => store.isCommitted(step))
+        .catch(() => false))
+        ? tier
+        : undefined,
+    ),
+  );
   return found.filter((t): t is Tier => t !== undefined);
 }
 
 export async function notFound(tiers: readonly Tier[], events: ManagerEmitter, step: number): Promise<CheckpointError> {
   const steps = await allStepsOf(tiers, events).catch(() => [] as number[]);
-  return new CheckpointError("not_found", `step ${step} has no committed checkpoint on any tier; committed steps: ${steps.length ? steps.join(", ") : "none"}`, {
-    context: { step },
-  });
+  return new CheckpointError(
+    "not_found",
+    `step ${step} has no committed checkpoint on any tier; committed steps: ${steps.length ? steps.join(", ") : "none"}`,
+    {
+      context: { step },
+    },
+  );
 }
 
 /** What `step` was saved with, from the fastest tier holding it. */
@@ -100,7 +142,9 @@ export function tierStates(tiers: readonly Tier[], replication: Replication | un
         index: tier.index,
         root: store.storage.root,
         ...listed,
-        pending: (replication?.unreplicated() ?? []).filter((u) => u.tier === tier.index && !u.permanent).map((u) => u.step),
+        pending: (replication?.unreplicated() ?? [])
+          .filter((u) => u.tier === tier.index && !u.permanent)
+          .map((u) => u.step),
         ...(failing === undefined ? {} : { failing }),
         retentionFailures: tier.retention?.failures() ?? [],
       };
@@ -112,13 +156,21 @@ export function tierStates(tiers: readonly Tier[], replication: Replication | un
 export async function refuseOnSlowerTiers(tiers: readonly Tier[], step: number): Promise<void> {
   for (const tier of tiers.slice(1)) {
     if (tier.reached.has(step) && (await (await tier.open()).isCommitted(step).catch(() => false))) {
-      throw new CheckpointError("already_exists", `step ${step} is already committed on tier ${tier.index}; pass { overwrite: true } to replace it`, { context: { step } });
+      throw new CheckpointError(
+        "already_exists",
+        `step ${step} is already committed on tier ${tier.index}; pass { overwrite: true } to replace it`,
+        { context: { step } },
+      );
     }
   }
 }
 
 /** Deletes `step` on every tier, the fastest first, and drops its queued copies; every tier is tried, the first failure thrown. */
-export async function deleteEverywhere(tiers: readonly Tier[], replication: Replication | undefined, step: number): Promise<void> {
+export async function deleteEverywhere(
+  tiers: readonly Tier[],
+  replication: Replication | undefined,
+  step: number,
+): Promise<void> {
   replication?.queue.remove(step);
   let failure: unknown;
   for (const tier of tiers) {

@@ -25,7 +25,10 @@ describe("a root holding damaged and foreign step directories", () => {
     const good = new TextDecoder().decode(await storage.read("2/metadata.json"));
     const enc = (text: string): Uint8Array => new TextEncoder().encode(text);
     await storage.write("5/metadata.json", enc("{not json"));
-    await storage.write("6/metadata.json", enc(good.replace(/"user":\s*\{/, '"user":{"extra":{"__proto__":{"polluted":1}},')));
+    await storage.write(
+      "6/metadata.json",
+      enc(good.replace(/"user":\s*\{/, '"user":{"extra":{"__proto__":{"polluted":1}},')),
+    );
     await storage.write("7/metadata.json", enc(good.replace(/"version":\s*"[^"]*"/, '"version":"9.0"')));
     for (const foreign of ["007", "__proto__", "-3"]) await storage.write(`${foreign}/metadata.json`, enc(good));
     // A checkpoint another tool wrote with core's save: usable, with user metadata of the wrong types.
@@ -53,7 +56,8 @@ describe("a root holding damaged and foreign step directories", () => {
     after.on("error", () => undefined);
     expect(await after.allSteps()).toEqual([9, 10]);
     // Nothing retention does not own was touched.
-    for (const dir of ["5", "6", "7", "007", "__proto__", "-3"]) expect(await names(storage, `${dir}/`)).toEqual([`${dir}/metadata.json`]);
+    for (const dir of ["5", "6", "7", "007", "__proto__", "-3"])
+      expect(await names(storage, `${dir}/`)).toEqual([`${dir}/metadata.json`]);
     await after.close();
   });
 
@@ -67,10 +71,17 @@ describe("a root holding damaged and foreign step directories", () => {
     // Step 3 is a newer Cairn's: its metadata.json (a valid checksum, version 3.0) may reference step 1's and 2's files in ways this Cairn cannot see.
     const text = new TextDecoder().decode(await storage.read("2/metadata.json"));
     const body = text.replace(/^\{"metadataCrc32c":\d+,/, "{").replace('"version":"2.1"', '"version":"3.0"');
-    await storage.write("3/metadata.json", new TextEncoder().encode(`{"metadataCrc32c":${crc32c(new TextEncoder().encode(body))},${body.slice(1)}`));
+    await storage.write(
+      "3/metadata.json",
+      new TextEncoder().encode(`{"metadataCrc32c":${crc32c(new TextEncoder().encode(body))},${body.slice(1)}`),
+    );
     const before = (await names(storage, "")).filter((n) => n.endsWith(".safetensors"));
 
-    const mgr = new CheckpointManager(storage, 1, { maxToKeep: 1, leftoverAgeMs: 1, now: () => Date.now() + 3_600_000 });
+    const mgr = new CheckpointManager(storage, 1, {
+      maxToKeep: 1,
+      leftoverAgeMs: 1,
+      now: () => Date.now() + 3_600_000,
+    });
     const errors: ManagerEvents["error"][] = [];
     mgr.on("error", (e) => errors.push(e));
     expect(await mgr.allSteps()).toEqual([1, 2]);
@@ -86,7 +97,11 @@ describe("a root holding damaged and foreign step directories", () => {
     for (const file of before) expect(after).toContain(file);
 
     await storage.delete("3/metadata.json");
-    const sweeper = new CheckpointManager(storage, 1, { maxToKeep: 1, leftoverAgeMs: 1, now: () => Date.now() + 3_600_000 });
+    const sweeper = new CheckpointManager(storage, 1, {
+      maxToKeep: 1,
+      leftoverAgeMs: 1,
+      now: () => Date.now() + 3_600_000,
+    });
     await sweeper.save(5, { big, step: 5 });
     await sweeper.close();
     expect((await names(storage, "")).filter((n) => !n.startsWith("5/"))).toEqual([]);

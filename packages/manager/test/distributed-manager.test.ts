@@ -41,7 +41,10 @@ describe("CheckpointManager across 3 ranks (real processes)", () => {
     expect(stopped[0]).toBeGreaterThanOrEqual(8);
     expect(stopped).toEqual([stopped[0], stopped[0], stopped[0]]);
     // On a loaded machine the agreement may land after an interval step (50): that one is kept too.
-    const kept = [...Array.from({ length: Math.floor((stopped[0]! - 1) / 50) }, (_, i) => (i + 1) * 50), stopped[0]].slice(-3);
+    const kept = [
+      ...Array.from({ length: Math.floor((stopped[0]! - 1) / 50) }, (_, i) => (i + 1) * 50),
+      stopped[0],
+    ].slice(-3);
     for (const r of results) expect(r).toMatchObject({ allSteps: kept, restored: true, restoredStep: stopped[0] });
   }, 120_000);
 });

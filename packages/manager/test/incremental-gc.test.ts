@@ -53,66 +53,79 @@ async function checkEveryStep(storage: StorageAdapter, what: string): Promise<nu
 
 describe("incremental steps under retention, gc, rm and kills (property)", () => {
   for (const seed of SEEDS) {
-    it(`seed ${seed}: after each of ${OPERATIONS} random operations every committed step loads exactly as saved`, { timeout: 240_000 }, async () => {
-      const next = random(seed);
-      const pick = (n: number): number => Math.floor(next() * n);
-      const dir = await mkdtemp(join(tmpdir(), "cairn-incremental-gc-"));
-      dirs.push(dir);
-      const root = `file://${dir}/run`;
-      const storage = await openStorage(root);
-      const log: string[] = [];
-      let kills = 0;
-      let referencedSeen = 0;
-      try {
-        for (let op = 0; op < OPERATIONS; op++) {
-          const roll = next();
-          const latest = (await new StepStore(storage).latestStep()) ?? -1;
-          if (roll < 0.45) {
-            const maxToKeep = pick(4);
-            const fullEvery = 2 + pick(4);
-            const manager = new CheckpointManager(storage, 1, { maxToKeep, incremental: next() < 0.5 ? true : { fullEvery }, leftoverAgeMs: 1, checkpointOnPreemption: false });
-            const saves = 1 + pick(3);
-            for (let s = 1; s <= saves; s++) {
-              const step = latest + s;
-              await (next() < 0.5 ? manager.saveAsync(step, incrementalState(step)) : manager.save(step, incrementalState(step)));
+    it(
+      `seed ${seed}: after each of ${OPERATIONS} random operations every committed step loads exactly as saved`,
+      { timeout: 240_000 },
+      async () => {
+        const next = random(seed);
+        const pick = (n: number): number => Math.floor(next() * n);
+        const dir = await mkdtemp(join(tmpdir(), "cairn-incremental-gc-"));
+        dirs.push(dir);
+        const root = `file://${dir}/run`;
+        const storage = await openStorage(root);
+        const log: string[] = [];
+        let kills = 0;
+        let referencedSeen = 0;
+        try {
+          for (let op = 0; op < OPERATIONS; op++) {
+            const roll = next();
+            const latest = (await new StepStore(storage).latestStep()) ?? -1;
+            if (roll < 0.45) {
+              const maxToKeep = pick(4);
+              const fullEvery = 2 + pick(4);
+              const manager = new CheckpointManager(storage, 1, {
+                maxToKeep,
+                incremental: next() < 0.5 ? true : { fullEvery },
+                leftoverAgeMs: 1,
+                checkpointOnPreemption: false,
+              });
+              const saves = 1 + pick(3);
+              for (let s = 1; s <= saves; s++) {
+                const step = latest + s;
+                await (next() < 0.5
+                  ? manager.saveAsync(step, incrementalState(step))
+                  : manager.save(step, incrementalState(step)));
+              }
+              await manager.close();
+              log.push(`save ${saves} from ${latest + 1} keep ${maxToKeep}`);
+            } else if (roll < 0.6) {
+              const keep = 1 + pick(3);
+              await new StepStore(storage).retain({ maxToKeep: keep }, 0, Date.now() + 1000, () => false);
+              log.push(`gc keep ${keep}`);
+            } else if (roll < 0.72) {
+              const store = new StepStore(storage);
+              const steps = await store.committedSteps();
+              const step = steps[pick(steps.length)];
+              if (step !== undefined) await store.deleteStep(step);
+              log.push(`rm ${step}`);
+            } else if (roll < 0.85) {
+              // A deleter dies after a few deletions: its storage fails from then on and it is dropped.
+              const nth = 1 + pick(4);
+              const faulty = new FaultyStorageAdapter(storage, [{ operation: "delete", nth, times: 1000 }]);
+              const store = new StepStore(faulty);
+              const steps = await store.committedSteps();
+              await (next() < 0.5
+                ? store.retain({ maxToKeep: 1 }, 0, Date.now() + 1000, () => false)
+                : store.deleteStep(steps[pick(steps.length)] ?? 0).catch(() => undefined));
+              log.push(`deleter dies after ${nth - 1} deletions`);
+            } else if (kills < 3) {
+              kills++;
+              const waitMs = 100 + pick(900);
+              await killAtRandom(root, waitMs, 1 + pick(3), 2 + pick(3));
+              log.push(`kill after ${waitMs} ms`);
             }
-            await manager.close();
-            log.push(`save ${saves} from ${latest + 1} keep ${maxToKeep}`);
-          } else if (roll < 0.6) {
-            const keep = 1 + pick(3);
-            await new StepStore(storage).retain({ maxToKeep: keep }, 0, Date.now() + 1000, () => false);
-            log.push(`gc keep ${keep}`);
-          } else if (roll < 0.72) {
-            const store = new StepStore(storage);
-            const steps = await store.committedSteps();
-            const step = steps[pick(steps.length)];
-            if (step !== undefined) await store.deleteStep(step);
-            log.push(`rm ${step}`);
-          } else if (roll < 0.85) {
-            // A deleter dies after a few deletions: its storage fails from then on and it is dropped.
-            const nth = 1 + pick(4);
-            const faulty = new FaultyStorageAdapter(storage, [{ operation: "delete", nth, times: 1000 }]);
-            const store = new StepStore(faulty);
-            const steps = await store.committedSteps();
-            await (next() < 0.5 ? store.retain({ maxToKeep: 1 }, 0, Date.now() + 1000, () => false) : store.deleteStep(steps[pick(steps.length)] ?? 0).catch(() => undefined));
-            log.push(`deleter dies after ${nth - 1} deletions`);
-          } else if (kills < 3) {
-            kills++;
-            const waitMs = 100 + pick(900);
-            await killAtRandom(root, waitMs, 1 + pick(3), 2 + pick(3));
-            log.push(`kill after ${waitMs} ms`);
+            const steps = await checkEveryStep(storage, `seed ${seed}, after ${log.join("; ")}`);
+            for (const step of steps) {
+              const text = new TextDecoder().decode(await storage.read(`${stepDir(step)}/metadata.json`));
+              if (text.includes('"dir":')) referencedSeen++;
+            }
           }
-          const steps = await checkEveryStep(storage, `seed ${seed}, after ${log.join("; ")}`);
-          for (const step of steps) {
-            const text = new TextDecoder().decode(await storage.read(`${stepDir(step)}/metadata.json`));
-            if (text.includes('"dir":')) referencedSeen++;
-          }
+        } finally {
+          await storage.close();
         }
-      } finally {
-        await storage.close();
-      }
-      // The run really made steps that reference others', or it tested nothing.
-      expect(referencedSeen, `seed ${seed}: ${log.join("; ")}`).toBeGreaterThan(0);
-    });
+        // The run really made steps that reference others', or it tested nothing.
+        expect(referencedSeen, `seed ${seed}: ${log.join("; ")}`).toBeGreaterThan(0);
+      },
+    );
   }
 });

@@ -18,19 +18,33 @@ async function leg(mode: string, url: string, n: number): Promise<Record<string,
 }
 
 describe("resuming tfjs training from a checkpoint", () => {
-  it("is exact: 2N steps straight equal N steps, a fresh process, a restore and N more, bit for bit", { timeout: 180_000 }, async () => {
-    root = await mkdtemp(join(tmpdir(), "cairn-resume-"));
-    const url = `file://${root}`;
-    const n = 12;
-    const [straight] = await Promise.all([leg("straight", url, n), leg("first", url, n)]);
-    const resumed = await leg("resume", url, n);
-    expect(Object.keys(resumed).sort()).toEqual(["adadelta", "adagrad", "adam", "adamax", "momentum", "rmsprop", "sgd"]);
-    for (const name of Object.keys(straight)) {
-      // Optimizer slots exist and the weights moved: the comparison covers real state.
-      expect(Object.keys(straight[name]!).length, name).toBeGreaterThan(4);
-      expect(resumed[name], name).toEqual(straight[name]);
-    }
-    expect(straight.adam!["optim.iterations"]).toBe(String(2 * n));
-    expect(Object.keys(straight.adam!)).toEqual(expect.arrayContaining(["optim.scalars.accBeta1", "optim.scalars.accBeta2"]));
-  });
+  it(
+    "is exact: 2N steps straight equal N steps, a fresh process, a restore and N more, bit for bit",
+    { timeout: 180_000 },
+    async () => {
+      root = await mkdtemp(join(tmpdir(), "cairn-resume-"));
+      const url = `file://${root}`;
+      const n = 12;
+      const [straight] = await Promise.all([leg("straight", url, n), leg("first", url, n)]);
+      const resumed = await leg("resume", url, n);
+      expect(Object.keys(resumed).sort()).toEqual([
+        "adadelta",
+        "adagrad",
+        "adam",
+        "adamax",
+        "momentum",
+        "rmsprop",
+        "sgd",
+      ]);
+      for (const name of Object.keys(straight)) {
+        // Optimizer slots exist and the weights moved: the comparison covers real state.
+        expect(Object.keys(straight[name]!).length, name).toBeGreaterThan(4);
+        expect(resumed[name], name).toEqual(straight[name]);
+      }
+      expect(straight.adam!["optim.iterations"]).toBe(String(2 * n));
+      expect(Object.keys(straight.adam!)).toEqual(
+        expect.arrayContaining(["optim.scalars.accBeta1", "optim.scalars.accBeta2"]),
+      );
+    },
+  );
 });

@@ -31,7 +31,8 @@ describe("a tiered CheckpointManager across 3 ranks (real processes), each rank 
     dirs.push(dir);
     const results = await run([dir, "5", "1", "3,4"]);
     expect(results.map((r) => r.rank)).toEqual([0, 1, 2]);
-    for (const r of results) expect(r).toMatchObject({ unreplicated: [], latest: 5, restored: true, earlyRestored: true });
+    for (const r of results)
+      expect(r).toMatchObject({ unreplicated: [], latest: 5, restored: true, earlyRestored: true });
     // Asked while copies ran, every rank named the same newest step.
     expect(new Set(results.map((r) => r.early)).size).toBe(1);
     // Rank 1's failures were reported (once per outage) on rank 0, which retried, and on rank 1.
@@ -68,6 +69,7 @@ describe("a tiered CheckpointManager across 3 ranks (real processes), each rank 
     for (const r of results) expect(r).toMatchObject({ unreplicated: [], latest: stopped[0], restored: true });
     const metadata = await readMetadata(`file://${join(dir, "bucket")}/${stopped[0]}`);
     expect(new Set(Object.values(metadata.files).map((f) => f.rank))).toEqual(new Set([0, 1, 2]));
-    for (let rank = 0; rank < 3; rank++) expect(await readdir(join(dir, `local-${rank}`))).toEqual([String(stopped[0])]);
+    for (let rank = 0; rank < 3; rank++)
+      expect(await readdir(join(dir, `local-${rank}`))).toEqual([String(stopped[0])]);
   }, 180_000);
 });

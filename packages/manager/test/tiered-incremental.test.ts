@@ -11,7 +11,11 @@ afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true 
 
 /** A frozen 256 KiB tensor and a small trained one. */
 function state(step: number): StateDict {
-  return { frozen: hostTensor("float32", [65536], new Float32Array(65536).fill(3)), trained: hostTensor("float32", [256], new Float32Array(256).fill(step)), step };
+  return {
+    frozen: hostTensor("float32", [65536], new Float32Array(65536).fill(3)),
+    trained: hostTensor("float32", [256], new Float32Array(256).fill(step)),
+    step,
+  };
 }
 
 async function fileRoot(): Promise<string> {
@@ -27,10 +31,15 @@ describe("incremental steps over two tiers", () => {
     const dir = await fileRoot();
     const t0 = `file://${dir}/fast`;
     const t1 = await openStorage(`memory://tiered-incremental/${process.pid}-a`);
-    const mgr = new CheckpointManager([t0, t1], 1, { incremental: true, checkpointOnPreemption: false, tiers: [{ maxToKeep: 2 }, { maxToKeep: 2 }] });
+    const mgr = new CheckpointManager([t0, t1], 1, {
+      incremental: true,
+      checkpointOnPreemption: false,
+      tiers: [{ maxToKeep: 2 }, { maxToKeep: 2 }],
+    });
     const replicated: { step: number; bytes: number }[] = [];
     mgr.on("replicated", (r) => replicated.push(r));
-    for (let step = 1; step <= 5; step++) await (step % 2 === 0 ? mgr.saveAsync(step, state(step)) : mgr.save(step, state(step)));
+    for (let step = 1; step <= 5; step++)
+      await (step % 2 === 0 ? mgr.saveAsync(step, state(step)) : mgr.save(step, state(step)));
     expect((await mgr.close()).retentionFailures).toEqual([]);
     // After the first copy, only the changed tensor crosses to the slower tier.
     for (const r of replicated) {
@@ -56,8 +65,15 @@ describe("incremental steps over two tiers", () => {
     const dir = await fileRoot();
     const t0 = `file://${dir}/fast`;
     const t1 = await openStorage(`memory://tiered-incremental/${process.pid}-b`);
-    const mgr = new CheckpointManager([t0, t1], 1, { incremental: true, maxToKeep: 2, checkpointOnPreemption: false, tiers: [{ maxToKeep: 2 }, { maxToKeep: 0 }], replication: { incremental: false } });
-    for (let step = 1; step <= 5; step++) await (step % 2 === 0 ? mgr.saveAsync(step, state(step)) : mgr.save(step, state(step)));
+    const mgr = new CheckpointManager([t0, t1], 1, {
+      incremental: true,
+      maxToKeep: 2,
+      checkpointOnPreemption: false,
+      tiers: [{ maxToKeep: 2 }, { maxToKeep: 0 }],
+      replication: { incremental: false },
+    });
+    for (let step = 1; step <= 5; step++)
+      await (step % 2 === 0 ? mgr.saveAsync(step, state(step)) : mgr.save(step, state(step)));
     const result = await mgr.close();
     expect(result.retentionFailures).toEqual([]);
     // Tier 0: the last two steps, incremental, loading whole though steps 1..3 are gone.
@@ -69,7 +85,10 @@ describe("incremental steps over two tiers", () => {
     // Tier 1: every step, each materialized: no file is referenced elsewhere.
     for (let step = 1; step <= 5; step++) {
       const metadata = await readMetadata({ storage: t1, path: String(step) });
-      expect(Object.values(metadata.files).every((f) => f.dir === undefined), `step ${step}`).toBe(true);
+      expect(
+        Object.values(metadata.files).every((f) => f.dir === undefined),
+        `step ${step}`,
+      ).toBe(true);
       expect(sameState(await load({ storage: t1, path: String(step) }), state(step))).toBe(true);
     }
     await rm(join(dir, "fast"), { recursive: true, force: true });

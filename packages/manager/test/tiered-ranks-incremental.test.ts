@@ -28,7 +28,10 @@ async function run(dir: string, shared: boolean): Promise<RankResult[]> {
 }
 
 /** What the kept steps use, by rank (from rank 0's metadata): their own files, the files of other steps they reference, and their metadata (rank 0's). */
-async function usedFiles(metadataRoot: string, kept: readonly number[]): Promise<{ used: Set<string>[]; deletedReferenced: Set<number> }> {
+async function usedFiles(
+  metadataRoot: string,
+  kept: readonly number[],
+): Promise<{ used: Set<string>[]; deletedReferenced: Set<number> }> {
   const used: Set<string>[] = [new Set(), new Set(), new Set()];
   const deletedReferenced = new Set<number>();
   for (const step of kept) {
@@ -42,7 +45,8 @@ async function usedFiles(metadataRoot: string, kept: readonly number[]): Promise
   return { used, deletedReferenced };
 }
 
-const filesUnder = async (root: string): Promise<string[]> => (await readdir(root, { recursive: true })).filter((p) => p.includes("/")).sort();
+const filesUnder = async (root: string): Promise<string[]> =>
+  (await readdir(root, { recursive: true })).filter((p) => p.includes("/")).sort();
 
 describe("incremental saves with a tiered manager across 3 ranks (real processes)", () => {
   const kept = [STEPS - 1, STEPS];
@@ -54,12 +58,15 @@ describe("incremental saves with a tiered manager across 3 ranks (real processes
     // Tier 0 kept the newest two steps; each restores exactly, on every rank, from that rank's own tier 0.
     for (const r of results) {
       expect(r, `rank ${r.rank}`).toMatchObject({ unreplicated: [], retentionFailures: 0, errors: 0, kept });
-      expect(r.restored, `rank ${r.rank}`).toEqual(kept.map((step) => ({ step, from: `file://${join(dir, `local-${r.rank}`)}/${step}`, exact: true })));
+      expect(r.restored, `rank ${r.rank}`).toEqual(
+        kept.map((step) => ({ step, from: `file://${join(dir, `local-${r.rank}`)}/${step}`, exact: true })),
+      );
     }
     const { used, deletedReferenced } = await usedFiles(join(dir, "local-0"), kept);
     // Kept steps use files of deleted steps (the frozen tensor's, from step 1): the sweeps had to keep them.
     expect(deletedReferenced.size).toBeGreaterThanOrEqual(1);
-    for (let rank = 0; rank < 3; rank++) expect(await filesUnder(join(dir, `local-${rank}`)), `rank ${rank}'s tier 0`).toEqual([...used[rank]!].sort());
+    for (let rank = 0; rank < 3; rank++)
+      expect(await filesUnder(join(dir, `local-${rank}`)), `rank ${rank}'s tier 0`).toEqual([...used[rank]!].sort());
   }, 180_000);
 
   it("every rank's tier 0 one directory: no rank's deletions take a file a kept step uses, whichever rank wrote it", async () => {
@@ -69,7 +76,9 @@ describe("incremental saves with a tiered manager across 3 ranks (real processes
     const local = join(dir, "local-shared");
     for (const r of results) {
       expect(r, `rank ${r.rank}`).toMatchObject({ unreplicated: [], retentionFailures: 0, errors: 0, kept });
-      expect(r.restored, `rank ${r.rank}`).toEqual(kept.map((step) => ({ step, from: `file://${local}/${step}`, exact: true })));
+      expect(r.restored, `rank ${r.rank}`).toEqual(
+        kept.map((step) => ({ step, from: `file://${local}/${step}`, exact: true })),
+      );
     }
     const { used, deletedReferenced } = await usedFiles(local, kept);
     // Here every rank saves incrementally: kept steps use every rank's files of deleted steps.

@@ -22,7 +22,11 @@ interface RankResult {
 async function run(damagedRank: string, brokenRank?: string): Promise<{ dir: string; results: RankResult[] }> {
   const dir = await mkdtemp(join(tmpdir(), "cairn-tiered-restore-"));
   dirs.push(dir);
-  const results = await runRanks<RankResult>(RANK, [dir, damagedRank, ...(brokenRank === undefined ? [] : [brokenRank])]);
+  const results = await runRanks<RankResult>(RANK, [
+    dir,
+    damagedRank,
+    ...(brokenRank === undefined ? [] : [brokenRank]),
+  ]);
   expect(results.map((r) => r.rank)).toEqual([0, 1, 2]);
   return { dir, results };
 }
@@ -48,12 +52,21 @@ describe("a tiered restore across 3 ranks (real processes), each rank with its o
   it("one rank cannot open the shared tier: the others go on without it, and when no tier serves every rank, every rank fails", async () => {
     // Every rank's tier 0 holds the step: read there, the shared tier is not needed.
     const fine = await run("", "2");
-    for (const r of fine.results) expect(r, `rank ${r.rank}`).toMatchObject({ restored: true, failure: null, from: `file://${join(fine.dir, `local-${r.rank}`)}/2` });
+    for (const r of fine.results)
+      expect(r, `rank ${r.rank}`).toMatchObject({
+        restored: true,
+        failure: null,
+        from: `file://${join(fine.dir, `local-${r.rank}`)}/2`,
+      });
     // Rank 1's copy is damaged too: no tier serves every rank, and every rank's restore fails (none waits forever).
     const { results } = await run("1", "2");
     for (const r of results) expect(r, `rank ${r.rank}`).toMatchObject({ from: null, failure: expect.any(String) });
     // Each throws the first failure: rank 1's damaged copy on tier 0 (rank 2's own comes later, reported).
     expect(results.map((r) => r.failure)).toEqual(["corrupt", "corrupt", "corrupt"]);
-    expect(results.map((r) => r.restoreErrors)).toEqual([[], [{ tier: 0, code: "corrupt" }], [{ tier: 1, code: "permission_denied" }]]);
+    expect(results.map((r) => r.restoreErrors)).toEqual([
+      [],
+      [{ tier: 0, code: "corrupt" }],
+      [{ tier: 1, code: "permission_denied" }],
+    ]);
   }, 180_000);
 });

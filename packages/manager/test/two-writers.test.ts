@@ -23,8 +23,15 @@ function state(step: number): StateDict {
 }
 
 /** Saves every `stride`-th step from `from` and collects every rejection and error event instead of throwing. */
-async function writeSteps(mgr: CheckpointManager, from: number, to: number, stride: number, failures: unknown[]): Promise<void> {
-  for (let step = from; step < to; step += stride) await mgr.saveAsync(step, state(step)).catch((e: unknown) => failures.push(e));
+async function writeSteps(
+  mgr: CheckpointManager,
+  from: number,
+  to: number,
+  stride: number,
+  failures: unknown[],
+): Promise<void> {
+  for (let step = from; step < to; step += stride)
+    await mgr.saveAsync(step, state(step)).catch((e: unknown) => failures.push(e));
 }
 
 /** Another manager, at the worst moment: it deletes a step right after this one listed it and before it reads the step's metadata. */
@@ -38,7 +45,11 @@ class DeletedUnderfoot extends FaultyStorageAdapter {
     this.#victims = new Set(victims);
   }
 
-  override async read(path: string, range?: Parameters<StorageAdapter["read"]>[1], options?: Parameters<StorageAdapter["read"]>[2]): Promise<Uint8Array> {
+  override async read(
+    path: string,
+    range?: Parameters<StorageAdapter["read"]>[1],
+    options?: Parameters<StorageAdapter["read"]>[2],
+  ): Promise<Uint8Array> {
     const step = Number(path.split("/")[0]);
     if (path.endsWith("/metadata.json") && this.#victims.delete(step)) await this.#other.delete(step);
     return super.read(path, range, options);
@@ -64,29 +75,36 @@ describe("two managers writing under one root", () => {
     await other.close();
   });
 
-  it("interleaved in one process on file://: no save rejects, nothing is reported, and maxToKeep holds at the end", { timeout: 60_000 }, async () => {
-    const root = await fileRoot();
-    const options = { maxToKeep: 2, maxPendingAsync: 2, checkpointOnPreemption: false };
-    const a = new CheckpointManager(root, 1, options);
-    const b = new CheckpointManager(root, 1, options);
-    const failures: unknown[] = [];
-    for (const mgr of [a, b]) mgr.on("error", (e) => failures.push(e));
-    await Promise.all([writeSteps(a, 0, 120, 2, failures), writeSteps(b, 1, 120, 2, failures)]);
-    for (const mgr of [a, b]) expect(await mgr.close()).toEqual({ retentionFailures: [] });
-    expect(failures).toEqual([]);
-    const after = new CheckpointManager(root, 1, { maxToKeep: 2, checkpointOnPreemption: false });
-    await after.save(120, state(120));
-    expect(await after.allSteps()).toEqual([119, 120]);
-    expect((await after.restore(119)).step).toBe(119);
-    await after.close();
-  });
+  it(
+    "interleaved in one process on file://: no save rejects, nothing is reported, and maxToKeep holds at the end",
+    { timeout: 60_000 },
+    async () => {
+      const root = await fileRoot();
+      const options = { maxToKeep: 2, maxPendingAsync: 2, checkpointOnPreemption: false };
+      const a = new CheckpointManager(root, 1, options);
+      const b = new CheckpointManager(root, 1, options);
+      const failures: unknown[] = [];
+      for (const mgr of [a, b]) mgr.on("error", (e) => failures.push(e));
+      await Promise.all([writeSteps(a, 0, 120, 2, failures), writeSteps(b, 1, 120, 2, failures)]);
+      for (const mgr of [a, b]) expect(await mgr.close()).toEqual({ retentionFailures: [] });
+      expect(failures).toEqual([]);
+      const after = new CheckpointManager(root, 1, { maxToKeep: 2, checkpointOnPreemption: false });
+      await after.save(120, state(120));
+      expect(await after.allSteps()).toEqual([119, 120]);
+      expect((await after.restore(119)).step).toBe(119);
+      await after.close();
+    },
+  );
 
   it("in two processes on file://: neither sees a save or retention fail", { timeout: 120_000 }, async () => {
     const root = await fileRoot();
     const mgr = new CheckpointManager(root, 1, { maxToKeep: 2, maxPendingAsync: 2, checkpointOnPreemption: false });
     const failures: unknown[] = [];
     mgr.on("error", (e) => failures.push(e));
-    const [child] = await Promise.all([runTypeScript(WRITER, [root, "1", "160", "2", "2"]), writeSteps(mgr, 0, 160, 2, failures)]);
+    const [child] = await Promise.all([
+      runTypeScript(WRITER, [root, "1", "160", "2", "2"]),
+      writeSteps(mgr, 0, 160, 2, failures),
+    ]);
     expect(child.code, child.stderr).toBe(0);
     const line = child.stdout.split("\n").find((l) => l.startsWith("RESULT "));
     expect(JSON.parse(line!.slice(7))).toEqual({ failures: [], retentionFailures: 0 });

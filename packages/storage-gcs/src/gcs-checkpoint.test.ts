@@ -1,4 +1,13 @@
-import { type CheckpointError, type HostTensor, type StateDict, hostTensor, load, openStorage, readMetadata, save } from "@cairn/core";
+import {
+  type CheckpointError,
+  type HostTensor,
+  type StateDict,
+  hostTensor,
+  load,
+  openStorage,
+  readMetadata,
+  save,
+} from "@cairn/core";
 import type { FaultRule } from "@cairn/core/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import "./index.js";
@@ -20,7 +29,10 @@ const retry = { baseDelayMs: 2, maxDelayMs: 20 };
 const gs = () => ({ gs: { ...(server.storageOptions["gs"] as object), singleRequestMaxBytes: 64 << 10 } });
 const options = (checkpointId: string) => ({ checkpointId, storageOptions: gs(), retry, concurrency: 3 });
 
-function filled<T extends { length: number; [i: number]: number | bigint }>(array: T, f: (i: number) => number | bigint): T {
+function filled<T extends { length: number; [i: number]: number | bigint }>(
+  array: T,
+  f: (i: number) => number | bigint,
+): T {
   for (let i = 0; i < array.length; i++) array[i] = f(i) as never;
   return array;
 }
@@ -28,11 +40,32 @@ function filled<T extends { length: number; [i: number]: number | bigint }>(arra
 function stateDict(): StateDict {
   return {
     model: {
-      "layer.0": { weight: hostTensor("float32", [256, 300], filled(new Float32Array(256 * 300), (i) => Math.sin(i) * 1e3)) },
-      embedding: hostTensor("bfloat16", [500, 64], filled(new Uint16Array(500 * 64), (i) => (i * 2654435761) & 0xffff)),
-      bias: hostTensor("float64", [300], filled(new Float64Array(300), (i) => 1 / (i + 1))),
+      "layer.0": {
+        weight: hostTensor(
+          "float32",
+          [256, 300],
+          filled(new Float32Array(256 * 300), (i) => Math.sin(i) * 1e3),
+        ),
+      },
+      embedding: hostTensor(
+        "bfloat16",
+        [500, 64],
+        filled(new Uint16Array(500 * 64), (i) => (i * 2654435761) & 0xffff),
+      ),
+      bias: hostTensor(
+        "float64",
+        [300],
+        filled(new Float64Array(300), (i) => 1 / (i + 1)),
+      ),
     },
-    optim: { step: hostTensor("int64", [4], filled(new BigInt64Array(4), (i) => BigInt(i) * 10_000_000_000n)), lr: 3e-4 },
+    optim: {
+      step: hostTensor(
+        "int64",
+        [4],
+        filled(new BigInt64Array(4), (i) => BigInt(i) * 10_000_000_000n),
+      ),
+      lr: 3e-4,
+    },
     rng: filled(new Uint8Array(5000), (i) => (i * 31) & 0xff),
     note: "gs round trip",
   };
@@ -46,7 +79,11 @@ const data = (value: unknown): Uint8Array => {
 function expectSameState(actual: StateDict, expected: StateDict): void {
   const a = actual as Record<string, Record<string, unknown>>;
   const e = expected as Record<string, Record<string, unknown>>;
-  for (const [group, key] of [["model", "embedding"], ["model", "bias"], ["optim", "step"]] as const) {
+  for (const [group, key] of [
+    ["model", "embedding"],
+    ["model", "bias"],
+    ["optim", "step"],
+  ] as const) {
     expect(Buffer.from(data(a[group]![key])).equals(Buffer.from(data(e[group]![key]))), `${group}.${key}`).toBe(true);
   }
   const layer = (s: Record<string, Record<string, unknown>>) => (s["model"]!["layer.0"] as { weight: unknown }).weight;
@@ -57,14 +94,16 @@ function expectSameState(actual: StateDict, expected: StateDict): void {
 }
 
 /** Faults the proxy applied since `mark` (its request count then); the log spans the whole file. */
-const faultsSince = (mark: number, kind?: string) => server.proxy.requests.slice(mark).filter((r) => r.fault !== undefined && (kind === undefined || r.fault === kind));
+const faultsSince = (mark: number, kind?: string) =>
+  server.proxy.requests.slice(mark).filter((r) => r.fault !== undefined && (kind === undefined || r.fault === kind));
 
 const rangeLength = (header: string | string[] | undefined): number => {
   const match = /^bytes=(\d+)-(\d+)$/.exec(String(header));
   return match ? Number(match[2]) - Number(match[1]) + 1 : 0;
 };
 
-const isDataUpload = (r: { method: string; url: string }) => r.url.includes("/upload/") && r.url.includes(".safetensors");
+const isDataUpload = (r: { method: string; url: string }) =>
+  r.url.includes("/upload/") && r.url.includes(".safetensors");
 
 describe("save and load through gs://", () => {
   it("round-trips a state dict bit-exactly and reads its metadata", async () => {
@@ -90,7 +129,10 @@ describe("save and load through gs://", () => {
     const metadata = await readMetadata({ checkpointId: url, storageOptions: gs() });
     const files = Object.keys(metadata.files);
     expect(files.length).toBeGreaterThan(1);
-    const stats = (mark: number) => server.proxy.requests.slice(mark).filter((r) => r.method === "GET" && r.url.includes(".safetensors") && !r.url.includes("alt=media"));
+    const stats = (mark: number) =>
+      server.proxy.requests
+        .slice(mark)
+        .filter((r) => r.method === "GET" && r.url.includes(".safetensors") && !r.url.includes("alt=media"));
     let mark = server.proxy.requests.length;
     expectSameState(await load(options(url)), stateDict());
     expect(stats(mark)).toEqual([]);
@@ -102,7 +144,10 @@ describe("save and load through gs://", () => {
     extended.set(bytes);
     await storage.write(files[0]!, extended);
     mark = server.proxy.requests.length;
-    await expect(load(options(url))).rejects.toMatchObject({ code: "corrupt", message: expect.stringMatching(/truncated or extended/) });
+    await expect(load(options(url))).rejects.toMatchObject({
+      code: "corrupt",
+      message: expect.stringMatching(/truncated or extended/),
+    });
     expect(stats(mark)).toEqual([]);
     await storage.write(files[0]!, bytes.subarray(0, bytes.byteLength - 1));
     await expect(load(options(url))).rejects.toMatchObject({ code: "corrupt" });
@@ -127,7 +172,8 @@ describe("save and load through gs://", () => {
     await save(stateDict(), options(url));
     const metadata = await readMetadata({ checkpointId: url, storageOptions: gs() });
     const files = Object.keys(metadata.files);
-    const dataGets = (mark: number) => server.proxy.requests.slice(mark).filter((r) => r.method === "GET" && r.url.includes(".safetensors?alt=media"));
+    const dataGets = (mark: number) =>
+      server.proxy.requests.slice(mark).filter((r) => r.method === "GET" && r.url.includes(".safetensors?alt=media"));
     const mark = server.proxy.requests.length;
     expectSameState(await load(options(url)), stateDict());
     // Each file's tensors are neighbours under maxReadBytes: one range read per file, and no request for a header alone.
@@ -138,7 +184,11 @@ describe("save and load through gs://", () => {
     damaged[8 + Math.floor(metadata.files[files[0]!]!.headerLength / 2)]! ^= 0x01;
     await storage.write(files[0]!, damaged);
     const error = await load(options(url)).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: "corrupt", context: { file: files[0] }, message: expect.stringContaining("safetensors header does not match") });
+    expect(error).toMatchObject({
+      code: "corrupt",
+      context: { file: files[0] },
+      message: expect.stringContaining("safetensors header does not match"),
+    });
   });
 });
 
@@ -146,25 +196,39 @@ describe("faults on the wire", () => {
   it("retries 429, 503, resets mid-body and delays, and the checkpoint commits", async () => {
     const url = server.location("transient");
     const rules: FaultRule[] = [
-      { match: (r) => r.method === "POST" && r.url.includes("uploadType=resumable"), action: { kind: "status", status: 503 } },
+      {
+        match: (r) => r.method === "POST" && r.url.includes("uploadType=resumable"),
+        action: { kind: "status", status: 503 },
+      },
       { match: (r) => r.method === "POST" && r.url.includes("metadata.json"), action: { kind: "status", status: 429 } },
-      { match: (r) => r.method === "PUT" && isDataUpload(r), action: { kind: "reset", phase: "request", afterBytes: 20_000 } },
+      {
+        match: (r) => r.method === "PUT" && isDataUpload(r),
+        action: { kind: "reset", phase: "request", afterBytes: 20_000 },
+      },
       // Only a range longer than afterBytes: FaultProxy never ends a shorter response, and the keep-alive
       // socket it holds would stall the next request sent on it. The retried range includes the file's header.
       {
-        match: (r) => r.method === "GET" && r.url.includes(".safetensors?alt=media") && rangeLength(r.headers.range) > 2000,
+        match: (r) =>
+          r.method === "GET" && r.url.includes(".safetensors?alt=media") && rangeLength(r.headers.range) > 2000,
         action: { kind: "reset", phase: "response", afterBytes: 1000 },
       },
-      { match: (r) => r.method === "GET" && r.url.includes("metadata.json?alt=media"), action: { kind: "status", status: 500 } },
+      {
+        match: (r) => r.method === "GET" && r.url.includes("metadata.json?alt=media"),
+        action: { kind: "status", status: 500 },
+      },
       // The retry after the 500 is slow, not failed.
-      { match: (r) => r.method === "GET" && r.url.includes("metadata.json?alt=media"), action: { kind: "delay", ms: 300 } },
+      {
+        match: (r) => r.method === "GET" && r.url.includes("metadata.json?alt=media"),
+        action: { kind: "delay", ms: 300 },
+      },
     ];
     const mark = server.proxy.requests.length;
     for (const rule of rules) server.proxy.addRule(rule);
     const original = stateDict();
     await save(original, options(url));
     expectSameState(await load(options(url)), original);
-    for (const kind of ["status", "reset", "delay"] as const) expect(faultsSince(mark, kind).length, kind).toBeGreaterThan(0);
+    for (const kind of ["status", "reset", "delay"] as const)
+      expect(faultsSince(mark, kind).length, kind).toBeGreaterThan(0);
     expect(faultsSince(mark)).toHaveLength(rules.length);
   });
 
@@ -174,12 +238,19 @@ describe("faults on the wire", () => {
     server.proxy.addRule({
       match: (r) => r.method === "POST" && isDataUpload(r),
       times: Infinity,
-      action: { kind: "status", status: 403, headers: { "content-type": "application/json" }, body: '{"error":{"code":403,"message":"caller does not have storage.objects.create access"}}' },
+      action: {
+        kind: "status",
+        status: 403,
+        headers: { "content-type": "application/json" },
+        body: '{"error":{"code":403,"message":"caller does not have storage.objects.create access"}}',
+      },
     });
     const error = (await save(stateDict(), options(url)).catch((e: unknown) => e)) as CheckpointError;
     server.proxy.clearRules();
     expect(error.code).toBe("permission_denied");
-    expect(error.message).toMatch(/^\[gs\] write gs:\/\/cairn-test\/denied-.*\.safetensors failed: HTTP 403.*storage\.objects\.create.*credentials/);
+    expect(error.message).toMatch(
+      /^\[gs\] write gs:\/\/cairn-test\/denied-.*\.safetensors failed: HTTP 403.*storage\.objects\.create.*credentials/,
+    );
     // Permanent: the first refusal of each file is the only one.
     expect(faultsSince(mark, "status").length).toBeGreaterThan(0);
     expect(faultsSince(mark, "status").length).toBeLessThanOrEqual(3);
@@ -194,8 +265,16 @@ describe("faults on the wire", () => {
     const url = server.location("exhausted");
     await save(stateDict(), options(url));
     const mark = server.proxy.requests.length;
-    server.proxy.addRule({ match: (r) => r.method === "GET" && r.url.includes("metadata.json?alt=media"), times: Infinity, action: { kind: "status", status: 503 } });
-    const error = (await readMetadata({ checkpointId: url, storageOptions: { gs: { ...gs().gs, retry: { ...retry, maxAttempts: 3 } } }, retry }).catch((e: unknown) => e)) as CheckpointError;
+    server.proxy.addRule({
+      match: (r) => r.method === "GET" && r.url.includes("metadata.json?alt=media"),
+      times: Infinity,
+      action: { kind: "status", status: 503 },
+    });
+    const error = (await readMetadata({
+      checkpointId: url,
+      storageOptions: { gs: { ...gs().gs, retry: { ...retry, maxAttempts: 3 } } },
+      retry,
+    }).catch((e: unknown) => e)) as CheckpointError;
     expect(error).toMatchObject({ code: "storage", context: { transient: false } });
     expect(error.message).toMatch(/HTTP 503.*gave up after 3 attempts/);
     // 3, not 3 × core's 6: the adapter's exhausted error is permanent.
@@ -205,11 +284,16 @@ describe("faults on the wire", () => {
   it("redoes a streamed upload from a fresh body in core, the adapter trying it once", async () => {
     const url = server.location("stream-once");
     const mark = server.proxy.requests.length;
-    server.proxy.addRule({ match: (r) => r.method === "PUT" && isDataUpload(r), action: { kind: "status", status: 503 } });
+    server.proxy.addRule({
+      match: (r) => r.method === "PUT" && isDataUpload(r),
+      action: { kind: "status", status: 503 },
+    });
     await save(stateDict(), options(url));
     const failed = faultsSince(mark, "status")[0]!;
     const name = new URL(failed.url, "http://x").searchParams.get("name")!;
-    const sessions = server.proxy.requests.filter((r) => r.method === "POST" && new URL(r.url, "http://x").searchParams.get("name") === name);
+    const sessions = server.proxy.requests.filter(
+      (r) => r.method === "POST" && new URL(r.url, "http://x").searchParams.get("name") === name,
+    );
     expect(sessions).toHaveLength(2);
   });
 });
@@ -228,7 +312,18 @@ describe("commit races", () => {
 
   it("answers a 412 from the server as already_exists", async () => {
     const storage = await openStorage(server.location("412"), gs());
-    server.proxy.addRule({ match: (r) => r.method === "POST", action: { kind: "status", status: 412, headers: { "content-type": "application/json" }, body: '{"error":{"code":412,"message":"conditionNotMet"}}' } });
-    await expect(storage.write("metadata.json", new Uint8Array([1]), { ifAbsent: true })).rejects.toMatchObject({ code: "already_exists", message: expect.stringMatching(/^\[gs\]/) });
+    server.proxy.addRule({
+      match: (r) => r.method === "POST",
+      action: {
+        kind: "status",
+        status: 412,
+        headers: { "content-type": "application/json" },
+        body: '{"error":{"code":412,"message":"conditionNotMet"}}',
+      },
+    });
+    await expect(storage.write("metadata.json", new Uint8Array([1]), { ifAbsent: true })).rejects.toMatchObject({
+      code: "already_exists",
+      message: expect.stringMatching(/^\[gs\]/),
+    });
   });
 });

@@ -37,7 +37,8 @@ export function httpStatus(error: unknown): number | undefined {
   if (typeof e?.response?.status === "number") return e.response.status;
   if (typeof e?.status === "number") return e.status;
   if (typeof e?.code === "string" && /^\d{3}$/.test(e.code)) return Number(e.code);
-  const resumable = typeof e?.message === "string" && RESUMABLE_RETRYABLE.test(e.message) ? /status: (\d{3})/.exec(e.message) : null;
+  const resumable =
+    typeof e?.message === "string" && RESUMABLE_RETRYABLE.test(e.message) ? /status: (\d{3})/.exec(e.message) : null;
   return resumable ? Number(resumable[1]) : undefined;
 }
 
@@ -82,7 +83,12 @@ function reason(error: unknown, status: number | undefined): string {
  */
 export function toCheckpointError(error: unknown, site: GcsErrorSite): CheckpointError {
   if (isCheckpointError(error)) return error;
-  if (site.signal?.aborted) return cancelledError(site.signal, `[gs] ${site.operation} of ${site.object}`, site.operation === "write" || site.operation === "delete" ? undefined : null);
+  if (site.signal?.aborted)
+    return cancelledError(
+      site.signal,
+      `[gs] ${site.operation} of ${site.object}`,
+      site.operation === "write" || site.operation === "delete" ? undefined : null,
+    );
   const status = httpStatus(error);
   const context = { path: site.path, protocol: "gs" };
   if (status === 404 && site.operation === "read") {
@@ -95,10 +101,18 @@ export function toCheckpointError(error: unknown, site: GcsErrorSite): Checkpoin
   }
   const failed = `[gs] ${site.operation} ${site.object} failed: ${reason(error, status)}`;
   if (status === 401 || status === 403) {
-    return new CheckpointError("permission_denied", `${failed}; check the credentials and that they may use this bucket`, { context, cause: error });
+    return new CheckpointError(
+      "permission_denied",
+      `${failed}; check the credentials and that they may use this bucket`,
+      { context, cause: error },
+    );
   }
-  if (status === 404) return new CheckpointError("not_found", `${failed}; check that the bucket exists`, { context, cause: error });
-  return new CheckpointError("storage", failed, { context: { ...context, transient: isTransientFailure(error, status) }, cause: error });
+  if (status === 404)
+    return new CheckpointError("not_found", `${failed}; check that the bucket exists`, { context, cause: error });
+  return new CheckpointError("storage", failed, {
+    context: { ...context, transient: isTransientFailure(error, status) },
+    cause: error,
+  });
 }
 
 /** A body cut short or damaged on the way (`detail` says how): a new request may get it whole, so it is transient. */
@@ -113,8 +127,12 @@ export function damagedBody(site: GcsErrorSite, detail: string): CheckpointError
  * permanent, so a caller that also retries (core's save and load) does not start over.
  */
 export function exhausted(error: CheckpointError, attempts: number): CheckpointError {
-  return new CheckpointError(error.code, `${error.message} (gave up after ${attempts} attempt${attempts === 1 ? "" : "s"})`, {
-    context: { ...error.context, transient: false },
-    cause: error.cause,
-  });
+  return new CheckpointError(
+    error.code,
+    `${error.message} (gave up after ${attempts} attempt${attempts === 1 ? "" : "s"})`,
+    {
+      context: { ...error.context, transient: false },
+      cause: error.cause,
+    },
+  );
 }

@@ -1,4 +1,13 @@
-import { type CheckpointError, type StateDict, type StorageAdapter, hostTensor, load, openStorage, readMetadata, save } from "@cairn/core";
+import {
+  type CheckpointError,
+  type StateDict,
+  type StorageAdapter,
+  hostTensor,
+  load,
+  openStorage,
+  readMetadata,
+  save,
+} from "@cairn/core";
 import type { FaultAction, ProxiedRequest } from "@cairn/core/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import "./index.js";
@@ -18,21 +27,30 @@ afterAll(async () => {
 afterEach(() => server.proxy.clearRules());
 
 const retry = { maxAttempts: 4, baseDelayMs: 1, maxDelayMs: 5 };
-const gs = () => ({ gs: { ...(server.storageOptions["gs"] as object), retry, progressTimeoutMs: 200, singleRequestMaxBytes: 64 << 10 } });
+const gs = () => ({
+  gs: { ...(server.storageOptions["gs"] as object), retry, progressTimeoutMs: 200, singleRequestMaxBytes: 64 << 10 },
+});
 
 /** A fresh location, its adapter, and a matcher for the requests that touch it. */
-async function place(name: string): Promise<{ url: string; storage: StorageAdapter; touches: (method: string, what?: "media" | "meta") => (r: { method: string; url: string }) => boolean }> {
+async function place(name: string): Promise<{
+  url: string;
+  storage: StorageAdapter;
+  touches: (method: string, what?: "media" | "meta") => (r: { method: string; url: string }) => boolean;
+}> {
   const url = server.location(name);
   const prefix = new URL(url).pathname.slice(1);
   const storage = await openStorage(url, gs());
   const touches = (method: string, what?: "media" | "meta") => (r: { method: string; url: string }) =>
-    r.method === method && r.url.includes(prefix) && (what === undefined || r.url.includes("alt=media") === (what === "media"));
+    r.method === method &&
+    r.url.includes(prefix) &&
+    (what === undefined || r.url.includes("alt=media") === (what === "media"));
   return { url, storage, touches };
 }
 
 const pattern = (n: number): Uint8Array => new Uint8Array(n).map((_, i) => (i * 7919 + (i >> 8)) & 0xff);
 const same = (a: Uint8Array, b: Uint8Array): boolean => Buffer.from(a).equals(Buffer.from(b));
-const faults = (mark: number, kind: ProxiedRequest["fault"]) => server.proxy.requests.slice(mark).filter((r) => r.fault === kind);
+const faults = (mark: number, kind: ProxiedRequest["fault"]) =>
+  server.proxy.requests.slice(mark).filter((r) => r.fault === kind);
 
 describe("reads that stall, are cut or come back short are retried, never hung or short", () => {
   const data = pattern(300_000);
@@ -49,7 +67,9 @@ describe("reads that stall, are cut or come back short are retried, never hung o
       await storage.write("obj", data);
       const mark = server.proxy.requests.length;
       server.proxy.addRule({ match: touches("GET", "media"), times: 2, action });
-      expect(same(await storage.read("obj", { offset: 1000, length: 200_000 }), data.subarray(1000, 201_000))).toBe(true);
+      expect(same(await storage.read("obj", { offset: 1000, length: 200_000 }), data.subarray(1000, 201_000))).toBe(
+        true,
+      );
       expect(same(await storage.read("obj"), data)).toBe(true);
       expect(faults(mark, action.kind)).toHaveLength(2);
     });
@@ -59,7 +79,11 @@ describe("reads that stall, are cut or come back short are retried, never hung o
     const { storage, touches } = await place("read-stalled");
     await storage.write("obj", data);
     const mark = server.proxy.requests.length;
-    server.proxy.addRule({ match: touches("GET", "media"), times: Infinity, action: { kind: "stall", phase: "response", afterBytes: 10 } });
+    server.proxy.addRule({
+      match: touches("GET", "media"),
+      times: Infinity,
+      action: { kind: "stall", phase: "response", afterBytes: 10 },
+    });
     const error = (await storage.read("obj", { offset: 0, length: 100 }).catch((e: unknown) => e)) as CheckpointError;
     expect(error).toMatchObject({ code: "storage", context: { transient: false } });
     expect(error.message).toMatch(/made no progress for 200 ms.*gave up after 4 attempts/);
@@ -104,7 +128,9 @@ describe("writes that stall or lose their answer", () => {
     const { storage, touches } = await place("lost-create");
     const mark = server.proxy.requests.length;
     server.proxy.addRule({ match: touches("POST"), action: { kind: "lose" } });
-    await expect(storage.write("metadata.json", pattern(500), { ifAbsent: true })).rejects.toMatchObject({ code: "already_exists" });
+    await expect(storage.write("metadata.json", pattern(500), { ifAbsent: true })).rejects.toMatchObject({
+      code: "already_exists",
+    });
     expect(faults(mark, "lose")).toHaveLength(1);
     expect(faults(mark, "precondition")).toHaveLength(1);
     expect(same(await storage.read("metadata.json"), pattern(500))).toBe(true);
@@ -149,26 +175,43 @@ describe("status storms and refusals", () => {
     const { storage, touches } = await place("long-storm");
     await storage.write("obj", pattern(10));
     server.proxy.addRule({ match: touches("GET", "meta"), times: Infinity, action: json(429, "rate limit") });
-    await expect(storage.stat("obj")).rejects.toMatchObject({ code: "storage", context: { transient: false }, message: expect.stringMatching(/HTTP 429.*gave up after 4 attempts/) });
+    await expect(storage.stat("obj")).rejects.toMatchObject({
+      code: "storage",
+      context: { transient: false },
+      message: expect.stringMatching(/HTTP 429.*gave up after 4 attempts/),
+    });
   });
 
   it("maps 401 and 403 to permission_denied, keeping the SDK's error as cause, without retrying", async () => {
     const { storage, touches } = await place("denied");
     await storage.write("obj", pattern(10));
     const mark = server.proxy.requests.length;
-    server.proxy.addRule({ match: touches("GET", "media"), action: json(403, "caller does not have storage.objects.get access") });
+    server.proxy.addRule({
+      match: touches("GET", "media"),
+      action: json(403, "caller does not have storage.objects.get access"),
+    });
     server.proxy.addRule({ match: touches("POST"), action: json(401, "invalid credentials") });
     const read = (await storage.read("obj").catch((e: unknown) => e)) as CheckpointError;
-    expect(read).toMatchObject({ code: "permission_denied", message: expect.stringMatching(/^\[gs\] read .*HTTP 403.*storage\.objects\.get.*credentials/) });
+    expect(read).toMatchObject({
+      code: "permission_denied",
+      message: expect.stringMatching(/^\[gs\] read .*HTTP 403.*storage\.objects\.get.*credentials/),
+    });
     expect(read.cause).toMatchObject({ code: 403 });
-    await expect(storage.write("new", pattern(10))).rejects.toMatchObject({ code: "permission_denied", cause: expect.anything() });
+    await expect(storage.write("new", pattern(10))).rejects.toMatchObject({
+      code: "permission_denied",
+      cause: expect.anything(),
+    });
     expect(faults(mark, "status")).toHaveLength(2);
   });
 });
 
 describe("checkpoints under faults", () => {
   const state = (seed: number): StateDict => ({
-    w: hostTensor("float32", [64, 100], new Float32Array(6400).map((_, i) => Math.sin(i + seed))),
+    w: hostTensor(
+      "float32",
+      [64, 100],
+      new Float32Array(6400).map((_, i) => Math.sin(i + seed)),
+    ),
     blob: pattern(20_000 + seed),
     step: seed,
   });
@@ -176,7 +219,12 @@ describe("checkpoints under faults", () => {
   const expectState = (loaded: StateDict, seed: number) => {
     const expected = state(seed) as unknown as { w: { data: Float32Array }; blob: Uint8Array };
     const got = loaded as unknown as { w: { data: Float32Array }; blob: Uint8Array; step: number };
-    expect(same(new Uint8Array(got.w.data.buffer, got.w.data.byteOffset, got.w.data.byteLength), new Uint8Array(expected.w.data.buffer))).toBe(true);
+    expect(
+      same(
+        new Uint8Array(got.w.data.buffer, got.w.data.byteOffset, got.w.data.byteLength),
+        new Uint8Array(expected.w.data.buffer),
+      ),
+    ).toBe(true);
     expect(same(got.blob, expected.blob)).toBe(true);
     expect(got.step).toBe(seed);
   };
@@ -186,10 +234,16 @@ describe("checkpoints under faults", () => {
     await save(state(1), options(committed));
     const { url, touches } = await place("ckpt-b");
     const mark = server.proxy.requests.length;
-    server.proxy.addRule({ match: (r) => touches("POST")(r) && r.url.includes("metadata.json"), action: { kind: "lose" } });
+    server.proxy.addRule({
+      match: (r) => touches("POST")(r) && r.url.includes("metadata.json"),
+      action: { kind: "lose" },
+    });
     await save(state(2), options(url));
     expect(faults(mark, "lose")).toHaveLength(1);
-    server.proxy.addRule({ match: touches("GET", "media"), action: { kind: "stall", phase: "response", afterBytes: 100 } });
+    server.proxy.addRule({
+      match: touches("GET", "media"),
+      action: { kind: "stall", phase: "response", afterBytes: 100 },
+    });
     server.proxy.addRule({ match: touches("GET", "media"), action: { kind: "truncate", afterBytes: 100 } });
     expectState(await load(options(url)), 2);
     expectState(await load(options(committed)), 1);

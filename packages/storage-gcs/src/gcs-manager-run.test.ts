@@ -11,9 +11,15 @@ afterAll(async () => {
   await server?.stop();
 });
 
-managerRunSuite("gs:// on the firebase-tools emulator", { url: () => server.location("manager"), storageOptions: () => server.storageOptions });
+managerRunSuite("gs:// on the firebase-tools emulator", {
+  url: () => server.location("manager"),
+  storageOptions: () => server.storageOptions,
+});
 tieredRunSuite("gs:// on the firebase-tools emulator", {
   url: () => server.location("tiered"),
   storageOptions: () => server.storageOptions,
-  outage: { start: () => server.proxy.addRule({ times: Infinity, action: { kind: "status", status: 503 } }), end: () => server.proxy.clearRules() },
+  outage: {
+    start: () => server.proxy.addRule({ times: Infinity, action: { kind: "status", status: 503 } }),
+    end: () => server.proxy.clearRules(),
+  },
 });

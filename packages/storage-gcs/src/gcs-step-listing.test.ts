@@ -12,7 +12,8 @@ afterAll(async () => {
 });
 
 /** A JSON API objects.list: GET of a bucket's `/o` collection (not of one object under it). */
-const isList = (r: { method: string; url: string }): boolean => r.method === "GET" && /\/b\/[^/]+\/o$/.test(new URL(r.url, "http://proxy").pathname);
+const isList = (r: { method: string; url: string }): boolean =>
+  r.method === "GET" && /\/b\/[^/]+\/o$/.test(new URL(r.url, "http://proxy").pathname);
 
 stepListingSuite("LIST requests of a manager on gs:// (firebase-tools emulator)", {
   url: () => server.location("steps"),

@@ -22,10 +22,20 @@ const open = (name?: string, gs: Record<string, unknown> = {}): Promise<StorageA
   openStorage(server.location(name), { gs: { ...(server.storageOptions["gs"] as object), ...gs } });
 
 // 24 MiB streams past the 8 MiB single-request threshold, so the resumable path is what gets tested.
-storageContractSuite("gs:// (firebase emulator)", { open: () => open("contract"), largeObjectBytes: 24 << 20, timeoutMs: 60_000 });
+storageContractSuite("gs:// (firebase emulator)", {
+  open: () => open("contract"),
+  largeObjectBytes: 24 << 20,
+  timeoutMs: 60_000,
+});
 
 storageContractSuite("gs:// with tiny thresholds: split reads, single-request streams, small pages", {
-  open: () => open("tuned", { parallelReadMinBytes: 64 << 10, parallelReadPartBytes: 20_000, listPageSize: 100, singleRequestMaxBytes: 64 << 20 }),
+  open: () =>
+    open("tuned", {
+      parallelReadMinBytes: 64 << 10,
+      parallelReadPartBytes: 20_000,
+      listPageSize: 100,
+      singleRequestMaxBytes: 64 << 20,
+    }),
   largeObjectBytes: 12 << 20,
   listCount: 230,
   timeoutMs: 60_000,
@@ -62,7 +72,9 @@ describe("gs:// specifics", () => {
     // 50,000 bytes (head and a part), whose answer tells the size, then three parts for the remaining 50,000: no stat.
     const gets = server.proxy.requests.slice(mark).filter((r) => r.method === "GET" && r.url.includes("alt=media"));
     expect(gets).toHaveLength(4);
-    expect(server.proxy.requests.slice(mark).filter((r) => r.method === "GET" && !r.url.includes("alt=media"))).toEqual([]);
+    expect(server.proxy.requests.slice(mark).filter((r) => r.method === "GET" && !r.url.includes("alt=media"))).toEqual(
+      [],
+    );
   });
 
   it("deletes many objects in parallel, missing ones included", async () => {
@@ -83,7 +95,9 @@ describe("gs:// specifics", () => {
   });
 
   it("refuses a URL without a bucket", async () => {
-    await expect(openStorage("gs:///prefix", server.storageOptions)).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(openStorage("gs:///prefix", server.storageOptions)).rejects.toMatchObject({
+      code: "invalid_argument",
+    });
   });
 
   it("honours STORAGE_EMULATOR_HOST when no endpoint is given", async () => {
@@ -100,11 +114,19 @@ describe("gs:// specifics", () => {
   });
 
   it("uses a Storage client it is given, leaving retries to the SDK when the client has them on", async () => {
-    const client = new Storage({ projectId: "demo-cairn", apiEndpoint: server.proxy.url, retryOptions: { maxRetries: 1, maxRetryDelay: 0.01 } });
+    const client = new Storage({
+      projectId: "demo-cairn",
+      apiEndpoint: server.proxy.url,
+      retryOptions: { maxRetries: 1, maxRetryDelay: 0.01 },
+    });
     const storage = await openStorage(server.location("client"), { gs: { storage: client } });
     await storage.write("c", new Uint8Array([1]));
     const before = server.proxy.faults("status").length;
-    server.proxy.addRule({ match: (r) => r.method === "GET" && r.url.includes("/o/client-"), times: 5, action: { kind: "status", status: 503 } });
+    server.proxy.addRule({
+      match: (r) => r.method === "GET" && r.url.includes("/o/client-"),
+      times: 5,
+      action: { kind: "status", status: 503 },
+    });
     await expect(storage.stat("c")).rejects.toMatchObject({ code: "storage", context: { transient: false } });
     server.proxy.clearRules();
     // The SDK's two attempts and no more: the adapter made one, so the layers did not multiply.
@@ -117,7 +139,12 @@ describe("nativeCrc32cValidator", () => {
     const bytes = Buffer.from(Array.from({ length: 100_003 }, (_, i) => (i * 7919) % 251));
     const sdk = new CRC32C();
     const native = nativeCrc32cValidator();
-    for (const [from, to] of [[0, 1], [1, 4096], [4096, 65_536], [65_536, 100_003]] as const) {
+    for (const [from, to] of [
+      [0, 1],
+      [1, 4096],
+      [4096, 65_536],
+      [65_536, 100_003],
+    ] as const) {
       sdk.update(bytes.subarray(from, to));
       native.update(bytes.subarray(from, to));
     }

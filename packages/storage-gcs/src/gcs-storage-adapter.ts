@@ -1,7 +1,22 @@
 import { Readable, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { type RetryPolicy, type StorageAdapter, CheckpointError } from "@cairn/core";
-import { type ByteRange, type ObjectInfo, type ProgressDeadline, type ReadOptions, type WriteBody, type WriteOptions, DEFAULT_PROGRESS_TIMEOUT_MS, ReadTarget, checkRelativePath, isTransient, progressDeadline, splitHead, touching, withRetry } from "@cairn/core/storage";
+import {
+  type ByteRange,
+  type ObjectInfo,
+  type ProgressDeadline,
+  type ReadOptions,
+  type WriteBody,
+  type WriteOptions,
+  DEFAULT_PROGRESS_TIMEOUT_MS,
+  ReadTarget,
+  checkRelativePath,
+  isTransient,
+  progressDeadline,
+  splitHead,
+  touching,
+  withRetry,
+} from "@cairn/core/storage";
 import { crc32c } from "@cairn/core/format";
 import type { Bucket, CRC32CValidator, CreateWriteStreamOptions, File, Storage } from "@google-cloud/storage";
 import PQueue from "p-queue";
@@ -88,7 +103,8 @@ export class GcsStorageAdapter implements StorageAdapter {
 
   async read(path: string, range?: ByteRange, options: ReadOptions = {}): Promise<Uint8Array> {
     const site = this.#site("read", path, options.signal);
-    if (!range) return splitHead(await this.#retrying(site, (deadline) => this.#downloadObject(site, deadline)), options.head);
+    if (!range)
+      return splitHead(await this.#retrying(site, (deadline) => this.#downloadObject(site, deadline)), options.head);
     if (range.length <= 0) {
       // HTTP cannot ask for zero bytes; a zero-length read of a missing object is still `not_found`.
       if (!(await this.stat(path))) throw toCheckpointError({ code: 404, message: "No such object" }, site);
@@ -97,8 +113,12 @@ export class GcsStorageAdapter implements StorageAdapter {
     const target = new ReadTarget(range.length, options);
     // A large read starts with one part (and the head): its answer tells the object's size, which clips the rest.
     const split = range.length >= this.#options.parallelReadMinBytes;
-    const firstEnd = range.offset + (split ? Math.min(range.length, this.#options.parallelReadPartBytes + target.headLength) : range.length);
-    const first = await this.#retrying(site, (deadline) => this.#downloadRange(site, deadline, range.offset, firstEnd, target, 0));
+    const firstEnd =
+      range.offset +
+      (split ? Math.min(range.length, this.#options.parallelReadPartBytes + target.headLength) : range.length);
+    const first = await this.#retrying(site, (deadline) =>
+      this.#downloadRange(site, deadline, range.offset, firstEnd, target, 0),
+    );
     if (first.size !== undefined) options.onObjectSize?.(first.size);
     if (first.got < firstEnd - range.offset || first.size === undefined) return target.result(first.got);
     const end = Math.min(first.size, range.offset + range.length);
@@ -118,7 +138,11 @@ export class GcsStorageAdapter implements StorageAdapter {
       // A checksum in the metadata lets GCS itself refuse a body damaged on the way, before the object exists.
       const sum = Buffer.alloc(4);
       sum.writeUInt32BE(crc32c(body));
-      const upload = { ...streamOptions, resumable: body.byteLength >= this.#options.singleRequestMaxBytes, metadata: { ...streamOptions.metadata, crc32c: sum.toString("base64") } };
+      const upload = {
+        ...streamOptions,
+        resumable: body.byteLength >= this.#options.singleRequestMaxBytes,
+        metadata: { ...streamOptions.metadata, crc32c: sum.toString("base64") },
+      };
       const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
       return this.#retrying(site, (deadline) => this.#upload(site, deadline, [bytes], upload));
     }
@@ -145,7 +169,12 @@ export class GcsStorageAdapter implements StorageAdapter {
     const site = this.#site("list", prefix);
     let pageToken: string | undefined;
     do {
-      const query = { prefix: this.#prefix + prefix, autoPaginate: false, maxResults: this.#options.listPageSize, ...(pageToken ? { pageToken } : {}) };
+      const query = {
+        prefix: this.#prefix + prefix,
+        autoPaginate: false,
+        maxResults: this.#options.listPageSize,
+        ...(pageToken ? { pageToken } : {}),
+      };
       const [files, next] = await this.#retrying(site, async () => {
         try {
           return await this.#bucket.getFiles(query);
@@ -188,7 +217,13 @@ export class GcsStorageAdapter implements StorageAdapter {
 
   #site(operation: GcsErrorSite["operation"], path: string, signal?: AbortSignal): GcsErrorSite {
     const relative = operation === "list" && path === "" ? "" : checkRelativePath("gs", path);
-    return { operation, path: relative, object: `gs://${this.#bucket.name}/${this.#prefix}${relative}`, root: this.root, ...(signal ? { signal } : {}) };
+    return {
+      operation,
+      path: relative,
+      object: `gs://${this.#bucket.name}/${this.#prefix}${relative}`,
+      root: this.root,
+      ...(signal ? { signal } : {}),
+    };
   }
 
   #file(site: GcsErrorSite): File {
@@ -196,7 +231,10 @@ export class GcsStorageAdapter implements StorageAdapter {
   }
 
   #checkOpen(site: GcsErrorSite): void {
-    if (this.#closed) throw new CheckpointError("storage", `[gs] ${site.operation} ${site.object}: the adapter was closed`, { context: { path: site.path, protocol: "gs" } });
+    if (this.#closed)
+      throw new CheckpointError("storage", `[gs] ${site.operation} ${site.object}: the adapter was closed`, {
+        context: { path: site.path, protocol: "gs" },
+      });
   }
 
   /**
@@ -231,7 +269,8 @@ export class GcsStorageAdapter implements StorageAdapter {
       context: { path: site.path, protocol: "gs" },
     });
     const stopped = new Promise<never>((_, reject) => {
-      const stop = (): void => reject(deadline.expired ? deadline.error : toCheckpointError(deadline.signal.reason, site));
+      const stop = (): void =>
+        reject(deadline.expired ? deadline.error : toCheckpointError(deadline.signal.reason, site));
       if (deadline.signal.aborted) stop();
       else deadline.signal.addEventListener("abort", stop, { once: true });
     });
@@ -246,7 +285,12 @@ export class GcsStorageAdapter implements StorageAdapter {
   }
 
   /** One upload of `body`; every chunk the SDK takes, every progress report and the answer are progress. */
-  async #upload(site: GcsErrorSite, deadline: ProgressDeadline, body: AsyncIterable<Uint8Array> | Iterable<Uint8Array>, options: CreateWriteStreamOptions): Promise<void> {
+  async #upload(
+    site: GcsErrorSite,
+    deadline: ProgressDeadline,
+    body: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+    options: CreateWriteStreamOptions,
+  ): Promise<void> {
     const sink: Writable = this.#file(site).createWriteStream(options);
     const touch = (): void => deadline.touch();
     sink.on("progress", touch).on("response", touch);
@@ -268,7 +312,10 @@ export class GcsStorageAdapter implements StorageAdapter {
     range: { start: number; end: number } | undefined,
     onChunk: (chunk: Buffer, status: number | undefined) => void,
   ): Promise<{ size: number | undefined }> {
-    const stream = this.#file(site).createReadStream({ ...(range ? { start: range.start, end: range.end - 1 } : {}), validation: false });
+    const stream = this.#file(site).createReadStream({
+      ...(range ? { start: range.start, end: range.end - 1 } : {}),
+      validation: false,
+    });
     let status: number | undefined;
     let announced: { start: number; end: number; size: number } | null | undefined;
     let hash: { readonly expected: string; readonly crc: CRC32CValidator } | undefined;
@@ -296,11 +343,25 @@ export class GcsStorageAdapter implements StorageAdapter {
       deadline.signal.removeEventListener("abort", onAbort);
     }
     if (announced === null) throw damagedBody(site, `the answer's Content-Range is missing or malformed`);
-    if (announced && range && (announced.start !== range.start || (announced.end !== range.end - 1 && announced.end !== announced.size - 1) || announced.end >= range.end)) {
-      throw damagedBody(site, `bytes ${range.start}-${range.end - 1} were asked for and bytes ${announced.start}-${announced.end} announced`);
+    if (
+      announced &&
+      range &&
+      (announced.start !== range.start ||
+        (announced.end !== range.end - 1 && announced.end !== announced.size - 1) ||
+        announced.end >= range.end)
+    ) {
+      throw damagedBody(
+        site,
+        `bytes ${range.start}-${range.end - 1} were asked for and bytes ${announced.start}-${announced.end} announced`,
+      );
     }
-    if (announced && received < announced.end - announced.start + 1) throw damagedBody(site, `the body ended after ${received} of ${announced.end - announced.start + 1} bytes`);
-    if (hash && !hash.crc.validate(hash.expected)) throw damagedBody(site, `the body's CRC32C (${hash.crc.toString()}) is not the object's (${hash.expected}); ${received} bytes came`);
+    if (announced && received < announced.end - announced.start + 1)
+      throw damagedBody(site, `the body ended after ${received} of ${announced.end - announced.start + 1} bytes`);
+    if (hash && !hash.crc.validate(hash.expected))
+      throw damagedBody(
+        site,
+        `the body's CRC32C (${hash.crc.toString()}) is not the object's (${hash.expected}); ${received} bytes came`,
+      );
     // A 200 answer is the whole object (a server that ignored the range).
     return { size: announced ? announced.size : status === 200 ? received : undefined };
   }
@@ -320,7 +381,14 @@ export class GcsStorageAdapter implements StorageAdapter {
    * Bytes outside the range are dropped: a server that ignores the range sends them (200 with
    * the whole object, as the firebase emulator does for ranges past the end).
    */
-  async #downloadRange(site: GcsErrorSite, deadline: ProgressDeadline, start: number, end: number, target: ReadTarget, at: number): Promise<{ got: number; size: number | undefined }> {
+  async #downloadRange(
+    site: GcsErrorSite,
+    deadline: ProgressDeadline,
+    start: number,
+    end: number,
+    target: ReadTarget,
+    at: number,
+  ): Promise<{ got: number; size: number | undefined }> {
     let received = 0;
     let skip = 0;
     const { size } = await this.#download(site, deadline, { start, end }, (chunk, status) => {
@@ -337,19 +405,32 @@ export class GcsStorageAdapter implements StorageAdapter {
    * Bytes `[start, end)` of an object of `size` bytes, in parts read concurrently into `target`,
    * whose range begins at object offset `base` (past the head, which the read's first part carried).
    */
-  async #readParts(site: GcsErrorSite, base: number, start: number, end: number, target: ReadTarget, size: number): Promise<void> {
+  async #readParts(
+    site: GcsErrorSite,
+    base: number,
+    start: number,
+    end: number,
+    target: ReadTarget,
+    size: number,
+  ): Promise<void> {
     const queue = new PQueue({ concurrency: this.#options.readConcurrency });
     const parts: Promise<void>[] = [];
-    for (let at = start; at < end; ) {
+    for (let at = start; at < end;) {
       const partStart = at;
       const partEnd = Math.min(end, at + this.#options.parallelReadPartBytes);
       parts.push(
         queue.add(async () => {
-          const { got, size: partSize } = await this.#retrying(site, (deadline) => this.#downloadRange(site, deadline, partStart, partEnd, target, partStart - base));
+          const { got, size: partSize } = await this.#retrying(site, (deadline) =>
+            this.#downloadRange(site, deadline, partStart, partEnd, target, partStart - base),
+          );
           if (got !== partEnd - partStart || partSize !== size) {
-            throw new CheckpointError("storage", `[gs] read ${site.object} failed: bytes ${partStart}-${partEnd - 1} came back as ${got} bytes; the object changed while it was read`, {
-              context: { path: site.path, protocol: "gs", transient: false },
-            });
+            throw new CheckpointError(
+              "storage",
+              `[gs] read ${site.object} failed: bytes ${partStart}-${partEnd - 1} came back as ${got} bytes; the object changed while it was read`,
+              {
+                context: { path: site.path, protocol: "gs", transient: false },
+              },
+            );
           }
         }),
       );
@@ -362,7 +443,11 @@ export class GcsStorageAdapter implements StorageAdapter {
 }
 
 function objectInfo(path: string, metadata: { size?: string | number; updated?: string }): ObjectInfo {
-  return { path, size: Number(metadata.size ?? 0), ...(metadata.updated ? { modified: new Date(metadata.updated) } : {}) };
+  return {
+    path,
+    size: Number(metadata.size ?? 0),
+    ...(metadata.updated ? { modified: new Date(metadata.updated) } : {}),
+  };
 }
 
 function withoutUndefined<T extends object>(value: T): Partial<T> {

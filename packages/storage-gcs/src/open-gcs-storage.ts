@@ -27,7 +27,11 @@ export interface GcsStorageOptions extends GcsStorageAdapterOptions {
 export function openGcsStorage(url: URL, storageOptions: StorageOptions = {}): StorageAdapter {
   const bucket = decodeURIComponent(url.hostname);
   if (!bucket) {
-    throw new CheckpointError("invalid_argument", `[gs] ${redactUrl(url)} names no bucket; use gs://<bucket>/<prefix>`, { context: { protocol: "gs" } });
+    throw new CheckpointError(
+      "invalid_argument",
+      `[gs] ${redactUrl(url)} names no bucket; use gs://<bucket>/<prefix>`,
+      { context: { protocol: "gs" } },
+    );
   }
   const options = (storageOptions["gs"] ?? {}) as GcsStorageOptions;
   const { storage, projectId, keyFilename, credentials, apiEndpoint, ...adapterOptions } = options;

@@ -1,4 +1,21 @@
-import { closeSync, fstatSync, fsync, ftruncateSync, linkSync, mkdirSync, openSync, readSync, readvSync, readdirSync, renameSync, rmdirSync, statSync, unlinkSync, write, writeSync } from "node:fs";
+import {
+  closeSync,
+  fstatSync,
+  fsync,
+  ftruncateSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  readvSync,
+  readdirSync,
+  renameSync,
+  rmdirSync,
+  statSync,
+  unlinkSync,
+  write,
+  writeSync,
+} from "node:fs";
 import { opensDirect } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 
@@ -11,7 +28,9 @@ function blockingHandle(fd: number, direct: boolean): FileHandleLike {
     async write(buffer, offset, length, position) {
       if (direct) {
         return new Promise((resolve, reject) =>
-          write(fd, buffer, offset, length, position ?? null, (error, bytesWritten) => (error ? reject(error) : resolve({ bytesWritten }))),
+          write(fd, buffer, offset, length, position ?? null, (error, bytesWritten) =>
+            error ? reject(error) : resolve({ bytesWritten }),
+          ),
         );
       }
       return { bytesWritten: writeSync(fd, buffer, offset, length, position ?? null) };

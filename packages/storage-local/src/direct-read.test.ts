@@ -34,7 +34,10 @@ afterAll(async () => {
 describe("DirectReads", () => {
   it("reads unaligned ranges past the page cache, across its buffers and up to the end of the file", async () => {
     const opened: (string | number)[] = [];
-    const fs: FsPromisesLike = { ...(nodeFs as unknown as FsPromisesLike), open: (p, flags, mode) => (opened.push(flags), (nodeFs as unknown as FsPromisesLike).open(p, flags, mode)) };
+    const fs: FsPromisesLike = {
+      ...(nodeFs as unknown as FsPromisesLike),
+      open: (p, flags, mode) => (opened.push(flags), (nodeFs as unknown as FsPromisesLike).open(p, flags, mode)),
+    };
     const handle = await nodeFs.open(path, "r");
     const probes: number[] = [];
     const reads = new DirectReads(fs, path, handle.fd, (_, position) => (probes.push(position), false));
@@ -71,7 +74,13 @@ describe("DirectReads", () => {
     const handle = await nodeFs.open(path, "r");
     const reads = new DirectReads(nodeFs as unknown as FsPromisesLike, path, handle.fd, () => false);
     try {
-      const parts = [new Uint8Array(5), new Uint8Array(0), new Uint8Array(3 * MiB + 17), new Uint8Array(9 * MiB), new Uint8Array(MiB)];
+      const parts = [
+        new Uint8Array(5),
+        new Uint8Array(0),
+        new Uint8Array(3 * MiB + 17),
+        new Uint8Array(9 * MiB),
+        new Uint8Array(MiB),
+      ];
       const offset = 8 * MiB + 3;
       const got = await reads.readScattered(data.byteLength, offset, parts);
       if (!directSupported(path)) {
@@ -93,7 +102,9 @@ describe("DirectReads", () => {
     const reads = new DirectReads(nodeFs as unknown as FsPromisesLike, path, handle.fd, () => cached);
     try {
       expect(await reads.read(data.byteLength, { offset: 0, length: MiB - 1 }, {})).toBeUndefined();
-      expect(await reads.read(data.byteLength, { offset: 0, length: 4 * MiB }, { head: new Uint8Array(10) })).toBeUndefined();
+      expect(
+        await reads.read(data.byteLength, { offset: 0, length: 4 * MiB }, { head: new Uint8Array(10) }),
+      ).toBeUndefined();
       expect(await reads.read(data.byteLength, { offset: 0, length: 4 * MiB }, {})).toBeUndefined();
       // The answer of the first probe holds for the file.
       cached = false;

@@ -74,7 +74,13 @@ function giveBack(buffer: Uint8Array): void {
  * copy. Returns how many bytes it read (fewer only at the end of the file). Rejects EINVAL
  * where the file system refuses direct reads.
  */
-async function readDirect(handle: FileHandleLike, size: number, start: number, length: number, place: (bytes: Uint8Array, at: number) => void): Promise<number> {
+async function readDirect(
+  handle: FileHandleLike,
+  size: number,
+  start: number,
+  length: number,
+  place: (bytes: Uint8Array, at: number) => void,
+): Promise<number> {
   const end = Math.min(size, start + length);
   let done = start;
   while (done < end) {
@@ -113,7 +119,12 @@ export class DirectReads {
   #handle: Promise<FileHandleLike> | undefined;
 
   /** `cached` tells whether the page at a position of the file is in the page cache (tests inject it). */
-  constructor(fs: FsPromisesLike, abs: string, fd: number, cached: (fd: number, position: number) => boolean = cachedAt) {
+  constructor(
+    fs: FsPromisesLike,
+    abs: string,
+    fd: number,
+    cached: (fd: number, position: number) => boolean = cachedAt,
+  ) {
     this.#fs = fs;
     this.#abs = abs;
     this.#fd = fd;
@@ -121,7 +132,11 @@ export class DirectReads {
   }
 
   /** The range read past the page cache, or undefined where it should go through it. */
-  async read(size: number, range: ByteRange | undefined, options: ReadOptions | undefined): Promise<Uint8Array | undefined> {
+  async read(
+    size: number,
+    range: ByteRange | undefined,
+    options: ReadOptions | undefined,
+  ): Promise<Uint8Array | undefined> {
     const start = Math.min(range?.offset ?? 0, size);
     const length = rangeLength(size, range);
     if (options?.head || length < DIRECT_READ_MIN_BYTES || this.#cold === false) return undefined;
@@ -137,7 +152,7 @@ export class DirectReads {
     let part = 0;
     let partStart = 0;
     return this.#read(size, Math.min(offset, size), length, (bytes, at) => {
-      for (let done = 0; done < bytes.byteLength; ) {
+      for (let done = 0; done < bytes.byteLength;) {
         while (at + done >= partStart + parts[part]!.byteLength) partStart += parts[part++]!.byteLength;
         const into = at + done - partStart;
         const n = Math.min(bytes.byteLength - done, parts[part]!.byteLength - into);
@@ -147,7 +162,12 @@ export class DirectReads {
     });
   }
 
-  async #read(size: number, start: number, length: number, place: (bytes: Uint8Array, at: number) => void): Promise<number | undefined> {
+  async #read(
+    size: number,
+    start: number,
+    length: number,
+    place: (bytes: Uint8Array, at: number) => void,
+  ): Promise<number | undefined> {
     if (length < DIRECT_READ_MIN_BYTES || this.#cold === false) return undefined;
     // At the range's end: its start may be in what the kernel read ahead after the file's header.
     this.#cold ??= !this.#cached(this.#fd, Math.max(0, Math.min(size, start + length) - PROBE_BYTES));

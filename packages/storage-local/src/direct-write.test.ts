@@ -27,7 +27,10 @@ interface Recorded {
 }
 
 /** node:fs that records opens and direct writes, and can refuse O_DIRECT or fail the nth direct write like a kernel would. */
-function recordingFs(faults: { refuseOpen?: boolean; refuseWrite?: boolean; failDirectWrite?: number } = {}): { fs: FsPromisesLike; rec: Recorded } {
+function recordingFs(faults: { refuseOpen?: boolean; refuseWrite?: boolean; failDirectWrite?: number } = {}): {
+  fs: FsPromisesLike;
+  rec: Recorded;
+} {
   const base = nodeFs as unknown as FsPromisesLike;
   const rec: Recorded = { flags: [], directWrites: [], sources: [], open: 0 };
   const fail = (code: string, message: string): Error => Object.assign(new Error(`${code}: ${message}`), { code });
@@ -58,7 +61,8 @@ function recordingFs(faults: { refuseOpen?: boolean; refuseWrite?: boolean; fail
             if (faults.refuseWrite) throw fail("EINVAL", "invalid argument, write");
             rec.directWrites.push([position ?? -1, length]);
             rec.sources.push(buffer.buffer);
-            if (rec.directWrites.length === faults.failDirectWrite) throw fail("ENOSPC", "no space left on device, write");
+            if (rec.directWrites.length === faults.failDirectWrite)
+              throw fail("ENOSPC", "no space left on device, write");
           }
           return handle.write(buffer, offset, length, position);
         },
@@ -69,7 +73,9 @@ function recordingFs(faults: { refuseOpen?: boolean; refuseWrite?: boolean; fail
   return { fs, rec };
 }
 
-async function fixture(faults?: Parameters<typeof recordingFs>[0]): Promise<{ storage: FsStorageAdapter; dir: string; rec: Recorded }> {
+async function fixture(
+  faults?: Parameters<typeof recordingFs>[0],
+): Promise<{ storage: FsStorageAdapter; dir: string; rec: Recorded }> {
   const dir = await mkdtemp(join(tmpdir(), "cairn-direct-"));
   roots.push(dir);
   const { fs, rec } = recordingFs(faults);
@@ -138,25 +144,36 @@ describe("file:// direct writes", () => {
     expect(rec.directWrites.reduce((n, [, length]) => n + length, 0)).toBe(8 << 20);
   });
 
-  it.each([true, false])("with pageAligned %s, writes page-aligned parts straight from the body's memory, and copies the rest", async (pageAligned) => {
-    const { storage, dir, rec } = await fixture();
-    // A page-aligned body as core's staging lays one out: a WebAssembly memory, file offset = memory offset.
-    const memory = pageAlignedSharedBytes(16 << 20);
-    const size = (10 << 20) + 5000;
-    memory.set(pattern(size, 11));
-    // Parts: one of 5 MiB + 100 from the start (5 MiB in place, the 100-byte tail copied), one
-    // starting off a page (copied), one from a page boundary once the copies are flushed.
-    const cuts = [0, (5 << 20) + 100, 9 << 20, size];
-    const body = cuts.slice(1).map((end, k) => memory.subarray(cuts[k]!, end));
-    await storage.write("data.safetensors", stream(body), { size, pageAligned });
-    expect((await readFile(join(dir, "data.safetensors"))).equals(memory.subarray(0, size))).toBe(true);
-    const inPlace = rec.directWrites.filter((_, k) => rec.sources[k] === memory.buffer);
-    // The last part: its whole pages in place, its last 904 bytes copied and padded.
-    expect(inPlace).toEqual(pageAligned ? [[0, 4 << 20], [4 << 20, 1 << 20], [9 << 20, (1 << 20) + 4096]] : []);
-    for (const [position, length] of rec.directWrites) expect([position % 4096, length % 4096]).toEqual([0, 0]);
-    expect(rec.directWrites.reduce((n, [, length]) => n + length, 0)).toBe(Math.ceil(size / 4096) * 4096);
-    expect(rec.open).toBe(0);
-  });
+  it.each([true, false])(
+    "with pageAligned %s, writes page-aligned parts straight from the body's memory, and copies the rest",
+    async (pageAligned) => {
+      const { storage, dir, rec } = await fixture();
+      // A page-aligned body as core's staging lays one out: a WebAssembly memory, file offset = memory offset.
+      const memory = pageAlignedSharedBytes(16 << 20);
+      const size = (10 << 20) + 5000;
+      memory.set(pattern(size, 11));
+      // Parts: one of 5 MiB + 100 from the start (5 MiB in place, the 100-byte tail copied), one
+      // starting off a page (copied), one from a page boundary once the copies are flushed.
+      const cuts = [0, (5 << 20) + 100, 9 << 20, size];
+      const body = cuts.slice(1).map((end, k) => memory.subarray(cuts[k]!, end));
+      await storage.write("data.safetensors", stream(body), { size, pageAligned });
+      expect((await readFile(join(dir, "data.safetensors"))).equals(memory.subarray(0, size))).toBe(true);
+      const inPlace = rec.directWrites.filter((_, k) => rec.sources[k] === memory.buffer);
+      // The last part: its whole pages in place, its last 904 bytes copied and padded.
+      expect(inPlace).toEqual(
+        pageAligned
+          ? [
+              [0, 4 << 20],
+              [4 << 20, 1 << 20],
+              [9 << 20, (1 << 20) + 4096],
+            ]
+          : [],
+      );
+      for (const [position, length] of rec.directWrites) expect([position % 4096, length % 4096]).toEqual([0, 0]);
+      expect(rec.directWrites.reduce((n, [, length]) => n + length, 0)).toBe(Math.ceil(size / 4096) * 4096);
+      expect(rec.open).toBe(0);
+    },
+  );
 
   it("writes small objects (metadata.json) through the page cache", async () => {
     const { storage, dir, rec } = await fixture();
@@ -168,17 +185,20 @@ describe("file:// direct writes", () => {
   it.each([
     ["at open", { refuseOpen: true }, (5 << 20) + 7],
     ["on the first write", { refuseWrite: true }, (6 << 20) + 4097],
-  ])("falls back to buffered writes where the file system refuses O_DIRECT %s, and does not ask again", async (_, faults, size) => {
-    const { storage, dir, rec } = await fixture(faults);
-    const body = parts(size);
-    await storage.write("a", stream(body));
-    await storage.write("b", stream(body));
-    expect((await readFile(join(dir, "a"))).equals(joined(body))).toBe(true);
-    expect((await readFile(join(dir, "b"))).equals(joined(body))).toBe(true);
-    expect(rec.flags.filter(isDirect)).toHaveLength(1);
-    expect((await readdir(dir)).sort()).toEqual(["a", "b"]);
-    expect(rec.open).toBe(0);
-  });
+  ])(
+    "falls back to buffered writes where the file system refuses O_DIRECT %s, and does not ask again",
+    async (_, faults, size) => {
+      const { storage, dir, rec } = await fixture(faults);
+      const body = parts(size);
+      await storage.write("a", stream(body));
+      await storage.write("b", stream(body));
+      expect((await readFile(join(dir, "a"))).equals(joined(body))).toBe(true);
+      expect((await readFile(join(dir, "b"))).equals(joined(body))).toBe(true);
+      expect(rec.flags.filter(isDirect)).toHaveLength(1);
+      expect((await readdir(dir)).sort()).toEqual(["a", "b"]);
+      expect(rec.open).toBe(0);
+    },
+  );
 
   it("rejects when a direct write fails mid-file, leaving no object, no temp file and no open descriptor", async () => {
     const { storage, dir, rec } = await fixture({ failDirectWrite: 2 });
@@ -207,7 +227,9 @@ describe("file:// direct writes", () => {
         yield part;
       }
     }
-    await expect(storage.write("a", aborting(), { signal: controller.signal })).rejects.toMatchObject({ code: "cancelled" });
+    await expect(storage.write("a", aborting(), { signal: controller.signal })).rejects.toMatchObject({
+      code: "cancelled",
+    });
     expect(await readdir(dir)).toEqual([]);
     expect(rec.open).toBe(0);
   });

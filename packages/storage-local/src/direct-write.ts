@@ -43,7 +43,12 @@ export function opensDirect(flags: string | number): boolean {
 }
 
 /** Writes `length` bytes of `buffer` at `position`, however many writes the file system takes for them. */
-export async function writeFully(handle: FileHandleLike, buffer: Uint8Array, length: number, position: number): Promise<void> {
+export async function writeFully(
+  handle: FileHandleLike,
+  buffer: Uint8Array,
+  length: number,
+  position: number,
+): Promise<void> {
   let done = 0;
   while (done < length) done += (await handle.write(buffer, done, length - done, position + done)).bytesWritten;
 }

@@ -8,7 +8,12 @@ export function rangeLength(size: number, range: ByteRange | undefined): number 
 }
 
 /** Reads `range` of an open file of `size` bytes into the buffers `options` gives (see `ReadTarget`). */
-export async function readRange(handle: FileHandleLike, size: number, range: ByteRange | undefined, options: ReadOptions | undefined): Promise<Uint8Array> {
+export async function readRange(
+  handle: FileHandleLike,
+  size: number,
+  range: ByteRange | undefined,
+  options: ReadOptions | undefined,
+): Promise<Uint8Array> {
   const start = Math.min(range?.offset ?? 0, size);
   const length = rangeLength(size, range);
   const target = new ReadTarget(length, options);
@@ -23,7 +28,11 @@ export async function readRange(handle: FileHandleLike, size: number, range: Byt
 }
 
 /** Reads from `position` into `parts` in order, however many readv calls that takes; resolves the bytes read. */
-export async function readScattered(handle: FileHandleLike, position: number, parts: readonly Uint8Array[]): Promise<number> {
+export async function readScattered(
+  handle: FileHandleLike,
+  position: number,
+  parts: readonly Uint8Array[],
+): Promise<number> {
   let rest = parts.filter((p) => p.byteLength > 0);
   let done = 0;
   while (rest.length > 0) {

@@ -23,7 +23,16 @@ const NO_SPACE_CODES: ReadonlySet<string> = new Set(["ENOSPC", "EDQUOT"]);
  * network file systems recover (ETIMEDOUT, ESTALE), and EIO is retried because a retry rewrites
  * the whole temp file or rereads through a new descriptor, never trusting the failed one; retries are bounded.
  */
-const TRANSIENT_CODES: ReadonlySet<string> = new Set(["EMFILE", "ENFILE", "EAGAIN", "EBUSY", "EINTR", "EIO", "ETIMEDOUT", "ESTALE"]);
+const TRANSIENT_CODES: ReadonlySet<string> = new Set([
+  "EMFILE",
+  "ENFILE",
+  "EAGAIN",
+  "EBUSY",
+  "EINTR",
+  "EIO",
+  "ETIMEDOUT",
+  "ESTALE",
+]);
 
 /** The errno name of a node:fs or memfs failure ("ENOENT"), or "" for anything else. */
 export function errnoOf(error: unknown): string {
@@ -47,26 +56,47 @@ function explain(errno: string, site: FsSite, fallback: string): { what: string;
   const retried = "transient, so worth retrying";
   switch (errno) {
     case "EROFS":
-      return { what: "the file system is read-only", todo: "remount it read-write or use a location on a writable disk" };
+      return {
+        what: "the file system is read-only",
+        todo: "remount it read-write or use a location on a writable disk",
+      };
     case "EACCES":
     case "EPERM": {
       const access = site.action === "read" || site.action === "stat" || site.action === "list" ? "read" : "write";
-      return { what: "permission denied", todo: `let this process's user ${access} there (owner, mode, mount options) or use another location` };
+      return {
+        what: "permission denied",
+        todo: `let this process's user ${access} there (owner, mode, mount options) or use another location`,
+      };
     }
     case "ENOSPC":
-      return { what: "no space left on the device", todo: "free space or use another location; nothing partial was left behind" };
+      return {
+        what: "no space left on the device",
+        todo: "free space or use another location; nothing partial was left behind",
+      };
     case "EDQUOT":
-      return { what: "the disk quota is used up", todo: "free space or use another location; nothing partial was left behind" };
+      return {
+        what: "the disk quota is used up",
+        todo: "free space or use another location; nothing partial was left behind",
+      };
     case "ENOENT":
       return { what: "its directory disappeared while writing (a concurrent delete?)", todo: retried };
     case "ENOTDIR":
     case "EEXIST":
-      return { what: "a parent of it is a file, not a directory", todo: "remove or rename that file, or choose another path" };
+      return {
+        what: "a parent of it is a file, not a directory",
+        todo: "remove or rename that file, or choose another path",
+      };
     case "EISDIR":
-      return { what: "it is a directory, which a file cannot replace", todo: "remove the directory or choose another path" };
+      return {
+        what: "it is a directory, which a file cannot replace",
+        todo: "remove the directory or choose another path",
+      };
     case "EMFILE":
     case "ENFILE":
-      return { what: "too many open files", todo: `${retried}; if it persists raise the open-file limit (ulimit -n) or lower the concurrency` };
+      return {
+        what: "too many open files",
+        todo: `${retried}; if it persists raise the open-file limit (ulimit -n) or lower the concurrency`,
+      };
     case "EIO":
       return { what: "an I/O error", todo: `${retried}; if it persists check the disk or network file system (dmesg)` };
     default:

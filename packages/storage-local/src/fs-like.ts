@@ -8,7 +8,10 @@ export interface FsPromisesLike {
   unlink(path: string): Promise<void>;
   rmdir(path: string): Promise<void>;
   stat(path: string): Promise<{ size: number; mtime: Date; isFile(): boolean; isDirectory(): boolean }>;
-  readdir(path: string, options: { withFileTypes: true }): Promise<{ name: string | Buffer; isDirectory(): boolean; isFile(): boolean }[]>;
+  readdir(
+    path: string,
+    options: { withFileTypes: true },
+  ): Promise<{ name: string | Buffer; isDirectory(): boolean; isFile(): boolean }[]>;
 }
 
 export interface FileHandleLike {
@@ -16,7 +19,12 @@ export interface FileHandleLike {
   readonly fd?: number;
   read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
   readv(buffers: readonly Uint8Array[], position: number): Promise<{ bytesRead: number }>;
-  write(buffer: Uint8Array, offset: number, length: number, position?: number | null): Promise<{ bytesWritten: number }>;
+  write(
+    buffer: Uint8Array,
+    offset: number,
+    length: number,
+    position?: number | null,
+  ): Promise<{ bytesWritten: number }>;
   truncate(length: number): Promise<void>;
   stat(): Promise<{ size: number; isFile(): boolean; isDirectory(): boolean }>;
   sync(): Promise<void>;

@@ -20,7 +20,8 @@ afterAll(async () => {
 });
 
 /** A file system call the adapter makes; handle calls are named after the handle's method. */
-type FsCall = "open" | "mkdir" | "rename" | "link" | "unlink" | "stat" | "readdir" | "handle.read" | "handle.write" | "handle.sync";
+type FsCall =
+  "open" | "mkdir" | "rename" | "link" | "unlink" | "stat" | "readdir" | "handle.read" | "handle.write" | "handle.sync";
 
 interface Injection {
   readonly call: FsCall;
@@ -38,8 +39,17 @@ function failingFs(injection: Injection): { fs: FsPromisesLike; thrown: Error[] 
   const base = nodeFs as unknown as FsPromisesLike;
   const thrown: Error[] = [];
   const fail = (call: FsCall, path: string): void => {
-    if (call !== injection.call || (injection.on && !injection.on(path)) || thrown.length >= (injection.times ?? Infinity)) return;
-    const error = Object.assign(new Error(`${injection.errno}: injected, ${call} '${path}'`), { code: injection.errno, syscall: call, path });
+    if (
+      call !== injection.call ||
+      (injection.on && !injection.on(path)) ||
+      thrown.length >= (injection.times ?? Infinity)
+    )
+      return;
+    const error = Object.assign(new Error(`${injection.errno}: injected, ${call} '${path}'`), {
+      code: injection.errno,
+      syscall: call,
+      path,
+    });
     thrown.push(error);
     throw error;
   };
@@ -106,7 +116,13 @@ const SITES: readonly {
   { name: "write: fsync", operation: "write", call: "handle.sync", on: isTemp },
   { name: "write: rename over the old object", operation: "write", call: "rename", existing: true },
   { name: "write ifAbsent: link", operation: "write", call: "link", ifAbsent: true },
-  { name: "write: open the directory to fsync it", operation: "write", call: "open", on: (p) => !isTemp(p), placed: true },
+  {
+    name: "write: open the directory to fsync it",
+    operation: "write",
+    call: "open",
+    on: (p) => !isTemp(p),
+    placed: true,
+  },
   { name: "direct write: create the temp file", operation: "write", call: "open", on: isTemp, body: BIG },
   { name: "direct write: write", operation: "write", call: "handle.write", body: BIG },
   { name: "stat", operation: "stat", call: "stat", existing: true },
@@ -158,12 +174,17 @@ describe("file:// failures keep their cause and get the right code", () => {
 
     expect(thrown.length).toBeGreaterThan(0);
     expect(error).toBeInstanceOf(CheckpointError);
-    expect(error).toMatchObject({ code, context: { path: site.operation === "list" ? "run" : "run/obj", protocol: "file" } });
+    expect(error).toMatchObject({
+      code,
+      context: { path: site.operation === "list" ? "run" : "run/obj", protocol: "file" },
+    });
     expect((error as CheckpointError).cause).toBe(thrown[0]);
     expect((error as CheckpointError).transient).toBe(transient ?? false);
-    expect((error as Error).message).toMatch(new RegExp(`^\\[file\\] ${dir}/run(/obj)?: cannot ${site.operation}: .* \\(${errno}\\); \\w`));
+    expect((error as Error).message).toMatch(
+      new RegExp(`^\\[file\\] ${dir}/run(/obj)?: cannot ${site.operation}: .* \\(${errno}\\); \\w`),
+    );
     // Nothing partial: the old object (or none), or the new one whole once it was in place; never a temp file.
-    const expected = site.placed ? site.body ?? NEW : site.existing ? OLD : undefined;
+    const expected = site.placed ? (site.body ?? NEW) : site.existing ? OLD : undefined;
     expect(await filesUnder(dir)).toEqual(expected ? ["run/obj"] : []);
     if (expected) expect(new Uint8Array(await readFile(join(dir, "run/obj")))).toEqual(expected);
   });
@@ -172,10 +193,16 @@ describe("file:// failures keep their cause and get the right code", () => {
 describe("file:// failures on a real file system", () => {
   it("reports a directory the process may not write in as permission_denied, never not_found", async () => {
     // sysfs refuses new files and directories even to root (EPERM, EACCES; EROFS where mounted read-only).
-    for (const [root, path] of [["/sys/cairn-no-such-dir", "step/1/x"], ["/sys/fs", "cairn-probe"]] as const) {
+    for (const [root, path] of [
+      ["/sys/cairn-no-such-dir", "step/1/x"],
+      ["/sys/fs", "cairn-probe"],
+    ] as const) {
       const storage = await openStorage(root);
       const error = (await storage.write(path, NEW).catch((e: unknown) => e)) as CheckpointError;
-      expect(error).toMatchObject({ code: "permission_denied", message: expect.stringMatching(/^\[file\] \/sys\/.*: cannot write: .*\(E(PERM|ACCES|ROFS)\); /) });
+      expect(error).toMatchObject({
+        code: "permission_denied",
+        message: expect.stringMatching(/^\[file\] \/sys\/.*: cannot write: .*\(E(PERM|ACCES|ROFS)\); /),
+      });
       expect(["EPERM", "EACCES", "EROFS"]).toContain((error.cause as NodeJS.ErrnoException).code);
       await expect(storage.read(path)).rejects.toMatchObject({ code: "not_found", cause: { code: "ENOENT" } });
     }
@@ -189,24 +216,42 @@ describe("file:// failures on a real file system", () => {
     expect(await storage.stat("f/x")).toBeNull();
     await storage.delete("f/x");
     const error = (await storage.write("f/x/y", NEW).catch((e: unknown) => e)) as CheckpointError;
-    expect(error).toMatchObject({ code: "storage", message: expect.stringContaining("a parent of it is a file"), cause: { code: "ENOTDIR" } });
+    expect(error).toMatchObject({
+      code: "storage",
+      message: expect.stringContaining("a parent of it is a file"),
+      cause: { code: "ENOTDIR" },
+    });
     expect(error.transient).toBe(false);
     expect(await filesUnder(dir)).toEqual(["f"]);
 
     const onFile = await openStorage(join(dir, "f"));
     await expect(onFile.read("x")).rejects.toMatchObject({ code: "not_found", cause: { code: "ENOTDIR" } });
     // mkdir(2) of the root finds the file.
-    await expect(onFile.write("x", NEW)).rejects.toMatchObject({ code: "storage", message: expect.stringContaining("a parent of it is a file"), cause: { code: "EEXIST" } });
+    await expect(onFile.write("x", NEW)).rejects.toMatchObject({
+      code: "storage",
+      message: expect.stringContaining("a parent of it is a file"),
+      cause: { code: "EEXIST" },
+    });
   });
 
   let memoryRoots = 0;
-  it.each([["file", freshDir], ["memory", async () => `memory://faults-dir/${memoryRoots++}`]] as const)(
+  it.each([
+    ["file", freshDir],
+    ["memory", async () => `memory://faults-dir/${memoryRoots++}`],
+  ] as const)(
     "%s:// refuses to replace a directory with an object, and reports an atomic create onto one as already_exists",
     async (_, root) => {
       const storage = await openStorage(await root());
       await storage.write("d/x", OLD);
-      await expect(storage.write("d", NEW)).rejects.toMatchObject({ code: "storage", message: expect.stringContaining("is a directory"), cause: { code: "EISDIR" } });
-      await expect(storage.write("d", NEW, { ifAbsent: true })).rejects.toMatchObject({ code: "already_exists", cause: { code: "EEXIST" } });
+      await expect(storage.write("d", NEW)).rejects.toMatchObject({
+        code: "storage",
+        message: expect.stringContaining("is a directory"),
+        cause: { code: "EISDIR" },
+      });
+      await expect(storage.write("d", NEW, { ifAbsent: true })).rejects.toMatchObject({
+        code: "already_exists",
+        cause: { code: "EEXIST" },
+      });
       expect(await storage.read("d/x")).toEqual(OLD);
       const listed: string[] = [];
       for await (const info of storage.list("")) listed.push(info.path);
@@ -217,7 +262,10 @@ describe("file:// failures on a real file system", () => {
   it("keeps the cause of a lost atomic create and of a missing object", async () => {
     const storage = await openStorage(await freshDir());
     await storage.write("once", OLD, { ifAbsent: true });
-    await expect(storage.write("once", NEW, { ifAbsent: true })).rejects.toMatchObject({ code: "already_exists", cause: { code: "EEXIST" } });
+    await expect(storage.write("once", NEW, { ifAbsent: true })).rejects.toMatchObject({
+      code: "already_exists",
+      cause: { code: "EEXIST" },
+    });
     await expect(storage.read("missing")).rejects.toMatchObject({ code: "not_found", cause: { code: "ENOENT" } });
     const memory = await openStorage("memory://faults-cause/root");
     await expect(memory.read("missing")).rejects.toMatchObject({ code: "not_found", cause: { code: "ENOENT" } });
@@ -228,10 +276,14 @@ describe("two adapters on one root", () => {
   it("let exactly one of their racing atomic creates win; the rest get already_exists", async () => {
     const dir = await freshDir();
     const [a, b] = [await openStorage(dir), await openStorage(dir)];
-    const results = await Promise.allSettled(Array.from({ length: 16 }, (_, i) => (i % 2 ? a : b).write("race/meta", new Uint8Array([i]), { ifAbsent: true })));
+    const results = await Promise.allSettled(
+      Array.from({ length: 16 }, (_, i) => (i % 2 ? a : b).write("race/meta", new Uint8Array([i]), { ifAbsent: true })),
+    );
     const won = results.flatMap((r, i) => (r.status === "fulfilled" ? [i] : []));
     expect(won).toHaveLength(1);
-    for (const r of results) if (r.status === "rejected") expect(r.reason).toMatchObject({ code: "already_exists", cause: { code: "EEXIST" } });
+    for (const r of results)
+      if (r.status === "rejected")
+        expect(r.reason).toMatchObject({ code: "already_exists", cause: { code: "EEXIST" } });
     expect(await a.read("race/meta")).toEqual(new Uint8Array([won[0]!]));
     expect(await filesUnder(dir)).toEqual(["race/meta"]);
   });
@@ -263,40 +315,63 @@ describe("two adapters on one root", () => {
 
 describe("FaultyStorageAdapter's errno faults", () => {
   const AGREEMENT: readonly { errno: string; operation: FaultyOperation; call: FsCall; ifAbsent?: boolean }[] = [
-    ...["EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "EMFILE", "EIO", "EBUSY", "EINVAL", "ENOENT", "ENOTDIR"].map((errno) => ({ errno, operation: "read" as const, call: "stat" as const })),
-    ...["EROFS", "EACCES", "ENOSPC", "EMFILE", "EIO", "EINVAL", "ENOENT"].map((errno) => ({ errno, operation: "write" as const, call: "handle.write" as const })),
+    ...["EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "EMFILE", "EIO", "EBUSY", "EINVAL", "ENOENT", "ENOTDIR"].map(
+      (errno) => ({ errno, operation: "read" as const, call: "stat" as const }),
+    ),
+    ...["EROFS", "EACCES", "ENOSPC", "EMFILE", "EIO", "EINVAL", "ENOENT"].map((errno) => ({
+      errno,
+      operation: "write" as const,
+      call: "handle.write" as const,
+    })),
     { errno: "EEXIST", operation: "write", call: "link", ifAbsent: true },
     ...["EROFS", "EPERM", "EIO"].map((errno) => ({ errno, operation: "delete" as const, call: "unlink" as const })),
   ];
-  it.each(AGREEMENT)("report $errno on $operation as the local adapter does", async ({ errno, operation, call, ifAbsent }) => {
-    const dir = await freshDir();
-    await writeFile(join(dir, "obj"), OLD);
-    const local = new FsStorageAdapter("file", dir, failingFs({ call, errno }).fs, dir, { syncDirectories: false });
-    const run = (storage: StorageAdapter): Promise<unknown> =>
-      operation === "read" ? storage.read("obj") : operation === "write" ? storage.write("obj", NEW, { ifAbsent: ifAbsent ?? false }) : storage.delete("obj");
-    const real = (await run(local).catch((e: unknown) => e)) as CheckpointError;
-    const faulty = new FaultyStorageAdapter(await openStorage(await freshDir()), [{ operation, errno }]);
-    const injected = (await run(faulty).catch((e: unknown) => e)) as CheckpointError;
-    expect({ code: injected.code, transient: injected.transient }).toEqual({ code: real.code, transient: real.transient });
-    expect(injected.cause).toMatchObject({ code: errno });
-  });
+  it.each(AGREEMENT)(
+    "report $errno on $operation as the local adapter does",
+    async ({ errno, operation, call, ifAbsent }) => {
+      const dir = await freshDir();
+      await writeFile(join(dir, "obj"), OLD);
+      const local = new FsStorageAdapter("file", dir, failingFs({ call, errno }).fs, dir, { syncDirectories: false });
+      const run = (storage: StorageAdapter): Promise<unknown> =>
+        operation === "read"
+          ? storage.read("obj")
+          : operation === "write"
+            ? storage.write("obj", NEW, { ifAbsent: ifAbsent ?? false })
+            : storage.delete("obj");
+      const real = (await run(local).catch((e: unknown) => e)) as CheckpointError;
+      const faulty = new FaultyStorageAdapter(await openStorage(await freshDir()), [{ operation, errno }]);
+      const injected = (await run(faulty).catch((e: unknown) => e)) as CheckpointError;
+      expect({ code: injected.code, transient: injected.transient }).toEqual({
+        code: real.code,
+        transient: real.transient,
+      });
+      expect(injected.cause).toMatchObject({ code: errno });
+    },
+  );
 });
 
 describe("load through a faulty adapter", () => {
   let saved = 0;
   async function savedCheckpoint(): Promise<StorageAdapter> {
     const storage = await openStorage(`memory://faults-load/${saved++}`);
-    await save({ w: { dtype: "float32", shape: [256], data: new Float32Array(256).fill(1.5) } }, { storage, path: "ck" });
+    await save(
+      { w: { dtype: "float32", shape: [256], data: new Float32Array(256).fill(1.5) } },
+      { storage, path: "ck" },
+    );
     return storage;
   }
 
   it("reports a short read of a data file as corrupt instead of returning it", async () => {
-    const storage = new FaultyStorageAdapter(await savedCheckpoint(), [{ operation: "read", path: (p) => p.endsWith(".safetensors"), times: 100, shortRead: 100 }]);
+    const storage = new FaultyStorageAdapter(await savedCheckpoint(), [
+      { operation: "read", path: (p) => p.endsWith(".safetensors"), times: 100, shortRead: 100 },
+    ]);
     await expect(load({ storage, path: "ck" })).rejects.toMatchObject({ code: "corrupt" });
   });
 
   it("reports a short read of metadata.json as corrupt", async () => {
-    const storage = new FaultyStorageAdapter(await savedCheckpoint(), [{ operation: "read", path: (p) => p.endsWith("metadata.json"), shortRead: 10 }]);
+    const storage = new FaultyStorageAdapter(await savedCheckpoint(), [
+      { operation: "read", path: (p) => p.endsWith("metadata.json"), shortRead: 10 },
+    ]);
     await expect(load({ storage, path: "ck" })).rejects.toMatchObject({ code: "corrupt" });
   });
 
@@ -307,7 +382,9 @@ describe("load through a faulty adapter", () => {
       queueMicrotask(() => controller.abort(new Error("preempted")));
       return true;
     };
-    const storage = new FaultyStorageAdapter(await savedCheckpoint(), [{ operation: "read", path: stalls, stall: true }]);
+    const storage = new FaultyStorageAdapter(await savedCheckpoint(), [
+      { operation: "read", path: stalls, stall: true },
+    ]);
     await expect(load({ storage, path: "ck", signal: controller.signal })).rejects.toMatchObject({ code: "cancelled" });
   });
 });
@@ -326,7 +403,8 @@ describe("FsStorageAdapter.list on a root of many step directories", () => {
     let inFlight = 0;
     let most = 0;
     const base = nodeFs as unknown as FsPromisesLike;
-    const counted = <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
+    const counted =
+      <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
       async (...args: A): Promise<R> => {
         most = Math.max(most, ++inFlight);
         try {
@@ -335,7 +413,11 @@ describe("FsStorageAdapter.list on a root of many step directories", () => {
           inFlight--;
         }
       };
-    const fs: FsPromisesLike = { ...base, stat: counted(base.stat.bind(base)), readdir: counted(base.readdir.bind(base)) };
+    const fs: FsPromisesLike = {
+      ...base,
+      stat: counted(base.stat.bind(base)),
+      readdir: counted(base.readdir.bind(base)),
+    };
     const storage = new FsStorageAdapter("file", dir, fs, dir, { syncDirectories: false });
     const listed: string[] = [];
     for await (const object of storage.list("")) listed.push(object.path);

@@ -3,7 +3,18 @@ import { posix } from "node:path";
 import PQueue from "p-queue";
 import { type StorageAdapter, CheckpointError } from "@cairn/core";
 import { prefetched } from "@cairn/core/ops";
-import { type ByteRange, type ObjectInfo, type ObjectReader, type PortableStorage, type ReadOptions, type WriteBody, type WriteOptions, ReadTarget, cancelledError, checkRelativePath } from "@cairn/core/storage";
+import {
+  type ByteRange,
+  type ObjectInfo,
+  type ObjectReader,
+  type PortableStorage,
+  type ReadOptions,
+  type WriteBody,
+  type WriteOptions,
+  ReadTarget,
+  cancelledError,
+  checkRelativePath,
+} from "@cairn/core/storage";
 import { DirectReads, directReadAvailable } from "./direct-read.js";
 import { rangeLength, readRange, readScattered } from "./file-reads.js";
 import { directCreateFlags, directIoAvailable, writeDirect, writeFully } from "./direct-write.js";
@@ -54,7 +65,11 @@ const WRITE_WINDOW_COUNT = 32;
  * training loop may get one turn per training step, so one-at-a-time writes of small parts
  * would pace the save by the training loop. Every write has finished or failed when it returns.
  */
-async function writeWindowed(handle: FileHandleLike, body: Iterable<Uint8Array> | AsyncIterable<Uint8Array>, check: () => void): Promise<void> {
+async function writeWindowed(
+  handle: FileHandleLike,
+  body: Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
+  check: () => void,
+): Promise<void> {
   const inflight = new Set<Promise<void>>();
   let inflightBytes = 0;
   let failure: { error: unknown } | undefined;
@@ -62,7 +77,11 @@ async function writeWindowed(handle: FileHandleLike, body: Iterable<Uint8Array> 
     let position = 0;
     for await (const part of body) {
       check();
-      while (inflight.size >= WRITE_WINDOW_COUNT || (inflight.size > 0 && inflightBytes + part.byteLength > WRITE_WINDOW_BYTES)) await Promise.race(inflight);
+      while (
+        inflight.size >= WRITE_WINDOW_COUNT ||
+        (inflight.size > 0 && inflightBytes + part.byteLength > WRITE_WINDOW_BYTES)
+      )
+        await Promise.race(inflight);
       if (failure) throw failure.error;
       const write = writeFully(handle, part, part.byteLength, position)
         .catch((error: unknown) => {
@@ -122,7 +141,8 @@ export class FsStorageAdapter implements StorageAdapter {
   }
 
   #abs(path: string): string {
-    if (this.#closed) throw new CheckpointError("invalid_argument", `[${this.protocol}] storage at ${this.root} is closed`);
+    if (this.#closed)
+      throw new CheckpointError("invalid_argument", `[${this.protocol}] storage at ${this.root} is closed`);
     return posix.join(this.#dir, checkRelativePath(this.protocol, path));
   }
 
@@ -168,7 +188,10 @@ export class FsStorageAdapter implements StorageAdapter {
       throw fsError(error, site);
     }
     const opened = handle;
-    const direct = this.#options.directIo === true && directReadAvailable && opened.fd !== undefined ? new DirectReads(this.#fs, abs, opened.fd) : undefined;
+    const direct =
+      this.#options.directIo === true && directReadAvailable && opened.fd !== undefined
+        ? new DirectReads(this.#fs, abs, opened.fd)
+        : undefined;
     return {
       size,
       read: async (range, options) => {
@@ -197,9 +220,13 @@ export class FsStorageAdapter implements StorageAdapter {
   /** A directory or a device is not an object: `not_found`, as in an object store. */
   #checkFile(path: string, info: { isFile(): boolean; isDirectory(): boolean }): void {
     if (info.isFile()) return;
-    throw new CheckpointError("not_found", `[${this.protocol}] ${path} under ${this.root} is ${info.isDirectory() ? "a directory" : "not a regular file"}, not an object`, {
-      context: { path, protocol: this.protocol },
-    });
+    throw new CheckpointError(
+      "not_found",
+      `[${this.protocol}] ${path} under ${this.root} is ${info.isDirectory() ? "a directory" : "not a regular file"}, not an object`,
+      {
+        context: { path, protocol: this.protocol },
+      },
+    );
   }
 
   async write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {
@@ -216,12 +243,21 @@ export class FsStorageAdapter implements StorageAdapter {
         if (options.signal?.aborted) throw cancelledError(options.signal, `writing ${path}`);
       };
       const size = body instanceof Uint8Array ? body.byteLength : options.size;
-      const opened = this.#directIo && (size === undefined || size >= DIRECT_MIN_BYTES) ? await this.#createDirectTemp(dir, temp) : { handle: await this.#createTemp(dir, temp), direct: false };
+      const opened =
+        this.#directIo && (size === undefined || size >= DIRECT_MIN_BYTES)
+          ? await this.#createDirectTemp(dir, temp)
+          : { handle: await this.#createTemp(dir, temp), direct: false };
       if (opened.direct) {
-        handle = await writeDirect(opened.handle, parts, check, async () => {
-          this.#directIo = false;
-          return this.#fs.open(temp, "r+");
-        }, options.pageAligned === true);
+        handle = await writeDirect(
+          opened.handle,
+          parts,
+          check,
+          async () => {
+            this.#directIo = false;
+            return this.#fs.open(temp, "r+");
+          },
+          options.pageAligned === true,
+        );
       } else {
         handle = opened.handle;
         await writeWindowed(handle, parts, check);

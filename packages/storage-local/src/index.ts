@@ -6,4 +6,10 @@ registerStorage("memory", openMemoryStorage);
 
 export { FsStorageAdapter, type FsStorageAdapterOptions } from "./fs-storage-adapter.js";
 export type { FsPromisesLike, FileHandleLike } from "./fs-like.js";
-export { openFileStorage, openFileStorageForWorker, openMemoryStorage, memoryVolume, resetMemoryStorage } from "./local-storage.js";
+export {
+  openFileStorage,
+  openFileStorageForWorker,
+  openMemoryStorage,
+  memoryVolume,
+  resetMemoryStorage,
+} from "./local-storage.js";

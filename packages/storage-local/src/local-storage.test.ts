@@ -24,13 +24,19 @@ afterAll(async () => {
 let memoryRoots = 0;
 
 storageContractSuite("file://", { open: async () => openStorage(pathToFileURL(await freshDir()).href) });
-storageContractSuite("plain path (file://)", { open: async () => openStorage(await freshDir()), largeObjectBytes: 8 << 20 });
+storageContractSuite("plain path (file://)", {
+  open: async () => openStorage(await freshDir()),
+  largeObjectBytes: 8 << 20,
+});
 storageContractSuite("file:// as the upload worker opens it (blocking calls)", {
   open: async () => {
     const storage = await openStorage(pathToFileURL(await freshDir()).href);
     // What a background save's worker thread does with the adapter's portable description.
     const { module, factory, url } = storage.portable!;
-    expect({ module, factory }).toEqual({ module: new URL("./local-storage.ts", import.meta.url).href, factory: "openFileStorageForWorker" });
+    expect({ module, factory }).toEqual({
+      module: new URL("./local-storage.ts", import.meta.url).href,
+      factory: "openFileStorageForWorker",
+    });
     await storage.close();
     return openFileStorageForWorker(new URL(url));
   },
@@ -83,8 +89,12 @@ describe("URLs that name no location", () => {
   });
 
   it("keeps the TypeError of a URL node cannot turn into a path as the cause", async () => {
-    await expect(openStorage("file://host/tmp/x")).rejects.toMatchObject({ cause: { code: "ERR_INVALID_FILE_URL_HOST" } });
-    await expect(openStorage("file:///tmp/a%2Fb")).rejects.toMatchObject({ cause: { code: "ERR_INVALID_FILE_URL_PATH" } });
+    await expect(openStorage("file://host/tmp/x")).rejects.toMatchObject({
+      cause: { code: "ERR_INVALID_FILE_URL_HOST" },
+    });
+    await expect(openStorage("file:///tmp/a%2Fb")).rejects.toMatchObject({
+      cause: { code: "ERR_INVALID_FILE_URL_PATH" },
+    });
   });
 
   it("opens the URLs that do name a location, dot segments resolved as URLs resolve them", async () => {
@@ -149,7 +159,10 @@ describe("file:// writes", () => {
   it("rejects when one of the writes in flight fails, leaving no object and no temp file", async () => {
     const { fs } = recordingFs(7);
     const storage = new FsStorageAdapter("memory", "memory://t", fs, "/t", { syncDirectories: false });
-    await expect(storage.write("f", parts(40, 1000))).rejects.toMatchObject({ code: "no_space", cause: { code: "ENOSPC", message: "disk full" } });
+    await expect(storage.write("f", parts(40, 1000))).rejects.toMatchObject({
+      code: "no_space",
+      cause: { code: "ENOSPC", message: "disk full" },
+    });
     expect(await storage.stat("f")).toBeNull();
     expect(await fs.readdir("/t", { withFileTypes: true })).toEqual([]);
   });

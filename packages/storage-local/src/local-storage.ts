@@ -8,14 +8,21 @@ import { FsStorageAdapter } from "./fs-storage-adapter.js";
 import type { FsPromisesLike } from "./fs-like.js";
 
 function invalidUrl(protocol: string, url: URL, what: string, cause?: unknown): CheckpointError {
-  return new CheckpointError("invalid_argument", `[${protocol}] ${redactUrl(url)}: ${what}`, { cause, context: { path: redactUrl(url), protocol } });
+  return new CheckpointError("invalid_argument", `[${protocol}] ${redactUrl(url)}: ${what}`, {
+    cause,
+    context: { path: redactUrl(url), protocol },
+  });
 }
 
 /** A query or fragment names nothing in a path: dropping it silently would point two different URLs at one directory. */
 function refuseQueryAndFragment(protocol: string, url: URL): void {
   if (url.search || url.hash) {
     const extra = url.search ? `query "${url.search}"` : `fragment "${url.hash}"`;
-    throw invalidUrl(protocol, url, `a ${protocol}:// URL has no ${extra}; write "?" as %3F and "#" as %23 where a name holds them`);
+    throw invalidUrl(
+      protocol,
+      url,
+      `a ${protocol}:// URL has no ${extra}; write "?" as %3F and "#" as %23 where a name holds them`,
+    );
   }
 }
 
@@ -28,12 +35,27 @@ function fileUrlPath(url: URL): string {
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     if (code === "ERR_INVALID_FILE_URL_HOST") {
-      throw invalidUrl("file", url, `a file:// URL cannot name a host ("${url.hostname}"); for the local path write file:///${url.hostname}${url.pathname} (three slashes), or a plain path`, error);
+      throw invalidUrl(
+        "file",
+        url,
+        `a file:// URL cannot name a host ("${url.hostname}"); for the local path write file:///${url.hostname}${url.pathname} (three slashes), or a plain path`,
+        error,
+      );
     }
     if (code === "ERR_INVALID_FILE_URL_PATH") {
-      throw invalidUrl("file", url, 'an encoded "/" (%2F) cannot be part of a file name; separate directories with a plain "/"', error);
+      throw invalidUrl(
+        "file",
+        url,
+        'an encoded "/" (%2F) cannot be part of a file name; separate directories with a plain "/"',
+        error,
+      );
     }
-    throw invalidUrl("file", url, `not a local file URL (${(error as Error).message}); write file:///<absolute path> or a plain path`, error);
+    throw invalidUrl(
+      "file",
+      url,
+      `not a local file URL (${(error as Error).message}); write file:///<absolute path> or a plain path`,
+      error,
+    );
   }
   if (path.includes("\0")) throw invalidUrl("file", url, "a file name cannot hold a NUL byte (%00); remove it");
   return path;
@@ -57,7 +79,10 @@ export function openFileStorage(url: URL): StorageAdapter {
  * worker): its calls block that thread until done (see `blockingFs`).
  */
 export function openFileStorageForWorker(url: URL): StorageAdapter {
-  return new FsStorageAdapter("file", redactUrl(url), blockingFs, fileUrlPath(url), { syncDirectories: true, directIo: true });
+  return new FsStorageAdapter("file", redactUrl(url), blockingFs, fileUrlPath(url), {
+    syncDirectories: true,
+    directIo: true,
+  });
 }
 
 let volume = new Volume();
@@ -81,7 +106,8 @@ export function resetMemoryStorage(): void {
  */
 function memoryDir(url: URL): string {
   refuseQueryAndFragment("memory", url);
-  if (!url.host) throw invalidUrl("memory", url, "a memory:// URL names its volume first; write memory://<name>/<path>");
+  if (!url.host)
+    throw invalidUrl("memory", url, "a memory:// URL names its volume first; write memory://<name>/<path>");
   const names: string[] = [];
   for (const segment of [url.host, ...url.pathname.split("/")]) {
     if (segment === "") continue;
@@ -92,7 +118,11 @@ function memoryDir(url: URL): string {
       throw invalidUrl("memory", url, `"${segment}" is not valid percent-encoding; write "%" as %25`, error);
     }
     if (name.includes("/") || name.includes("\0") || name === "." || name === "..") {
-      throw invalidUrl("memory", url, `the segment "${segment}" is not a plain name (it decodes to ${JSON.stringify(name)}); separate names with a plain "/" and leave out "." and ".."`);
+      throw invalidUrl(
+        "memory",
+        url,
+        `the segment "${segment}" is not a plain name (it decodes to ${JSON.stringify(name)}); separate names with a plain "/" and leave out "." and ".."`,
+      );
     }
     names.push(name);
   }
@@ -105,7 +135,8 @@ function memoryDir(url: URL): string {
  * says ENOENT (link(2): EEXIST).
  */
 function posixMemfs(memfs: FsPromisesLike): FsPromisesLike {
-  const isDirectory = async (path: string): Promise<boolean> => (await memfs.stat(path).catch(() => undefined))?.isDirectory() === true;
+  const isDirectory = async (path: string): Promise<boolean> =>
+    (await memfs.stat(path).catch(() => undefined))?.isDirectory() === true;
   const refused = (code: string, syscall: string, from: string, to: string): Error =>
     Object.assign(new Error(`${code}: ${syscall} '${from}' -> '${to}'`), { code, syscall, path: from, dest: to });
   return {

@@ -75,9 +75,13 @@ export async function multipartUpload(
   if (!uploadId) {
     source.first.release();
     await source.rest.return(undefined);
-    throw new CheckpointError("storage", `[s3] starting a multipart upload of s3://${bucket}/${key} returned no upload id`, {
-      context: { path, protocol: "s3" },
-    });
+    throw new CheckpointError(
+      "storage",
+      `[s3] starting a multipart upload of s3://${bucket}/${key} returned no upload id`,
+      {
+        context: { path, protocol: "s3" },
+      },
+    );
   }
 
   // Aborted on the first failure so sibling parts stop instead of uploading into a doomed upload.
@@ -222,7 +226,12 @@ async function complete(
       { signal: options.signal, watch: "socket" },
     );
   } catch (error) {
-    if (ambiguous && !options.signal?.aborted && (await isOwnUpload(client, context, upload, parts, total, options.ifAbsent))) return;
+    if (
+      ambiguous &&
+      !options.signal?.aborted &&
+      (await isOwnUpload(client, context, upload, parts, total, options.ifAbsent))
+    )
+      return;
     throw error;
   }
 }
@@ -233,10 +242,21 @@ async function complete(
  * AggregateError of both), so the orphaned parts are reported without hiding why the write
  * failed. A bucket lifecycle rule (AbortIncompleteMultipartUpload) removes such uploads.
  */
-async function abortUpload(client: S3Client, context: S3CallContext, upload: { key: string; path: string; uploadId: string }, failure: unknown): Promise<unknown> {
+async function abortUpload(
+  client: S3Client,
+  context: S3CallContext,
+  upload: { key: string; path: string; uploadId: string },
+  failure: unknown,
+): Promise<unknown> {
   try {
-    await s3Call(context, { op: "aborting the multipart upload of", key: upload.key, path: upload.path }, ({ signal }) =>
-      client.send(new AbortMultipartUploadCommand({ Bucket: context.bucket, Key: upload.key, UploadId: upload.uploadId }), { abortSignal: signal }),
+    await s3Call(
+      context,
+      { op: "aborting the multipart upload of", key: upload.key, path: upload.path },
+      ({ signal }) =>
+        client.send(
+          new AbortMultipartUploadCommand({ Bucket: context.bucket, Key: upload.key, UploadId: upload.uploadId }),
+          { abortSignal: signal },
+        ),
     );
     return failure;
   } catch (abortFailure) {
@@ -247,7 +267,13 @@ async function abortUpload(client: S3Client, context: S3CallContext, upload: { k
     return new CheckpointError(
       original?.code ?? "storage",
       `${original?.message ?? `[s3] writing s3://${context.bucket}/${upload.key} failed: ${String(failure)}`}; aborting multipart upload ${upload.uploadId} failed too (${why}), so its parts stay stored until a lifecycle rule (AbortIncompleteMultipartUpload) removes them`,
-      { cause: new AggregateError([failure, abortFailure], "the write failed, then aborting its multipart upload failed"), context: original?.context ?? { path: upload.path, protocol: "s3" } },
+      {
+        cause: new AggregateError(
+          [failure, abortFailure],
+          "the write failed, then aborting its multipart upload failed",
+        ),
+        context: original?.context ?? { path: upload.path, protocol: "s3" },
+      },
     );
   }
 }

@@ -42,9 +42,16 @@ export function openS3Storage(url: URL, storageOptions: StorageOptions = {}): St
     throw new CheckpointError("invalid_argument", "[s3] storageOptions.s3 must be an object of S3StorageOptions");
   }
   const bucket = decodeURIComponent(url.host);
-  if (bucket === "") throw new CheckpointError("invalid_argument", `[s3] ${url.protocol}//${url.pathname} names no bucket; write s3://bucket/prefix`);
+  if (bucket === "")
+    throw new CheckpointError(
+      "invalid_argument",
+      `[s3] ${url.protocol}//${url.pathname} names no bucket; write s3://bucket/prefix`,
+    );
   if (url.username !== "" || url.password !== "") {
-    throw new CheckpointError("invalid_argument", `[s3] s3://${bucket}${url.pathname}: credentials do not belong in the URL; use the SDK's credential chain or storageOptions.s3.credentials`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `[s3] s3://${bucket}${url.pathname}: credentials do not belong in the URL; use the SDK's credential chain or storageOptions.s3.credentials`,
+    );
   }
   const path = decodeURIComponent(url.pathname).replace(/^\/+|\/+$/g, "");
   const prefix = path === "" ? "" : `${checkRelativePath("s3", path)}/`;

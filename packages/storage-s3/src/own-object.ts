@@ -11,7 +11,13 @@ import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
  * and its CRC32C or its ETag (the MD5 of a single-part object) where the server keeps them.
  * Size alone proves nothing here, so a server that keeps neither gets a no.
  */
-export async function isOwnPut(client: S3Client, context: S3CallContext, site: { key: string; path: string }, bytes: Uint8Array, checksum: string | undefined): Promise<boolean> {
+export async function isOwnPut(
+  client: S3Client,
+  context: S3CallContext,
+  site: { key: string; path: string },
+  bytes: Uint8Array,
+  checksum: string | undefined,
+): Promise<boolean> {
   const head = await headOf(client, context, site);
   if (head?.ContentLength !== bytes.byteLength) return false;
   if (checksum !== undefined && head.ChecksumCRC32C !== undefined) return head.ChecksumCRC32C === checksum;
@@ -73,10 +79,16 @@ function compositeCrc32c(parts: readonly CompletedPart[]): string | undefined {
 }
 
 /** The object's HEAD with its checksums, or undefined when it is missing or cannot be asked. */
-async function headOf(client: S3Client, context: S3CallContext, site: { key: string; path: string }): Promise<HeadObjectCommandOutput | undefined> {
+async function headOf(
+  client: S3Client,
+  context: S3CallContext,
+  site: { key: string; path: string },
+): Promise<HeadObjectCommandOutput | undefined> {
   try {
     return await s3Call(context, { op: "checking", key: site.key, path: site.path }, ({ signal }) =>
-      client.send(new HeadObjectCommand({ Bucket: context.bucket, Key: site.key, ChecksumMode: "ENABLED" }), { abortSignal: signal }),
+      client.send(new HeadObjectCommand({ Bucket: context.bucket, Key: site.key, ChecksumMode: "ENABLED" }), {
+        abortSignal: signal,
+      }),
     );
   } catch {
     return undefined;

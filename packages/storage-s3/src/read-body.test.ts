@@ -10,22 +10,42 @@ describe("parseContentRange", () => {
     expect(parseContentRange("bytes 0-0/0")).toEqual({ start: 0, end: 0, size: 0 });
   });
 
-  it.each(["", "bytes 0-4/*", "bytes */11", "bytes 5-4/11", "bytes 0-11/11", "bytes 12-12/11", "bytes 0-4/99999999999999999", "items 0-4/11"])("refuses %j", (header) => {
+  it.each([
+    "",
+    "bytes 0-4/*",
+    "bytes */11",
+    "bytes 5-4/11",
+    "bytes 0-11/11",
+    "bytes 12-12/11",
+    "bytes 0-4/99999999999999999",
+    "items 0-4/11",
+  ])("refuses %j", (header) => {
     expect(parseContentRange(header)).toBeUndefined();
   });
 });
 
 describe("an answer's Content-Range", () => {
   /** An adapter whose every GetObject gets this answer for `bytes`. */
-  function answering(contentRange: string | undefined, bytes: Uint8Array): { adapter: S3StorageAdapter; calls: () => number } {
+  function answering(
+    contentRange: string | undefined,
+    bytes: Uint8Array,
+  ): { adapter: S3StorageAdapter; calls: () => number } {
     let calls = 0;
     const client = {
       send: async () => {
         calls++;
-        return { ContentRange: contentRange, ContentLength: bytes.byteLength, Body: Readable.from([Buffer.from(bytes)]) };
+        return {
+          ContentRange: contentRange,
+          ContentLength: bytes.byteLength,
+          Body: Readable.from([Buffer.from(bytes)]),
+        };
       },
     } as unknown as S3Client;
-    const adapter = new S3StorageAdapter(client, { bucket: "b", prefix: "" }, { retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 } });
+    const adapter = new S3StorageAdapter(
+      client,
+      { bucket: "b", prefix: "" },
+      { retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 } },
+    );
     return { adapter, calls: () => calls };
   }
 
@@ -43,7 +63,9 @@ describe("an answer's Content-Range", () => {
   ])("is retried, then a storage error, when %s", async (_, header) => {
     const { adapter, calls } = answering(header, new Uint8Array([1, 2, 3, 4]));
     const sizes: number[] = [];
-    await expect(adapter.read("f", { offset: 2, length: 4 }, { onObjectSize: (size) => sizes.push(size) })).rejects.toMatchObject({ code: "storage" });
+    await expect(
+      adapter.read("f", { offset: 2, length: 4 }, { onObjectSize: (size) => sizes.push(size) }),
+    ).rejects.toMatchObject({ code: "storage" });
     expect(calls()).toBe(3);
     expect(sizes).toEqual([]);
   });

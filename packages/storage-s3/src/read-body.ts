@@ -1,7 +1,9 @@
 import type { S3Attempt } from "./s3-call.js";
 
 /** First and last byte and total size from `Content-Range: bytes 0-4/11`, when the server sent one that makes sense. */
-export function parseContentRange(contentRange: string | undefined): { start: number; end: number; size: number } | undefined {
+export function parseContentRange(
+  contentRange: string | undefined,
+): { start: number; end: number; size: number } | undefined {
   const match = /^bytes (\d{1,16})-(\d{1,16})\/(\d{1,16})\s*$/.exec(contentRange ?? "");
   if (!match) return undefined;
   const start = Number(match[1]);
@@ -22,9 +24,15 @@ export type Body = AsyncIterable<Uint8Array> & { destroy?: (error?: Error) => vo
  * are read and dropped rather than left unread: breaking off would destroy the socket instead
  * of returning it to the keep-alive pool.
  */
-export async function readBody(body: Body | undefined, into: Uint8Array, skip: number, attempt: S3Attempt): Promise<number> {
+export async function readBody(
+  body: Body | undefined,
+  into: Uint8Array,
+  skip: number,
+  attempt: S3Attempt,
+): Promise<number> {
   if (!body) return 0;
-  const onAbort = (): void => body.destroy?.(attempt.signal.reason instanceof Error ? attempt.signal.reason : new Error("aborted"));
+  const onAbort = (): void =>
+    body.destroy?.(attempt.signal.reason instanceof Error ? attempt.signal.reason : new Error("aborted"));
   if (attempt.signal.aborted) onAbort();
   attempt.signal.addEventListener("abort", onAbort, { once: true });
   try {

@@ -51,11 +51,14 @@ export async function s3Call<T>(
     return await withRetry(
       async (number) => {
         attempts = number;
-        const deadline = progressDeadline(options.watch === "socket" ? Number.POSITIVE_INFINITY : context.progressTimeoutMs, {
-          ...(signal ? { signal } : {}),
-          what: `[s3] ${site.op} s3://${context.bucket}/${site.key}`,
-          context: { path: site.path, protocol: "s3" },
-        });
+        const deadline = progressDeadline(
+          options.watch === "socket" ? Number.POSITIVE_INFINITY : context.progressTimeoutMs,
+          {
+            ...(signal ? { signal } : {}),
+            what: `[s3] ${site.op} s3://${context.bucket}/${site.key}`,
+            context: { path: site.path, protocol: "s3" },
+          },
+        );
         try {
           return await run({ number, signal: deadline.signal, touch: deadline.touch });
         } catch (error) {

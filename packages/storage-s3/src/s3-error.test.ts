@@ -4,7 +4,10 @@ import { exhausted, isTransientS3Error, s3Error } from "./s3-error.js";
 
 /** An error shaped like the SDK's service exceptions. */
 function sdkError(name: string, status: number | undefined, message = "boom"): Error {
-  return Object.assign(new Error(message), { name, ...(status === undefined ? {} : { $metadata: { httpStatusCode: status, requestId: "REQ1" } }) });
+  return Object.assign(new Error(message), {
+    name,
+    ...(status === undefined ? {} : { $metadata: { httpStatusCode: status, requestId: "REQ1" } }),
+  });
 }
 
 const site = { op: "writing", bucket: "b", key: "run/1/metadata.json", path: "1/metadata.json" };
@@ -39,7 +42,11 @@ describe("isTransientS3Error", () => {
     expect(isTransientS3Error(Object.assign(new Error("socket hang up"), { code: "ECONNRESET" }))).toBe(true);
     expect(isTransientS3Error(sdkError("TimeoutError", undefined, "Connection timed out after 10000 ms"))).toBe(true);
     expect(isTransientS3Error(new Error("aborted"))).toBe(true);
-    expect(isTransientS3Error(sdkError("CredentialsProviderError", undefined, "Could not load credentials from any providers"))).toBe(false);
+    expect(
+      isTransientS3Error(
+        sdkError("CredentialsProviderError", undefined, "Could not load credentials from any providers"),
+      ),
+    ).toBe(false);
   });
 });
 
@@ -49,14 +56,18 @@ describe("s3Error", () => {
     const error = s3Error(cause, site);
     expect(error.code).toBe("storage");
     expect(error.transient).toBe(true);
-    expect(error.message).toBe("[s3] writing s3://b/run/1/metadata.json failed: SlowDown: Please reduce your request rate., HTTP 503, request id REQ1");
+    expect(error.message).toBe(
+      "[s3] writing s3://b/run/1/metadata.json failed: SlowDown: Please reduce your request rate., HTTP 503, request id REQ1",
+    );
     expect(error.context).toMatchObject({ path: "1/metadata.json", protocol: "s3" });
     expect(error.cause).toBe(cause);
   });
 
   it("maps 412 and 409 of a create-only write to already_exists, and NoSuchKey to not_found", () => {
     expect(s3Error(sdkError("PreconditionFailed", 412), { ...site, ifAbsent: true }).code).toBe("already_exists");
-    expect(s3Error(sdkError("ConditionalRequestConflict", 409), { ...site, ifAbsent: true }).code).toBe("already_exists");
+    expect(s3Error(sdkError("ConditionalRequestConflict", 409), { ...site, ifAbsent: true }).code).toBe(
+      "already_exists",
+    );
     expect(s3Error(sdkError("PreconditionFailed", 412), site).code).toBe("storage");
     expect(s3Error(sdkError("NoSuchKey", 404), site).code).toBe("not_found");
     expect(s3Error(sdkError("NotFound", 404), site).code).toBe("not_found");
@@ -66,7 +77,9 @@ describe("s3Error", () => {
     const bucket = s3Error(sdkError("NoSuchBucket", 404), site);
     expect(bucket.code).toBe("not_found");
     expect(bucket.message).toMatch(/bucket b does not exist .*create it or fix the URL$/);
-    expect(s3Error(sdkError("AccessDenied", 403, "Access Denied"), site).message).toMatch(/^\[s3\] writing s3:\/\/b\/run\/1\/metadata.json was refused: .*check the credentials/);
+    expect(s3Error(sdkError("AccessDenied", 403, "Access Denied"), site).message).toMatch(
+      /^\[s3\] writing s3:\/\/b\/run\/1\/metadata.json was refused: .*check the credentials/,
+    );
   });
 
   it.each([
@@ -111,9 +124,14 @@ describe("s3Error", () => {
     const region = s3Error(new Error("Region is missing"), site);
     expect(region.code).toBe("invalid_argument");
     expect(region.message).toMatch(/no AWS region is configured; set storageOptions\.s3\.region, or AWS_REGION/);
-    const credentials = s3Error(sdkError("CredentialsProviderError", undefined, "Could not load credentials from any providers"), site);
+    const credentials = s3Error(
+      sdkError("CredentialsProviderError", undefined, "Could not load credentials from any providers"),
+      site,
+    );
     expect(credentials.code).toBe("permission_denied");
-    expect(credentials.message).toMatch(/no AWS credentials were found .*AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or pass storageOptions\.s3\.credentials/);
+    expect(credentials.message).toMatch(
+      /no AWS credentials were found .*AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or pass storageOptions\.s3\.credentials/,
+    );
     expect(credentials.cause).toMatchObject({ name: "CredentialsProviderError" });
   });
 

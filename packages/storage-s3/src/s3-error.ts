@@ -28,7 +28,15 @@ const TRANSIENT_S3_CODES = new Set([
 ]);
 
 /** S3 error codes of refused credentials or permissions, whatever their HTTP status. */
-const DENIED_S3_CODES = new Set(["AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "AllAccessDisabled", "AccountProblem"]);
+const DENIED_S3_CODES = new Set([
+  "AccessDenied",
+  "InvalidAccessKeyId",
+  "SignatureDoesNotMatch",
+  "ExpiredToken",
+  "InvalidToken",
+  "AllAccessDisabled",
+  "AccountProblem",
+]);
 
 const TRANSIENT_NAMES = new Set(["TimeoutError", "RequestTimeout", "RequestTimeoutException", "NetworkingError"]);
 
@@ -57,7 +65,8 @@ export function isTransientS3Error(error: unknown): boolean {
   if (e.code !== undefined && TRANSIENT_NETWORK_CODES.has(e.code)) return true;
   if (e.name !== undefined && TRANSIENT_NAMES.has(e.name)) return true;
   // A response cut mid-body surfaces with a status of 200 but no parseable body: the body was lost, not refused.
-  if (status === undefined || status < 300) return /socket hang up|ECONNRESET|EPIPE|premature close|aborted|terminated/i.test(e.message ?? "");
+  if (status === undefined || status < 300)
+    return /socket hang up|ECONNRESET|EPIPE|premature close|aborted|terminated/i.test(e.message ?? "");
   return false;
 }
 
@@ -85,21 +94,36 @@ export interface S3ErrorSite {
  */
 export function s3Error(error: unknown, site: S3ErrorSite, signal?: AbortSignal): CheckpointError {
   if (error instanceof CheckpointError) return error;
-  if (signal?.aborted) return cancelledError(signal, `${site.op} s3://${site.bucket}/${site.key}`, ["reading", "checking", "listing"].includes(site.op) ? null : undefined);
+  if (signal?.aborted)
+    return cancelledError(
+      signal,
+      `${site.op} s3://${site.bucket}/${site.key}`,
+      ["reading", "checking", "listing"].includes(site.op) ? null : undefined,
+    );
   const status = httpStatusOf(error);
   const s3Code = s3CodeOf(error);
   const where = `s3://${site.bucket}/${site.key}`;
   const detail = describe(error, status, s3Code);
   const context = { path: site.path, protocol: "s3" };
   const transient = isTransientS3Error(error);
-  if (site.ifAbsent && (status === 412 || status === 409 || s3Code === "PreconditionFailed" || s3Code === "ConditionalRequestConflict")) {
-    return new CheckpointError("already_exists", `[s3] ${where} already exists and was not replaced (${detail})`, { cause: error, context });
+  if (
+    site.ifAbsent &&
+    (status === 412 || status === 409 || s3Code === "PreconditionFailed" || s3Code === "ConditionalRequestConflict")
+  ) {
+    return new CheckpointError("already_exists", `[s3] ${where} already exists and was not replaced (${detail})`, {
+      cause: error,
+      context,
+    });
   }
   if (s3Code === "NoSuchKey" || (status === 404 && (s3Code === "NotFound" || s3Code === "Error"))) {
     return new CheckpointError("not_found", `[s3] ${where} does not exist`, { cause: error, context });
   }
   if (s3Code === "NoSuchBucket") {
-    return new CheckpointError("not_found", `[s3] ${site.op} ${where} failed: bucket ${site.bucket} does not exist (${detail}); create it or fix the URL`, { cause: error, context });
+    return new CheckpointError(
+      "not_found",
+      `[s3] ${site.op} ${where} failed: bucket ${site.bucket} does not exist (${detail}); create it or fix the URL`,
+      { cause: error, context },
+    );
   }
   if (status === undefined && /^Region is missing/i.test((error as SdkErrorShape | undefined)?.message ?? "")) {
     return new CheckpointError(
@@ -122,7 +146,10 @@ export function s3Error(error: unknown, site: S3ErrorSite, signal?: AbortSignal)
       { cause: error, context },
     );
   }
-  return new CheckpointError("storage", `[s3] ${site.op} ${where} failed: ${detail}`, { cause: error, context: { ...context, transient } });
+  return new CheckpointError("storage", `[s3] ${site.op} ${where} failed: ${detail}`, {
+    cause: error,
+    context: { ...context, transient },
+  });
 }
 
 function describe(error: unknown, status: number | undefined, s3Code: string): string {
@@ -141,8 +168,12 @@ function describe(error: unknown, status: number | undefined, s3Code: string): s
  */
 export function exhausted(error: unknown, attempts: number): unknown {
   if (!(error instanceof CheckpointError) || !error.transient) return error;
-  return new CheckpointError(error.code, `${error.message} (gave up after ${attempts} attempt${attempts === 1 ? "" : "s"})`, {
-    cause: error.cause,
-    context: { ...error.context, transient: false },
-  });
+  return new CheckpointError(
+    error.code,
+    `${error.message} (gave up after ${attempts} attempt${attempts === 1 ? "" : "s"})`,
+    {
+      cause: error.cause,
+      context: { ...error.context, transient: false },
+    },
+  );
 }

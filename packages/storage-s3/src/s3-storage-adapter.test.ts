@@ -2,7 +2,13 @@ import { CheckpointError, openStorage } from "@cairn/core";
 import { storageContractSuite } from "@cairn/core/testing";
 import { managerRunSuite, tieredRunSuite } from "@cairn/manager/testing";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { type S3ServerKind, type S3TestServer, s3ErrorBody, s3Operation, startS3TestServer } from "../test/s3-test-server.js";
+import {
+  type S3ServerKind,
+  type S3TestServer,
+  s3ErrorBody,
+  s3Operation,
+  startS3TestServer,
+} from "../test/s3-test-server.js";
 import { S3StorageAdapter } from "./s3-storage-adapter.js";
 import "./index.js";
 
@@ -19,13 +25,22 @@ for (const kind of ["s3rver", "fauxqs"] as const satisfies readonly S3ServerKind
     });
 
     // 48 MiB in 1 MiB chunks: ten 5 MiB parts, uploaded four at a time.
-    storageContractSuite(`s3:// on ${kind}`, { open: () => openStorage(server.url("contract"), server.storageOptions()) });
-    managerRunSuite(`s3:// on ${kind}`, { url: () => server.url("manager"), storageOptions: () => server.storageOptions() });
+    storageContractSuite(`s3:// on ${kind}`, {
+      open: () => openStorage(server.url("contract"), server.storageOptions()),
+    });
+    managerRunSuite(`s3:// on ${kind}`, {
+      url: () => server.url("manager"),
+      storageOptions: () => server.storageOptions(),
+    });
     tieredRunSuite(`s3:// on ${kind}`, {
       url: () => server.url("tiered"),
       storageOptions: () => server.storageOptions(),
       outage: {
-        start: () => server.proxy.addRule({ times: Infinity, action: { kind: "status", status: 503, body: s3ErrorBody("SlowDown", "Please reduce your request rate.") } }),
+        start: () =>
+          server.proxy.addRule({
+            times: Infinity,
+            action: { kind: "status", status: 503, body: s3ErrorBody("SlowDown", "Please reduce your request rate.") },
+          }),
         end: () => server.proxy.clearRules(),
       },
     });
@@ -61,7 +76,8 @@ for (const kind of ["s3rver", "fauxqs"] as const satisfies readonly S3ServerKind
         const storage = await openStorage(server.url("many"), server.storageOptions());
         expect(storage).toBeInstanceOf(S3StorageAdapter);
         const paths = Array.from({ length: 1001 }, (_, i) => `step/${i}`);
-        for (let i = 0; i < paths.length; i += 100) await Promise.all(paths.slice(i, i + 100).map((p) => storage.write(p, new Uint8Array([1]))));
+        for (let i = 0; i < paths.length; i += 100)
+          await Promise.all(paths.slice(i, i + 100).map((p) => storage.write(p, new Uint8Array([1]))));
         server.proxy.requests.length = 0;
         await (storage as S3StorageAdapter).deleteMany([...paths, "never/existed"]);
         expect(server.proxy.requests.filter((r) => r.method === "POST" && r.url.includes("delete"))).toHaveLength(2);
@@ -76,7 +92,9 @@ for (const kind of ["s3rver", "fauxqs"] as const satisfies readonly S3ServerKind
 
 describe("s3:// URLs and options", () => {
   it("roots the adapter at bucket and prefix, and never at a URL with credentials in it", async () => {
-    const storage = await openStorage("s3://my-bucket/runs/exp%201/", { s3: { region: "us-east-1", credentials: { accessKeyId: "x", secretAccessKey: "y" } } });
+    const storage = await openStorage("s3://my-bucket/runs/exp%201/", {
+      s3: { region: "us-east-1", credentials: { accessKeyId: "x", secretAccessKey: "y" } },
+    });
     expect(storage.root).toBe("s3://my-bucket/runs/exp 1/");
     await storage.close();
     await expect(openStorage("s3://key:secret@my-bucket/runs")).rejects.toThrow(/credentials do not belong in the URL/);
@@ -85,7 +103,17 @@ describe("s3:// URLs and options", () => {
 
   describe("with no AWS settings anywhere", () => {
     beforeAll(() => {
-      for (const name of ["AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"]) {
+      for (const name of [
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_PROFILE",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+      ]) {
         vi.stubEnv(name, undefined);
       }
       vi.stubEnv("AWS_CONFIG_FILE", "/nonexistent/cairn-test/config");
@@ -97,17 +125,31 @@ describe("s3:// URLs and options", () => {
     });
 
     it("a missing region is invalid_argument naming the option and the variable to set", async () => {
-      const storage = await openStorage("s3://my-bucket/run", { s3: { credentials: { accessKeyId: "x", secretAccessKey: "y" } } });
+      const storage = await openStorage("s3://my-bucket/run", {
+        s3: { credentials: { accessKeyId: "x", secretAccessKey: "y" } },
+      });
       const error = await storage.read("metadata.json").catch((e: unknown) => e);
-      expect(error).toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/^\[s3\] reading s3:\/\/my-bucket\/run\/metadata\.json: no AWS region is configured; set storageOptions\.s3\.region, or AWS_REGION/) });
+      expect(error).toMatchObject({
+        code: "invalid_argument",
+        message: expect.stringMatching(
+          /^\[s3\] reading s3:\/\/my-bucket\/run\/metadata\.json: no AWS region is configured; set storageOptions\.s3\.region, or AWS_REGION/,
+        ),
+      });
       expect((error as CheckpointError).cause).toBeInstanceOf(Error);
       await storage.close();
     });
 
     it("missing credentials are permission_denied naming the variables and the option to set", async () => {
-      const storage = await openStorage("s3://my-bucket/run", { s3: { region: "us-east-1", endpoint: "http://127.0.0.1:9" } });
+      const storage = await openStorage("s3://my-bucket/run", {
+        s3: { region: "us-east-1", endpoint: "http://127.0.0.1:9" },
+      });
       const error = await storage.write("x", new Uint8Array(1)).catch((e: unknown) => e);
-      expect(error).toMatchObject({ code: "permission_denied", message: expect.stringMatching(/AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or pass storageOptions\.s3\.credentials$/) });
+      expect(error).toMatchObject({
+        code: "permission_denied",
+        message: expect.stringMatching(
+          /AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or pass storageOptions\.s3\.credentials$/,
+        ),
+      });
       expect((error as CheckpointError).cause).toMatchObject({ name: "CredentialsProviderError" });
       await storage.close();
     });

@@ -8,7 +8,18 @@ import {
   type S3Client,
 } from "@aws-sdk/client-s3";
 import { type RetryPolicy, type StorageAdapter, CheckpointError, isCheckpointError } from "@cairn/core";
-import { type ByteRange, type ObjectInfo, type ReadOptions, type WriteBody, type WriteOptions, DEFAULT_PROGRESS_TIMEOUT_MS, ReadTarget, cancelledError, checkRelativePath, splitHead } from "@cairn/core/storage";
+import {
+  type ByteRange,
+  type ObjectInfo,
+  type ReadOptions,
+  type WriteBody,
+  type WriteOptions,
+  DEFAULT_PROGRESS_TIMEOUT_MS,
+  ReadTarget,
+  cancelledError,
+  checkRelativePath,
+  splitHead,
+} from "@cairn/core/storage";
 import { crc32c } from "@cairn/core/format";
 import { MAX_PARTS, multipartUpload } from "./multipart-upload.js";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
@@ -90,18 +101,32 @@ export class S3StorageAdapter implements StorageAdapter {
   #closed = false;
 
   /** `onClose` runs once on `close()`: destroy the client there if the adapter owns it. */
-  constructor(client: S3Client, location: S3Location, options: S3StorageAdapterOptions = {}, onClose: () => void = () => undefined) {
+  constructor(
+    client: S3Client,
+    location: S3Location,
+    options: S3StorageAdapterOptions = {},
+    onClose: () => void = () => undefined,
+  ) {
     const partSize = options.partSize ?? DEFAULT_PART_SIZE;
     const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
     const progressTimeoutMs = options.progressTimeoutMs ?? DEFAULT_PROGRESS_TIMEOUT_MS;
     if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE) {
-      throw new CheckpointError("invalid_argument", `[s3] partSize must be a whole number of bytes of at least 5 MiB (S3's minimum part), not ${partSize}`);
+      throw new CheckpointError(
+        "invalid_argument",
+        `[s3] partSize must be a whole number of bytes of at least 5 MiB (S3's minimum part), not ${partSize}`,
+      );
     }
     if (!(progressTimeoutMs > 0)) {
-      throw new CheckpointError("invalid_argument", `[s3] progressTimeoutMs must be a positive number of milliseconds (Infinity for none), not ${progressTimeoutMs}`);
+      throw new CheckpointError(
+        "invalid_argument",
+        `[s3] progressTimeoutMs must be a positive number of milliseconds (Infinity for none), not ${progressTimeoutMs}`,
+      );
     }
     if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
-      throw new CheckpointError("invalid_argument", `[s3] concurrency must be a whole number of at least 1, not ${concurrency}`);
+      throw new CheckpointError(
+        "invalid_argument",
+        `[s3] concurrency must be a whole number of at least 1, not ${concurrency}`,
+      );
     }
     this.#client = client;
     this.#bucket = location.bucket;
@@ -123,18 +148,38 @@ export class S3StorageAdapter implements StorageAdapter {
     const key = this.#key(path);
     const { signal } = options;
     if (signal?.aborted) throw cancelledError(signal, `reading s3://${this.#bucket}/${key}`, null);
-    if (range && (range.offset < 0 || range.length < 0 || !Number.isSafeInteger(range.offset) || !Number.isSafeInteger(range.length))) {
-      throw new CheckpointError("invalid_argument", `[s3] reading s3://${this.#bucket}/${key}: bad range ${JSON.stringify(range)}`, { context: { path, protocol: "s3" } });
+    if (
+      range &&
+      (range.offset < 0 ||
+        range.length < 0 ||
+        !Number.isSafeInteger(range.offset) ||
+        !Number.isSafeInteger(range.length))
+    ) {
+      throw new CheckpointError(
+        "invalid_argument",
+        `[s3] reading s3://${this.#bucket}/${key}: bad range ${JSON.stringify(range)}`,
+        { context: { path, protocol: "s3" } },
+      );
     }
     if (range?.length === 0) {
       // HTTP cannot ask for zero bytes; the object must still exist.
-      if ((await this.stat(path)) === null) throw new CheckpointError("not_found", `[s3] s3://${this.#bucket}/${key} does not exist`, { context: { path, protocol: "s3" } });
+      if ((await this.stat(path)) === null)
+        throw new CheckpointError("not_found", `[s3] s3://${this.#bucket}/${key} does not exist`, {
+          context: { path, protocol: "s3" },
+        });
       return new Uint8Array(0);
     }
     const start = range?.offset ?? 0;
     const wanted = range?.length ?? Number.POSITIVE_INFINITY;
     // The first GET also carries the head (ReadOptions.head), so a head costs no request of its own.
-    const first = await this.#get(key, path, start, Math.min(wanted, this.#partSize + (options.head?.byteLength ?? 0)), undefined, signal);
+    const first = await this.#get(
+      key,
+      path,
+      start,
+      Math.min(wanted, this.#partSize + (options.head?.byteLength ?? 0)),
+      undefined,
+      signal,
+    );
     if (first === undefined) return new Uint8Array(0);
     if (first.told) options.onObjectSize?.(first.size);
     const end = Math.min(start + wanted, first.size);
@@ -166,7 +211,8 @@ export class S3StorageAdapter implements StorageAdapter {
       }
       const settled = await Promise.allSettled(pieces);
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
-      if (failed) throw signal?.aborted ? cancelledError(signal, `reading s3://${this.#bucket}/${key}`, null) : failed.reason;
+      if (failed)
+        throw signal?.aborted ? cancelledError(signal, `reading s3://${this.#bucket}/${key}`, null) : failed.reason;
       return target.result(end - start);
     } finally {
       signal?.removeEventListener("abort", onAbort);
@@ -234,17 +280,25 @@ export class S3StorageAdapter implements StorageAdapter {
           if (skip < 0 || (target && target.into.byteLength !== expected)) {
             (response.Body as { destroy?: () => void } | undefined)?.destroy?.();
             if (target) throw this.#shrunk(key, path);
-            throw new CheckpointError("storage", `[s3] reading s3://${this.#bucket}/${key}: asked for bytes from ${offset}, the server answered ${response.ContentRange}`, {
-              context: { path, protocol: "s3", transient: false },
-            });
+            throw new CheckpointError(
+              "storage",
+              `[s3] reading s3://${this.#bucket}/${key}: asked for bytes from ${offset}, the server answered ${response.ContentRange}`,
+              {
+                context: { path, protocol: "s3", transient: false },
+              },
+            );
           }
           const into = target?.into ?? new Uint8Array(expected);
           // A wider answer than asked is cut to the range (s3rver answers "bytes=0-0" with the whole object).
           const got = await readBody(response.Body as Body | undefined, into, skip, attempt);
           if (got !== expected) {
-            throw new CheckpointError("storage", `[s3] reading s3://${this.#bucket}/${key}: the response ended after ${got} of ${expected} bytes`, {
-              context: { path, protocol: "s3", transient: true },
-            });
+            throw new CheckpointError(
+              "storage",
+              `[s3] reading s3://${this.#bucket}/${key}: the response ended after ${got} of ${expected} bytes`,
+              {
+                context: { path, protocol: "s3", transient: true },
+              },
+            );
           }
           return { bytes: into, size, told, etag: response.ETag };
         },
@@ -257,15 +311,23 @@ export class S3StorageAdapter implements StorageAdapter {
 
   /** A Content-Range that is malformed or disagrees with the range asked: retried, as a damaged answer. */
   #badRange(key: string, path: string, offset: number, contentRange: string | undefined): CheckpointError {
-    return new CheckpointError("storage", `[s3] reading s3://${this.#bucket}/${key}: asked for bytes from ${offset}, the answer's Content-Range is ${JSON.stringify(contentRange)}`, {
-      context: { path, protocol: "s3", transient: true },
-    });
+    return new CheckpointError(
+      "storage",
+      `[s3] reading s3://${this.#bucket}/${key}: asked for bytes from ${offset}, the answer's Content-Range is ${JSON.stringify(contentRange)}`,
+      {
+        context: { path, protocol: "s3", transient: true },
+      },
+    );
   }
 
   #shrunk(key: string, path: string): CheckpointError {
-    return new CheckpointError("storage", `[s3] s3://${this.#bucket}/${key} was replaced while it was being read; read it again`, {
-      context: { path, protocol: "s3", transient: false },
-    });
+    return new CheckpointError(
+      "storage",
+      `[s3] s3://${this.#bucket}/${key} was replaced while it was being read; read it again`,
+      {
+        context: { path, protocol: "s3", transient: false },
+      },
+    );
   }
 
   async write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {
@@ -290,7 +352,11 @@ export class S3StorageAdapter implements StorageAdapter {
     // A part shorter than partSize is the body's last, so it fits one PutObject. A stream of
     // exactly one part goes multipart: peeking for more would need a second permit while
     // holding one, which can deadlock writers sharing the limiter.
-    if (first.done || first.value.byteLength < partSize || (body instanceof Uint8Array && body.byteLength === partSize)) {
+    if (
+      first.done ||
+      first.value.byteLength < partSize ||
+      (body instanceof Uint8Array && body.byteLength === partSize)
+    ) {
       try {
         await this.#put(key, path, first.done ? new Uint8Array(0) : first.value, ifAbsent, signal);
       } finally {
@@ -298,18 +364,31 @@ export class S3StorageAdapter implements StorageAdapter {
       }
       return;
     }
-    await multipartUpload(this.#client, this.#context, this.#limiter, { key, path }, { first: { bytes: first.value, release }, rest: parts }, {
-      ifAbsent,
-      checksums: this.#checksums.multipart,
-      ...(signal ? { signal } : {}),
-    });
+    await multipartUpload(
+      this.#client,
+      this.#context,
+      this.#limiter,
+      { key, path },
+      { first: { bytes: first.value, release }, rest: parts },
+      {
+        ifAbsent,
+        checksums: this.#checksums.multipart,
+        ...(signal ? { signal } : {}),
+      },
+    );
   }
 
   /**
    * One PutObject, retried. A create-only write whose earlier attempt got no answer may find
    * its own object on retry (412): it succeeds when the object holds exactly these bytes.
    */
-  async #put(key: string, path: string, bytes: Uint8Array, ifAbsent: boolean, signal: AbortSignal | undefined): Promise<void> {
+  async #put(
+    key: string,
+    path: string,
+    bytes: Uint8Array,
+    ifAbsent: boolean,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
     const checksum = this.#checksums.put ? crc32cBase64(crc32c(bytes)) : undefined;
     let ambiguous = false;
     try {
@@ -338,7 +417,12 @@ export class S3StorageAdapter implements StorageAdapter {
         { signal, watch: "socket" },
       );
     } catch (error) {
-      if (ambiguous && isCheckpointError(error, "already_exists") && (await isOwnPut(this.#client, this.#context, { key, path }, bytes, checksum))) return;
+      if (
+        ambiguous &&
+        isCheckpointError(error, "already_exists") &&
+        (await isOwnPut(this.#client, this.#context, { key, path }, bytes, checksum))
+      )
+        return;
       throw error;
     }
   }
@@ -366,16 +450,31 @@ export class S3StorageAdapter implements StorageAdapter {
     let token: string | undefined;
     do {
       const page = await s3Call(this.#context, { op: "listing", key: keyPrefix, path: prefix }, ({ signal }) =>
-        this.#client.send(new ListObjectsV2Command({ Bucket: this.#bucket, Prefix: keyPrefix, ...(token ? { ContinuationToken: token } : {}) }), { abortSignal: signal }),
+        this.#client.send(
+          new ListObjectsV2Command({
+            Bucket: this.#bucket,
+            Prefix: keyPrefix,
+            ...(token ? { ContinuationToken: token } : {}),
+          }),
+          { abortSignal: signal },
+        ),
       );
       for (const object of page.Contents ?? []) {
         if (!object.Key?.startsWith(this.#prefix) || object.Key.endsWith("/")) continue;
-        yield { path: object.Key.slice(this.#prefix.length), size: object.Size ?? 0, ...(object.LastModified ? { modified: object.LastModified } : {}) };
+        yield {
+          path: object.Key.slice(this.#prefix.length),
+          size: object.Size ?? 0,
+          ...(object.LastModified ? { modified: object.LastModified } : {}),
+        };
       }
       if (page.IsTruncated && !page.NextContinuationToken) {
-        throw new CheckpointError("storage", `[s3] listing s3://${this.#bucket}/${keyPrefix}: the server cut the listing without a continuation token`, {
-          context: { path: prefix, protocol: "s3", transient: false },
-        });
+        throw new CheckpointError(
+          "storage",
+          `[s3] listing s3://${this.#bucket}/${keyPrefix}: the server cut the listing without a continuation token`,
+          {
+            context: { path: prefix, protocol: "s3", transient: false },
+          },
+        );
       }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token);
@@ -389,7 +488,8 @@ export class S3StorageAdapter implements StorageAdapter {
       );
     } catch (error) {
       // A missing object is deleted already; a missing bucket is a wrong URL, not a done delete.
-      if (error instanceof CheckpointError && error.code === "not_found" && s3CodeOf(error.cause) !== "NoSuchBucket") return;
+      if (error instanceof CheckpointError && error.code === "not_found" && s3CodeOf(error.cause) !== "NoSuchBucket")
+        return;
       throw error;
     }
   }
@@ -404,17 +504,34 @@ export class S3StorageAdapter implements StorageAdapter {
     for (let at = 0; at < keys.length; at += DELETE_BATCH) {
       const batch = keys.slice(at, at + DELETE_BATCH);
       const first = batch[0]!;
-      const result = await s3Call(this.#context, { op: `deleting ${batch.length} objects from`, key: first.key, path: first.path }, ({ signal }) =>
-        this.#client.send(new DeleteObjectsCommand({ Bucket: this.#bucket, Delete: { Objects: batch.map(({ key }) => ({ Key: key })), Quiet: true } }), {
-          abortSignal: signal,
-        }),
+      const result = await s3Call(
+        this.#context,
+        { op: `deleting ${batch.length} objects from`, key: first.key, path: first.path },
+        ({ signal }) =>
+          this.#client.send(
+            new DeleteObjectsCommand({
+              Bucket: this.#bucket,
+              Delete: { Objects: batch.map(({ key }) => ({ Key: key })), Quiet: true },
+            }),
+            {
+              abortSignal: signal,
+            },
+          ),
       );
       const refused = (result.Errors ?? []).filter((e) => e.Code !== "NoSuchKey");
       if (refused.length > 0) {
         const named = refused.slice(0, 3).map((e) => `s3://${this.#bucket}/${e.Key} (${e.Code}: ${e.Message})`);
-        throw new CheckpointError("storage", `[s3] deleting ${refused.length} of ${batch.length} objects failed: ${named.join(", ")}${refused.length > 3 ? ", …" : ""}`, {
-          context: { path: refused[0]!.Key?.slice(this.#prefix.length) ?? first.path, protocol: "s3", transient: false },
-        });
+        throw new CheckpointError(
+          "storage",
+          `[s3] deleting ${refused.length} of ${batch.length} objects failed: ${named.join(", ")}${refused.length > 3 ? ", …" : ""}`,
+          {
+            context: {
+              path: refused[0]!.Key?.slice(this.#prefix.length) ?? first.path,
+              protocol: "s3",
+              transient: false,
+            },
+          },
+        );
       }
     }
   }

@@ -5,7 +5,10 @@
  * part is being filled at a time and each yielded part belongs to the consumer. Chunks must not
  * be modified after the producer yielded them (core's save never does).
  */
-export async function* sliceParts(body: Iterable<Uint8Array> | AsyncIterable<Uint8Array>, partSize: number): AsyncGenerator<Uint8Array> {
+export async function* sliceParts(
+  body: Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
+  partSize: number,
+): AsyncGenerator<Uint8Array> {
   let buffer: Uint8Array | undefined;
   let filled = 0;
   for await (const chunk of body) {

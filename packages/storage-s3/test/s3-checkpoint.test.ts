@@ -12,7 +12,10 @@ function stateDict(): StateDict {
   const weights = new Float32Array(3 * MiB);
   for (let i = 0; i < weights.length; i++) weights[i] = Math.sin(i) * 1e3;
   return {
-    model: { weights: hostTensor("float32", [3 * 1024, 1024], weights), bias: hostTensor("float64", [7], Float64Array.from([1, 2, 3, 4, 5, 6, 7])) },
+    model: {
+      weights: hostTensor("float32", [3 * 1024, 1024], weights),
+      bias: hostTensor("float64", [7], Float64Array.from([1, 2, 3, 4, 5, 6, 7])),
+    },
     optimizer: { step: 1200, lr: 3e-4, rng: new Uint8Array(randomBytes(4096)) },
     "key.with/dots": hostTensor("int64", [2], BigInt64Array.from([-1n, 2n ** 62n])),
   };
@@ -49,18 +52,31 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
     it("round-trips a checkpoint bit-exactly, the large file as a multipart upload", async () => {
       const url = server.url("roundtrip");
       const original = stateDict();
-      const saved = await save(original, { checkpointId: url, storageOptions: server.storageOptions(), metadata: { step: 1200 } });
+      const saved = await save(original, {
+        checkpointId: url,
+        storageOptions: server.storageOptions(),
+        metadata: { step: 1200 },
+      });
       expect(saved.bytes).toBeGreaterThan(12 * MiB);
       expect(server.proxy.requests.filter(s3Operation.uploadPart).length).toBeGreaterThanOrEqual(3);
-      expect((await readMetadata({ checkpointId: url, storageOptions: server.storageOptions() })).user).toMatchObject({ step: 1200 });
+      expect((await readMetadata({ checkpointId: url, storageOptions: server.storageOptions() })).user).toMatchObject({
+        step: 1200,
+      });
 
-      const back = (await load({ checkpointId: url, storageOptions: server.storageOptions() })) as Record<string, Record<string, unknown>>;
+      const back = (await load({ checkpointId: url, storageOptions: server.storageOptions() })) as Record<
+        string,
+        Record<string, unknown>
+      >;
       const model = original.model as Record<string, HostTensor>;
       expect(bytesOf(back.model!.weights).equals(bytesOf(model.weights))).toBe(true);
       expect(bytesOf(back.model!.bias).equals(bytesOf(model.bias))).toBe(true);
       expect(bytesOf(back["key.with/dots"]).equals(bytesOf(original["key.with/dots"]))).toBe(true);
       expect(back.optimizer).toMatchObject({ step: 1200, lr: 3e-4 });
-      expect(Buffer.from(back.optimizer!.rng as Uint8Array).equals(Buffer.from((original.optimizer as { rng: Uint8Array }).rng))).toBe(true);
+      expect(
+        Buffer.from(back.optimizer!.rng as Uint8Array).equals(
+          Buffer.from((original.optimizer as { rng: Uint8Array }).rng),
+        ),
+      ).toBe(true);
 
       const target = { model: { weights: hostTensor("float32", [3 * 1024, 1024]), bias: hostTensor("float64", [7]) } };
       await load(target, { checkpointId: url, storageOptions: server.storageOptions() });
@@ -74,7 +90,9 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
       server.proxy.requests.length = 0;
       const target = { model: { weights: hostTensor("float32", [3 * 1024, 1024]), bias: hostTensor("float64", [7]) } };
       await load(target, { checkpointId: url, storageOptions: server.storageOptions() });
-      expect(bytesOf(target.model.weights).equals(bytesOf((original.model as Record<string, HostTensor>).weights))).toBe(true);
+      expect(
+        bytesOf(target.model.weights).equals(bytesOf((original.model as Record<string, HostTensor>).weights)),
+      ).toBe(true);
       expect(server.proxy.requests.filter(s3Operation.getObject).length).toBeGreaterThan(1);
       expect(server.proxy.requests.filter(s3Operation.headObject)).toEqual([]);
 
@@ -88,23 +106,43 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
       extended.set(bytes);
       await storage.write(file, extended);
       server.proxy.requests.length = 0;
-      await expect(load({ checkpointId: url, storageOptions: server.storageOptions() })).rejects.toMatchObject({ code: "corrupt", message: expect.stringMatching(/truncated or extended/) });
+      await expect(load({ checkpointId: url, storageOptions: server.storageOptions() })).rejects.toMatchObject({
+        code: "corrupt",
+        message: expect.stringMatching(/truncated or extended/),
+      });
       expect(server.proxy.requests.filter(s3Operation.headObject)).toEqual([]);
       await storage.write(file, bytes.subarray(0, bytes.byteLength - 1));
-      await expect(load({ checkpointId: url, storageOptions: server.storageOptions() })).rejects.toMatchObject({ code: "corrupt" });
+      await expect(load({ checkpointId: url, storageOptions: server.storageOptions() })).rejects.toMatchObject({
+        code: "corrupt",
+      });
       await storage.close();
     });
 
     it("commits despite 503 SlowDown, 500, a reset mid-body and a stall", async () => {
       const url = server.url("transient");
       const { proxy } = server;
-      proxy.addRule({ match: s3Operation.part(1), action: { kind: "status", status: 503, body: s3ErrorBody("SlowDown", "Please reduce your request rate.") } });
+      proxy.addRule({
+        match: s3Operation.part(1),
+        action: { kind: "status", status: 503, body: s3ErrorBody("SlowDown", "Please reduce your request rate.") },
+      });
       proxy.addRule({ match: s3Operation.part(2), action: { kind: "reset", phase: "request", afterBytes: MiB } });
-      proxy.addRule({ match: s3Operation.putObject, action: { kind: "status", status: 500, body: s3ErrorBody("InternalError", "We encountered an internal error.") } });
+      proxy.addRule({
+        match: s3Operation.putObject,
+        action: {
+          kind: "status",
+          status: 500,
+          body: s3ErrorBody("InternalError", "We encountered an internal error."),
+        },
+      });
       proxy.addRule({ match: s3Operation.completeMultipartUpload, action: { kind: "delay", ms: 1_500 } });
       const options = { checkpointId: url, storageOptions: server.storageOptions({ progressTimeoutMs: 1_000 }) };
       await save(stateDict(), options);
-      expect(proxy.faults().map((f) => f.fault).sort()).toEqual(["delay", "reset", "status", "status"]);
+      expect(
+        proxy
+          .faults()
+          .map((f) => f.fault)
+          .sort(),
+      ).toEqual(["delay", "reset", "status", "status"]);
       // The stalled CompleteMultipartUpload timed out and was sent again.
       expect(proxy.requests.filter(s3Operation.completeMultipartUpload).length).toBeGreaterThanOrEqual(2);
       expect((await objectsUnder(server, url)).includes("metadata.json")).toBe(true);
@@ -113,21 +151,38 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
 
     it("rejects a permanent 403 as permission_denied, commits nothing and leaves no upload open", async () => {
       const url = server.url("denied");
-      server.proxy.addRule({ match: s3Operation.uploadPart, times: Infinity, action: { kind: "status", status: 403, body: s3ErrorBody("AccessDenied", "Access Denied") } });
+      server.proxy.addRule({
+        match: s3Operation.uploadPart,
+        times: Infinity,
+        action: { kind: "status", status: 403, body: s3ErrorBody("AccessDenied", "Access Denied") },
+      });
       const error = await save(stateDict(), { checkpointId: url, storageOptions: server.storageOptions() }).then(
         () => undefined,
         (e: unknown) => e as CheckpointError,
       );
       expect(error).toBeInstanceOf(CheckpointError);
       expect(error!.code).toBe("permission_denied");
-      expect(error!.message).toMatch(/\[s3\] uploading part \d+ of s3:\/\/cairn-test\/denied-[^ ]+ was refused: AccessDenied/);
+      expect(error!.message).toMatch(
+        /\[s3\] uploading part \d+ of s3:\/\/cairn-test\/denied-[^ ]+ was refused: AccessDenied/,
+      );
       // One attempt per part: a 403 is not retried, by the adapter or by core.
       expect(server.proxy.faults("status").length).toBeLessThanOrEqual(3);
       expect(await objectsUnder(server, url)).toEqual([]);
       expect(server.proxy.requests.filter(s3Operation.abortMultipartUpload)).toHaveLength(1);
       if (kind === "fauxqs") {
-        const key = server.proxy.requests.find(s3Operation.uploadPart)!.url.split("?")[0]!.slice(`/${server.bucket}/`.length);
-        const part = server.client.send(new UploadPartCommand({ Bucket: server.bucket, Key: decodeURIComponent(key), UploadId: uploadIdSeen(server.proxy.requests), PartNumber: 9, Body: new Uint8Array(1) }));
+        const key = server.proxy.requests
+          .find(s3Operation.uploadPart)!
+          .url.split("?")[0]!
+          .slice(`/${server.bucket}/`.length);
+        const part = server.client.send(
+          new UploadPartCommand({
+            Bucket: server.bucket,
+            Key: decodeURIComponent(key),
+            UploadId: uploadIdSeen(server.proxy.requests),
+            PartNumber: 9,
+            Body: new Uint8Array(1),
+          }),
+        );
         await expect(part).rejects.toMatchObject({ name: "NoSuchUpload" });
       }
       // s3rver 3.7.1 answers AbortMultipartUpload with 405: its parts stay; only the request can be checked.
@@ -143,7 +198,9 @@ for (const kind of ["s3rver", "fauxqs"] as const) {
       expect(server.proxy.faults("precondition").length).toBeGreaterThanOrEqual(1);
       // The loser removed its data files; only the winner's files and metadata.json remain.
       const metadata = await readMetadata(options);
-      expect((await objectsUnder(server, url)).sort()).toEqual(["metadata.json", ...Object.keys(metadata.files)].sort());
+      expect((await objectsUnder(server, url)).sort()).toEqual(
+        ["metadata.json", ...Object.keys(metadata.files)].sort(),
+      );
     });
   });
 }

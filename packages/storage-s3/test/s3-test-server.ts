@@ -98,7 +98,13 @@ function ifNoneMatchEnforcer(client: S3Client): PreconditionEnforcer {
 export async function startS3TestServer(kind: S3ServerKind): Promise<S3TestServer> {
   const bucket = "cairn-test";
   const server = kind === "s3rver" ? await startS3rver([bucket]) : await startFauxqs([bucket]);
-  const client = new S3Client({ endpoint: server.endpoint, region: "us-east-1", forcePathStyle: true, credentials: CREDENTIALS, ...(kind === "s3rver" ? { requestChecksumCalculation: "WHEN_REQUIRED" as const } : {}) });
+  const client = new S3Client({
+    endpoint: server.endpoint,
+    region: "us-east-1",
+    forcePathStyle: true,
+    credentials: CREDENTIALS,
+    ...(kind === "s3rver" ? { requestChecksumCalculation: "WHEN_REQUIRED" as const } : {}),
+  });
   let proxy: FaultProxy;
   try {
     proxy = await FaultProxy.start(server.endpoint, { preconditions: ifNoneMatchEnforcer(client) });
@@ -151,7 +157,12 @@ export const s3Operation = {
   listObjects: (r: ProxiedRequest): boolean => r.method === "GET" && r.url.includes("list-type=2"),
   deleteObject: (r: ProxiedRequest): boolean => r.method === "DELETE" && !r.url.includes("uploadId="),
   /** UploadPart of one part number. */
-  part: (n: number) => (r: ProxiedRequest): boolean => r.method === "PUT" && r.url.includes("x-id=UploadPart") && new URL(r.url, "http://x").searchParams.get("partNumber") === String(n),
+  part:
+    (n: number) =>
+    (r: ProxiedRequest): boolean =>
+      r.method === "PUT" &&
+      r.url.includes("x-id=UploadPart") &&
+      new URL(r.url, "http://x").searchParams.get("partNumber") === String(n),
 };
 
 /** The upload id of the first multipart request the proxy saw, for checking it was aborted. */

@@ -16,7 +16,11 @@ export interface ServerProcess {
 export async function startServerProcess(
   name: string,
   source: string,
-  options: { readonly nodeArgs?: readonly string[]; readonly env?: Readonly<Record<string, string>>; readonly timeoutMs?: number } = {},
+  options: {
+    readonly nodeArgs?: readonly string[];
+    readonly env?: Readonly<Record<string, string>>;
+    readonly timeoutMs?: number;
+  } = {},
 ): Promise<ServerProcess> {
   const timeoutMs = options.timeoutMs ?? 20_000;
   const child = spawn(process.execPath, [...(options.nodeArgs ?? []), "-e", source], {
@@ -38,7 +42,10 @@ export async function startServerProcess(
   let port: number;
   try {
     port = await new Promise<number>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${name} did not start within ${timeoutMs} ms. Output:\n${output}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`${name} did not start within ${timeoutMs} ms. Output:\n${output}`)),
+        timeoutMs,
+      );
       child.on("message", (message: { type?: string; port?: number }) => {
         if (message.type === "ready" && typeof message.port === "number") {
           clearTimeout(timer);
@@ -51,7 +58,11 @@ export async function startServerProcess(
       });
       void exited.then(() => {
         clearTimeout(timer);
-        reject(new Error(`${name} exited before it was ready (code ${child.exitCode}, signal ${child.signalCode}). Output:\n${output}`));
+        reject(
+          new Error(
+            `${name} exited before it was ready (code ${child.exitCode}, signal ${child.signalCode}). Output:\n${output}`,
+          ),
+        );
       });
     });
   } catch (error) {

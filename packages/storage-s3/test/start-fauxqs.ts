@@ -43,7 +43,10 @@ process.send({ type: "ready", port: app.server.address().port });
 
 /** fauxqs in a child process, so a benchmark measures the client's memory and CPU apart from the server's. */
 export async function startFauxqsProcess(buckets: readonly string[]): Promise<ServerProcess> {
-  const server = await startServerProcess("fauxqs", CHILD, { nodeArgs: ["--input-type=module"], env: { FAUXQS_URL: import.meta.resolve("fauxqs") } });
+  const server = await startServerProcess("fauxqs", CHILD, {
+    nodeArgs: ["--input-type=module"],
+    env: { FAUXQS_URL: import.meta.resolve("fauxqs") },
+  });
   try {
     await createBuckets(server.endpoint, buckets);
   } catch (error) {

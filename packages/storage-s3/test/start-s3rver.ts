@@ -56,7 +56,13 @@ export async function startS3rver(buckets: readonly string[]): Promise<ServerPro
     env: {
       NODE_OPTIONS: "--openssl-legacy-provider",
       S3RVER_MAIN: createRequire(import.meta.url).resolve("s3rver"),
-      S3RVER_OPTS: JSON.stringify({ address: "127.0.0.1", port: 0, silent: true, directory, configureBuckets: buckets.map((name) => ({ name, configs: [] })) }),
+      S3RVER_OPTS: JSON.stringify({
+        address: "127.0.0.1",
+        port: 0,
+        silent: true,
+        directory,
+        configureBuckets: buckets.map((name) => ({ name, configs: [] })),
+      }),
     },
   });
 }

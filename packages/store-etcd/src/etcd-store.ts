@@ -23,16 +23,22 @@ export class EtcdStore implements Store {
     this.where = `${url.protocol}//${url.host}/${prefix}`;
     this.#client = new Etcd3({
       hosts,
-      ...(url.username ? { auth: { username: decodeURIComponent(url.username), password: decodeURIComponent(url.password) } } : {}),
+      ...(url.username
+        ? { auth: { username: decodeURIComponent(url.username), password: decodeURIComponent(url.password) } }
+        : {}),
       defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + CALL_DEADLINE_MS }),
     });
     this.#kv = this.#client.namespace(prefix === "/" ? "cairn/" : prefix);
-    this.#lease = this.#kv.lease(Math.max(1, Math.ceil((options.leaseMs ?? DEFAULT_LEASE_MS) / 1000)), { autoKeepAlive: true });
+    this.#lease = this.#kv.lease(Math.max(1, Math.ceil((options.leaseMs ?? DEFAULT_LEASE_MS) / 1000)), {
+      autoKeepAlive: true,
+    });
     this.#lease.on("lost", () => undefined);
   }
 
   async set(key: string, value: string, options: { readonly lease?: boolean } = {}): Promise<void> {
-    await this.#call(`set ${key}`, () => (options.lease ? this.#lease.put(key).value(value).exec() : this.#kv.put(key).value(value).exec()));
+    await this.#call(`set ${key}`, () =>
+      options.lease ? this.#lease.put(key).value(value).exec() : this.#kv.put(key).value(value).exec(),
+    );
   }
 
   async get(key: string): Promise<string | undefined> {
@@ -44,7 +50,11 @@ export class EtcdStore implements Store {
       const current = await this.#call(`read ${key}`, () => this.#kv.get(key).exec());
       const kv = current.kvs[0];
       const before = kv ? Number(kv.value.toString()) : 0;
-      if (!Number.isSafeInteger(before)) throw new CheckpointError("process_group", `[etcd] ${this.where}${key} holds ${JSON.stringify(kv?.value.toString())}, not a counter`);
+      if (!Number.isSafeInteger(before))
+        throw new CheckpointError(
+          "process_group",
+          `[etcd] ${this.where}${key} holds ${JSON.stringify(kv?.value.toString())}, not a counter`,
+        );
       const next = before + delta;
       const put = this.#kv.put(key).value(String(next));
       const txn = kv ? this.#kv.if(key, "Mod", "==", kv.mod_revision) : this.#kv.if(key, "Create", "==", 0);
@@ -54,8 +64,10 @@ export class EtcdStore implements Store {
   }
 
   async compareAndSet(key: string, expected: string | undefined, value: string): Promise<boolean> {
-    const txn = expected === undefined ? this.#kv.if(key, "Create", "==", 0) : this.#kv.if(key, "Value", "==", expected);
-    return (await this.#call(`compare-and-set ${key}`, () => txn.then(this.#kv.put(key).value(value)).commit())).succeeded;
+    const txn =
+      expected === undefined ? this.#kv.if(key, "Create", "==", 0) : this.#kv.if(key, "Value", "==", expected);
+    return (await this.#call(`compare-and-set ${key}`, () => txn.then(this.#kv.put(key).value(value)).commit()))
+      .succeeded;
   }
 
   async wait(key: string, timeoutMs: number, signal?: AbortSignal): Promise<string | undefined> {
@@ -93,7 +105,9 @@ export class EtcdStore implements Store {
     try {
       return await call();
     } catch (error) {
-      throw new CheckpointError("process_group", `[etcd] ${what} on ${this.where}: ${(error as Error).message}`, { cause: error });
+      throw new CheckpointError("process_group", `[etcd] ${what} on ${this.where}: ${(error as Error).message}`, {
+        cause: error,
+      });
     }
   }
 }

@@ -33,7 +33,11 @@ export class RedisStore implements Store {
     this.#prefix = `${prefix || "cairn"}/`;
     this.where = `${url.protocol}//${url.host}/${this.#prefix}`;
     const db = Number(url.searchParams.get("db") ?? 0);
-    if (!Number.isSafeInteger(db) || db < 0) throw new CheckpointError("invalid_argument", `[redis] db=${url.searchParams.get("db")} in ${this.where} is not a database number`);
+    if (!Number.isSafeInteger(db) || db < 0)
+      throw new CheckpointError(
+        "invalid_argument",
+        `[redis] db=${url.searchParams.get("db")} in ${this.where} is not a database number`,
+      );
     this.#client = new Redis({
       host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
       port: Number(url.port || 6379),
@@ -52,9 +56,12 @@ export class RedisStore implements Store {
       for (const wake of this.#waiters.get(channel)?.wakers ?? []) wake();
     });
     this.#leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
-    this.#renewal = setInterval(() => {
-      for (const key of this.#leased) this.#client.pexpire(key, this.#leaseMs).catch(() => undefined);
-    }, Math.max(100, Math.floor(this.#leaseMs / 3)));
+    this.#renewal = setInterval(
+      () => {
+        for (const key of this.#leased) this.#client.pexpire(key, this.#leaseMs).catch(() => undefined);
+      },
+      Math.max(100, Math.floor(this.#leaseMs / 3)),
+    );
     this.#renewal.unref();
   }
 
@@ -73,15 +80,24 @@ export class RedisStore implements Store {
 
   async add(key: string, delta: number): Promise<number> {
     const k = this.#prefix + key;
-    const results = await this.#call(`add to ${key}`, () => this.#client.multi().incrby(k, delta).publish(k, "").exec());
+    const results = await this.#call(`add to ${key}`, () =>
+      this.#client.multi().incrby(k, delta).publish(k, "").exec(),
+    );
     const [error, value] = results?.[0] ?? [new Error("no reply")];
-    if (error) throw new CheckpointError("process_group", `[redis] add to ${key} on ${this.where}: ${error.message}`, { cause: error });
+    if (error)
+      throw new CheckpointError("process_group", `[redis] add to ${key} on ${this.where}: ${error.message}`, {
+        cause: error,
+      });
     return Number(value);
   }
 
   async compareAndSet(key: string, expected: string | undefined, value: string): Promise<boolean> {
     const args = expected === undefined ? ["0", "", value] : ["1", expected, value];
-    return (await this.#call(`compare-and-set ${key}`, () => this.#client.eval(COMPARE_AND_SET, 1, this.#prefix + key, ...args))) === 1;
+    return (
+      (await this.#call(`compare-and-set ${key}`, () =>
+        this.#client.eval(COMPARE_AND_SET, 1, this.#prefix + key, ...args),
+      )) === 1
+    );
   }
 
   async wait(key: string, timeoutMs: number, signal?: AbortSignal): Promise<string | undefined> {
@@ -122,7 +138,9 @@ export class RedisStore implements Store {
     const pattern = `${(this.#prefix + prefix).replace(/[*?[\]\\]/g, "\\$&")}*`;
     let cursor = "0";
     do {
-      const [next, keys] = await this.#call(`list ${prefix}*`, () => this.#client.scan(cursor, "MATCH", pattern, "COUNT", 1000));
+      const [next, keys] = await this.#call(`list ${prefix}*`, () =>
+        this.#client.scan(cursor, "MATCH", pattern, "COUNT", 1000),
+      );
       if (keys.length > 0) await this.#call(`delete ${prefix}*`, () => this.#client.del(...keys));
       cursor = next;
     } while (cursor !== "0");
@@ -139,7 +157,9 @@ export class RedisStore implements Store {
     try {
       return await call();
     } catch (error) {
-      throw new CheckpointError("process_group", `[redis] ${what} on ${this.where}: ${(error as Error).message}`, { cause: error });
+      throw new CheckpointError("process_group", `[redis] ${what} on ${this.where}: ${(error as Error).message}`, {
+        cause: error,
+      });
     }
   }
 }

@@ -1,4 +1,13 @@
-import { type HostTensor, type StateDict, type StorageOptions, CheckpointError, hostTensor, load, readMetadata, save } from "@cairn/core";
+import {
+  type HostTensor,
+  type StateDict,
+  type StorageOptions,
+  CheckpointError,
+  hostTensor,
+  load,
+  readMetadata,
+  save,
+} from "@cairn/core";
 import "@cairn/storage-local";
 import type { io } from "@tensorflow/tfjs-core";
 import { USER_KEY, WEIGHTS_KEY, modelInfoOf, tfjsModelOf, weightLayout } from "./model-layout.js";
@@ -39,11 +48,18 @@ function typedWeight(dtype: "float32" | "int32" | "bool", bytes: Uint8Array): Ho
  * model is `invalid_argument`.
  */
 export function cairnIO(url: string, options: CairnIOOptions = {}): io.IOHandler {
-  const where = { checkpointId: url, ...(options.storageOptions ? { storageOptions: options.storageOptions } : {}), ...(options.signal ? { signal: options.signal } : {}) };
+  const where = {
+    checkpointId: url,
+    ...(options.storageOptions ? { storageOptions: options.storageOptions } : {}),
+    ...(options.signal ? { signal: options.signal } : {}),
+  };
   return {
     save: async (artifacts: io.ModelArtifacts): Promise<io.SaveResult> => {
       if (artifacts.modelTopology instanceof ArrayBuffer) {
-        throw new CheckpointError("invalid_argument", "cairnIO saves layers models (JSON topology); a GraphDef topology cannot be stored");
+        throw new CheckpointError(
+          "invalid_argument",
+          "cairnIO saves layers models (JSON topology); a GraphDef topology cannot be stored",
+        );
       }
       const data = weightBytes(artifacts.weightData);
       // Null prototype: weight names index it (weightLayout refuses the names that reach a prototype).
@@ -52,15 +68,24 @@ export function cairnIO(url: string, options: CairnIOOptions = {}): io.IOHandler
       for (const spec of artifacts.weightSpecs ?? []) {
         const { dtype, byteLength } = weightLayout(spec, url);
         if (at + byteLength > data.byteLength) {
-          throw new CheckpointError("invalid_argument", `${url}: the model's weight data ends before weight ${spec.name}`);
+          throw new CheckpointError(
+            "invalid_argument",
+            `${url}: the model's weight data ends before weight ${spec.name}`,
+          );
         }
-        if (Object.hasOwn(weights, spec.name)) throw new CheckpointError("invalid_argument", `${url}: the model has two weights named ${spec.name}`);
-        weights[spec.name] = hostTensor(dtype, spec.shape, typedWeight(spec.dtype as "float32" | "int32" | "bool", data.subarray(at, at + byteLength)) as never);
+        if (Object.hasOwn(weights, spec.name))
+          throw new CheckpointError("invalid_argument", `${url}: the model has two weights named ${spec.name}`);
+        weights[spec.name] = hostTensor(
+          dtype,
+          spec.shape,
+          typedWeight(spec.dtype as "float32" | "int32" | "bool", data.subarray(at, at + byteLength)) as never,
+        );
         at += byteLength;
       }
       const info = modelInfoOf(artifacts as Record<string, unknown>);
       await save({ [WEIGHTS_KEY]: weights }, { ...where, metadata: { [USER_KEY]: info } });
-      const json = (value: unknown): number => (value === undefined ? 0 : new TextEncoder().encode(JSON.stringify(value)).byteLength);
+      const json = (value: unknown): number =>
+        value === undefined ? 0 : new TextEncoder().encode(JSON.stringify(value)).byteLength;
       return {
         modelArtifactsInfo: {
           dateSaved: new Date(),

@@ -1,6 +1,12 @@
 import { type StorageAdapter, CheckpointError } from "@cairn/core";
 import { withRetry } from "@cairn/core/storage";
-import { type CheckpointReader, type SourceTensor, forbiddenKeyReason, parseStoredJson, tensorPieces } from "@cairn/core/ops";
+import {
+  type CheckpointReader,
+  type SourceTensor,
+  forbiddenKeyReason,
+  parseStoredJson,
+  tensorPieces,
+} from "@cairn/core/ops";
 import type { io } from "@tensorflow/tfjs-core";
 import { USER_KEY, type TfjsModelInfo, modelInfoOf, tfjsModelOf, weightKey, weightLayout } from "./model-layout.js";
 
@@ -9,11 +15,17 @@ export const WEIGHTS_FILE = "weights.bin";
 export const MODEL_FILE = "model.json";
 
 function invalidModel(where: string, problem: string): CheckpointError {
-  return new CheckpointError("invalid_argument", `${where} is not a tfjs model.json: ${problem}`, { context: { path: where } });
+  return new CheckpointError("invalid_argument", `${where} is not a tfjs model.json: ${problem}`, {
+    context: { path: where },
+  });
 }
 
 /** One weight group's files, read as one byte sequence (a weight may span two files). */
-function concatenatedReader(storage: StorageAdapter, files: readonly { path: string; size: number }[], onRead?: (bytes: number) => void) {
+function concatenatedReader(
+  storage: StorageAdapter,
+  files: readonly { path: string; size: number }[],
+  onRead?: (bytes: number) => void,
+) {
   return async (offset: number, length: number): Promise<Uint8Array> => {
     const out = new Uint8Array(length);
     let fileStart = 0;
@@ -26,7 +38,11 @@ function concatenatedReader(storage: StorageAdapter, files: readonly { path: str
           withRetry(() => storage.read(file.path, { offset: from - fileStart, length: to - from })).then((data) => {
             onRead?.(data.byteLength);
             if (data.byteLength < to - from) {
-              throw new CheckpointError("corrupt", `${file.path} is shorter than when it was listed; it changed during the conversion`, { context: { file: file.path } });
+              throw new CheckpointError(
+                "corrupt",
+                `${file.path} is shorter than when it was listed; it changed during the conversion`,
+                { context: { file: file.path } },
+              );
             }
             out.set(data.subarray(0, to - from), from - offset);
           }),
@@ -58,22 +74,36 @@ export async function tfjsModelEntries(
     if (error instanceof CheckpointError) throw error;
     throw invalidModel(where, "not UTF-8 JSON");
   }
-  if (typeof model !== "object" || model === null || model.modelTopology === undefined) throw invalidModel(where, "it has no modelTopology");
+  if (typeof model !== "object" || model === null || model.modelTopology === undefined)
+    throw invalidModel(where, "it has no modelTopology");
   if (!Array.isArray(model.weightsManifest)) throw invalidModel(where, "it has no weightsManifest");
   const dir = name.includes("/") ? name.slice(0, name.lastIndexOf("/") + 1) : "";
   const entries: SourceTensor[] = [];
   const seen = new Set<string>();
   for (const group of model.weightsManifest) {
-    if (!Array.isArray(group?.paths) || !Array.isArray(group.weights)) throw invalidModel(where, "each weightsManifest group needs paths and weights");
+    if (!Array.isArray(group?.paths) || !Array.isArray(group.weights))
+      throw invalidModel(where, "each weightsManifest group needs paths and weights");
     const files: { path: string; size: number }[] = [];
     for (const raw of group.paths) {
       // tfjs writes "./model.weights.bin"; "." segments are dropped, ".." and absolute paths refused.
-      const path = typeof raw === "string" ? raw.split("/").filter((p) => p !== ".").join("/") : "";
+      const path =
+        typeof raw === "string"
+          ? raw
+              .split("/")
+              .filter((p) => p !== ".")
+              .join("/")
+          : "";
       if (path === "" || /^[a-z][a-z0-9+.-]*:/i.test(path) || raw.startsWith("/") || path.split("/").includes("..")) {
-        throw invalidModel(where, `weight path ${JSON.stringify(raw)} must be relative to the model.json, inside its directory`);
+        throw invalidModel(
+          where,
+          `weight path ${JSON.stringify(raw)} must be relative to the model.json, inside its directory`,
+        );
       }
       const stat = await storage.stat(dir + path);
-      if (!stat) throw new CheckpointError("not_found", `${where} names weight file ${path}, which does not exist beside it`, { context: { path: where } });
+      if (!stat)
+        throw new CheckpointError("not_found", `${where} names weight file ${path}, which does not exist beside it`, {
+          context: { path: where },
+        });
       files.push({ path: dir + path, size: stat.size });
     }
     const read = concatenatedReader(storage, files, onRead);
@@ -83,12 +113,23 @@ export async function tfjsModelEntries(
       if (seen.has(spec.name)) throw invalidModel(where, `two weights are named ${spec.name}`);
       seen.add(spec.name);
       const start = at;
-      entries.push({ kind: "tensor", key: weightKey(spec.name), dtype, shape: spec.shape, byteLength, read: (offset, length) => read(start + offset, length) });
+      entries.push({
+        kind: "tensor",
+        key: weightKey(spec.name),
+        dtype,
+        shape: spec.shape,
+        byteLength,
+        read: (offset, length) => read(start + offset, length),
+      });
       at += byteLength;
     }
     const total = files.reduce((n, f) => n + f.size, 0);
     if (total !== at) {
-      throw new CheckpointError("corrupt", `${where}: weight files ${group.paths.join(", ")} hold ${total} bytes, their weights need ${at}`, { context: { path: where } });
+      throw new CheckpointError(
+        "corrupt",
+        `${where}: weight files ${group.paths.join(", ")} hold ${total} bytes, their weights need ${at}`,
+        { context: { path: where } },
+      );
     }
   }
   return { entries, user: { [USER_KEY]: modelInfoOf(model as unknown as Record<string, unknown>) } };
@@ -108,9 +149,13 @@ export async function writeTfjsModel(
   const { info, weights } = tfjsModelOf(reader.metadata, where);
   for (const file of [MODEL_FILE, WEIGHTS_FILE]) {
     if (await out.storage.stat(file)) {
-      throw new CheckpointError("already_exists", `${out.where}/${file} already exists; convert into an empty directory or delete it first`, {
-        context: { path: `${out.where}/${file}` },
-      });
+      throw new CheckpointError(
+        "already_exists",
+        `${out.where}/${file} already exists; convert into an empty directory or delete it first`,
+        {
+          context: { path: `${out.where}/${file}` },
+        },
+      );
     }
   }
   const tensors = weights.map((w) => reader.tensor(w.entry));
@@ -123,11 +168,16 @@ export async function writeTfjsModel(
       }
     }
   };
-  await withRetry(() => out.storage.write(WEIGHTS_FILE, body(), { size, signal: options.signal, ifAbsent: true }), { signal: options.signal });
+  await withRetry(() => out.storage.write(WEIGHTS_FILE, body(), { size, signal: options.signal, ifAbsent: true }), {
+    signal: options.signal,
+  });
   const model: io.ModelJSON = {
     ...(info as io.ModelJSON),
     weightsManifest: [{ paths: [WEIGHTS_FILE], weights: weights.map((w) => w.spec) }],
   };
-  await out.storage.write(MODEL_FILE, new TextEncoder().encode(JSON.stringify(model)), { ifAbsent: true, signal: options.signal });
+  await out.storage.write(MODEL_FILE, new TextEncoder().encode(JSON.stringify(model)), {
+    ifAbsent: true,
+    signal: options.signal,
+  });
   return { weights: weights.length, bytes: size };
 }

@@ -47,9 +47,20 @@ export function weightLayout(spec: io.WeightsManifestEntry, where: string): { dt
       `${where}: weight ${spec.name} is quantized (${spec.quantization.dtype}); Cairn stores weights as they are used, so convert the model without quantization`,
     );
   }
-  if (!known) throw new CheckpointError("invalid_argument", `${where}: weight ${spec.name} has dtype ${spec.dtype}; Cairn stores tfjs weights of dtype float32, int32 and bool`);
-  if (typeof spec.name !== "string" || !Array.isArray(spec.shape) || !spec.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-    throw new CheckpointError("invalid_argument", `${where}: a weight spec needs a name and a shape of non-negative integers, got ${JSON.stringify(spec).slice(0, 200)}`);
+  if (!known)
+    throw new CheckpointError(
+      "invalid_argument",
+      `${where}: weight ${spec.name} has dtype ${spec.dtype}; Cairn stores tfjs weights of dtype float32, int32 and bool`,
+    );
+  if (
+    typeof spec.name !== "string" ||
+    !Array.isArray(spec.shape) ||
+    !spec.shape.every((d) => Number.isSafeInteger(d) && d >= 0)
+  ) {
+    throw new CheckpointError(
+      "invalid_argument",
+      `${where}: a weight spec needs a name and a shape of non-negative integers, got ${JSON.stringify(spec).slice(0, 200)}`,
+    );
   }
   checkKeyPath(weightKey(spec.name), where, "invalid_argument", `weight ${spec.name}`);
   return { dtype: known.dtype, byteLength: spec.shape.reduce((a, b) => a * b, 1) * known.size };
@@ -57,7 +68,8 @@ export function weightLayout(spec: io.WeightsManifestEntry, where: string): { dt
 
 export function modelInfoOf(source: Partial<Record<(typeof MODEL_FIELDS)[number], unknown>>): TfjsModelInfo {
   const info: Record<string, unknown> = {};
-  for (const field of MODEL_FIELDS) if (Object.hasOwn(source, field) && source[field] !== undefined) info[field] = source[field];
+  for (const field of MODEL_FIELDS)
+    if (Object.hasOwn(source, field) && source[field] !== undefined) info[field] = source[field];
   return info as TfjsModelInfo;
 }
 
@@ -66,7 +78,10 @@ export function modelInfoOf(source: Partial<Record<(typeof MODEL_FIELDS)[number]
  * `["weights", name]`) with their specs, in order. Throws `invalid_argument` when the
  * checkpoint holds no tfjs model, naming what to do.
  */
-export function tfjsModelOf(metadata: CheckpointMetadata, where: string): { info: TfjsModelInfo; weights: { entry: TensorEntry; spec: io.WeightsManifestEntry }[] } {
+export function tfjsModelOf(
+  metadata: CheckpointMetadata,
+  where: string,
+): { info: TfjsModelInfo; weights: { entry: TensorEntry; spec: io.WeightsManifestEntry }[] } {
   const info = metadata.user[USER_KEY];
   if (typeof info !== "object" || info === null || !Object.hasOwn(info, "modelTopology")) {
     throw new CheckpointError(
@@ -77,11 +92,21 @@ export function tfjsModelOf(metadata: CheckpointMetadata, where: string): { info
   }
   const weights: { entry: TensorEntry; spec: io.WeightsManifestEntry }[] = [];
   for (const entry of metadata.entries) {
-    if (entry.kind !== "tensor" || entry.key.length !== 2 || entry.key[0] !== WEIGHTS_KEY || typeof entry.key[1] !== "string") continue;
+    if (
+      entry.kind !== "tensor" ||
+      entry.key.length !== 2 ||
+      entry.key[0] !== WEIGHTS_KEY ||
+      typeof entry.key[1] !== "string"
+    )
+      continue;
     if (entry.dtype !== "float32" && entry.dtype !== "int32" && entry.dtype !== "bool") {
-      throw new CheckpointError("invalid_argument", `${where}: weight ${entry.key[1]} is ${entry.dtype}; tfjs weights are float32, int32 or bool`, {
-        context: { path: where, key: entry.key[1] },
-      });
+      throw new CheckpointError(
+        "invalid_argument",
+        `${where}: weight ${entry.key[1]} is ${entry.dtype}; tfjs weights are float32, int32 or bool`,
+        {
+          context: { path: where, key: entry.key[1] },
+        },
+      );
     }
     weights.push({ entry, spec: { name: entry.key[1], shape: [...entry.shape], dtype: entry.dtype } });
   }

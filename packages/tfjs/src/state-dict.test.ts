@@ -24,12 +24,42 @@ async function thrown(call: () => Promise<unknown>): Promise<unknown> {
 
 describe("tfjs state dict helpers", () => {
   it.each([
-    ["getStateDict without a model", () => getStateDict(any(null)), "invalid_argument", "getStateDict's model must be a tfjs LayersModel, got null"],
-    ["getStateDict with a non-optimizer", () => getStateDict(model, any({})), "invalid_argument", "getStateDict's optimizer must be a tfjs Optimizer or undefined, got {}"],
-    ["setStateDict with a null state dict", () => setStateDict(model, undefined, any(null)), "invalid_argument", "got null"],
-    ["setStateDict with a number for model", () => setStateDict(model, undefined, { model: 5 }), "mismatch", "model in the state dict"],
-    ["primeOptimizer without an optimizer", () => primeOptimizer(any(undefined), model), "invalid_argument", "primeOptimizer's optimizer"],
-    ["primeOptimizer without a model", () => primeOptimizer(tf.train.sgd(0.1), any("m")), "invalid_argument", 'got "m"'],
+    [
+      "getStateDict without a model",
+      () => getStateDict(any(null)),
+      "invalid_argument",
+      "getStateDict's model must be a tfjs LayersModel, got null",
+    ],
+    [
+      "getStateDict with a non-optimizer",
+      () => getStateDict(model, any({})),
+      "invalid_argument",
+      "getStateDict's optimizer must be a tfjs Optimizer or undefined, got {}",
+    ],
+    [
+      "setStateDict with a null state dict",
+      () => setStateDict(model, undefined, any(null)),
+      "invalid_argument",
+      "got null",
+    ],
+    [
+      "setStateDict with a number for model",
+      () => setStateDict(model, undefined, { model: 5 }),
+      "mismatch",
+      "model in the state dict",
+    ],
+    [
+      "primeOptimizer without an optimizer",
+      () => primeOptimizer(any(undefined), model),
+      "invalid_argument",
+      "primeOptimizer's optimizer",
+    ],
+    [
+      "primeOptimizer without a model",
+      () => primeOptimizer(tf.train.sgd(0.1), any("m")),
+      "invalid_argument",
+      'got "m"',
+    ],
   ])("%s is a coded error", async (_, call, code, fragment) => {
     const error = await thrown(call);
     expect(error).toBeInstanceOf(CheckpointError);
@@ -44,7 +74,10 @@ describe("tfjs state dict helpers", () => {
     const cases: [StateDict, string][] = [
       [{ ...good.optim, iterations: "7" }, "optim.iterations"],
       [{ ...good.optim, slots: [] }, "optim.slots"],
-      [{ ...good.optim, slots: { ...(good.optim.slots as StateDict), accumulatedFirstMoment: { 0: 1 } } }, "optim.slots.accumulatedFirstMoment"],
+      [
+        { ...good.optim, slots: { ...(good.optim.slots as StateDict), accumulatedFirstMoment: { 0: 1 } } },
+        "optim.slots.accumulatedFirstMoment",
+      ],
       [{ ...good.optim, scalars: {} }, "optim.scalars.accBeta1"],
     ];
     for (const [optim, key] of cases) {
@@ -53,13 +86,22 @@ describe("tfjs state dict helpers", () => {
     }
     expect(optimizer.iterations).toBe(iterations);
     const before = await model.getWeights()[0]!.data();
-    const error = await thrown(() => setStateDict(model, optimizer, { model: { ...good.model, [Object.keys(good.model)[0]!]: hostTensor("float32", [2, 1]) }, optim: { ...good.optim, scalars: {} } }));
+    const error = await thrown(() =>
+      setStateDict(model, optimizer, {
+        model: { ...good.model, [Object.keys(good.model)[0]!]: hostTensor("float32", [2, 1]) },
+        optim: { ...good.optim, scalars: {} },
+      }),
+    );
     expect(error).toMatchObject({ code: "mismatch" });
     expect(await model.getWeights()[0]!.data()).toEqual(before);
     const weight = Object.keys(good.model)[0]!;
     const bad = { ...good.model, [weight]: any({ dtype: "float32", shape: "2", data: new Float32Array(2) }) };
-    expect(await thrown(() => setStateDict(model, undefined, { model: bad }))).toMatchObject({ code: "invalid_argument" });
-    await setStateDict(model, undefined, { model: { ...good.model, [weight]: hostTensor("float32", [2, 1], Float32Array.of(3, 4)) } });
+    expect(await thrown(() => setStateDict(model, undefined, { model: bad }))).toMatchObject({
+      code: "invalid_argument",
+    });
+    await setStateDict(model, undefined, {
+      model: { ...good.model, [weight]: hostTensor("float32", [2, 1], Float32Array.of(3, 4)) },
+    });
     expect(Array.from(await model.getWeights()[0]!.data())).toEqual([3, 4]);
   });
 });

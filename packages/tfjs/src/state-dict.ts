@@ -1,5 +1,12 @@
 import type * as tf from "@tensorflow/tfjs";
-import { CheckpointError, type HostTensor, type StateDict, type StateValue, isTensorLike, tfjsModule } from "@cairn/core";
+import {
+  CheckpointError,
+  type HostTensor,
+  type StateDict,
+  type StateValue,
+  isTensorLike,
+  tfjsModule,
+} from "@cairn/core";
 import { invalid } from "./invalid-argument.js";
 
 /** A tfjs optimizer's slot: the accumulator kept for one variable. */
@@ -57,11 +64,17 @@ function modelWeights(model: tf.LayersModel): Map<string, tf.LayerVariable> {
 }
 
 function checkModel(model: unknown, fn: string): asserts model is tf.LayersModel {
-  if (typeof model !== "object" || model === null || !Array.isArray((model as { layers?: unknown }).layers)) throw invalid(`${fn}'s model`, "a tfjs LayersModel", model);
+  if (typeof model !== "object" || model === null || !Array.isArray((model as { layers?: unknown }).layers))
+    throw invalid(`${fn}'s model`, "a tfjs LayersModel", model);
 }
 
 function checkOptimizer(optimizer: unknown, fn: string): asserts optimizer is tf.Optimizer | undefined {
-  if (optimizer !== undefined && (typeof optimizer !== "object" || optimizer === null || typeof (optimizer as { applyGradients?: unknown }).applyGradients !== "function")) {
+  if (
+    optimizer !== undefined &&
+    (typeof optimizer !== "object" ||
+      optimizer === null ||
+      typeof (optimizer as { applyGradients?: unknown }).applyGradients !== "function")
+  ) {
     throw invalid(`${fn}'s optimizer`, "a tfjs Optimizer or undefined", optimizer);
   }
 }
@@ -72,7 +85,11 @@ function isObject(value: unknown): value is StateDict {
 
 /** The state dict does not have the shape getStateDict gives it (it may come from a foreign or damaged checkpoint). */
 function misshapen(where: string, expected: string): CheckpointError {
-  return new CheckpointError("mismatch", `${where} in the state dict given to setStateDict must be ${expected}; make the state dict with getStateDict(model, optimizer)`, { context: { key: where } });
+  return new CheckpointError(
+    "mismatch",
+    `${where} in the state dict given to setStateDict must be ${expected}; make the state dict with getStateDict(model, optimizer)`,
+    { context: { key: where } },
+  );
 }
 
 /** A LayerVariable keeps its value in a tf.Variable, which `read()` returns as is. */
@@ -102,7 +119,9 @@ export async function getStateDict(model: tf.LayersModel, optimizer?: tf.Optimiz
   checkModel(model, "getStateDict");
   checkOptimizer(optimizer, "getStateDict");
   const weights = modelWeights(model);
-  const state: StateDict = { model: Object.fromEntries([...weights].map(([key, weight]) => [key, variableOf(weight)])) };
+  const state: StateDict = {
+    model: Object.fromEntries([...weights].map(([key, weight]) => [key, variableOf(weight)])),
+  };
   if (optimizer) state.optim = optimizerState(optimizer, keysByVariableName(weights));
   return state;
 }
@@ -113,16 +132,18 @@ function optimizerState(optimizer: tf.Optimizer, keys: Map<string, string>): Sta
   const slots: StateDict = {};
   for (const slotName of OPTIMIZER_STATE[kind]!.slots) {
     const list = (internals[slotName] as (OptimizerVariable | undefined)[] | undefined) ?? [];
-    slots[slotName] = list.filter((s): s is OptimizerVariable => s != null).map((slot) => {
-      const key = keys.get(slotVariableName(slot));
-      if (key === undefined) {
-        throw new CheckpointError(
-          "invalid_argument",
-          `the ${kind} optimizer holds state for ${slotVariableName(slot)}, which is not a weight of the model passed to getStateDict`,
-        );
-      }
-      return { weight: key, value: slot.variable };
-    });
+    slots[slotName] = list
+      .filter((s): s is OptimizerVariable => s != null)
+      .map((slot) => {
+        const key = keys.get(slotVariableName(slot));
+        if (key === undefined) {
+          throw new CheckpointError(
+            "invalid_argument",
+            `the ${kind} optimizer holds state for ${slotVariableName(slot)}, which is not a weight of the model passed to getStateDict`,
+          );
+        }
+        return { weight: key, value: slot.variable };
+      });
   }
   const scalars: StateDict = {};
   for (const name of OPTIMIZER_STATE[kind]!.scalars) scalars[name] = internals[name] as tf.Variable;
@@ -132,7 +153,13 @@ function optimizerState(optimizer: tf.Optimizer, keys: Map<string, string>): Sta
 async function toTensor(value: StateValue, where: string): Promise<tf.Tensor> {
   if (isTensorLike(value)) return value as unknown as tf.Tensor;
   const host = value as HostTensor;
-  if (host && typeof host === "object" && "dtype" in host && Array.isArray(host.shape) && ArrayBuffer.isView(host.data)) {
+  if (
+    host &&
+    typeof host === "object" &&
+    "dtype" in host &&
+    Array.isArray(host.shape) &&
+    ArrayBuffer.isView(host.data)
+  ) {
     const tfjs = await tfjsModule();
     return tfjs.tensor(host.data, [...host.shape], host.dtype === "bool" ? "bool" : host.dtype) as unknown as tf.Tensor;
   }
@@ -155,19 +182,33 @@ async function assign(variable: tf.Variable, value: StateValue, where: string): 
  * Throws `mismatch` when the state dict does not fit the model (a missing weight, another
  * optimizer kind).
  */
-export async function setStateDict(model: tf.LayersModel, optimizer: tf.Optimizer | undefined, stateDict: StateDict): Promise<void> {
+export async function setStateDict(
+  model: tf.LayersModel,
+  optimizer: tf.Optimizer | undefined,
+  stateDict: StateDict,
+): Promise<void> {
   checkModel(model, "setStateDict");
   checkOptimizer(optimizer, "setStateDict");
-  if (!isObject(stateDict)) throw invalid("setStateDict's state dict", "an object from getStateDict or a restore", stateDict);
+  if (!isObject(stateDict))
+    throw invalid("setStateDict's state dict", "an object from getStateDict or a restore", stateDict);
   const weights = modelWeights(model);
   const saved = stateDict.model;
-  if (saved === undefined) throw new CheckpointError("mismatch", "the state dict has no model entry; make it with getStateDict(model, optimizer)");
+  if (saved === undefined)
+    throw new CheckpointError(
+      "mismatch",
+      "the state dict has no model entry; make it with getStateDict(model, optimizer)",
+    );
   if (!isObject(saved)) throw misshapen("model", "an object of weights");
   for (const key of weights.keys()) {
-    if (!Object.hasOwn(saved, key)) throw new CheckpointError("mismatch", `the state dict has no weight model.${key} for this model`, { context: { key: `model.${key}` } });
+    if (!Object.hasOwn(saved, key))
+      throw new CheckpointError("mismatch", `the state dict has no weight model.${key} for this model`, {
+        context: { key: `model.${key}` },
+      });
   }
   // Everything is checked before anything is assigned, so a state dict that does not fit changes nothing.
-  const optim = optimizer ? optimizerStateOf(stateDict.optim, optimizerKind(optimizer), new Set(weights.keys())) : undefined;
+  const optim = optimizer
+    ? optimizerStateOf(stateDict.optim, optimizerKind(optimizer), new Set(weights.keys()))
+    : undefined;
   for (const [key, weight] of weights) await assign(variableOf(weight), saved[key]!, `model.${key}`);
   if (!optimizer || !optim) return;
   const internals = optimizer as unknown as OptimizerInternals;
@@ -194,7 +235,8 @@ export async function setStateDict(model: tf.LayersModel, optimizer: tf.Optimize
       }
     }
   }
-  for (const [name, value] of optim.scalars) await assign(internals[name] as tf.Variable, value, `optim.scalars.${name}`);
+  for (const [name, value] of optim.scalars)
+    await assign(internals[name] as tf.Variable, value, `optim.scalars.${name}`);
 }
 
 /** The optimizer part of a state dict, checked against what `kind` keeps and the model's weight keys. */
@@ -202,23 +244,42 @@ function optimizerStateOf(
   optim: StateValue | undefined,
   kind: string,
   weightKeys: ReadonlySet<string>,
-): { iterations: number; slots: Map<string, { weight: string; value: StateValue }[]>; scalars: Map<string, StateValue> } {
+): {
+  iterations: number;
+  slots: Map<string, { weight: string; value: StateValue }[]>;
+  scalars: Map<string, StateValue>;
+} {
   if (!isObject(optim) || optim.kind !== kind) {
-    throw new CheckpointError("mismatch", `the state dict holds ${isObject(optim) ? `${JSON.stringify(optim.kind)} optimizer` : "no optimizer"} state, but the optimizer is ${kind}`);
+    throw new CheckpointError(
+      "mismatch",
+      `the state dict holds ${isObject(optim) ? `${JSON.stringify(optim.kind)} optimizer` : "no optimizer"} state, but the optimizer is ${kind}`,
+    );
   }
   const { iterations, slots, scalars } = optim;
-  if (typeof iterations !== "number" || !Number.isSafeInteger(iterations) || iterations < 0) throw misshapen("optim.iterations", "a non-negative integer");
+  if (typeof iterations !== "number" || !Number.isSafeInteger(iterations) || iterations < 0)
+    throw misshapen("optim.iterations", "a non-negative integer");
   if (!isObject(slots)) throw misshapen("optim.slots", "an object");
   if (!isObject(scalars)) throw misshapen("optim.scalars", "an object");
-  const state = { iterations, slots: new Map<string, { weight: string; value: StateValue }[]>(), scalars: new Map<string, StateValue>() };
+  const state = {
+    iterations,
+    slots: new Map<string, { weight: string; value: StateValue }[]>(),
+    scalars: new Map<string, StateValue>(),
+  };
   for (const slotName of OPTIMIZER_STATE[kind]!.slots) {
     const saved = Object.hasOwn(slots, slotName) ? slots[slotName] : undefined;
-    if (!Array.isArray(saved) || !saved.every((slot) => isObject(slot) && typeof slot.weight === "string" && Object.hasOwn(slot, "value"))) {
+    if (
+      !Array.isArray(saved) ||
+      !saved.every((slot) => isObject(slot) && typeof slot.weight === "string" && Object.hasOwn(slot, "value"))
+    ) {
       throw misshapen(`optim.slots.${slotName}`, "an array of { weight, value }");
     }
     const entries = saved as { weight: string; value: StateValue }[];
     const stranger = entries.find((slot) => !weightKeys.has(slot.weight));
-    if (stranger) throw new CheckpointError("mismatch", `optimizer state refers to weight ${stranger.weight}, which this model does not have`);
+    if (stranger)
+      throw new CheckpointError(
+        "mismatch",
+        `optimizer state refers to weight ${stranger.weight}, which this model does not have`,
+      );
     state.slots.set(slotName, entries);
   }
   for (const name of OPTIMIZER_STATE[kind]!.scalars) {

@@ -37,7 +37,8 @@ async function fsWrite(sd: State, cairnDir: string, dir: string): Promise<void> 
       const temp = join(dir, `.${name}.tmp`);
       const handle = await open(temp, "wx");
       for (const { offset, data } of parts) {
-        for (let done = 0; done < data.byteLength; ) done += (await handle.write(data, done, data.byteLength - done, offset + done)).bytesWritten;
+        for (let done = 0; done < data.byteLength;)
+          done += (await handle.write(data, done, data.byteLength - done, offset + done)).bytesWritten;
       }
       await handle.sync();
       await handle.close();
@@ -56,7 +57,8 @@ async function fsRead(sd: State, cairnDir: string, dir: string): Promise<void> {
     [...files].map(async ([name, parts]) => {
       const handle = await open(join(dir, name), "r");
       for (const { offset, data } of parts) {
-        for (let done = 0; done < data.byteLength; ) done += (await handle.read(data, done, data.byteLength - done, offset + done)).bytesRead;
+        for (let done = 0; done < data.byteLength;)
+          done += (await handle.read(data, done, data.byteLength - done, offset + done)).bytesRead;
       }
       await handle.close();
     }),
@@ -73,7 +75,10 @@ async function safetensorsLoad(sd: State, cairnDir: string): Promise<void> {
   for (const name of Object.keys(metadata.files)) {
     const bytes = await readFile(join(cairnDir, name));
     const headerLength = Number(bytes.readBigUInt64LE(0));
-    const header = JSON.parse(bytes.toString("utf8", 8, 8 + headerLength)) as Record<string, { data_offsets?: [number, number] }>;
+    const header = JSON.parse(bytes.toString("utf8", 8, 8 + headerLength)) as Record<
+      string,
+      { data_offsets?: [number, number] }
+    >;
     for (const [tensor, info] of Object.entries(header)) {
       if (!info.data_offsets) continue;
       const [begin, end] = info.data_offsets;
@@ -88,7 +93,11 @@ async function dataFiles(cairnDir: string): Promise<string[]> {
 
 const [phase, specJson, cairnDir, otherDir] = process.argv.slice(2) as [string, string, string, string | undefined];
 const spec = JSON.parse(specJson) as StateSpec;
-const other = (): string => otherDir ?? (() => { throw new Error(`${phase} needs a baseline dir`); })();
+const other = (): string =>
+  otherDir ??
+  (() => {
+    throw new Error(`${phase} needs a baseline dir`);
+  })();
 const saving = phase === "cairn-save" || phase === "fs-write";
 const sd = phase === "direct-write" || phase === "dd-read" ? {} : buildState(spec, saving);
 // Prepared before the clock starts: the direct write's bytes are Cairn's files, in aligned memory.

@@ -16,15 +16,31 @@ export interface PhaseRun {
 }
 
 /** Runs a phase of `local-phase.ts` (Cairn, node:fs, safetensors-style, direct write, dd read). */
-export async function nodePhaseRun(phase: string, spec: StateSpec, cairnDir: string, otherDir?: string): Promise<PhaseRun> {
-  const run = await runChild<Omit<PhaseRun, "peakRss">>(nodePhase, [phase, JSON.stringify(spec), cairnDir, ...(otherDir ? [otherDir] : [])]);
+export async function nodePhaseRun(
+  phase: string,
+  spec: StateSpec,
+  cairnDir: string,
+  otherDir?: string,
+): Promise<PhaseRun> {
+  const run = await runChild<Omit<PhaseRun, "peakRss">>(nodePhase, [
+    phase,
+    JSON.stringify(spec),
+    cairnDir,
+    ...(otherDir ? [otherDir] : []),
+  ]);
   return { ...run.result, peakRss: run.peakRss };
 }
 
 /** Runs a phase of `torch_phase.py` (torch.save/load, DCP, safetensors) with `python`. */
 export async function pythonPhaseRun(python: string, phase: string, spec: StateSpec, path: string): Promise<PhaseRun> {
   const source = await readFile(pythonPhase, "utf8");
-  const run = await runChild<Omit<PhaseRun, "peakRss">>(python, ["-c", `${pythonResultLine}\n${source}`, phase, JSON.stringify(spec), path]);
+  const run = await runChild<Omit<PhaseRun, "peakRss">>(python, [
+    "-c",
+    `${pythonResultLine}\n${source}`,
+    phase,
+    JSON.stringify(spec),
+    path,
+  ]);
   return { ...run.result, peakRss: run.peakRss };
 }
 
@@ -36,7 +52,9 @@ export class PhaseRuns {
     const list = this.runs.get(phase) ?? [];
     list.push(run);
     this.runs.set(phase, list);
-    console.log(`  ${phase.padEnd(24)} ${(run.bytes / MiB / run.seconds).toFixed(0).padStart(6)} MiB/s  ${run.seconds.toFixed(3)} s  peak RSS ${(run.peakRss / MiB).toFixed(0)} MiB`);
+    console.log(
+      `  ${phase.padEnd(24)} ${(run.bytes / MiB / run.seconds).toFixed(0).padStart(6)} MiB/s  ${run.seconds.toFixed(3)} s  peak RSS ${(run.peakRss / MiB).toFixed(0)} MiB`,
+    );
   }
 
   has(phase: string): boolean {

@@ -20,7 +20,12 @@ export function stateBytes(spec: StateSpec): number {
 
 /** `big` tensors of `bigMiB`, plus `small` tensors sharing `smallMiB` (float32: sizes rounded down to 4 bytes). */
 export function stateSpec(big: number, bigMiB: number, small = 0, smallMiB = 0): StateSpec {
-  return { big, bigBytes: bigMiB * MiB, small, smallBytes: small === 0 ? 0 : Math.floor((smallMiB * MiB) / small / 4) * 4 };
+  return {
+    big,
+    bigBytes: bigMiB * MiB,
+    small,
+    smallBytes: small === 0 ? 0 : Math.floor((smallMiB * MiB) / small / 4) * 4,
+  };
 }
 
 export function describeState(spec: StateSpec): string {

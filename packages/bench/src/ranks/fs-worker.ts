@@ -11,7 +11,7 @@ const [mode, ...args] = process.argv.slice(2);
 async function writeFile(path: string, bytes: Uint8Array): Promise<void> {
   const handle = await open(path, "wx");
   try {
-    for (let at = 0; at < bytes.byteLength; ) at += (await handle.write(bytes, at, bytes.byteLength - at)).bytesWritten;
+    for (let at = 0; at < bytes.byteLength;) at += (await handle.write(bytes, at, bytes.byteLength - at)).bytesWritten;
     await handle.sync();
   } finally {
     await handle.close();
@@ -21,7 +21,7 @@ async function writeFile(path: string, bytes: Uint8Array): Promise<void> {
 async function readFile(path: string, into: Uint8Array): Promise<void> {
   const handle = await open(path, "r");
   try {
-    for (let at = 0; at < into.byteLength; ) {
+    for (let at = 0; at < into.byteLength;) {
       const { bytesRead } = await handle.read(into, at, Math.min(CHUNK, into.byteLength - at), at);
       if (bytesRead === 0) throw new Error(`${path} ended at ${at} of ${into.byteLength} bytes`);
       at += bytesRead;
@@ -45,7 +45,9 @@ if (mode === "write") {
     await handle.sync().finally(() => handle.close());
   };
 } else if (mode === "read") {
-  const targets = await Promise.all(args.map(async (path) => ({ path, into: new Uint8Array((await stat(path)).size).fill(1) })));
+  const targets = await Promise.all(
+    args.map(async (path) => ({ path, into: new Uint8Array((await stat(path)).size).fill(1) })),
+  );
   work = () => Promise.all(targets.map((t) => readFile(t.path, t.into)));
 } else {
   throw new Error("usage: fs-worker.ts write <dir> <worker> <files> <bytes> | read <file>...");

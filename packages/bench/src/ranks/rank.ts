@@ -7,7 +7,8 @@ import "@cairn/storage-local";
 
 const TENSORS = 4;
 const [mode, url, rows] = process.argv.slice(2);
-if ((mode !== "save" && mode !== "load") || !url || !Number.isSafeInteger(Number(rows))) throw new Error("usage: rank.ts save|load <url> <rows>");
+if ((mode !== "save" && mode !== "load") || !url || !Number.isSafeInteger(Number(rows)))
+  throw new Error("usage: rank.ts save|load <url> <rows>");
 const shape = [Number(rows), 4096];
 const group = await initProcessGroup({ timeoutMs: 600_000 });
 

@@ -50,7 +50,10 @@ const rounds: Record<(typeof MODES)[number], Run>[] = [];
 for (let round = 0; round < ROUNDS; round++) {
   const runs = {} as Record<(typeof MODES)[number], Run>;
   for (const mode of MODES) {
-    runs[mode] = await withTempDir(async (dir) => (await runChild<Run>(child, [mode, `file://${dir}/run`])).result, "cairn-bench-async-training-");
+    runs[mode] = await withTempDir(
+      async (dir) => (await runChild<Run>(child, [mode, `file://${dir}/run`])).result,
+      "cairn-bench-async-training-",
+    );
     console.log(`round ${round + 1} ${mode}: ${JSON.stringify(runs[mode])}`);
   }
   rounds.push(runs);
@@ -65,7 +68,9 @@ function referenceFloor(round: number, copyMs: number, syncSeconds: number): str
 console.log(
   `\nasync saves, ${(rounds[0]!.sync.bytes / MiB).toFixed(0)} MiB of tfjs tensors to file://, ${rounds[0]!.sync.saves} saves per process after the first (medians; step times are means over all of them; MB/s = MiB/s)`,
 );
-console.log("| round | save | blocks training (first save) | vs sync save | committed after | background MB/s | vs sync MB/s | train step idle → during | slowdown | training time lost per save | peak RSS |");
+console.log(
+  "| round | save | blocks training (first save) | vs sync save | committed after | background MB/s | vs sync MB/s | train step idle → during | slowdown | training time lost per save | peak RSS |",
+);
 console.log("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
 const ratios: Record<string, { blocked: number[]; throughput: number[]; slowdown: number[] }> = {};
 /** Per round: the least slowdown reference staging's copy alone would cause if the save committed at 0.8x the sync save's throughput. */
@@ -81,9 +86,14 @@ rounds.forEach((runs, round) => {
     stats.throughput.push(background / syncMBps(sync));
     if (slowdown !== undefined) stats.slowdown.push(slowdown);
     // What the save cost training: the time the call blocked, plus what the steps in flight took beyond idle steps.
-    if (mode === "reference" && r.backgroundCopyMs !== undefined) floors.push(referenceFloor(round, r.backgroundCopyMs, sync.totalSeconds));
-    const lostMs = r.blockedMs + (r.busyStepMs === undefined ? 0 : ((r.busyStepMs - r.idleStepMs) * (r.busySteps ?? 0)) / r.saves);
-    const during = r.busyStepMs === undefined ? "–" : `${r.idleStepMs.toFixed(1)} → ${r.busyStepMs.toFixed(1)} ms (${r.busySteps} steps)`;
+    if (mode === "reference" && r.backgroundCopyMs !== undefined)
+      floors.push(referenceFloor(round, r.backgroundCopyMs, sync.totalSeconds));
+    const lostMs =
+      r.blockedMs + (r.busyStepMs === undefined ? 0 : ((r.busyStepMs - r.idleStepMs) * (r.busySteps ?? 0)) / r.saves);
+    const during =
+      r.busyStepMs === undefined
+        ? "–"
+        : `${r.idleStepMs.toFixed(1)} → ${r.busyStepMs.toFixed(1)} ms (${r.busySteps} steps)`;
     console.log(
       `| ${round + 1} | ${LABELS[mode]} | ${r.blockedMs.toFixed(0)} ms (${r.firstBlockedMs.toFixed(0)} ms) | ${((r.blockedMs / sync.blockedMs) * 100).toFixed(1)} % | ${r.totalSeconds.toFixed(2)} s | ${background.toFixed(0)} | ${(background / syncMBps(sync)).toFixed(2)}x | ${during} | ${slowdown === undefined ? "–" : `${(slowdown * 100).toFixed(0)} %`} | ${lostMs.toFixed(0)} ms | ${(r.peakRss / MiB).toFixed(0)} MiB |`,
     );
@@ -93,11 +103,15 @@ console.log(
   "\nreference staging's copy of the held tensors runs on the training thread (only it can read tfjs memory). Committing at 0.8x the sync save's throughput means within sync/0.8 of the call; a loop that trains back to back then steps at least copy/(sync/0.8 - copy) slower, from the copy alone:",
 );
 for (const floor of floors) console.log(floor);
-console.log(`\nmedians over ${ROUNDS} rounds (targets: blocking ≤ 5 % of the sync save; throughput ≥ 0.8x; training slowed ≤ 10 %)`);
+console.log(
+  `\nmedians over ${ROUNDS} rounds (targets: blocking ≤ 5 % of the sync save; throughput ≥ 0.8x; training slowed ≤ 10 %)`,
+);
 const rawSlowdown = median(ratios.rawfs!.slowdown);
 const directSlowdown = median(ratios["rawfs-direct"]!.slowdown);
 const percent = (x: number): string => `${(x * 100).toFixed(0)} %`;
-console.log(`| save | blocks training vs sync save | background throughput vs sync | training slowdown | vs node:fs O_DIRECT write's slowdown (${percent(directSlowdown)}) | vs node:fs write's slowdown (${percent(rawSlowdown)}) |`);
+console.log(
+  `| save | blocks training vs sync save | background throughput vs sync | training slowdown | vs node:fs O_DIRECT write's slowdown (${percent(directSlowdown)}) | vs node:fs write's slowdown (${percent(rawSlowdown)}) |`,
+);
 console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
 for (const mode of ["copy", "reference", "overlap"] as const) {
   const m = ratios[mode]!;
@@ -114,7 +128,16 @@ for (const mode of ["copy", "reference"] as const) {
   const label = mode === "copy" ? "saveAsync, copy staging" : "saveAsync, reference staging";
   const blocked = median(runs.map((r) => r.blockedMs / 1000));
   const syncSeconds = median(syncRuns.map((r) => r.blockedMs / 1000));
-  report({ suite: SUITE, name: `${label}: blocks training, ${state}`, value: blocked, unit: "s", baseline: { name: "synchronous save", value: syncSeconds }, ratio: blocked / syncSeconds, better: "lower", target: 0.05 });
+  report({
+    suite: SUITE,
+    name: `${label}: blocks training, ${state}`,
+    value: blocked,
+    unit: "s",
+    baseline: { name: "synchronous save", value: syncSeconds },
+    ratio: blocked / syncSeconds,
+    better: "lower",
+    target: 0.05,
+  });
   const throughput = median(runs.map((r) => r.backgroundMBps));
   const syncThroughput = median(syncRuns.map(syncMBps));
   report({
@@ -138,6 +161,10 @@ for (const mode of ["copy", "reference"] as const) {
     ratio: busy / idle,
     better: "lower",
     target: 1.1,
-    extra: { directWriteSlowdown: directSlowdown, bufferedWriteSlowdown: rawSlowdown, peakRssMiB: median(runs.map((r) => r.peakRss / MiB)) },
+    extra: {
+      directWriteSlowdown: directSlowdown,
+      bufferedWriteSlowdown: rawSlowdown,
+      peakRssMiB: median(runs.map((r) => r.peakRss / MiB)),
+    },
   });
 }

@@ -34,7 +34,8 @@ type Variant = "prepared" | "unprepared" | "sync-first";
 async function child(bytes: number, variant: Variant): Promise<void> {
   const elements = bytes / TENSORS / 4;
   const state: StateDict = {};
-  for (let i = 0; i < TENSORS; i++) state[`t${i}`] = hostTensor("float32", [elements], new Float32Array(elements).fill(i + 0.5));
+  for (let i = 0; i < TENSORS; i++)
+    state[`t${i}`] = hostTensor("float32", [elements], new Float32Array(elements).fill(i + 0.5));
   await withTempDir(async (dir) => {
     const manager = new CheckpointManager(`file://${dir}`, 1, { maxToKeep: 2, checkpointOnPreemption: false });
     const seconds = async (work: () => Promise<unknown>): Promise<number> => {
@@ -60,7 +61,8 @@ async function child(bytes: number, variant: Variant): Promise<void> {
     for (let step = STEADY + 1; step <= STEADY + 3; step++) sync.push(await seconds(() => manager.save(step, state)));
     await manager.close();
     const scratch = new Uint8Array(bytes / TENSORS).fill(1);
-    const copyAll = (): void => Object.values(state).forEach((t) => scratch.set(new Uint8Array((t as { data: Float32Array }).data.buffer)));
+    const copyAll = (): void =>
+      Object.values(state).forEach((t) => scratch.set(new Uint8Array((t as { data: Float32Array }).data.buffer)));
     copyAll();
     const copies: number[] = [];
     for (let i = 0; i < 3; i++) copies.push(await seconds(async () => copyAll()));
@@ -70,13 +72,26 @@ async function child(bytes: number, variant: Variant): Promise<void> {
 }
 
 async function measure(bytes: number, label: string): Promise<void> {
-  const runs: { prepared: ChildResult; unprepared: ChildResult; syncFirst: number; rss: number; rssUnprepared: number }[] = [];
-  const run = (variant: Variant) => runChild<ChildResult>(fileURLToPath(import.meta.url), ["child", String(bytes), variant]);
+  const runs: {
+    prepared: ChildResult;
+    unprepared: ChildResult;
+    syncFirst: number;
+    rss: number;
+    rssUnprepared: number;
+  }[] = [];
+  const run = (variant: Variant) =>
+    runChild<ChildResult>(fileURLToPath(import.meta.url), ["child", String(bytes), variant]);
   for (let r = 0; r < rounds(2); r++) {
     const prepared = await run("prepared");
     const unprepared = await run("unprepared");
     const syncFirst = await run("sync-first");
-    runs.push({ prepared: prepared.result, unprepared: unprepared.result, syncFirst: syncFirst.result.first, rss: prepared.peakRss, rssUnprepared: unprepared.peakRss });
+    runs.push({
+      prepared: prepared.result,
+      unprepared: unprepared.result,
+      syncFirst: syncFirst.result.first,
+      rss: prepared.peakRss,
+      rssUnprepared: unprepared.peakRss,
+    });
   }
   const first = runs.map((r) => r.prepared.first);
   const steady = runs.flatMap((r) => r.prepared.steady);
@@ -84,7 +99,10 @@ async function measure(bytes: number, label: string): Promise<void> {
   const firstUnprepared = runs.map((r) => r.unprepared.first);
   const syncFirst = runs.map((r) => r.syncFirst);
   const rss = runs.map((r) => r.rss / MiB);
-  const seconds = (xs: readonly number[]): string => range(xs).map((x) => x.toFixed(3)).join("–");
+  const seconds = (xs: readonly number[]): string =>
+    range(xs)
+      .map((x) => x.toFixed(3))
+      .join("–");
   const extra = {
     rounds: runs.length,
     firstRange: seconds(first),
@@ -148,7 +166,12 @@ async function measure(bytes: number, label: string): Promise<void> {
     unit: "MiB",
     baseline: { name: "state size", value: bytes / MiB },
     better: "lower",
-    extra: { rounds: runs.length, rssRange: range(rss).map((x) => x.toFixed(0)).join("–") },
+    extra: {
+      rounds: runs.length,
+      rssRange: range(rss)
+        .map((x) => x.toFixed(0))
+        .join("–"),
+    },
   });
 }
 

@@ -11,7 +11,18 @@ import { type StorageOptions, load, save } from "@cairn/core";
 import "@cairn/storage-gcs";
 import { startGcsTestServer } from "@cairn/storage-gcs/testing";
 import { type Bucket, Storage } from "@google-cloud/storage";
-import { READ_BYTES, TENSORS, TOTAL, bytesOf, countRequests, movedState, rangedReads, reportRate, reportRequests, timeSavesAndLoads } from "../remote-support.js";
+import {
+  READ_BYTES,
+  TENSORS,
+  TOTAL,
+  bytesOf,
+  countRequests,
+  movedState,
+  rangedReads,
+  reportRate,
+  reportRequests,
+  timeSavesAndLoads,
+} from "../remote-support.js";
 import { MiB, rounds } from "../support.js";
 
 const SUITE = "gcs";
@@ -22,7 +33,9 @@ const size = `${TOTAL / MiB} MiB in ${TENSORS} tensors`;
 async function startEmulatorProcess(): Promise<{ host: string; pid: number; stop: () => Promise<unknown> }> {
   const entry = fileURLToPath(new URL("../servers/gcs-emulator-process.ts", import.meta.url));
   const tsx = createRequire(import.meta.url).resolve("tsx");
-  const child = spawn(process.execPath, ["--import", tsx, "--conditions=@cairn/source", entry], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", tsx, "--conditions=@cairn/source", entry], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   const exited = new Promise((resolve) => child.once("exit", resolve));
   const info = await new Promise<{ host: string }>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once("line", (line) => resolve(JSON.parse(line) as { host: string }));
@@ -35,7 +48,11 @@ const moved = movedState();
 const { source, state, target, into } = moved;
 
 const sdkSave = (bucket: Bucket, prefix: string): Promise<unknown> =>
-  Promise.all(source.map((t, i) => bucket.file(`${prefix}/t${i}`).save(Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength))));
+  Promise.all(
+    source.map((t, i) =>
+      bucket.file(`${prefix}/t${i}`).save(Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength)),
+    ),
+  );
 
 const sdkLoad = (bucket: Bucket, prefix: string): Promise<void> =>
   rangedReads(TENSORS, async (o, offset, length) => {
@@ -70,7 +87,12 @@ try {
     sdkLoadName: "ranged file.download",
   });
   reportRate(SUITE, `save ${size} to gs:// (emulator)`, "file.save (resumable upload)", saves);
-  reportRate(SUITE, `load ${size} from gs:// (emulator)`, `ranged file.download, ${READ_BYTES / MiB} MiB x 8 in flight`, loads);
+  reportRate(
+    SUITE,
+    `load ${size} from gs:// (emulator)`,
+    `ranged file.download, ${READ_BYTES / MiB} MiB x 8 in flight`,
+    loads,
+  );
 } finally {
   await emulator.stop();
 }

@@ -41,7 +41,9 @@ function counting(inner: StorageAdapter): { storage: StorageAdapter; written: ()
   return { storage, written: () => bytes, reset: () => void (bytes = 0) };
 }
 
-const model = Array.from({ length: TENSORS }, (_, i) => hostTensor("float32", [ELEMENTS], new Float32Array(ELEMENTS).fill(i)));
+const model = Array.from({ length: TENSORS }, (_, i) =>
+  hostTensor("float32", [ELEMENTS], new Float32Array(ELEMENTS).fill(i)),
+);
 
 /** Changes `CHANGED` tensors, a different set each round; returns the bytes changed. */
 function train(round: number): number {
@@ -62,7 +64,12 @@ await withTempDir(async (dir) => {
       const order = round % 2 === 0 ? ["full", "incremental"] : ["incremental", "full"];
       for (const which of order) {
         if (which === "full") fullTimes.push(await timed(() => save(state(), { storage: file, path: `f${round}` })));
-        else incrementalTimes.push(await timed(() => save(state(), { storage: file, path: `i${round}`, incremental: { base: `i${round - 1}` } })));
+        else
+          incrementalTimes.push(
+            await timed(() =>
+              save(state(), { storage: file, path: `i${round}`, incremental: { base: `i${round - 1}` } }),
+            ),
+          );
       }
     }
     // Bytes, through the counting adapter: one more round of each.

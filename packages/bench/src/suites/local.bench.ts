@@ -19,7 +19,11 @@ const torchPython = pythonWith("torch");
 /** Whether `python` has `module` installed, without importing it (importing torch twice costs seconds). */
 const installed = (python: string, module: string): boolean => {
   try {
-    execFileSync(python, ["-c", `import importlib.util, sys; sys.exit(importlib.util.find_spec("${module}") is None)`], { stdio: "ignore" });
+    execFileSync(
+      python,
+      ["-c", `import importlib.util, sys; sys.exit(importlib.util.find_spec("${module}") is None)`],
+      { stdio: "ignore" },
+    );
     return true;
   } catch {
     return false;
@@ -41,7 +45,11 @@ function mixedSaves(spec: StateSpec): Step[] {
     steps.push(["torch-save", (dir) => pythonPhaseRun(torchPython, "torch-save", spec, join(dir, "torch.pt"))]);
     steps.push(["dcp-save", (dir) => pythonPhaseRun(torchPython, "dcp-save", spec, join(dir, "dcp"))]);
   }
-  if (safetensorsPython) steps.push(["safetensors-save", (dir) => pythonPhaseRun(safetensorsPython, "safetensors-save", spec, join(dir, "st.safetensors"))]);
+  if (safetensorsPython)
+    steps.push([
+      "safetensors-save",
+      (dir) => pythonPhaseRun(safetensorsPython, "safetensors-save", spec, join(dir, "st.safetensors")),
+    ]);
   return steps;
 }
 
@@ -55,7 +63,11 @@ function mixedLoads(spec: StateSpec): Step[] {
     steps.push(["torch-load", (dir) => pythonPhaseRun(torchPython, "torch-load", spec, join(dir, "torch.pt"))]);
     steps.push(["dcp-load", (dir) => pythonPhaseRun(torchPython, "dcp-load", spec, join(dir, "dcp"))]);
   }
-  if (safetensorsPython) steps.push(["safetensors-load", (dir) => pythonPhaseRun(safetensorsPython, "safetensors-load", spec, join(dir, "st.safetensors"))]);
+  if (safetensorsPython)
+    steps.push([
+      "safetensors-load",
+      (dir) => pythonPhaseRun(safetensorsPython, "safetensors-load", spec, join(dir, "st.safetensors")),
+    ]);
   return steps;
 }
 
@@ -102,14 +114,21 @@ for (let round = 0; round < n; round++) {
 
 const what = describeState(mixed);
 const compare = (name: string, cairn: string, baseline: string, baselineName: string, target?: number): void => {
-  if (runs.has(cairn) && runs.has(baseline)) reportRates(runs, { suite, name, cairn, baseline, baselineName, ...(target === undefined ? {} : { target }) });
+  if (runs.has(cairn) && runs.has(baseline))
+    reportRates(runs, { suite, name, cairn, baseline, baselineName, ...(target === undefined ? {} : { target }) });
 };
 compare(`save ${what}`, "cairn-save", "fs-write", "node:fs write + fsync, Cairn's layout");
 compare(`save ${what}`, "cairn-save", "torch-save", "torch.save + fsync");
 compare(`save ${what}`, "cairn-save", "dcp-save", "DCP save_state_dict (FileSystemWriter)");
 compare(`save ${what}`, "cairn-save", "safetensors-save", "safetensors save_file + fsync");
 compare(`warm load ${what}`, "cairn-load", "fs-read", "node:fs read into place");
-compare(`warm load ${what}`, "cairn-load", "safetensors-node-load", "safetensors-style read whole file + copy (Node)", 0.8);
+compare(
+  `warm load ${what}`,
+  "cairn-load",
+  "safetensors-node-load",
+  "safetensors-style read whole file + copy (Node)",
+  0.8,
+);
 compare(`warm load ${what}`, "cairn-load", "safetensors-load", "safetensors load_file + copy (Python)", 0.8);
 compare(`warm load ${what}`, "cairn-load", "torch-load", "torch.load + copy");
 compare(`warm load ${what}`, "cairn-load", "dcp-load", "DCP load_state_dict (FileSystemReader)");

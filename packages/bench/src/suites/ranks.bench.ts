@@ -26,14 +26,17 @@ async function cairn(mode: "save" | "load", worldSize: number, url: string): Pro
   const stdout = new PassThrough().on("data", (d: Buffer) => (out += d.toString()));
   const result = await launchRanks({ nprocPerNode: worldSize, command: [RANK, mode, url, String(ROWS)], stdout });
   const line = out.split("\n").find((l) => l.includes("RESULT "));
-  if (result.exitCode !== 0 || !line) throw new Error(`${mode} with ${worldSize} rank(s) failed (exit ${result.exitCode}):\n${out}`);
+  if (result.exitCode !== 0 || !line)
+    throw new Error(`${mode} with ${worldSize} rank(s) failed (exit ${result.exitCode}):\n${out}`);
   return (JSON.parse(line.slice(line.indexOf("RESULT ") + 7)) as { seconds: number }).seconds;
 }
 
 /** Starts one fs-worker per argument list, lets them all go at once when ready; seconds from the first start to the last end. */
 async function workers(argLists: readonly string[][]): Promise<number> {
   const children = argLists.map((args) => {
-    const child = spawn(process.execPath, [...process.execArgv, WORKER, ...args], { stdio: ["pipe", "pipe", "inherit"] });
+    const child = spawn(process.execPath, [...process.execArgv, WORKER, ...args], {
+      stdio: ["pipe", "pipe", "inherit"],
+    });
     const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
     const next = async (): Promise<string> => {
       const line = await lines.next();
@@ -44,8 +47,14 @@ async function workers(argLists: readonly string[][]): Promise<number> {
   });
   await Promise.all(children.map((c) => c.next()));
   for (const c of children) c.child.stdin!.write("go\n");
-  const times = await Promise.all(children.map(async (c) => JSON.parse(await c.next()) as { start: number; end: number }));
-  await Promise.all(children.map((c) => (c.child.exitCode === null ? new Promise((resolve) => c.child.once("exit", resolve)) : undefined)));
+  const times = await Promise.all(
+    children.map(async (c) => JSON.parse(await c.next()) as { start: number; end: number }),
+  );
+  await Promise.all(
+    children.map((c) =>
+      c.child.exitCode === null ? new Promise((resolve) => c.child.once("exit", resolve)) : undefined,
+    ),
+  );
   return (Math.max(...times.map((t) => t.end)) - Math.min(...times.map((t) => t.start))) / 1000;
 }
 
@@ -68,7 +77,19 @@ for (let round = 0; round < n; round++) {
       const order = round % 2 === 0 ? (["cairn", "fs"] as const) : (["fs", "cairn"] as const);
       for (const who of order) {
         if (who === "cairn") add(`save cairn ${ranks}`, await cairn("save", ranks, `file://${dir}`));
-        else add(`save fs ${ranks}`, await workers(Array.from({ length: ranks }, (_, w) => ["write", baseDir, String(w), String(TENSORS), String(TOTAL / TENSORS / ranks)])));
+        else
+          add(
+            `save fs ${ranks}`,
+            await workers(
+              Array.from({ length: ranks }, (_, w) => [
+                "write",
+                baseDir,
+                String(w),
+                String(TENSORS),
+                String(TOTAL / TENSORS / ranks),
+              ]),
+            ),
+          );
       }
       const readers = await dataFilesFor(dir, ranks);
       for (const who of order) {
@@ -76,7 +97,9 @@ for (let round = 0; round < n; round++) {
         if (who === "cairn") add(`load cairn ${ranks}`, await cairn("load", ranks, `file://${dir}`));
         else add(`load fs ${ranks}`, await workers(readers.map((files) => ["read", ...files])));
       }
-      console.log(`round ${round + 1}, ${ranks} rank(s): ${["save", "load"].map((op) => `${op} ${(TOTAL / 1e6 / seconds.get(`${op} cairn ${ranks}`)!.at(-1)!).toFixed(0)} MB/s vs ${(TOTAL / 1e6 / seconds.get(`${op} fs ${ranks}`)!.at(-1)!).toFixed(0)}`).join(", ")}`);
+      console.log(
+        `round ${round + 1}, ${ranks} rank(s): ${["save", "load"].map((op) => `${op} ${(TOTAL / 1e6 / seconds.get(`${op} cairn ${ranks}`)!.at(-1)!).toFixed(0)} MB/s vs ${(TOTAL / 1e6 / seconds.get(`${op} fs ${ranks}`)!.at(-1)!).toFixed(0)}`).join(", ")}`,
+      );
     }
   }, "cairn-ranks-");
 }
@@ -93,10 +116,18 @@ for (const op of ["save", "load"] as const) {
       name: `${op} ${size}, ${ranks} rank(s), aggregate${op === "load" ? (cold ? ", cold cache" : ", warm cache") : ""}`,
       value: median(c),
       unit: "MB/s",
-      baseline: { name: `${ranks} node:fs ${op === "save" ? "writers (write + fsync)" : "readers of the same files"}`, value: median(b) },
+      baseline: {
+        name: `${ranks} node:fs ${op === "save" ? "writers (write + fsync)" : "readers of the same files"}`,
+        value: median(b),
+      },
       ratio: median(c) / median(b),
       better: "higher",
-      extra: { rounds: n, cairnMBps: range(c).map(Math.round), baselineMBps: range(b).map(Math.round), cairnVsOneRank: Number((median(c) / one).toFixed(2)) },
+      extra: {
+        rounds: n,
+        cairnMBps: range(c).map(Math.round),
+        baselineMBps: range(b).map(Math.round),
+        cairnVsOneRank: Number((median(c) / one).toFixed(2)),
+      },
     });
   }
 }

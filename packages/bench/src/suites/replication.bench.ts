@@ -37,14 +37,20 @@ async function cost(work: () => Promise<unknown>): Promise<Cost> {
 }
 
 /** The data files copied byte for byte, two at a time, in 8 MiB ranged reads streamed into each write: no checks. */
-async function uncheckedCopy(from: StorageAdapter, to: StorageAdapter, dir: string, metadata: CheckpointMetadata): Promise<void> {
+async function uncheckedCopy(
+  from: StorageAdapter,
+  to: StorageAdapter,
+  dir: string,
+  metadata: CheckpointMetadata,
+): Promise<void> {
   const files = Object.entries(metadata.files);
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < files.length) {
       const [file, info] = files[next++]!;
       const body = async function* (): AsyncGenerator<Uint8Array> {
-        for (let at = 0; at < info.size; at += READ_BYTES) yield await from.read(file, { offset: at, length: Math.min(READ_BYTES, info.size - at) });
+        for (let at = 0; at < info.size; at += READ_BYTES)
+          yield await from.read(file, { offset: at, length: Math.min(READ_BYTES, info.size - at) });
       };
       await to.write(`${dir}/${file}`, body(), { size: info.size });
     }
@@ -52,7 +58,14 @@ async function uncheckedCopy(from: StorageAdapter, to: StorageAdapter, dir: stri
   await Promise.all([worker(), worker()]);
 }
 
-function reportCost(name: string, baseline: string, unit: string, cairn: number[], base: number[], extra: Record<string, number | string | readonly number[]>): void {
+function reportCost(
+  name: string,
+  baseline: string,
+  unit: string,
+  cairn: number[],
+  base: number[],
+  extra: Record<string, number | string | readonly number[]>,
+): void {
   const value = median(cairn);
   const baseValue = median(base);
   report({
@@ -63,7 +76,12 @@ function reportCost(name: string, baseline: string, unit: string, cairn: number[
     baseline: { name: baseline, value: baseValue },
     ratio: value / baseValue,
     better: "lower",
-    extra: { rounds: cairn.length, cairn: range(cairn).map((x) => Number(x.toFixed(1))), baseline: range(base).map((x) => Number(x.toFixed(1))), ...extra },
+    extra: {
+      rounds: cairn.length,
+      cairn: range(cairn).map((x) => Number(x.toFixed(1))),
+      baseline: range(base).map((x) => Number(x.toFixed(1))),
+      ...extra,
+    },
   });
 }
 
@@ -82,8 +100,14 @@ await withTempDir(async (dir) => {
       for (const who of [...sides.slice(r % 3), ...sides.slice(0, r % 3)]) {
         const where = `${who}-${r}`;
         const copy = (offThread: boolean) => () =>
-          copyCheckpoint({ storage: from, dir: "", metadata, where: from.root }, { storage: to, dir: where, where: `${to.root}/${where}` }, { readBack: false, offThread });
-        costs[who].push(await cost(who === "unchecked" ? () => uncheckedCopy(from, to, where, metadata) : copy(who === "workers")));
+          copyCheckpoint(
+            { storage: from, dir: "", metadata, where: from.root },
+            { storage: to, dir: where, where: `${to.root}/${where}` },
+            { readBack: false, offThread },
+          );
+        costs[who].push(
+          await cost(who === "unchecked" ? () => uncheckedCopy(from, to, where, metadata) : copy(who === "workers")),
+        );
         for await (const o of to.list(`${where}/`)) await to.delete(o.path);
       }
     }
@@ -92,12 +116,38 @@ await withTempDir(async (dir) => {
     await to.close();
   }
   const secondsOf = (cs: Cost[]): number => Number(median(cs.map((c) => c.seconds)).toFixed(3));
-  const extra = { workersS: secondsOf(costs.workers), callingS: secondsOf(costs.calling), uncheckedS: secondsOf(costs.unchecked), files: TENSORS };
+  const extra = {
+    workersS: secondsOf(costs.workers),
+    callingS: secondsOf(costs.calling),
+    uncheckedS: secondsOf(costs.unchecked),
+    files: TENSORS,
+  };
   const copy = `copyCheckpoint ${size} file:// to file://, every byte CRC-checked`;
   const busy = (who: "workers" | "calling"): void =>
-    reportCost(`main-thread busy time, ${copy} on ${who === "workers" ? "checksum workers (offThread)" : "the calling thread"}`, "the same files copied unchecked", "ms", costs[who].map((c) => c.busy), costs.unchecked.map((c) => c.busy), extra);
+    reportCost(
+      `main-thread busy time, ${copy} on ${who === "workers" ? "checksum workers (offThread)" : "the calling thread"}`,
+      "the same files copied unchecked",
+      "ms",
+      costs[who].map((c) => c.busy),
+      costs.unchecked.map((c) => c.busy),
+      extra,
+    );
   busy("workers");
   busy("calling");
-  reportCost(`longest event-loop delay, ${copy} on checksum workers (offThread)`, "the same files copied unchecked", "ms", costs.workers.map((c) => c.maxDelay), costs.unchecked.map((c) => c.maxDelay), extra);
-  reportCost(`longest event-loop delay, ${copy} on the calling thread`, "the same files copied unchecked", "ms", costs.calling.map((c) => c.maxDelay), costs.unchecked.map((c) => c.maxDelay), extra);
+  reportCost(
+    `longest event-loop delay, ${copy} on checksum workers (offThread)`,
+    "the same files copied unchecked",
+    "ms",
+    costs.workers.map((c) => c.maxDelay),
+    costs.unchecked.map((c) => c.maxDelay),
+    extra,
+  );
+  reportCost(
+    `longest event-loop delay, ${copy} on the calling thread`,
+    "the same files copied unchecked",
+    "ms",
+    costs.calling.map((c) => c.maxDelay),
+    costs.unchecked.map((c) => c.maxDelay),
+    extra,
+  );
 }, "cairn-bench-replication-");

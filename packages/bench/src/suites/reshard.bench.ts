@@ -2,7 +2,17 @@
 // column-sharded) and loaded by 3 ranks as rows, columns and blocks. Every byte a load reads is
 // counted below the loader by a counting storage adapter, against the bytes the ranks need.
 import { join } from "node:path";
-import { type Layout, type ProcessGroup, type StorageAdapter, type StateDict, hostTensor, layoutBoxes, load, save, shardedTensor } from "@cairn/core";
+import {
+  type Layout,
+  type ProcessGroup,
+  type StorageAdapter,
+  type StateDict,
+  hostTensor,
+  layoutBoxes,
+  load,
+  save,
+  shardedTensor,
+} from "@cairn/core";
 import { openStorage } from "@cairn/core/storage";
 import "@cairn/storage-local";
 import { report } from "../report.js";
@@ -15,7 +25,8 @@ const LOADED_BY = 3;
 
 /** `size` ranks in this process: each collective resolves once every rank has called it. */
 function inProcessGroups(size: number): ProcessGroup[] {
-  const rounds: { values: unknown[]; arrived: number; done: Promise<unknown[]>; resolve: (v: unknown[]) => void }[] = [];
+  const rounds: { values: unknown[]; arrived: number; done: Promise<unknown[]>; resolve: (v: unknown[]) => void }[] =
+    [];
   const calls = new Array<number>(size).fill(0);
   const gather = (rank: number, value: unknown): Promise<unknown[]> => {
     const index = calls[rank]!++;
@@ -45,7 +56,8 @@ function rankState(layout: Layout, rank: number, worldSize: number, filled: bool
     const data = new Float32Array(box.sizes[0]! * box.sizes[1]!);
     if (filled) {
       for (let r = 0; r < box.sizes[0]!; r++) {
-        for (let c = 0; c < box.sizes[1]!; c++) data[r * box.sizes[1]! + c] = (box.offsets[0]! + r) * SHAPE[1]! + box.offsets[1]! + c;
+        for (let c = 0; c < box.sizes[1]!; c++)
+          data[r * box.sizes[1]! + c] = (box.offsets[0]! + r) * SHAPE[1]! + box.offsets[1]! + c;
       }
     }
     return { offsets: box.offsets, tensor: hostTensor("float32", box.sizes, data) };
@@ -91,7 +103,8 @@ function check(state: StateDict, layout: Layout, rank: number): void {
     const last = data.length - 1;
     const row = Math.floor(last / box.sizes[1]!);
     const expected = (box.offsets[0]! + row) * SHAPE[1]! + box.offsets[1]! + (last % box.sizes[1]!);
-    if (data[0] !== Math.fround(box.offsets[0]! * SHAPE[1]! + box.offsets[1]!) || data[last] !== Math.fround(expected)) throw new Error(`rank ${rank} (${layout}) loaded the wrong bytes`);
+    if (data[0] !== Math.fround(box.offsets[0]! * SHAPE[1]! + box.offsets[1]!) || data[last] !== Math.fround(expected))
+      throw new Error(`rank ${rank} (${layout}) loaded the wrong bytes`);
   });
 }
 
@@ -99,7 +112,11 @@ await withTempDir(async (dir) => {
   for (const saved of ["rows", "cols"] as const) {
     const path = join(dir, saved);
     const groups = inProcessGroups(SAVED_BY);
-    await Promise.all(groups.map((group) => save(rankState(saved, group.rank, SAVED_BY, true), { checkpointId: path, processGroup: group })));
+    await Promise.all(
+      groups.map((group) =>
+        save(rankState(saved, group.rank, SAVED_BY, true), { checkpointId: path, processGroup: group }),
+      ),
+    );
     const base = await openStorage(`file://${path}`);
     const metadataBytes = (await base.stat("metadata.json"))!.size;
     for (const layout of ["rows", "cols", "blocks"] as const) {
@@ -111,7 +128,10 @@ await withTempDir(async (dir) => {
         await load(target, { storage, path: "" });
         check(target, layout, rank);
         read += bytes();
-        needed += layoutBoxes(layout, rank, LOADED_BY, SHAPE).reduce((n, box) => n + box.sizes[0]! * box.sizes[1]! * 4, 0);
+        needed += layoutBoxes(layout, rank, LOADED_BY, SHAPE).reduce(
+          (n, box) => n + box.sizes[0]! * box.sizes[1]! * 4,
+          0,
+        );
       }
       report({
         suite,

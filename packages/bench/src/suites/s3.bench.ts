@@ -8,7 +8,18 @@ import { type StorageOptions, load, save } from "@cairn/core";
 import { FaultProxy } from "@cairn/core/testing";
 import "@cairn/storage-s3";
 import { s3Operation, startFauxqsProcess } from "@cairn/storage-s3/testing";
-import { READ_BYTES, TENSORS, TOTAL, bytesOf, countRequests, movedState, rangedReads, reportRate, reportRequests, timeSavesAndLoads } from "../remote-support.js";
+import {
+  READ_BYTES,
+  TENSORS,
+  TOTAL,
+  bytesOf,
+  countRequests,
+  movedState,
+  rangedReads,
+  reportRate,
+  reportRequests,
+  timeSavesAndLoads,
+} from "../remote-support.js";
 import { MiB, rounds } from "../support.js";
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = "true";
@@ -18,23 +29,36 @@ const BUCKET = "bench";
 const CREDENTIALS = { accessKeyId: "bench", secretAccessKey: "bench" };
 const size = `${TOTAL / MiB} MiB in ${TENSORS} tensors`;
 
-const clientFor = (endpoint: string): S3Client => new S3Client({ endpoint, region: "us-east-1", forcePathStyle: true, credentials: CREDENTIALS });
+const clientFor = (endpoint: string): S3Client =>
+  new S3Client({ endpoint, region: "us-east-1", forcePathStyle: true, credentials: CREDENTIALS });
 
 // Cairn's defaults (8 MiB parts, 8 requests in flight) but for the one fauxqs workaround: it
 // stores an empty object when CompleteMultipartUpload lists part checksums, so parts go without.
 const storageOptionsFor = (endpoint: string): StorageOptions => ({
-  s3: { endpoint, region: "us-east-1", forcePathStyle: true, credentials: CREDENTIALS, checksums: { put: true, multipart: false } },
+  s3: {
+    endpoint,
+    region: "us-east-1",
+    forcePathStyle: true,
+    credentials: CREDENTIALS,
+    checksums: { put: true, multipart: false },
+  },
 });
 
 const moved = movedState();
 const { source, state, target, into } = moved;
 
 const sdkSave = (client: S3Client, prefix: string): Promise<unknown> =>
-  Promise.all(source.map((t, i) => new Upload({ client, params: { Bucket: BUCKET, Key: `${prefix}/t${i}`, Body: bytesOf(t) } }).done()));
+  Promise.all(
+    source.map((t, i) =>
+      new Upload({ client, params: { Bucket: BUCKET, Key: `${prefix}/t${i}`, Body: bytesOf(t) } }).done(),
+    ),
+  );
 
 const sdkLoad = (client: S3Client, prefix: string): Promise<void> =>
   rangedReads(TENSORS, async (o, offset, length) => {
-    const response = await client.send(new GetObjectCommand({ Bucket: BUCKET, Key: `${prefix}/t${o}`, Range: `bytes=${offset}-${offset + length - 1}` }));
+    const response = await client.send(
+      new GetObjectCommand({ Bucket: BUCKET, Key: `${prefix}/t${o}`, Range: `bytes=${offset}-${offset + length - 1}` }),
+    );
     bytesOf(target[o]!).set(await response.Body!.transformToByteArray(), offset);
   });
 
@@ -58,23 +82,34 @@ try {
   });
   for (let r = 0; r < n; r++) for (const prefix of [`cairn-${r}`, `sdk-${r}`]) await removePrefix(client, prefix);
   reportRate(SUITE, `save ${size} to s3:// (fauxqs)`, "lib-storage Upload, default parts and queue", saves);
-  reportRate(SUITE, `load ${size} from s3:// (fauxqs)`, `ranged GetObject, ${READ_BYTES / MiB} MiB x 8 in flight`, loads);
+  reportRate(
+    SUITE,
+    `load ${size} from s3:// (fauxqs)`,
+    `ranged GetObject, ${READ_BYTES / MiB} MiB x 8 in flight`,
+    loads,
+  );
 
   // Untimed: the same save and load once more through a counting proxy.
   const proxy = await FaultProxy.start(server.endpoint);
   const counted = clientFor(proxy.url);
   try {
     const classify = (r: { method: string; url: string }): string | undefined =>
-      (Object.keys(s3Operation) as (keyof typeof s3Operation)[]).find((k) => k !== "part" && (s3Operation[k] as (r: unknown) => boolean)(r));
+      (Object.keys(s3Operation) as (keyof typeof s3Operation)[]).find(
+        (k) => k !== "part" && (s3Operation[k] as (r: unknown) => boolean)(r),
+      );
     const countOf = async (work: () => Promise<unknown>): Promise<Record<string, number>> => {
       proxy.requests.length = 0;
       await work();
       return countRequests(proxy.requests, classify);
     };
     const viaProxy = storageOptionsFor(proxy.url);
-    const cairnSaveCount = await countOf(() => save(state, { checkpointId: `s3://${BUCKET}/cairn-count`, storageOptions: viaProxy }));
+    const cairnSaveCount = await countOf(() =>
+      save(state, { checkpointId: `s3://${BUCKET}/cairn-count`, storageOptions: viaProxy }),
+    );
     const sdkSaveCount = await countOf(() => sdkSave(counted, "sdk-count"));
-    const cairnLoadCount = await countOf(() => load(into, { checkpointId: `s3://${BUCKET}/cairn-count`, storageOptions: viaProxy }));
+    const cairnLoadCount = await countOf(() =>
+      load(into, { checkpointId: `s3://${BUCKET}/cairn-count`, storageOptions: viaProxy }),
+    );
     const sdkLoadCount = await countOf(() => sdkLoad(counted, "sdk-count"));
     reportRequests(SUITE, `requests per save, ${size}`, "lib-storage Upload", cairnSaveCount, sdkSaveCount);
     reportRequests(SUITE, `requests per load, ${size}`, "ranged GetObject", cairnLoadCount, sdkLoadCount);

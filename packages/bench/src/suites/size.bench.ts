@@ -8,7 +8,9 @@ import { report } from "../report.js";
 import { quick, rounds, warmCache, withTempDir } from "../support.js";
 
 const suite = "size";
-const specs: StateSpec[] = quick ? [stateSpec(2, 8), stateSpec(4, 8)] : [stateSpec(4, 64), stateSpec(16, 64), stateSpec(64, 64)];
+const specs: StateSpec[] = quick
+  ? [stateSpec(2, 8), stateSpec(4, 8)]
+  : [stateSpec(4, 64), stateSpec(16, 64), stateSpec(64, 64)];
 const n = rounds(3);
 
 for (const spec of specs) {
@@ -31,9 +33,24 @@ for (const spec of specs) {
       }
     });
   }
-  reportRates(runs, { suite, name: `save ${what}`, cairn: "cairn-save", baseline: "fs-write", baselineName: "node:fs write + fsync" });
-  reportRates(runs, { suite, name: `warm load ${what}`, cairn: "cairn-load", baseline: "fs-read", baselineName: "node:fs read into place" });
-  for (const [op, cairn, baseline] of [["save", "cairn-save", "fs-write"], ["load", "cairn-load", "fs-read"]] as const) {
+  reportRates(runs, {
+    suite,
+    name: `save ${what}`,
+    cairn: "cairn-save",
+    baseline: "fs-write",
+    baselineName: "node:fs write + fsync",
+  });
+  reportRates(runs, {
+    suite,
+    name: `warm load ${what}`,
+    cairn: "cairn-load",
+    baseline: "fs-read",
+    baselineName: "node:fs read into place",
+  });
+  for (const [op, cairn, baseline] of [
+    ["save", "cairn-save", "fs-write"],
+    ["load", "cairn-load", "fs-read"],
+  ] as const) {
     const value = runs.rssOverState(cairn);
     const base = runs.rssOverState(baseline);
     report({

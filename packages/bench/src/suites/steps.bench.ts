@@ -31,8 +31,15 @@ async function populate(template: string, root: string, count: number): Promise<
 }
 
 /** A manager saving 1 MiB states on `root` (a path, or a URL) from step `first` on, each `save()` + `join()` (its retention pass included) timed. */
-async function saver(root: string, first: number, options: CheckpointManagerOptions): Promise<{ next: () => Promise<number>; close: () => Promise<unknown> }> {
-  const mgr = new CheckpointManager(root.includes("://") ? root : `file://${root}`, 1, { ...managerOptions, ...options });
+async function saver(
+  root: string,
+  first: number,
+  options: CheckpointManagerOptions,
+): Promise<{ next: () => Promise<number>; close: () => Promise<unknown> }> {
+  const mgr = new CheckpointManager(root.includes("://") ? root : `file://${root}`, 1, {
+    ...managerOptions,
+    ...options,
+  });
   let step = first;
   const next = (): Promise<number> =>
     timed(async () => {
@@ -45,7 +52,11 @@ async function saver(root: string, first: number, options: CheckpointManagerOpti
 }
 
 /** Seconds of each timed save on a root of `count` steps and on an empty root, taken in turns so both see the same disk. */
-async function pairedSaveTimes(fresh: (count: number) => Promise<string>, count: number, options: (count: number) => CheckpointManagerOptions): Promise<[number[], number[]]> {
+async function pairedSaveTimes(
+  fresh: (count: number) => Promise<string>,
+  count: number,
+  options: (count: number) => CheckpointManagerOptions,
+): Promise<[number[], number[]]> {
   const full = await saver(await fresh(count), count, options(count));
   const empty = await saver(await fresh(0), 0, options(0));
   const times: [number[], number[]] = [[], []];
@@ -71,7 +82,12 @@ function reportSaves(name: string, times: number[], empty: number[]): void {
     ratio: value / baseline,
     better: "lower",
     target: 1.1,
-    extra: { saves, range: range(times), emptyRange: range(empty), minRatio: +(Math.min(...times) / Math.min(...empty)).toFixed(3) },
+    extra: {
+      saves,
+      range: range(times),
+      emptyRange: range(empty),
+      minRatio: +(Math.min(...times) / Math.min(...empty)).toFixed(3),
+    },
   });
 }
 
@@ -93,7 +109,10 @@ await withTempDir(async (dir) => {
     [`maxToKeep N + ${KEEP}`, (count: number): CheckpointManagerOptions => ({ maxToKeep: count + KEEP })],
   ] as const) {
     for (const count of counts) {
-      reportSaves(`save 1 MiB + join, ${label}, root of ${count} steps`, ...(await pairedSaveTimes(fresh, count, options)));
+      reportSaves(
+        `save 1 MiB + join, ${label}, root of ${count} steps`,
+        ...(await pairedSaveTimes(fresh, count, options)),
+      );
     }
   }
 
@@ -107,7 +126,10 @@ await withTempDir(async (dir) => {
     return url;
   };
   for (const count of counts) {
-    reportSaves(`save 1 MiB + join on memory://, root of ${count} steps`, ...(await pairedSaveTimes(memoryRoot, count, () => ({}))));
+    reportSaves(
+      `save 1 MiB + join on memory://, root of ${count} steps`,
+      ...(await pairedSaveTimes(memoryRoot, count, () => ({}))),
+    );
   }
 
   // Opening: a new manager's first latestStep() lists the root once and reads one metadata.json.
@@ -139,7 +161,8 @@ await withTempDir(async (dir) => {
   const pass = await timed(async () => {
     await mgr.save(largest, state(largest, MiB));
     const { retentionFailures } = await mgr.join();
-    if (retentionFailures.length > 0 || (await readdir(big)).length !== KEEP) throw new Error("retention did not delete every step it should");
+    if (retentionFailures.length > 0 || (await readdir(big)).length !== KEEP)
+      throw new Error("retention did not delete every step it should");
   });
   await mgr.close();
   const baseRoot = await fresh(largest);

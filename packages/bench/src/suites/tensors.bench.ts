@@ -47,7 +47,9 @@ async function writeOneFile(dir: string, tensors: readonly HostTensor[]): Promis
 
 /** The baseline's load: the index and the data file read whole, each tensor copied into its target. */
 async function readOneFile(dir: string, targets: readonly HostTensor[]): Promise<void> {
-  const index = JSON.parse(await readFile(join(dir, "index.json"), "utf8")) as { tensors: Record<string, [number, number]> };
+  const index = JSON.parse(await readFile(join(dir, "index.json"), "utf8")) as {
+    tensors: Record<string, [number, number]>;
+  };
   const data = await readFile(join(dir, "data.bin"));
   targets.forEach((t, i) => {
     const [offset, length] = index.tensors[`model.layers.${i}.mlp.w`]!;
@@ -109,7 +111,12 @@ await withTempDir(async (dir) => {
       baseline: { name: "node:fs read of one file + JSON index, copied into the targets", value: loadBase },
       ratio: loadS / loadBase,
       better: "lower",
-      extra: { rounds: ROUNDS, range: range(times.load), baselineRange: range(times.loadBase), microsecondsPerTensor: +((loadS / count) * 1e6).toFixed(2) },
+      extra: {
+        rounds: ROUNDS,
+        range: range(times.load),
+        baselineRange: range(times.loadBase),
+        microsecondsPerTensor: +((loadS / count) * 1e6).toFixed(2),
+      },
     });
     report({
       suite,

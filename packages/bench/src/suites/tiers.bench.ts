@@ -40,7 +40,11 @@ async function timedRestore(mgr: CheckpointManager, step: number, who: string): 
   return seconds;
 }
 
-async function tieredRound(dir: string, bucket: string, storageOptions: StorageOptions): Promise<Pick<Round, "tieredSave" | "tieredAsync" | "durable" | "restoreLocal" | "restoreBucket">> {
+async function tieredRound(
+  dir: string,
+  bucket: string,
+  storageOptions: StorageOptions,
+): Promise<Pick<Round, "tieredSave" | "tieredAsync" | "durable" | "restoreLocal" | "restoreBucket">> {
   const locations = [`file://${dir}/local`, bucket];
   const options = { ...base, storageOptions, replication: { retry: { baseDelayMs: 100, maxDelayMs: 1_000 } } };
   const mgr = new CheckpointManager(locations, 1, options);
@@ -65,7 +69,10 @@ async function tieredRound(dir: string, bucket: string, storageOptions: StorageO
   return { tieredSave, tieredAsync, durable, restoreLocal, restoreBucket };
 }
 
-async function directRound(bucket: string, storageOptions: StorageOptions): Promise<Pick<Round, "directSave" | "directAsync" | "restoreDirect">> {
+async function directRound(
+  bucket: string,
+  storageOptions: StorageOptions,
+): Promise<Pick<Round, "directSave" | "directAsync" | "restoreDirect">> {
   const mgr = new CheckpointManager(bucket, 1, { ...base, storageOptions });
   await mgr.prepare(moved.state);
   const directSave = await timed(() => mgr.save(1, moved.state));
@@ -90,14 +97,24 @@ function reportTime(name: string, baseline: string, cairn: number[], direct: num
     baseline: { name: baseline, value: base },
     ratio: value / base,
     better: "lower",
-    extra: { rounds: cairn.length, cairnS: range(cairn).map((x) => Number(x.toFixed(3))), baselineS: range(direct).map((x) => Number(x.toFixed(3))) },
+    extra: {
+      rounds: cairn.length,
+      cairnS: range(cairn).map((x) => Number(x.toFixed(3))),
+      baselineS: range(direct).map((x) => Number(x.toFixed(3))),
+    },
   });
 }
 
 // Cairn's defaults but for the one fauxqs workaround (see the s3 suite).
 const server = await startFauxqsProcess([BUCKET]);
 const storageOptions: StorageOptions = {
-  s3: { endpoint: server.endpoint, region: "us-east-1", forcePathStyle: true, credentials: { accessKeyId: "bench", secretAccessKey: "bench" }, checksums: { put: true, multipart: false } },
+  s3: {
+    endpoint: server.endpoint,
+    region: "us-east-1",
+    forcePathStyle: true,
+    credentials: { accessKeyId: "bench", secretAccessKey: "bench" },
+    checksums: { put: true, multipart: false },
+  },
 };
 try {
   const runs: Round[] = [];
@@ -116,11 +133,36 @@ try {
     }, "cairn-bench-tiers-");
   }
   const of = (k: keyof Round): number[] => runs.map((x) => x[k]);
-  reportTime(`save blocking, ${size}, tiers [file://, s3://]`, "save to s3:// directly", of("tieredSave"), of("directSave"));
-  reportTime(`saveAsync blocking, ${size}, tiers [file://, s3://]`, "saveAsync to s3:// directly", of("tieredAsync"), of("directAsync"));
-  reportTime(`time to durable (on the bucket), ${size}, tiers`, "save to s3:// directly", of("durable"), of("directSave"));
-  reportTime(`restore ${size} from the local tier`, "restore from s3:// directly", of("restoreLocal"), of("restoreDirect"));
-  reportTime(`restore ${size} from the bucket, tier 0 empty`, "restore from s3:// directly", of("restoreBucket"), of("restoreDirect"));
+  reportTime(
+    `save blocking, ${size}, tiers [file://, s3://]`,
+    "save to s3:// directly",
+    of("tieredSave"),
+    of("directSave"),
+  );
+  reportTime(
+    `saveAsync blocking, ${size}, tiers [file://, s3://]`,
+    "saveAsync to s3:// directly",
+    of("tieredAsync"),
+    of("directAsync"),
+  );
+  reportTime(
+    `time to durable (on the bucket), ${size}, tiers`,
+    "save to s3:// directly",
+    of("durable"),
+    of("directSave"),
+  );
+  reportTime(
+    `restore ${size} from the local tier`,
+    "restore from s3:// directly",
+    of("restoreLocal"),
+    of("restoreDirect"),
+  );
+  reportTime(
+    `restore ${size} from the bucket, tier 0 empty`,
+    "restore from s3:// directly",
+    of("restoreBucket"),
+    of("restoreDirect"),
+  );
 } finally {
   await server.stop();
 }

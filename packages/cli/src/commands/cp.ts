@@ -16,7 +16,10 @@ export const cpCommand: CommandSpec = {
   ],
   options: {
     force: { type: "boolean", help: "replace a checkpoint committed at the destination" },
-    "no-read-back": { type: "boolean", help: "skip reading the copy back before committing (the bytes sent are still checked)" },
+    "no-read-back": {
+      type: "boolean",
+      help: "skip reading the copy back before committing (the bytes sent are still checked)",
+    },
   },
   minArgs: 2,
   maxArgs: 2,
@@ -30,11 +33,24 @@ export const cpCommand: CommandSpec = {
         const result = await copyCheckpoint(
           { storage: source.storage, dir: source.dir, metadata, where: source.where },
           { storage: destination.storage, dir: destination.dir, where: destination.where },
-          { signal: context.signal, readBack, force: options.force === true, onWrite: (n) => progress.advance(n), onReadBack: (n) => progress.advance(n) },
+          {
+            signal: context.signal,
+            readBack,
+            force: options.force === true,
+            onWrite: (n) => progress.advance(n),
+            onReadBack: (n) => progress.advance(n),
+          },
         );
         progress.finish();
         context.result(
-          { source: source.where, destination: destination.where, files: result.files, bytes: result.bytes, readBack, leftFiles: result.leftFiles },
+          {
+            source: source.where,
+            destination: destination.where,
+            files: result.files,
+            bytes: result.bytes,
+            readBack,
+            leftFiles: result.leftFiles,
+          },
           `copied ${source.where} to ${destination.where}: ${result.files} data files, ${formatBytes(result.bytes)}${readBack ? ", read back and verified" : ""}${leftNote(result.leftFiles)}`,
         );
       }),

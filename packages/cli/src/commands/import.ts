@@ -28,15 +28,26 @@ export const importCommand: CommandSpec = {
         const header = await readSafetensorsHeader(input.storage, input.name, input.where);
         const total = header.tensors.reduce((n, t) => n + t.end - t.begin, 0);
         const progress = context.progress("importing", total);
-        const result = await importSafetensors({ ...input, file: header }, { storage: location.storage, dir: location.dir }, {
-          signal: context.signal,
-          onWrite: (n) => progress.advance(n),
-          force: options.force === true,
-          ...(blockSize ? { blockSize } : {}),
-        });
+        const result = await importSafetensors(
+          { ...input, file: header },
+          { storage: location.storage, dir: location.dir },
+          {
+            signal: context.signal,
+            onWrite: (n) => progress.advance(n),
+            force: options.force === true,
+            ...(blockSize ? { blockSize } : {}),
+          },
+        );
         progress.finish();
         context.result(
-          { file: input.where, checkpoint: location.where, entries: result.entries, files: result.files, bytes: result.bytes, leftFiles: result.leftFiles },
+          {
+            file: input.where,
+            checkpoint: location.where,
+            entries: result.entries,
+            files: result.files,
+            bytes: result.bytes,
+            leftFiles: result.leftFiles,
+          },
           `imported ${input.where} into ${location.where}: ${result.entries} entries, ${formatBytes(result.bytes)}${leftNote(result.leftFiles)}`,
         );
       }),

@@ -25,7 +25,9 @@ export const inspectCommand: CommandSpec = {
       const text = [
         `${location.where}: ${summary.format} ${summary.version}, ${summary.worldSize} rank${summary.worldSize === 1 ? "" : "s"}, committed ${summary.createdAt}`,
         `${entries.length} entries, ${summary.files.length} data files, ${formatBytes(summary.bytes)}, CRC32C blocks of up to ${formatBytes(summary.blockSize)}`,
-        ...(Object.keys(summary.user).length > 0 ? [`user metadata: ${JSON.stringify(summary.user).slice(0, 300)}`] : []),
+        ...(Object.keys(summary.user).length > 0
+          ? [`user metadata: ${JSON.stringify(summary.user).slice(0, 300)}`]
+          : []),
         "",
         table([["KEY", "KIND", "DTYPE", "SHAPE", "CHUNKS", "FILES / VALUE"], ...rows]),
       ].join("\n");

@@ -13,7 +13,8 @@ export function formatMetric(value: number): string {
 export const lsCommand: CommandSpec = {
   name: "ls",
   args: "<root> [<root>...]",
-  summary: "list the steps under a CheckpointManager root: committed or not, size, time, metrics; with several roots (tiers), where each step lives",
+  summary:
+    "list the steps under a CheckpointManager root: committed or not, size, time, metrics; with several roots (tiers), where each step lives",
   help: [
     "Steps are the directories <root>/<step>/ a CheckpointManager writes. A step is committed once its metadata.json exists; others are leftovers of saves that failed or are still running (cairn gc removes old ones).",
     "TIME is when a committed step was saved (a leftover: its newest file). METRICS are the metrics it was saved with, to six significant digits (--json has them in full).",
@@ -28,14 +29,20 @@ export const lsCommand: CommandSpec = {
     return withLocation(context, root!, async (location) => {
       const { steps, others } = await listSteps(location.storage);
       if (steps.length === 0 && others === 0) {
-        throw new CheckpointError("not_found", `nothing at ${location.where}; check the URL or path`, { context: { path: location.where } });
+        throw new CheckpointError("not_found", `nothing at ${location.where}; check the URL or path`, {
+          context: { path: location.where },
+        });
       }
       const rows = steps.map((s) => [
         String(s.step),
         s.error ? "damaged" : s.committed ? "committed" : "uncommitted",
         formatBytes(s.bytes),
         s.time ?? "-",
-        s.error ? s.error.message.replace(/\s*\n\s*/g, " ") : Object.entries(s.metrics).map(([k, v]) => `${k}=${formatMetric(v)}`).join(" "),
+        s.error
+          ? s.error.message.replace(/\s*\n\s*/g, " ")
+          : Object.entries(s.metrics)
+              .map(([k, v]) => `${k}=${formatMetric(v)}`)
+              .join(" "),
       ]);
       const text =
         steps.length === 0
@@ -43,7 +50,8 @@ export const lsCommand: CommandSpec = {
           : table([["STEP", "STATE", "SIZE", "TIME", "METRICS"], ...rows]);
       context.result({ root: location.where, steps }, text);
       const problems = steps.flatMap((s) => (s.error ? [{ step: s.step, ...s.error }] : []));
-      if (problems.length > 0) throw stepsError(problems, `${problems.length} of ${steps.length} steps could not be read`, location.where);
+      if (problems.length > 0)
+        throw stepsError(problems, `${problems.length} of ${steps.length} steps could not be read`, location.where);
     });
   },
 };
@@ -54,9 +62,21 @@ function stateOf(s: StepListing | undefined): string {
 
 /** `cairn ls <tier0> <tier1> ...`: one row per step found on any tier, one state column per tier. */
 async function listTiers(context: CommandContext, roots: readonly string[]): Promise<void> {
-  const tiers = await Promise.all(roots.map((root) => withLocation(context, root, async (location) => ({ root: location.where, ...(await listSteps(location.storage)) }))));
+  const tiers = await Promise.all(
+    roots.map((root) =>
+      withLocation(context, root, async (location) => ({
+        root: location.where,
+        ...(await listSteps(location.storage)),
+      })),
+    ),
+  );
   const all = [...new Set(tiers.flatMap((t) => t.steps.map((s) => s.step)))].sort((a, b) => a - b);
-  if (all.length === 0) throw new CheckpointError("not_found", `no steps under any of ${tiers.map((t) => t.root).join(", ")}; check the URLs or paths`, { context: { path: tiers[0]!.root } });
+  if (all.length === 0)
+    throw new CheckpointError(
+      "not_found",
+      `no steps under any of ${tiers.map((t) => t.root).join(", ")}; check the URLs or paths`,
+      { context: { path: tiers[0]!.root } },
+    );
   const byTier = tiers.map((t) => new Map(t.steps.map((s) => [s.step, s])));
   const rows = all.map((step) => {
     const listings = byTier.map((m) => m.get(step));
@@ -66,7 +86,11 @@ async function listTiers(context: CommandContext, roots: readonly string[]): Pro
       ...listings.map(stateOf),
       formatBytes(best.bytes),
       best.time ?? "-",
-      best.error ? best.error.message.replace(/\s*\n\s*/g, " ") : Object.entries(best.metrics).map(([k, v]) => `${k}=${formatMetric(v)}`).join(" "),
+      best.error
+        ? best.error.message.replace(/\s*\n\s*/g, " ")
+        : Object.entries(best.metrics)
+            .map(([k, v]) => `${k}=${formatMetric(v)}`)
+            .join(" "),
     ];
   });
   const header = ["STEP", ...tiers.map((_, i) => `TIER ${i}`), "SIZE", "TIME", "METRICS"];
@@ -76,5 +100,6 @@ async function listTiers(context: CommandContext, roots: readonly string[]): Pro
   };
   context.result(json, `${tiers.map((t, i) => `tier ${i}: ${t.root}`).join("\n")}\n${table([header, ...rows])}`);
   const problems = tiers.flatMap((t) => t.steps.flatMap((s) => (s.error ? [{ step: s.step, ...s.error }] : [])));
-  if (problems.length > 0) throw stepsError(problems, `${problems.length} steps could not be read`, tiers.map((t) => t.root).join(", "));
+  if (problems.length > 0)
+    throw stepsError(problems, `${problems.length} steps could not be read`, tiers.map((t) => t.root).join(", "));
 }

@@ -29,18 +29,25 @@ export const rmCommand: CommandSpec = {
         const { deleted, failed } = await removeSteps(location.storage, steps);
         context.result(
           { root: location.where, deleted, failed },
-          deleted.length === 0 ? `deleted no step under ${location.where}` : `deleted step${deleted.length === 1 ? "" : "s"} ${deleted.join(", ")} under ${location.where}`,
+          deleted.length === 0
+            ? `deleted no step under ${location.where}`
+            : `deleted step${deleted.length === 1 ? "" : "s"} ${deleted.join(", ")} under ${location.where}`,
         );
-        if (failed.length > 0) throw stepsError(failed, `could not delete ${failed.length} of ${steps.length} steps`, location.where);
+        if (failed.length > 0)
+          throw stepsError(failed, `could not delete ${failed.length} of ${steps.length} steps`, location.where);
       });
     }
     return withCheckpointLocation(context, url!, async (location) => {
       const metadata = await checkpointMetadata(location, context.signal).catch((error: unknown) => {
         if (error instanceof CheckpointError && (error.code === "not_found" || error.code === "not_committed")) {
-          throw new CheckpointError(error.code, `${error.message}; to delete steps name them (cairn rm <root> <step>...); leftovers go with cairn gc <root>`, {
-            cause: error,
-            context: error.context,
-          });
+          throw new CheckpointError(
+            error.code,
+            `${error.message}; to delete steps name them (cairn rm <root> <step>...); leftovers go with cairn gc <root>`,
+            {
+              cause: error,
+              context: error.context,
+            },
+          );
         }
         throw error;
       });

@@ -10,7 +10,7 @@ export const fromTfjsCommand: CommandSpec = {
   args: "<model.json> <checkpoint>",
   summary: "make a checkpoint from a tfjs model.json and its weight files",
   help: [
-    "Each weight becomes a tensor entry keyed weights/<tfjs weight name>; the topology, format and the rest of model.json become the checkpoint's user metadata (\"tfjs\"), so cairnIO and cairn to-tfjs give the model back. Weight files are read in ranges (bounded memory); quantized weights are refused.",
+    'Each weight becomes a tensor entry keyed weights/<tfjs weight name>; the topology, format and the rest of model.json become the checkpoint\'s user metadata ("tfjs"), so cairnIO and cairn to-tfjs give the model back. Weight files are read in ranges (bounded memory); quantized weights are refused.',
     "A checkpoint already committed at the destination is replaced only with --force, as cairn import does.",
   ],
   options: {
@@ -25,11 +25,25 @@ export const fromTfjsCommand: CommandSpec = {
       withCheckpointLocation(context, url!, async (location) => {
         const { tfjsModelEntries } = await import("@cairn/tfjs");
         const { entries, user } = await tfjsModelEntries(input.storage, input.name, input.where);
-        const progress = context.progress("converting", entries.reduce((n, e) => n + e.byteLength, 0));
-        const result = await writeCheckpoint(location.storage, location.dir, entries, { user, signal: context.signal, force: options.force === true, onWrite: (n) => progress.advance(n) });
+        const progress = context.progress(
+          "converting",
+          entries.reduce((n, e) => n + e.byteLength, 0),
+        );
+        const result = await writeCheckpoint(location.storage, location.dir, entries, {
+          user,
+          signal: context.signal,
+          force: options.force === true,
+          onWrite: (n) => progress.advance(n),
+        });
         progress.finish();
         context.result(
-          { model: input.where, checkpoint: location.where, weights: result.entries, bytes: result.bytes, leftFiles: result.leftFiles },
+          {
+            model: input.where,
+            checkpoint: location.where,
+            weights: result.entries,
+            bytes: result.bytes,
+            leftFiles: result.leftFiles,
+          },
           `converted ${input.where} into ${location.where}: ${result.entries} weights, ${formatBytes(result.bytes)}${leftNote(result.leftFiles)}`,
         );
       }),
@@ -57,13 +71,21 @@ export const toTfjsCommand: CommandSpec = {
         const progress = context.progress("converting", dataBytes(metadata));
         let result;
         try {
-          result = await writeTfjsModel(reader, location.where, out, { signal: context.signal, onWrite: (n) => progress.advance(n) });
+          result = await writeTfjsModel(reader, location.where, out, {
+            signal: context.signal,
+            onWrite: (n) => progress.advance(n),
+          });
         } finally {
           await reader.close();
         }
         progress.finish();
         context.result(
-          { checkpoint: location.where, model: `${out.where}/${MODEL_FILE}`, weights: result.weights, bytes: result.bytes },
+          {
+            checkpoint: location.where,
+            model: `${out.where}/${MODEL_FILE}`,
+            weights: result.weights,
+            bytes: result.bytes,
+          },
           `wrote ${out.where}/${MODEL_FILE} and ${WEIGHTS_FILE}: ${result.weights} weights, ${formatBytes(result.bytes)}`,
         );
       }),

@@ -31,17 +31,37 @@ export const verifyCommand: CommandSpec = {
         throw error;
       }
       const progress = context.progress("verifying", dataBytes(metadata));
-      const report = await verifyCheckpoint(location.storage, location.dir, metadata, { signal: context.signal, onRead: (n) => progress.advance(n) });
+      const report = await verifyCheckpoint(location.storage, location.dir, metadata, {
+        signal: context.signal,
+        onRead: (n) => progress.advance(n),
+      });
       progress.finish();
       const ok = report.damaged.length === 0;
       const summary = `${report.entries} entries, ${report.files} data files, ${formatBytes(report.bytes)} read`;
       context.result(
-        { checkpoint: location.where, ok, entries: report.entries, files: report.files, bytes: report.bytes, damagedKeys: report.damagedKeys, damaged: report.damaged },
-        ok ? `ok: ${location.where}: ${summary}, every checksum matches` : [`DAMAGED: ${location.where}: ${summary}`, ...report.damaged.map((d) => `  ${d.problem}`)].join("\n"),
+        {
+          checkpoint: location.where,
+          ok,
+          entries: report.entries,
+          files: report.files,
+          bytes: report.bytes,
+          damagedKeys: report.damagedKeys,
+          damaged: report.damaged,
+        },
+        ok
+          ? `ok: ${location.where}: ${summary}, every checksum matches`
+          : [`DAMAGED: ${location.where}: ${summary}`, ...report.damaged.map((d) => `  ${d.problem}`)].join("\n"),
       );
       if (!ok) {
-        const what = report.damagedKeys.length > 0 ? `damaged entries: ${report.damagedKeys.join(", ")}` : report.damaged[0]!.problem;
-        throw new CheckpointError("corrupt", `${location.where} is damaged (${what}); restore it from another copy or an earlier step`, { context: { path: location.where } });
+        const what =
+          report.damagedKeys.length > 0
+            ? `damaged entries: ${report.damagedKeys.join(", ")}`
+            : report.damaged[0]!.problem;
+        throw new CheckpointError(
+          "corrupt",
+          `${location.where} is damaged (${what}); restore it from another copy or an earlier step`,
+          { context: { path: location.where } },
+        );
       }
     });
   },

@@ -2,7 +2,14 @@ import { type Leaf, flattenStateDict } from "../state/flatten.js";
 import { checkOption, checkpointOptionsOf } from "../storage/checkpoint-location.js";
 import { type CommitLeaves, planAndCommit, saveLeaves } from "../save/save.js";
 import { DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions } from "../save/save-options.js";
-import { type StagedLeaves, type StagingLayout, type StagingStrategy, copyInBackground, prepareStaging, stageLeaves } from "../stage/staging.js";
+import {
+  type StagedLeaves,
+  type StagingLayout,
+  type StagingStrategy,
+  copyInBackground,
+  prepareStaging,
+  stageLeaves,
+} from "../stage/staging.js";
 import { StagingPool } from "../stage/staging-pool.js";
 import type { StateDict } from "../state/state-dict.js";
 import { canUploadInWorker, uploadInWorker } from "./upload-thread.js";
@@ -64,7 +71,10 @@ export interface AsyncSaveHandle {
  * Both promises are marked handled here, so awaiting only one of them never produces an
  * unhandled rejection; await `done` to learn whether the checkpoint committed.
  */
-export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: string | AsyncSaveOptions): Promise<AsyncSaveHandle> {
+export async function asyncSave(
+  stateDict: StateDict,
+  checkpointIdOrOptions: string | AsyncSaveOptions,
+): Promise<AsyncSaveHandle> {
   const options = asyncSaveOptionsOf(checkpointIdOrOptions);
   const started = performance.now();
   const pool = options.pool ?? new StagingPool();
@@ -79,7 +89,10 @@ export async function asyncSave(stateDict: StateDict, checkpointIdOrOptions: str
   const done = snapshot.then((s) =>
     schedule(async () => {
       try {
-        const commit = options.uploadWorker === false || s.inPlace === true ? planAndCommit : offloaded(pool, layout, s.dropReferences);
+        const commit =
+          options.uploadWorker === false || s.inPlace === true
+            ? planAndCommit
+            : offloaded(pool, layout, s.dropReferences);
         return await saveLeaves(s.leaves, options, started, commit);
       } finally {
         s.release();
@@ -109,7 +122,12 @@ export async function prepareAsyncSave(
   stateDict: StateDict,
   options: Pick<AsyncSaveOptions, "staging" | "planner" | "concurrency"> & { readonly pool: StagingPool },
 ): Promise<void> {
-  await prepareStaging(await flattenStateDict(stateDict), options.staging ?? "copy", options.pool, stagingLayoutOf(options));
+  await prepareStaging(
+    await flattenStateDict(stateDict),
+    options.staging ?? "copy",
+    options.pool,
+    stagingLayoutOf(options),
+  );
 }
 
 /** With the default planner, copies are staged in the data files' layout (see stageLeaves): as many files as `save` will write. */
@@ -122,7 +140,14 @@ type Snapshot = StagedLeaves & { readonly inPlace?: true };
 /** A save written from the state itself (see `freshPool`); once written, the pool is prepared for the next one. */
 function inPlace(leaves: readonly Leaf[], pool: StagingPool, layout: StagingLayout | undefined): Snapshot {
   const release = (): void => void prepareStaging(leaves, "copy", pool, layout);
-  return { leaves: [...leaves], copiedBytes: 0, copySeconds: 0, release, dropReferences: () => undefined, inPlace: true };
+  return {
+    leaves: [...leaves],
+    copiedBytes: 0,
+    copySeconds: 0,
+    release,
+    dropReferences: () => undefined,
+    inPlace: true,
+  };
 }
 
 const STAGING_STRATEGIES: ReadonlySet<unknown> = new Set<StagingStrategy>(["copy", "reference"]);
@@ -131,7 +156,13 @@ const STAGING_STRATEGIES: ReadonlySet<unknown> = new Set<StagingStrategy>(["copy
 function asyncSaveOptionsOf(idOrOptions: string | AsyncSaveOptions): AsyncSaveOptions {
   const options = checkpointOptionsOf(idOrOptions, "asyncSave");
   const prefix = "asyncSave: option ";
-  checkOption(options, "staging", (v) => STAGING_STRATEGIES.has(v), `one of ${[...STAGING_STRATEGIES].map((s) => JSON.stringify(s)).join(", ")}`, prefix);
+  checkOption(
+    options,
+    "staging",
+    (v) => STAGING_STRATEGIES.has(v),
+    `one of ${[...STAGING_STRATEGIES].map((s) => JSON.stringify(s)).join(", ")}`,
+    prefix,
+  );
   checkOption(options, "pool", (v) => v instanceof StagingPool, "a StagingPool", prefix);
   checkOption(options, "schedule", (v) => typeof v === "function", "a function", prefix);
   checkOption(options, "uploadWorker", (v) => typeof v === "boolean", "true or false", prefix);

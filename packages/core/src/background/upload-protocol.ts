@@ -55,5 +55,7 @@ export function errorToWire(error: unknown): WireError {
 }
 
 export function errorFromWire(wire: WireError): Error {
-  return wire.code === undefined ? new Error(wire.message) : new CheckpointError(wire.code, wire.message, { context: wire.context ?? {} });
+  return wire.code === undefined
+    ? new Error(wire.message)
+    : new CheckpointError(wire.code, wire.message, { context: wire.context ?? {} });
 }

@@ -23,11 +23,18 @@ const { parentPort, workerData } = require("node:worker_threads");
 
 function spawnUploadWorker(): Worker {
   const here = import.meta.url;
-  if (!here.endsWith(".ts")) return new Worker(BOOTSTRAP, { eval: true, workerData: { entry: new URL("./upload-worker.js", here).href } });
-  const execArgv = process.execArgv.some((arg) => arg.includes("@cairn/source")) ? process.execArgv : [...process.execArgv, "--conditions=@cairn/source"];
+  if (!here.endsWith(".ts"))
+    return new Worker(BOOTSTRAP, { eval: true, workerData: { entry: new URL("./upload-worker.js", here).href } });
+  const execArgv = process.execArgv.some((arg) => arg.includes("@cairn/source"))
+    ? process.execArgv
+    : [...process.execArgv, "--conditions=@cairn/source"];
   // The ESM entry of tsx's API: its CommonJS one cannot register from a worker whose parent already runs tsx.
   const tsx = import.meta.resolve("tsx/esm/api");
-  return new Worker(BOOTSTRAP, { eval: true, workerData: { entry: new URL("./upload-worker.ts", here).href, tsx }, execArgv });
+  return new Worker(BOOTSTRAP, {
+    eval: true,
+    workerData: { entry: new URL("./upload-worker.ts", here).href, tsx },
+    execArgv,
+  });
 }
 
 type Written = Omit<SaveResult, "seconds">;
@@ -87,7 +94,12 @@ class UploadThread {
     return new Promise<Written>((resolve, reject) => {
       const onAbort = (): void => this.#post({ type: "abort", job });
       options.signal?.addEventListener("abort", onAbort, { once: true });
-      this.#jobs.set(job, { group, resolve, reject, cleanup: () => options.signal?.removeEventListener("abort", onAbort) });
+      this.#jobs.set(job, {
+        group,
+        resolve,
+        reject,
+        cleanup: () => options.signal?.removeEventListener("abort", onAbort),
+      });
       if (this.#jobs.size === 1) worker.ref();
       this.#post({
         type: "save",
@@ -99,7 +111,13 @@ class UploadThread {
         worldSize: group.worldSize,
         leaves,
         pageAligned: pageAlignedBuffers(leaves),
-        options: { blockSize: options.blockSize, concurrency: options.concurrency, retry: options.retry, metadata: options.metadata, incremental: options.incremental },
+        options: {
+          blockSize: options.blockSize,
+          concurrency: options.concurrency,
+          retry: options.retry,
+          metadata: options.metadata,
+          incremental: options.incremental,
+        },
       });
       if (options.signal?.aborted) onAbort();
     });
@@ -164,7 +182,11 @@ class UploadThread {
   async #collective(group: ProcessGroup, message: Extract<FromUploadWorker, { type: "collective" }>): Promise<void> {
     try {
       const value =
-        message.op === "allGather" ? await group.allGather(message.value) : message.op === "broadcast" ? await group.broadcast(message.value, message.root) : await group.barrier();
+        message.op === "allGather"
+          ? await group.allGather(message.value)
+          : message.op === "broadcast"
+            ? await group.broadcast(message.value, message.root)
+            : await group.barrier();
       this.#post({ type: "collective", call: message.call, ok: true, value });
     } catch (error) {
       this.#post({ type: "collective", call: message.call, ok: false, error: errorToWire(error) });
@@ -185,7 +207,10 @@ class UploadThread {
     for (const [id, job] of [...this.#jobs]) {
       this.#finish(id);
       job.reject(
-        new CheckpointError("storage", `the upload worker thread failed (${why}); nothing was committed. Pass uploadWorker: false to write from the calling thread`),
+        new CheckpointError(
+          "storage",
+          `the upload worker thread failed (${why}); nothing was committed. Pass uploadWorker: false to write from the calling thread`,
+        ),
       );
     }
   }
@@ -208,6 +233,10 @@ export function uploadWorkerReady(): Promise<void> {
 }
 
 /** `planAndCommit`, run on the upload worker thread; call only when `canUploadInWorker` says so. */
-export function uploadInWorker(leaves: readonly Leaf[], location: OpenedCheckpoint, options: SaveOptions): Promise<Written> {
+export function uploadInWorker(
+  leaves: readonly Leaf[],
+  location: OpenedCheckpoint,
+  options: SaveOptions,
+): Promise<Written> {
   return uploads.run(leaves, location, options);
 }

@@ -10,7 +10,13 @@ import { markPageAligned } from "../storage/page-aligned.js";
 import { type ProcessGroup, SingleProcessGroup } from "../process-group.js";
 import { planAndCommit } from "../save/save.js";
 import type { PortableStorage, StorageAdapter } from "../storage/storage-adapter.js";
-import { type FromUploadWorker, type ToUploadWorker, type UploadJob, errorFromWire, errorToWire } from "./upload-protocol.js";
+import {
+  type FromUploadWorker,
+  type ToUploadWorker,
+  type UploadJob,
+  errorFromWire,
+  errorToWire,
+} from "./upload-protocol.js";
 
 const port = parentPort;
 if (!port) throw new Error("upload-worker.ts runs only as a worker thread");
@@ -73,7 +79,10 @@ class ForwardedGroup implements ProcessGroup {
 async function openPortable(portable: PortableStorage): Promise<StorageAdapter> {
   const factory = ((await import(portable.module)) as Record<string, unknown>)[portable.factory];
   if (typeof factory !== "function") {
-    throw new CheckpointError("storage", `${portable.module} has no export ${portable.factory}, which the adapter named to open ${portable.url} in a worker thread`);
+    throw new CheckpointError(
+      "storage",
+      `${portable.module} has no export ${portable.factory}, which the adapter named to open ${portable.url} in a worker thread`,
+    );
   }
   return (factory as (url: URL) => StorageAdapter | Promise<StorageAdapter>)(new URL(portable.url));
 }
@@ -88,7 +97,13 @@ async function run(job: UploadJob): Promise<void> {
   try {
     storage = await openPortable(job.storage);
     const group = job.worldSize === 1 ? new SingleProcessGroup() : new ForwardedGroup(job.job, job.rank, job.worldSize);
-    const location: OpenedCheckpoint = { storage, dir: job.dir, where: job.where, group, release: async () => undefined };
+    const location: OpenedCheckpoint = {
+      storage,
+      dir: job.dir,
+      where: job.where,
+      group,
+      release: async () => undefined,
+    };
     const result = await planAndCommit(job.leaves, location, { ...job.options, signal: controller.signal });
     reply = { type: "done", job: job.job, result };
   } catch (error) {

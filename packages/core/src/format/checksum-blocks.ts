@@ -41,7 +41,13 @@ function base64Uint32LE(sum: number): string {
   const b2 = (sum >>> 16) & 0xff;
   const b3 = sum >>> 24;
   return (
-    ALPHABET[b0 >> 2]! + ALPHABET[((b0 & 3) << 4) | (b1 >> 4)]! + ALPHABET[((b1 & 15) << 2) | (b2 >> 6)]! + ALPHABET[b2 & 63]! + ALPHABET[b3 >> 2]! + ALPHABET[(b3 & 3) << 4]! + "=="
+    ALPHABET[b0 >> 2]! +
+    ALPHABET[((b0 & 3) << 4) | (b1 >> 4)]! +
+    ALPHABET[((b1 & 15) << 2) | (b2 >> 6)]! +
+    ALPHABET[b2 & 63]! +
+    ALPHABET[b3 >> 2]! +
+    ALPHABET[(b3 & 3) << 4]! +
+    "=="
   );
 }
 

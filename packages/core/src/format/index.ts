@@ -1,10 +1,29 @@
 // @cairn/core/format: the bytes on disk (docs/format.md): metadata.json, safetensors headers,
 // CRC32C, file and tensor names, dtypes and chunk geometry, for tools that read checkpoints.
-export { type DType, type DTypeArrays, type TypedArray, DTYPE_NAMES, isDType, itemSize, byteSize, numel, numpyDType, safetensorsDType, bytesOf } from "../state/dtypes.js";
+export {
+  type DType,
+  type DTypeArrays,
+  type TypedArray,
+  DTYPE_NAMES,
+  isDType,
+  itemSize,
+  byteSize,
+  numel,
+  numpyDType,
+  safetensorsDType,
+  bytesOf,
+} from "../state/dtypes.js";
 export { type KeyPath, displayKey, isForbiddenKey, pathId } from "../state/state-dict.js";
 export { type Box, type RowLayout, intersectBoxes, rowLayout, rowSpan, copyRows } from "../state/box.js";
 export { crc32c, blockChecksums } from "./crc32c.js";
-export { layoutSafetensors, uniqueTensorNames, parseSafetensorsHeader, type SafetensorsTensor, type SafetensorsLayout, type ParsedSafetensorsHeader } from "./safetensors.js";
+export {
+  layoutSafetensors,
+  uniqueTensorNames,
+  parseSafetensorsHeader,
+  type SafetensorsTensor,
+  type SafetensorsLayout,
+  type ParsedSafetensorsHeader,
+} from "./safetensors.js";
 export {
   type CheckpointMetadata,
   type EntryMetadata,

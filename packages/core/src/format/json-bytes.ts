@@ -1,5 +1,7 @@
 /** The base64 alphabet's character codes. */
-const BASE64 = Uint8Array.from("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", (c) => c.charCodeAt(0));
+const BASE64 = Uint8Array.from("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", (c) =>
+  c.charCodeAt(0),
+);
 
 /**
  * A growing byte buffer JSON is written into piece by piece, as JSON.stringify would write it:
@@ -126,7 +128,8 @@ export class JsonBytes {
 
   /** Overwrites bytes already written, from `at` (`at + text.length` at most `length`); ASCII only. */
   overwrite(at: number, text: string): void {
-    if (at < 0 || at + text.length > this.length) throw new RangeError(`JsonBytes.overwrite: ${text.length} bytes at ${at} do not fit in ${this.length}`);
+    if (at < 0 || at + text.length > this.length)
+      throw new RangeError(`JsonBytes.overwrite: ${text.length} bytes at ${at} do not fit in ${this.length}`);
     for (let i = 0; i < text.length; i++) this.buf[at + i] = text.charCodeAt(i);
   }
 

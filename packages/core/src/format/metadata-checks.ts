@@ -6,7 +6,9 @@ import type { ChunkMetadata, DataFileMetadata, ValueEntry } from "./metadata.js"
 /** Checks shared by every version's parser, on values a parser has already given their types. */
 
 export function corrupt(where: string, problem: string): CheckpointError {
-  return new CheckpointError("corrupt", `${where}: ${problem}; the checkpoint cannot be read`, { context: { path: where } });
+  return new CheckpointError("corrupt", `${where}: ${problem}; the checkpoint cannot be read`, {
+    context: { path: where },
+  });
 }
 
 export function isRecord(value: unknown): value is Record<string, unknown> {
@@ -41,7 +43,11 @@ export function isStoredValue(value: unknown): boolean {
 export function checkKey(key: KeyPath, where: string): void {
   if (key.length === 0) throw corrupt(where, "an entry has an empty key path");
   for (const k of key) {
-    if (isForbiddenKey(k)) throw corrupt(where, `entry ${key.join(".")} has the key ${JSON.stringify(k)}, which Cairn never writes (it would reach Object.prototype when loaded)`);
+    if (isForbiddenKey(k))
+      throw corrupt(
+        where,
+        `entry ${key.join(".")} has the key ${JSON.stringify(k)}, which Cairn never writes (it would reach Object.prototype when loaded)`,
+      );
   }
 }
 
@@ -56,7 +62,8 @@ export function refuseForbiddenKeys(value: unknown, where: string): void {
       continue;
     }
     for (const key of Object.keys(node)) {
-      if (isForbiddenKey(key)) throw corrupt(where, `it holds the key ${JSON.stringify(key)}, which Cairn never writes`);
+      if (isForbiddenKey(key))
+        throw corrupt(where, `it holds the key ${JSON.stringify(key)}, which Cairn never writes`);
       stack.push((node as Record<string, unknown>)[key]);
     }
   }
@@ -66,27 +73,49 @@ export function refuseForbiddenKeys(value: unknown, where: string): void {
  * The chunks of a tensor: each inside the tensor's shape and inside its file's data section,
  * with one checksum per block, and together holding every element once by count.
  */
-export function checkChunks(key: KeyPath, dtype: DType, shape: readonly number[], chunks: readonly ChunkMetadata[], files: Readonly<Record<string, DataFileMetadata>>, where: string): void {
+export function checkChunks(
+  key: KeyPath,
+  dtype: DType,
+  shape: readonly number[],
+  chunks: readonly ChunkMetadata[],
+  files: Readonly<Record<string, DataFileMetadata>>,
+  where: string,
+): void {
   const name = (): string => key.join(".");
   let elements = 0;
   for (const chunk of chunks) {
     const { offsets, sizes } = chunk;
-    if (offsets.length !== shape.length || sizes.length !== shape.length || shape.some((d, i) => offsets[i]! + sizes[i]! > d)) {
+    if (
+      offsets.length !== shape.length ||
+      sizes.length !== shape.length ||
+      shape.some((d, i) => offsets[i]! + sizes[i]! > d)
+    ) {
       throw corrupt(where, `entry ${name()} has a chunk outside its shape ${JSON.stringify(shape)}`);
     }
-    if (!Number.isSafeInteger(chunk.byteLength) || chunk.crc32c.length !== Math.ceil(chunk.byteLength / chunk.blockSize)) {
-      throw corrupt(where, `entry ${name()} (${dtype}) has a chunk whose byte length or checksums do not match its sizes`);
+    if (
+      !Number.isSafeInteger(chunk.byteLength) ||
+      chunk.crc32c.length !== Math.ceil(chunk.byteLength / chunk.blockSize)
+    ) {
+      throw corrupt(
+        where,
+        `entry ${name()} (${dtype}) has a chunk whose byte length or checksums do not match its sizes`,
+      );
     }
     const file = files[chunk.file]!;
-    if (chunk.byteLength > 0 && (chunk.byteOffset < 8 + file.headerLength || chunk.byteOffset + chunk.byteLength > file.size)) {
+    if (
+      chunk.byteLength > 0 &&
+      (chunk.byteOffset < 8 + file.headerLength || chunk.byteOffset + chunk.byteLength > file.size)
+    ) {
       throw corrupt(where, `entry ${name()} has a chunk outside the data section of ${chunk.file}`);
     }
     elements += numel(sizes);
   }
-  if (elements !== numel(shape)) throw corrupt(where, `entry ${name()}: its chunks hold ${elements} elements, not the ${numel(shape)} of its shape`);
+  if (elements !== numel(shape))
+    throw corrupt(where, `entry ${name()}: its chunks hold ${elements} elements, not the ${numel(shape)} of its shape`);
 }
 
 /** A data file's record: its header fits in it. */
 export function checkFile(name: string, file: DataFileMetadata, where: string): void {
-  if (8 + file.headerLength > file.size) throw corrupt(where, `file ${JSON.stringify(name)} has a header longer than the file`);
+  if (8 + file.headerLength > file.size)
+    throw corrupt(where, `file ${JSON.stringify(name)} has a header longer than the file`);
 }

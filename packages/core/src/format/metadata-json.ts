@@ -23,9 +23,17 @@ const CHECKSUM_PREFIX = new RegExp(`^\\{"${CHECKSUM_FIELD}":(\\d{1,10}),`);
  * bytes are a view (its byteOffset may not be 0) of memory no one else holds.
  */
 export function encodeMetadata(metadata: CheckpointMetadata): Uint8Array {
-  const { [CHECKSUM_FIELD]: _stale, files, entries, ...rest } = metadata as CheckpointMetadata & { [CHECKSUM_FIELD]?: unknown };
+  const {
+    [CHECKSUM_FIELD]: _stale,
+    files,
+    entries,
+    ...rest
+  } = metadata as CheckpointMetadata & { [CHECKSUM_FIELD]?: unknown };
   if (majorOf(metadata.version) !== FORMAT_MAJOR) {
-    throw new CheckpointError("invalid_argument", `encodeMetadata writes format ${FORMAT_MAJOR}.x, not version ${JSON.stringify(metadata.version)}`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `encodeMetadata writes format ${FORMAT_MAJOR}.x, not version ${JSON.stringify(metadata.version)}`,
+    );
   }
   // The other fields as JSON.stringify writes them, then files and entries last, as `{ ...rest, files, entries }` would be.
   const others = JSON.stringify(rest);
@@ -53,7 +61,8 @@ function verifyChecksum(bytes: Uint8Array, text: string, where: string): boolean
   if (!prefix) return false;
   const body = bytes.slice(prefix[0].length - 1);
   body[0] = 0x7b; // "{"
-  if (crc32c(body) !== Number(prefix[1])) throw corrupt(where, `its bytes do not match their checksum (${CHECKSUM_FIELD}): it was changed or damaged`);
+  if (crc32c(body) !== Number(prefix[1]))
+    throw corrupt(where, `its bytes do not match their checksum (${CHECKSUM_FIELD}): it was changed or damaged`);
   return true;
 }
 
@@ -64,20 +73,29 @@ function verifyChecksum(bytes: Uint8Array, text: string, where: string): boolean
  */
 export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetadata {
   if (!(bytes instanceof Uint8Array)) {
-    throw new CheckpointError("invalid_argument", `parseMetadata: pass the bytes of ${METADATA_FILE} as a Uint8Array, not ${describeValue(bytes)}`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `parseMetadata: pass the bytes of ${METADATA_FILE} as a Uint8Array, not ${describeValue(bytes)}`,
+    );
   }
   let text: string;
   try {
     text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch (cause) {
-    throw new CheckpointError("corrupt", `${where}: not valid UTF-8; the checkpoint cannot be read`, { cause, context: { path: where } });
+    throw new CheckpointError("corrupt", `${where}: not valid UTF-8; the checkpoint cannot be read`, {
+      cause,
+      context: { path: where },
+    });
   }
   const checked = verifyChecksum(bytes, text, where);
   let raw: unknown;
   try {
     raw = JSON.parse(text);
   } catch (cause) {
-    throw new CheckpointError("corrupt", `${where}: not valid JSON; the checkpoint cannot be read`, { cause, context: { path: where } });
+    throw new CheckpointError("corrupt", `${where}: not valid JSON; the checkpoint cannot be read`, {
+      cause,
+      context: { path: where },
+    });
   }
   if (!isRecord(raw) || raw.format !== FORMAT_NAME) throw corrupt(where, `not a ${FORMAT_NAME} metadata file`);
   const version = typeof raw.version === "string" ? /^(\d+)\.(\d+)$/.exec(raw.version) : null;
@@ -91,18 +109,32 @@ export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetad
     );
   }
   if (!checked && (major >= 2 || Number(version[2]) >= 1 || Object.hasOwn(raw, CHECKSUM_FIELD))) {
-    throw corrupt(where, `version ${raw.version as string} must open with its checksum ${CHECKSUM_FIELD}, and does not`);
+    throw corrupt(
+      where,
+      `version ${raw.version as string} must open with its checksum ${CHECKSUM_FIELD}, and does not`,
+    );
   }
   // 2.x entries are arrays checked field by field; every object elsewhere is searched for keys reaching a prototype.
   const { entries: _entries, ...searched } = raw;
   refuseForbiddenKeys(major >= 2 ? searched : raw, where);
   delete raw[CHECKSUM_FIELD];
   const checksum = raw.checksum;
-  if (!isRecord(checksum) || checksum.algorithm !== "crc32c" || !isCount(checksum.blockSize) || checksum.blockSize === 0) {
-    throw corrupt(where, "checksum must be { algorithm: \"crc32c\", blockSize > 0 }");
+  if (
+    !isRecord(checksum) ||
+    checksum.algorithm !== "crc32c" ||
+    !isCount(checksum.blockSize) ||
+    checksum.blockSize === 0
+  ) {
+    throw corrupt(where, 'checksum must be { algorithm: "crc32c", blockSize > 0 }');
   }
   if (!isCount(raw.worldSize) || raw.worldSize === 0) throw corrupt(where, "worldSize must be a positive integer");
   if (raw.user !== undefined && !isRecord(raw.user)) throw corrupt(where, "user must be an object");
-  const { files, entries } = major >= 2 ? decodeV2(raw, checksum.blockSize, where) : decodeV1(raw, checksum.blockSize, where);
-  return { ...(raw as unknown as CheckpointMetadata), files, entries, user: (raw.user as Record<string, unknown> | undefined) ?? {} };
+  const { files, entries } =
+    major >= 2 ? decodeV2(raw, checksum.blockSize, where) : decodeV1(raw, checksum.blockSize, where);
+  return {
+    ...(raw as unknown as CheckpointMetadata),
+    files,
+    entries,
+    user: (raw.user as Record<string, unknown> | undefined) ?? {},
+  };
 }

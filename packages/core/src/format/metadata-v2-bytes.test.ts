@@ -4,12 +4,22 @@ import { type DType, DTYPE_NAMES } from "../state/dtypes.js";
 import { type KeyPath, displayKey } from "../state/state-dict.js";
 import { crc32c } from "./crc32c.js";
 import { encodeChecksums } from "./checksum-blocks.js";
-import { type CheckpointMetadata, type ChunkMetadata, type DataFileMetadata, type EntryMetadata, FORMAT_NAME } from "./metadata.js";
+import {
+  type CheckpointMetadata,
+  type ChunkMetadata,
+  type DataFileMetadata,
+  type EntryMetadata,
+  FORMAT_NAME,
+} from "./metadata.js";
 import { encodeMetadata } from "./metadata-json.js";
 import { tensorName } from "./naming.js";
 
 /** The array encoder `writeV2` replaced, kept as the reference its bytes must equal: arrays, then JSON.stringify. */
-function referenceV2(files: Readonly<Record<string, DataFileMetadata>>, entries: readonly EntryMetadata[], defaultBlockSize: number): { files: unknown[]; entries: unknown[] } {
+function referenceV2(
+  files: Readonly<Record<string, DataFileMetadata>>,
+  entries: readonly EntryMetadata[],
+  defaultBlockSize: number,
+): { files: unknown[]; entries: unknown[] } {
   const names = Object.keys(files);
   const index = new Map(names.map((name, i) => [name, i]));
   const table = names.map((name) => {
@@ -19,21 +29,28 @@ function referenceV2(files: Readonly<Record<string, DataFileMetadata>>, entries:
   let previous: KeyPath = [];
   const encoded = entries.map((entry): unknown[] => {
     let shared = 0;
-    while (shared < previous.length && shared < entry.key.length - 1 && previous[shared] === entry.key[shared]) shared++;
+    while (shared < previous.length && shared < entry.key.length - 1 && previous[shared] === entry.key[shared])
+      shared++;
     const key: unknown[] = [shared, ...entry.key.slice(shared)];
     previous = entry.key;
-    if (entry.kind === "value") return entry.special !== undefined ? ["n", key, entry.special] : ["v", key, entry.value ?? null];
+    if (entry.kind === "value")
+      return entry.special !== undefined ? ["n", key, entry.special] : ["v", key, entry.value ?? null];
     const shape = entry.kind === "tensor" ? entry.shape : [entry.byteLength];
     const chunks = entry.chunks.map((chunk) => {
       const sums = encodeChecksums(chunk.crc32c);
-      const whole = chunk.sizes.length === shape.length && chunk.sizes.every((s, d) => s === shape[d] && chunk.offsets[d] === 0);
+      const whole =
+        chunk.sizes.length === shape.length && chunk.sizes.every((s, d) => s === shape[d] && chunk.offsets[d] === 0);
       const file = index.get(chunk.file)!;
-      if (chunk.tensorName !== (whole ? displayKey(entry.key) : tensorName(entry.key, shape, chunk))) return [file, chunk.byteOffset, sums, chunk.offsets, chunk.sizes, chunk.blockSize, chunk.tensorName];
+      if (chunk.tensorName !== (whole ? displayKey(entry.key) : tensorName(entry.key, shape, chunk)))
+        return [file, chunk.byteOffset, sums, chunk.offsets, chunk.sizes, chunk.blockSize, chunk.tensorName];
       const oneBlock = chunk.byteLength <= chunk.blockSize && chunk.byteLength <= defaultBlockSize;
-      if (chunk.blockSize !== defaultBlockSize && !oneBlock) return [file, chunk.byteOffset, sums, chunk.offsets, chunk.sizes, chunk.blockSize];
+      if (chunk.blockSize !== defaultBlockSize && !oneBlock)
+        return [file, chunk.byteOffset, sums, chunk.offsets, chunk.sizes, chunk.blockSize];
       return whole ? [file, chunk.byteOffset, sums] : [file, chunk.byteOffset, sums, chunk.offsets, chunk.sizes];
     });
-    return entry.kind === "tensor" ? ["t", key, entry.dtype, entry.shape, chunks] : ["b", key, entry.byteLength, chunks];
+    return entry.kind === "tensor"
+      ? ["t", key, entry.dtype, entry.shape, chunks]
+      : ["b", key, entry.byteLength, chunks];
   });
   return { files: table, entries: encoded };
 }
@@ -64,7 +81,8 @@ function randomMetadata(seed: number): CheckpointMetadata {
   const r = random(seed);
   const fileNames = Array.from({ length: 1 + r(3) }, (_, i) => `data-r${i}-${r(5)}-abc.safetensors`);
   const files: Record<string, DataFileMetadata> = {};
-  for (const [i, name] of fileNames.entries()) files[name] = { rank: i, size: r(2 ** 40), headerLength: r(1e6), headerCrc32c: r(2 ** 32) };
+  for (const [i, name] of fileNames.entries())
+    files[name] = { rank: i, size: r(2 ** 40), headerLength: r(1e6), headerCrc32c: r(2 ** 32) };
   const blockSize = [1024, 1 << 20, 4096][r(3)]!;
   const previousKey: (string | number)[] = [];
   const entries: EntryMetadata[] = Array.from({ length: r(40) }, () => {
@@ -72,7 +90,10 @@ function randomMetadata(seed: number): CheckpointMetadata {
     for (let n = 1 + r(3); n > 0; n--) key.push(r(3) === 0 ? r(100_000) : WORDS[r(WORDS.length)]!);
     previousKey.splice(0, previousKey.length, ...key);
     const kind = r(4);
-    if (kind === 0) return r(2) === 0 ? { kind: "value", key, value: VALUES[r(VALUES.length)] as never } : { kind: "value", key, special: SPECIALS[r(4)]! };
+    if (kind === 0)
+      return r(2) === 0
+        ? { kind: "value", key, value: VALUES[r(VALUES.length)] as never }
+        : { kind: "value", key, special: SPECIALS[r(4)]! };
     const dtype: DType = kind === 3 ? "uint8" : DTYPE_NAMES[r(DTYPE_NAMES.length)]!;
     const shape = kind === 3 ? [1 + r(5000)] : Array.from({ length: r(4) }, () => 1 + r(300));
     const pieces = shape.length > 0 && r(2) === 0 ? 2 : 1;
@@ -83,30 +104,76 @@ function randomMetadata(seed: number): CheckpointMetadata {
       const name = r(4) === 0 ? `custom#${r(9)}` : tensorName(key, shape, own);
       const chunkBlock = [blockSize, 1024, 2048][r(3)]!;
       const byteLength = r(3) === 0 ? r(900) : r(10_000);
-      return { ...own, file: fileNames[r(fileNames.length)]!, tensorName: name, byteOffset: r(2 ** 40), byteLength, blockSize: chunkBlock, crc32c: Array.from({ length: 1 + r(4) }, () => r(2 ** 32)) };
+      return {
+        ...own,
+        file: fileNames[r(fileNames.length)]!,
+        tensorName: name,
+        byteOffset: r(2 ** 40),
+        byteLength,
+        blockSize: chunkBlock,
+        crc32c: Array.from({ length: 1 + r(4) }, () => r(2 ** 32)),
+      };
     });
-    return kind === 3 ? { kind: "bytes", key, byteLength: shape[0]!, chunks } : { kind: "tensor", key, dtype, shape, chunks };
+    return kind === 3
+      ? { kind: "bytes", key, byteLength: shape[0]!, chunks }
+      : { kind: "tensor", key, dtype, shape, chunks };
   });
   const user = r(2) === 0 ? { step: r(100), note: WORDS[r(WORDS.length)] } : {};
-  return { format: FORMAT_NAME, version: "2.0", worldSize: 1 + r(8), createdAt: "2026-11-25T00:00:00.000Z", checksum: { algorithm: "crc32c", blockSize }, files, entries, user };
+  return {
+    format: FORMAT_NAME,
+    version: "2.0",
+    worldSize: 1 + r(8),
+    createdAt: "2026-11-25T00:00:00.000Z",
+    checksum: { algorithm: "crc32c", blockSize },
+    files,
+    entries,
+    user,
+  };
 }
 
 describe("metadata.json 2.x bytes", () => {
-  it.each(Array.from({ length: 300 }, (_, seed) => seed))("writes the same bytes as arrays + JSON.stringify for random layout %i", (seed) => {
-    const metadata = randomMetadata(seed);
-    expect(new TextDecoder().decode(encodeMetadata(metadata))).toBe(new TextDecoder().decode(referenceBytes(metadata)));
-  });
+  it.each(Array.from({ length: 300 }, (_, seed) => seed))(
+    "writes the same bytes as arrays + JSON.stringify for random layout %i",
+    (seed) => {
+      const metadata = randomMetadata(seed);
+      expect(new TextDecoder().decode(encodeMetadata(metadata))).toBe(
+        new TextDecoder().decode(referenceBytes(metadata)),
+      );
+    },
+  );
 
   it("stores a whole chunk's name that differs from its dotted key only around an index", () => {
     const metadata = randomMetadata(3);
     const file = Object.keys(metadata.files)[0]!;
-    const names = ["layers.12.w", "layers.1.w", "layers.13.w", "layers.012.w", "layers.21.w", "layers.12", "layers.12.w.x", "layers.1.2.w", "layers.120.w", "layers.w"];
+    const names = [
+      "layers.12.w",
+      "layers.1.w",
+      "layers.13.w",
+      "layers.012.w",
+      "layers.21.w",
+      "layers.12",
+      "layers.12.w.x",
+      "layers.1.2.w",
+      "layers.120.w",
+      "layers.w",
+    ];
     const entries: EntryMetadata[] = names.map((tensorName, i) => ({
       kind: "tensor",
       key: ["layers", 12, "w"],
       dtype: "float32",
       shape: [2],
-      chunks: [{ offsets: [0], sizes: [2], file, tensorName, byteOffset: 8 * i, byteLength: 8, blockSize: metadata.checksum.blockSize, crc32c: [i] }],
+      chunks: [
+        {
+          offsets: [0],
+          sizes: [2],
+          file,
+          tensorName,
+          byteOffset: 8 * i,
+          byteLength: 8,
+          blockSize: metadata.checksum.blockSize,
+          crc32c: [i],
+        },
+      ],
     }));
     const encoded = new TextDecoder().decode(encodeMetadata({ ...metadata, entries }));
     expect(encoded).toBe(new TextDecoder().decode(referenceBytes({ ...metadata, entries })));
@@ -115,7 +182,23 @@ describe("metadata.json 2.x bytes", () => {
 
   it("refuses a chunk in a file the table does not list", () => {
     const metadata = randomMetadata(7);
-    const entry: EntryMetadata = { kind: "bytes", key: ["x"], byteLength: 1, chunks: [{ offsets: [0], sizes: [1], file: "elsewhere", tensorName: "x", byteOffset: 0, byteLength: 1, blockSize: 1024, crc32c: [1] }] };
+    const entry: EntryMetadata = {
+      kind: "bytes",
+      key: ["x"],
+      byteLength: 1,
+      chunks: [
+        {
+          offsets: [0],
+          sizes: [1],
+          file: "elsewhere",
+          tensorName: "x",
+          byteOffset: 0,
+          byteLength: 1,
+          blockSize: 1024,
+          crc32c: [1],
+        },
+      ],
+    };
     expect(() => encodeMetadata({ ...metadata, entries: [entry] })).toThrow(CheckpointError);
   });
 });

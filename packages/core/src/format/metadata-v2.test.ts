@@ -19,7 +19,18 @@ const metadata: CheckpointMetadata = {
       key: ["model", "layers", 0, "w"],
       dtype: "float32",
       shape: [4],
-      chunks: [{ offsets: [0], sizes: [4], file: FILE, tensorName: "model.layers.0.w", byteOffset: 128, byteLength: 16, blockSize: 1 << 20, crc32c: [4294967295] }],
+      chunks: [
+        {
+          offsets: [0],
+          sizes: [4],
+          file: FILE,
+          tensorName: "model.layers.0.w",
+          byteOffset: 128,
+          byteLength: 16,
+          blockSize: 1 << 20,
+          crc32c: [4294967295],
+        },
+      ],
     },
     {
       kind: "tensor",
@@ -27,11 +38,45 @@ const metadata: CheckpointMetadata = {
       dtype: "float32",
       shape: [4, 512],
       chunks: [
-        { offsets: [0, 0], sizes: [2, 512], file: FILE, tensorName: "model.layers.1.w@0,0", byteOffset: 144, byteLength: 4096, blockSize: 1024, crc32c: [1, 2, 3, 4] },
-        { offsets: [2, 0], sizes: [2, 512], file: FILE, tensorName: "other#2", byteOffset: 4240, byteLength: 4096, blockSize: 1024, crc32c: [5, 6, 7, 8] },
+        {
+          offsets: [0, 0],
+          sizes: [2, 512],
+          file: FILE,
+          tensorName: "model.layers.1.w@0,0",
+          byteOffset: 144,
+          byteLength: 4096,
+          blockSize: 1024,
+          crc32c: [1, 2, 3, 4],
+        },
+        {
+          offsets: [2, 0],
+          sizes: [2, 512],
+          file: FILE,
+          tensorName: "other#2",
+          byteOffset: 4240,
+          byteLength: 4096,
+          blockSize: 1024,
+          crc32c: [5, 6, 7, 8],
+        },
       ],
     },
-    { kind: "bytes", key: ["rng"], byteLength: 3, chunks: [{ offsets: [0], sizes: [3], file: FILE, tensorName: "rng", byteOffset: 8336, byteLength: 3, blockSize: 1 << 20, crc32c: [9] }] },
+    {
+      kind: "bytes",
+      key: ["rng"],
+      byteLength: 3,
+      chunks: [
+        {
+          offsets: [0],
+          sizes: [3],
+          file: FILE,
+          tensorName: "rng",
+          byteOffset: 8336,
+          byteLength: 3,
+          blockSize: 1 << 20,
+          crc32c: [9],
+        },
+      ],
+    },
     { kind: "value", key: ["step"], value: 3 },
     { kind: "value", key: ["best"], special: "NaN" },
   ],
@@ -61,11 +106,25 @@ describe("metadata.json 2.x", () => {
   it("stores a file table, key prefixes and whole-tensor chunks compactly", () => {
     const { files, entries } = raw();
     expect(files).toEqual([{ name: FILE, rank: 0, size: 10000, headerLength: 120, headerCrc32c: 7 }]);
-    expect(entries[0]).toEqual(["t", [0, "model", "layers", 0, "w"], "float32", [4], [[0, 128, encodeChecksums([4294967295])]]]);
+    expect(entries[0]).toEqual([
+      "t",
+      [0, "model", "layers", 0, "w"],
+      "float32",
+      [4],
+      [[0, 128, encodeChecksums([4294967295])]],
+    ]);
     // The second key shares "model", "layers" with the first; its chunks carry their box and block size, and a name only where it is not the default.
     expect(entries[1]![1]).toEqual([2, 1, "w"]);
     expect((entries[1]![4] as unknown[][])[0]).toHaveLength(6);
-    expect((entries[1]![4] as unknown[][])[1]).toEqual([0, 4240, encodeChecksums([5, 6, 7, 8]), [2, 0], [2, 512], 1024, "other#2"]);
+    expect((entries[1]![4] as unknown[][])[1]).toEqual([
+      0,
+      4240,
+      encodeChecksums([5, 6, 7, 8]),
+      [2, 0],
+      [2, 512],
+      1024,
+      "other#2",
+    ]);
     expect(entries[3]).toEqual(["v", [0, "step"], 3]);
     expect(entries[4]).toEqual(["n", [0, "best"], "NaN"]);
   });
@@ -73,7 +132,9 @@ describe("metadata.json 2.x", () => {
   it("names a file entry with a field it does not know unsupported_version: a later format may locate that file elsewhere", () => {
     const edited = raw();
     edited.files[0]!.from = "../90";
-    expect(() => parseMetadata(encodeRaw(edited), "m")).toThrow(expect.objectContaining({ code: "unsupported_version", message: expect.stringContaining('"from"') }));
+    expect(() => parseMetadata(encodeRaw(edited), "m")).toThrow(
+      expect.objectContaining({ code: "unsupported_version", message: expect.stringContaining('"from"') }),
+    );
   });
 
   const edit = (change: (r: ReturnType<typeof raw>) => void): Uint8Array => {
@@ -81,7 +142,8 @@ describe("metadata.json 2.x", () => {
     change(r);
     return encodeRaw(r);
   };
-  const chunkOf = (r: ReturnType<typeof raw>, entry: number, chunk = 0): unknown[] => (r.entries[entry]![4] as unknown[][])[chunk]!;
+  const chunkOf = (r: ReturnType<typeof raw>, entry: number, chunk = 0): unknown[] =>
+    (r.entries[entry]![4] as unknown[][])[chunk]!;
 
   it.each([
     ["files as an object", edit((r) => void (r.files = { [FILE]: {} } as never))],
@@ -96,7 +158,12 @@ describe("metadata.json 2.x", () => {
     ["a key element that is an object", edit((r) => void (r.entries[3]![1] = [0, { a: 1 }]))],
     ["an empty key path", edit((r) => void (r.entries[0]![1] = [0]))],
     ["__proto__ in a key path", edit((r) => void (r.entries[3]![1] = [0, "__proto__"]))],
-    ["__proto__ in user metadata", new TextEncoder().encode(new TextDecoder().decode(encodeRaw(raw())).replace('"user":{', '"user":{"__proto__":{"polluted":1},'))],
+    [
+      "__proto__ in user metadata",
+      new TextEncoder().encode(
+        new TextDecoder().decode(encodeRaw(raw())).replace('"user":{', '"user":{"__proto__":{"polluted":1},'),
+      ),
+    ],
     ["a value that is not a leaf", edit((r) => void (r.entries[3]![2] = { a: 1 }))],
     ["an unknown special number", edit((r) => void (r.entries[4]![2] = "Zero"))],
     ["an unknown dtype", edit((r) => void (r.entries[0]![2] = "complex64"))],
@@ -117,8 +184,12 @@ describe("metadata.json 2.x", () => {
   });
 
   it("needs its checksum, and refuses to encode another major version", () => {
-    expect(() => parseMetadata(new TextEncoder().encode(JSON.stringify(raw())), "m")).toThrow(expect.objectContaining({ code: "corrupt", message: expect.stringContaining("must open with its checksum") }));
-    expect(() => encodeMetadata({ ...metadata, version: "1.1" })).toThrow(expect.objectContaining({ code: "invalid_argument" }));
+    expect(() => parseMetadata(new TextEncoder().encode(JSON.stringify(raw())), "m")).toThrow(
+      expect.objectContaining({ code: "corrupt", message: expect.stringContaining("must open with its checksum") }),
+    );
+    expect(() => encodeMetadata({ ...metadata, version: "1.1" })).toThrow(
+      expect.objectContaining({ code: "invalid_argument" }),
+    );
   });
 
   it("keeps many small tensors with realistic keys under 100 bytes each", () => {
@@ -128,13 +199,31 @@ describe("metadata.json 2.x", () => {
       key: ["model", "layers", 80_000 + i, "mlp", "w"],
       dtype: "float32" as const,
       shape: [256],
-      chunks: [{ offsets: [0], sizes: [256], file: FILE, tensorName: `model.layers.${80_000 + i}.mlp.w`, byteOffset: 200_000_000 + i * 1024, byteLength: 1024, blockSize: 1024, crc32c: [4294967295 - i] }],
+      chunks: [
+        {
+          offsets: [0],
+          sizes: [256],
+          file: FILE,
+          tensorName: `model.layers.${80_000 + i}.mlp.w`,
+          byteOffset: 200_000_000 + i * 1024,
+          byteLength: 1024,
+          blockSize: 1024,
+          crc32c: [4294967295 - i],
+        },
+      ],
     }));
-    const big = { ...metadata, files: { [FILE]: { rank: 0, size: 400_000_000, headerLength: 120, headerCrc32c: 7 } }, entries };
+    const big = {
+      ...metadata,
+      files: { [FILE]: { rank: 0, size: 400_000_000, headerLength: 120, headerCrc32c: 7 } },
+      entries,
+    };
     const bytes = encodeMetadata(big);
     expect(bytes.byteLength / entries.length).toBeLessThanOrEqual(100);
     // A chunk of one block reads back with the default block size: its one checksum is the same under either.
     const last = entries[19_999]!;
-    expect(parseMetadata(bytes, "m").entries[19_999]).toEqual({ ...last, chunks: [{ ...last.chunks[0], blockSize: 1 << 20 }] });
+    expect(parseMetadata(bytes, "m").entries[19_999]).toEqual({
+      ...last,
+      chunks: [{ ...last.chunks[0], blockSize: 1 << 20 }],
+    });
   });
 });

@@ -3,7 +3,18 @@ import { CheckpointError } from "../errors.js";
 import { type KeyPath, displayKey } from "../state/state-dict.js";
 import { decodeChecksums, encodeChecksums } from "./checksum-blocks.js";
 import type { ChunkMetadata, DataFileMetadata, EntryMetadata } from "./metadata.js";
-import { checkChunks, checkFile, checkKey, corrupt, isCount, isCounts, isKeyElement, isRecord, isSpecial, isStoredValue } from "./metadata-checks.js";
+import {
+  checkChunks,
+  checkFile,
+  checkKey,
+  corrupt,
+  isCount,
+  isCounts,
+  isKeyElement,
+  isRecord,
+  isSpecial,
+  isStoredValue,
+} from "./metadata-checks.js";
 import { isDataFileName, tensorName } from "./naming.js";
 import type { JsonBytes } from "./json-bytes.js";
 
@@ -20,7 +31,12 @@ const FILE_FIELDS: ReadonlySet<string> = new Set(["name", "rank", "size", "heade
  * Writes `"files":[…],"entries":[…]` of format 2.x into `out` directly (an array per entry and chunk,
  * then JSON.stringify, costs more): the bytes JSON.stringify of those arrays gives.
  */
-export function writeV2(out: JsonBytes, files: Readonly<Record<string, DataFileMetadata>>, entries: readonly EntryMetadata[], defaultBlockSize: number): void {
+export function writeV2(
+  out: JsonBytes,
+  files: Readonly<Record<string, DataFileMetadata>>,
+  entries: readonly EntryMetadata[],
+  defaultBlockSize: number,
+): void {
   const names = Object.keys(files);
   const index = new Map<string, number>();
   out.text('"files":[');
@@ -28,7 +44,14 @@ export function writeV2(out: JsonBytes, files: Readonly<Record<string, DataFileM
     const name = names[i]!;
     const { rank, size, headerLength, headerCrc32c, dir } = files[name]!;
     index.set(name, i);
-    out.text((i > 0 ? "," : "") + JSON.stringify(dir === undefined ? { name, rank, size, headerLength, headerCrc32c } : { name, rank, size, headerLength, headerCrc32c, dir }));
+    out.text(
+      (i > 0 ? "," : "") +
+        JSON.stringify(
+          dir === undefined
+            ? { name, rank, size, headerLength, headerCrc32c }
+            : { name, rank, size, headerLength, headerCrc32c, dir },
+        ),
+    );
   }
   out.text('],"entries":[');
   let previous: KeyPath = [];
@@ -66,7 +89,11 @@ export function writeV2(out: JsonBytes, files: Readonly<Record<string, DataFileM
     for (let c = 0; c < entry.chunks.length; c++) {
       const chunk = entry.chunks[c]!;
       const file = index.get(chunk.file);
-      if (file === undefined) throw new CheckpointError("invalid_argument", `a chunk of ${key.join(".")} is in ${chunk.file}, which the metadata's files do not list`);
+      if (file === undefined)
+        throw new CheckpointError(
+          "invalid_argument",
+          `a chunk of ${key.join(".")} is in ${chunk.file}, which the metadata's files do not list`,
+        );
       const fields = chunkFields(chunk, key, shape, defaultBlockSize);
       out.text(c > 0 ? ",[" : "[");
       out.integer(file);
@@ -109,7 +136,12 @@ function numbers(out: JsonBytes, values: readonly number[]): void {
  * How many fields a chunk's array needs: 3 `[file, byteOffset, crc32c]` for a whole tensor with
  * the default block and name, 5 adding its offsets and sizes, 6 its block size, 7 its name.
  */
-export function chunkFields(chunk: ChunkMetadata, key: KeyPath, shape: readonly number[], defaultBlockSize: number): 3 | 5 | 6 | 7 {
+export function chunkFields(
+  chunk: ChunkMetadata,
+  key: KeyPath,
+  shape: readonly number[],
+  defaultBlockSize: number,
+): 3 | 5 | 6 | 7 {
   let whole = chunk.sizes.length === shape.length;
   for (let d = 0; whole && d < shape.length; d++) whole = chunk.sizes[d] === shape[d] && chunk.offsets[d] === 0;
   // A whole chunk's default name is its dotted key (`tensorName`), compared here without joining it.
@@ -128,7 +160,12 @@ function isDottedKey(name: string, key: KeyPath): boolean {
   for (let k = 0; k < key.length; k++) {
     if (k > 0 && name.charCodeAt(at++) !== 46) return false;
     const element = key[k]!;
-    at = typeof element === "string" ? (name.startsWith(element, at) ? at + element.length : -1) : integerAt(name, at, element);
+    at =
+      typeof element === "string"
+        ? name.startsWith(element, at)
+          ? at + element.length
+          : -1
+        : integerAt(name, at, element);
     if (at < 0) return false;
   }
   return at === name.length;
@@ -151,29 +188,47 @@ function integerAt(name: string, at: number, value: number): number {
 }
 
 /** Reads the files and entries of a format 2.x `metadata.json`; everything is checked before use. */
-export function decodeV2(raw: Record<string, unknown>, defaultBlockSize: number, where: string): { files: Record<string, DataFileMetadata>; entries: EntryMetadata[] } {
+export function decodeV2(
+  raw: Record<string, unknown>,
+  defaultBlockSize: number,
+  where: string,
+): { files: Record<string, DataFileMetadata>; entries: EntryMetadata[] } {
   if (!Array.isArray(raw.files)) throw corrupt(where, "files must be an array");
   // Null prototype: file names come from storage and index this object.
   const files = Object.create(null) as Record<string, DataFileMetadata>;
   const names: string[] = [];
   for (const file of raw.files as unknown[]) {
-    if (!isRecord(file) || typeof file.name !== "string" || !isDataFileName(file.name)) throw corrupt(where, `file ${JSON.stringify(file)?.slice(0, 200)} has no plain file name`);
+    if (!isRecord(file) || typeof file.name !== "string" || !isDataFileName(file.name))
+      throw corrupt(where, `file ${JSON.stringify(file)?.slice(0, 200)} has no plain file name`);
     const unknown = Object.keys(file).find((field) => !FILE_FIELDS.has(field));
     if (unknown !== undefined) {
       // A later format may locate a file elsewhere (an earlier step): reading it from here would read the wrong bytes.
-      throw new CheckpointError("unsupported_version", `${where}: file ${file.name} has the field ${JSON.stringify(unknown)}, which this Cairn does not know; upgrade @cairn/core`, {
-        context: { path: where },
-      });
+      throw new CheckpointError(
+        "unsupported_version",
+        `${where}: file ${file.name} has the field ${JSON.stringify(unknown)}, which this Cairn does not know; upgrade @cairn/core`,
+        {
+          context: { path: where },
+        },
+      );
     }
     if (!isCount(file.size) || !isCount(file.headerLength) || !isCount(file.headerCrc32c) || !isCount(file.rank)) {
       throw corrupt(where, `file ${JSON.stringify(file.name)} needs rank, size, headerLength and headerCrc32c`);
     }
     // 2.1: a sibling checkpoint holding the file; one plain segment, so it never reaches outside the root of steps.
     if (file.dir !== undefined && (typeof file.dir !== "string" || !isDataFileName(file.dir))) {
-      throw corrupt(where, `file ${JSON.stringify(file.name)} has the dir ${JSON.stringify(file.dir)?.slice(0, 200)}, which is not the plain name of a sibling checkpoint`);
+      throw corrupt(
+        where,
+        `file ${JSON.stringify(file.name)} has the dir ${JSON.stringify(file.dir)?.slice(0, 200)}, which is not the plain name of a sibling checkpoint`,
+      );
     }
     if (Object.hasOwn(files, file.name)) throw corrupt(where, `file ${JSON.stringify(file.name)} is listed twice`);
-    const record: DataFileMetadata = { rank: file.rank, size: file.size, headerLength: file.headerLength, headerCrc32c: file.headerCrc32c, ...(file.dir !== undefined ? { dir: file.dir } : {}) };
+    const record: DataFileMetadata = {
+      rank: file.rank,
+      size: file.size,
+      headerLength: file.headerLength,
+      headerCrc32c: file.headerCrc32c,
+      ...(file.dir !== undefined ? { dir: file.dir } : {}),
+    };
     checkFile(file.name, record, where);
     files[file.name] = record;
     names.push(file.name);
@@ -181,7 +236,8 @@ export function decodeV2(raw: Record<string, unknown>, defaultBlockSize: number,
   if (!Array.isArray(raw.entries)) throw corrupt(where, "entries must be an array");
   let previous: KeyPath = [];
   const entries = (raw.entries as unknown[]).map((entry): EntryMetadata => {
-    if (!Array.isArray(entry) || typeof entry[0] !== "string" || !Array.isArray(entry[1])) throw corrupt(where, `entry ${JSON.stringify(entry)?.slice(0, 200)} is not [kind, key, …]`);
+    if (!Array.isArray(entry) || typeof entry[0] !== "string" || !Array.isArray(entry[1]))
+      throw corrupt(where, `entry ${JSON.stringify(entry)?.slice(0, 200)} is not [kind, key, …]`);
     const packed = entry[1] as unknown[];
     const shared = packed[0];
     if (!isCount(shared) || shared > previous.length || !packed.every((k, i) => i === 0 || isKeyElement(k))) {
@@ -206,7 +262,8 @@ export function decodeV2(raw: Record<string, unknown>, defaultBlockSize: number,
       return { kind: "value", key, special: a };
     }
     if (kind === "t" && entry.length === 5) {
-      if (!isDType(a) || !isCounts(b) || !Array.isArray(c)) throw corrupt(where, `tensor ${name()} needs a known dtype, a shape and chunks`);
+      if (!isDType(a) || !isCounts(b) || !Array.isArray(c))
+        throw corrupt(where, `tensor ${name()} needs a known dtype, a shape and chunks`);
       return { kind: "tensor", key, dtype: a, shape: b, chunks: decodeChunks(c as unknown[], key, a, b) };
     }
     if (kind === "b" && entry.length === 4) {
@@ -219,8 +276,17 @@ export function decodeV2(raw: Record<string, unknown>, defaultBlockSize: number,
   function decodeChunks(raw: unknown[], key: KeyPath, dtype: DType, shape: number[]): ChunkMetadata[] {
     const name = (): string => key.join(".");
     const chunks = raw.map((chunk): ChunkMetadata => {
-      if (!Array.isArray(chunk) || chunk.length < 3 || chunk.length > 7 || chunk.length === 4) throw corrupt(where, `entry ${name()} has a malformed chunk`);
-      const [file, byteOffset, sums, offsets = shape.map(() => 0), sizes = shape, blockSize = defaultBlockSize, ownName] = chunk as unknown[];
+      if (!Array.isArray(chunk) || chunk.length < 3 || chunk.length > 7 || chunk.length === 4)
+        throw corrupt(where, `entry ${name()} has a malformed chunk`);
+      const [
+        file,
+        byteOffset,
+        sums,
+        offsets = shape.map(() => 0),
+        sizes = shape,
+        blockSize = defaultBlockSize,
+        ownName,
+      ] = chunk as unknown[];
       if (
         !isCount(file) ||
         file >= names.length ||
@@ -235,10 +301,21 @@ export function decodeV2(raw: Record<string, unknown>, defaultBlockSize: number,
         throw corrupt(where, `entry ${name()} has a malformed chunk`);
       }
       const byteLength = byteSize(dtype, sizes);
-      const crc32c = Number.isSafeInteger(byteLength) ? decodeChecksums(sums, Math.ceil(byteLength / blockSize)) : undefined;
+      const crc32c = Number.isSafeInteger(byteLength)
+        ? decodeChecksums(sums, Math.ceil(byteLength / blockSize))
+        : undefined;
       if (!crc32c) throw corrupt(where, `entry ${name()} has a chunk whose checksums do not match its sizes`);
       const box = { offsets, sizes };
-      return { offsets, sizes, file: names[file]!, tensorName: ownName ?? tensorName(key, shape, box), byteOffset, byteLength, blockSize, crc32c };
+      return {
+        offsets,
+        sizes,
+        file: names[file]!,
+        tensorName: ownName ?? tensorName(key, shape, box),
+        byteOffset,
+        byteLength,
+        blockSize,
+        crc32c,
+      };
     });
     checkChunks(key, dtype, shape, chunks, files, where);
     return chunks;

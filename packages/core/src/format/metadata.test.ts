@@ -18,7 +18,17 @@ const valid = {
       key: ["w"],
       dtype: "float32",
       shape: [4],
-      chunks: [{ offsets: [0], sizes: [4], file: "d.safetensors", tensorName: "w", byteOffset: 72, byteLength: 16, crc32c: [5] }],
+      chunks: [
+        {
+          offsets: [0],
+          sizes: [4],
+          file: "d.safetensors",
+          tensorName: "w",
+          byteOffset: 72,
+          byteLength: 16,
+          crc32c: [5],
+        },
+      ],
     },
     { kind: "value", key: ["step"], value: 3 },
   ],
@@ -29,7 +39,9 @@ describe("metadata.json parsing", () => {
   it("accepts valid metadata and a newer minor version", () => {
     expect(parseMetadata(encode(valid), "m").entries).toHaveLength(2);
     const current = parseMetadata(encode(valid), "m");
-    expect(parseMetadata(encodeMetadata({ ...current, version: "2.7", futureField: true } as never), "m").version).toBe("2.7");
+    expect(parseMetadata(encodeMetadata({ ...current, version: "2.7", futureField: true } as never), "m").version).toBe(
+      "2.7",
+    );
   });
 
   it("encodes metadata opened by the CRC32C of its bytes without that field, and checks it when parsing", () => {
@@ -50,13 +62,20 @@ describe("metadata.json parsing", () => {
 
   it("requires the checksum from version 1.1 on, and first when present", () => {
     expect(parseMetadata(encode(valid), "m").version).toBe("1.0");
-    expect(() => parseMetadata(encode({ ...valid, version: "1.1" }), "m")).toThrow(expect.objectContaining({ code: "corrupt", message: expect.stringContaining("must open with its checksum") }));
-    expect(() => parseMetadata(encode({ ...valid, metadataCrc32c: 0 }), "m")).toThrow(expect.objectContaining({ code: "corrupt" }));
+    expect(() => parseMetadata(encode({ ...valid, version: "1.1" }), "m")).toThrow(
+      expect.objectContaining({ code: "corrupt", message: expect.stringContaining("must open with its checksum") }),
+    );
+    expect(() => parseMetadata(encode({ ...valid, metadataCrc32c: 0 }), "m")).toThrow(
+      expect.objectContaining({ code: "corrupt" }),
+    );
   });
 
   it("refuses a newer major version with unsupported_version", () => {
     expect(() => parseMetadata(encode({ ...valid, version: "3.0" }), "m")).toThrow(
-      expect.objectContaining({ code: "unsupported_version", message: expect.stringMatching(/3\.0 is newer.*upgrade @cairn\/core/) }),
+      expect.objectContaining({
+        code: "unsupported_version",
+        message: expect.stringMatching(/3\.0 is newer.*upgrade @cairn\/core/),
+      }),
     );
   });
 
@@ -65,30 +84,85 @@ describe("metadata.json parsing", () => {
     ["another format", encode({ ...valid, format: "other" })],
     ["a bad version", encode({ ...valid, version: "one" })],
     ["no checksum block size", encode({ ...valid, checksum: { algorithm: "crc32c" } })],
-    ["a chunk in an unknown file", encode({ ...valid, entries: [{ ...valid.entries[0], chunks: [{ ...valid.entries[0]!.chunks![0], file: "x" }] }] })],
-    ["a chunk of the wrong length", encode({ ...valid, entries: [{ ...valid.entries[0], chunks: [{ ...valid.entries[0]!.chunks![0], byteLength: 15 }] }] })],
-    ["too few checksums", encode({ ...valid, entries: [{ ...valid.entries[0], chunks: [{ ...valid.entries[0]!.chunks![0], crc32c: [] }] }] })],
+    [
+      "a chunk in an unknown file",
+      encode({
+        ...valid,
+        entries: [{ ...valid.entries[0], chunks: [{ ...valid.entries[0]!.chunks![0], file: "x" }] }],
+      }),
+    ],
+    [
+      "a chunk of the wrong length",
+      encode({
+        ...valid,
+        entries: [{ ...valid.entries[0], chunks: [{ ...valid.entries[0]!.chunks![0], byteLength: 15 }] }],
+      }),
+    ],
+    [
+      "too few checksums",
+      encode({
+        ...valid,
+        entries: [{ ...valid.entries[0], chunks: [{ ...valid.entries[0]!.chunks![0], crc32c: [] }] }],
+      }),
+    ],
     ["an unknown dtype", encode({ ...valid, entries: [{ ...valid.entries[0], dtype: "complex64" }] })],
     ["an empty key path", encode({ ...valid, entries: [{ kind: "value", key: [], value: 1 }] })],
     ["a value that is not a leaf", encode({ ...valid, entries: [{ kind: "value", key: ["v"], value: { a: 1 } }] })],
     ["an unknown special number", encode({ ...valid, entries: [{ kind: "value", key: ["v"], special: "Zero" }] })],
-    ["a file name with a slash", new TextEncoder().encode(JSON.stringify(valid).replaceAll("d.safetensors", "../d.safetensors"))],
-    ["a header longer than its file", encode({ ...valid, files: { "d.safetensors": { rank: 0, size: 100, headerLength: 96, headerCrc32c: 1 } } })],
-    ["a chunk past the end of its file", encode({ ...valid, files: { "d.safetensors": { rank: 0, size: 80, headerLength: 64, headerCrc32c: 1 } } })],
-    ["a chunk outside its tensor", encode({ ...valid, entries: [{ ...valid.entries[0], chunks: [{ ...valid.entries[0]!.chunks![0], offsets: [1] }] }] })],
+    [
+      "a file name with a slash",
+      new TextEncoder().encode(JSON.stringify(valid).replaceAll("d.safetensors", "../d.safetensors")),
+    ],
+    [
+      "a header longer than its file",
+      encode({ ...valid, files: { "d.safetensors": { rank: 0, size: 100, headerLength: 96, headerCrc32c: 1 } } }),
+    ],
+    [
+      "a chunk past the end of its file",
+      encode({ ...valid, files: { "d.safetensors": { rank: 0, size: 80, headerLength: 64, headerCrc32c: 1 } } }),
+    ],
+    [
+      "a chunk outside its tensor",
+      encode({
+        ...valid,
+        entries: [{ ...valid.entries[0], chunks: [{ ...valid.entries[0]!.chunks![0], offsets: [1] }] }],
+      }),
+    ],
     ["chunks that do not fill the tensor", encode({ ...valid, entries: [{ ...valid.entries[0], shape: [8] }] })],
   ])("reports %s as corrupt", (_, bytes) => {
     expect(() => parseMetadata(bytes, "m")).toThrow(expect.objectContaining({ code: "corrupt" }));
   });
 
   it.each([
-    ["__proto__ in a key path", { ...valid, entries: [{ kind: "value", key: ["a", "__proto__", "x"], value: 1 }] }, /entry a\.__proto__\.x has the key "__proto__"/],
-    ["constructor in a key path", { ...valid, entries: [{ kind: "value", key: ["constructor"], value: 1 }] }, /entry constructor has the key "constructor"/],
-    ["prototype in a key path", { ...valid, entries: [{ kind: "value", key: [0, "prototype"], value: 1 }] }, /"prototype"/],
-    ["__proto__ in user metadata", JSON.parse(JSON.stringify(valid).replace('"user":{', '"user":{"__proto__":{"polluted":1},')) as unknown, /the key "__proto__"/],
-    ["constructor as a file name", JSON.parse(JSON.stringify(valid).replaceAll("d.safetensors", "constructor")) as unknown, /"constructor"/],
+    [
+      "__proto__ in a key path",
+      { ...valid, entries: [{ kind: "value", key: ["a", "__proto__", "x"], value: 1 }] },
+      /entry a\.__proto__\.x has the key "__proto__"/,
+    ],
+    [
+      "constructor in a key path",
+      { ...valid, entries: [{ kind: "value", key: ["constructor"], value: 1 }] },
+      /entry constructor has the key "constructor"/,
+    ],
+    [
+      "prototype in a key path",
+      { ...valid, entries: [{ kind: "value", key: [0, "prototype"], value: 1 }] },
+      /"prototype"/,
+    ],
+    [
+      "__proto__ in user metadata",
+      JSON.parse(JSON.stringify(valid).replace('"user":{', '"user":{"__proto__":{"polluted":1},')) as unknown,
+      /the key "__proto__"/,
+    ],
+    [
+      "constructor as a file name",
+      JSON.parse(JSON.stringify(valid).replaceAll("d.safetensors", "constructor")) as unknown,
+      /"constructor"/,
+    ],
   ])("refuses %s as corrupt, naming the key", (_, metadata, message) => {
-    expect(() => parseMetadata(encode(metadata), "m")).toThrow(expect.objectContaining({ code: "corrupt", message: expect.stringMatching(message) }));
+    expect(() => parseMetadata(encode(metadata), "m")).toThrow(
+      expect.objectContaining({ code: "corrupt", message: expect.stringMatching(message) }),
+    );
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 

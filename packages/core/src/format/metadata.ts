@@ -123,4 +123,3 @@ export function valueOf(entry: ValueEntry): ValueEntry["value"] {
       return entry.value ?? null;
   }
 }
-

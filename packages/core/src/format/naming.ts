@@ -25,13 +25,21 @@ export function isDataFileName(name: string): boolean {
  * (relative to the storage root) is. A file of format 2.1 with `dir` lives in that sibling
  * checkpoint; every reader, copier, verifier and deleter resolves files here.
  */
-export function dataFilePath(checkpointDir: string, name: string, file?: { readonly dir?: string | undefined }): string {
+export function dataFilePath(
+  checkpointDir: string,
+  name: string,
+  file?: { readonly dir?: string | undefined },
+): string {
   if (file?.dir === undefined) return joinPath(checkpointDir, name);
   const parent = parentDir(checkpointDir);
   if (parent === undefined) {
-    throw new CheckpointError("not_found", `${name} is in the sibling checkpoint ${JSON.stringify(file.dir)}, but this checkpoint was opened at the storage's root, which has no siblings; open its parent location instead`, {
-      context: { file: name },
-    });
+    throw new CheckpointError(
+      "not_found",
+      `${name} is in the sibling checkpoint ${JSON.stringify(file.dir)}, but this checkpoint was opened at the storage's root, which has no siblings; open its parent location instead`,
+      {
+        context: { file: name },
+      },
+    );
   }
   return joinPath(parent, file.dir, name);
 }

@@ -18,7 +18,11 @@ describe("safetensors layout", () => {
     expect(parsed.tensors.get("a")).toEqual({ dtype: "F32", shape: [2, 3], dataOffsets: [0, 24] });
     expect(parsed.tensors.get("b.c")).toEqual({ dtype: "BF16", shape: [], dataOffsets: [24, 26] });
     expect(parsed.tensors.get("empty")).toEqual({ dtype: "I64", shape: [0, 4], dataOffsets: [26, 26] });
-    expect(layout.offsets).toEqual([layout.header.byteLength, layout.header.byteLength + 24, layout.header.byteLength + 26]);
+    expect(layout.offsets).toEqual([
+      layout.header.byteLength,
+      layout.header.byteLength + 24,
+      layout.header.byteLength + 26,
+    ]);
     expect(layout.fileSize).toBe(layout.header.byteLength + 26);
   });
 
@@ -48,12 +52,19 @@ describe("safetensors layout", () => {
       bytes.set(body, 8);
       return bytes;
     };
-    const parsed = parseSafetensorsHeader(header('{"__metadata__":{"__proto__":"x"},"constructor":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'));
+    const parsed = parseSafetensorsHeader(
+      header('{"__metadata__":{"__proto__":"x"},"constructor":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}'),
+    );
     expect(Object.getPrototypeOf(parsed.metadata)).toBeNull();
     expect(Object.keys(parsed.metadata)).toEqual(["__proto__"]);
     expect(parsed.tensors.get("constructor")?.dataOffsets).toEqual([0, 1]);
     expect(({} as Record<string, unknown>).x).toBeUndefined();
-    for (const bad of ['{"x":null}', '{"x":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}}', '{"x":{"dtype":"U8","shape":[1],"data_offsets":[2,1]}}', '{"__metadata__":{"a":1}}']) {
+    for (const bad of [
+      '{"x":null}',
+      '{"x":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}}',
+      '{"x":{"dtype":"U8","shape":[1],"data_offsets":[2,1]}}',
+      '{"__metadata__":{"a":1}}',
+    ]) {
       expect(() => parseSafetensorsHeader(header(bad)), bad).toThrow(expect.objectContaining({ code: "corrupt" }));
     }
   });

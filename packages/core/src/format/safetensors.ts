@@ -23,7 +23,10 @@ export interface SafetensorsLayout {
  * back to back (the format forbids holes). The header is padded with spaces so the data
  * section starts 8-byte aligned, as the reference implementation does.
  */
-export function layoutSafetensors(tensors: readonly SafetensorsTensor[], metadata: Readonly<Record<string, string>>): SafetensorsLayout {
+export function layoutSafetensors(
+  tensors: readonly SafetensorsTensor[],
+  metadata: Readonly<Record<string, string>>,
+): SafetensorsLayout {
   const seen = new Set<string>();
   for (const t of tensors) {
     if (seen.has(t.name)) throw new Error(`duplicate safetensors tensor name ${JSON.stringify(t.name)}`);
@@ -124,12 +127,20 @@ export interface ParsedSafetensorsHeader {
 /** Parses the JSON header of a safetensors file from its first `8 + headerLength` bytes. */
 export function parseSafetensorsHeader(bytes: Uint8Array, file = "safetensors file"): ParsedSafetensorsHeader {
   if (!(bytes instanceof Uint8Array)) {
-    throw new CheckpointError("invalid_argument", `parseSafetensorsHeader: pass the file's first bytes as a Uint8Array, not ${describeValue(bytes)}`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `parseSafetensorsHeader: pass the file's first bytes as a Uint8Array, not ${describeValue(bytes)}`,
+    );
   }
-  if (bytes.byteLength < 8) throw new CheckpointError("corrupt", `${file}: shorter than the 8-byte header length`, { context: { file } });
+  if (bytes.byteLength < 8)
+    throw new CheckpointError("corrupt", `${file}: shorter than the 8-byte header length`, { context: { file } });
   const length = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
   if (bytes.byteLength < 8 + length) {
-    throw new CheckpointError("corrupt", `${file}: header says ${length} bytes but only ${bytes.byteLength - 8} follow`, { context: { file } });
+    throw new CheckpointError(
+      "corrupt",
+      `${file}: header says ${length} bytes but only ${bytes.byteLength - 8} follow`,
+      { context: { file } },
+    );
   }
   let parsed: unknown;
   try {
@@ -140,7 +151,8 @@ export function parseSafetensorsHeader(bytes: Uint8Array, file = "safetensors fi
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
     throw new CheckpointError("corrupt", `${file}: header is not a JSON object`, { context: { file } });
   }
-  const malformed = (what: string): CheckpointError => new CheckpointError("corrupt", `${file}: header entry ${JSON.stringify(what)} is malformed`, { context: { file } });
+  const malformed = (what: string): CheckpointError =>
+    new CheckpointError("corrupt", `${file}: header entry ${JSON.stringify(what)} is malformed`, { context: { file } });
   const tensors = new Map<string, { dtype: string; shape: number[]; dataOffsets: [number, number] }>();
   // Null prototype: the names come from the file.
   const metadata = Object.create(null) as Record<string, string>;
@@ -154,8 +166,17 @@ export function parseSafetensorsHeader(bytes: Uint8Array, file = "safetensors fi
       continue;
     }
     const v = value as { dtype?: unknown; shape?: unknown; data_offsets?: unknown } | null;
-    const counts = (x: unknown): x is number[] => Array.isArray(x) && x.every((n) => Number.isSafeInteger(n) && (n as number) >= 0);
-    if (typeof v !== "object" || v === null || typeof v.dtype !== "string" || !counts(v.shape) || !counts(v.data_offsets) || v.data_offsets.length !== 2 || v.data_offsets[0]! > v.data_offsets[1]!) {
+    const counts = (x: unknown): x is number[] =>
+      Array.isArray(x) && x.every((n) => Number.isSafeInteger(n) && (n as number) >= 0);
+    if (
+      typeof v !== "object" ||
+      v === null ||
+      typeof v.dtype !== "string" ||
+      !counts(v.shape) ||
+      !counts(v.data_offsets) ||
+      v.data_offsets.length !== 2 ||
+      v.data_offsets[0]! > v.data_offsets[1]!
+    ) {
       throw malformed(name);
     }
     tensors.set(name, { dtype: v.dtype, shape: v.shape, dataOffsets: [v.data_offsets[0]!, v.data_offsets[1]!] });

@@ -1,5 +1,13 @@
 import type { Box } from "../state/box.js";
-import { type CheckpointOptions, type OpenedCheckpoint, checkOption, checkpointOptionsOf, hasMembers, isPositiveInteger, openCheckpoint } from "../storage/checkpoint-location.js";
+import {
+  type CheckpointOptions,
+  type OpenedCheckpoint,
+  checkOption,
+  checkpointOptionsOf,
+  hasMembers,
+  isPositiveInteger,
+  openCheckpoint,
+} from "../storage/checkpoint-location.js";
 import { DefaultLoadPlanner } from "../plan/default-load-planner.js";
 import { type DType, allocate, bytesOf, itemSize, numel } from "../state/dtypes.js";
 import { CheckpointError, cancelledError, describeValue, isCheckpointError, throwIfAborted } from "../errors.js";
@@ -11,7 +19,14 @@ import { parseMetadata } from "../format/metadata-json.js";
 import { withRetry } from "../storage/retry.js";
 import { ObjectReaders } from "../storage/object-readers.js";
 import { dataFilePath } from "../format/naming.js";
-import { type KeyPath, type StateDict, type StateValue, displayKey, isForbiddenKey, pathId } from "../state/state-dict.js";
+import {
+  type KeyPath,
+  type StateDict,
+  type StateValue,
+  displayKey,
+  isForbiddenKey,
+  pathId,
+} from "../state/state-dict.js";
 import { type HostTensor, type VariableLike } from "../state/tensors.js";
 import { joinPath } from "../storage/storage-adapter.js";
 import { type TfjsModule, tfjsModule } from "./tfjs.js";
@@ -68,11 +83,17 @@ function cancelledOr(error: unknown, signal: AbortSignal | undefined, what: stri
   return signal?.aborted ? cancelledError(signal, what, null) : error;
 }
 
-async function readCheckpointMetadata(location: OpenedCheckpoint, options: CheckpointOptions): Promise<{ metadata: CheckpointMetadata; bytes: number }> {
+async function readCheckpointMetadata(
+  location: OpenedCheckpoint,
+  options: CheckpointOptions,
+): Promise<{ metadata: CheckpointMetadata; bytes: number }> {
   const path = joinPath(location.dir, METADATA_FILE);
   let bytes: Uint8Array;
   try {
-    bytes = await withRetry(() => location.storage.read(path, undefined, { signal: options.signal }), { policy: options.retry, signal: options.signal });
+    bytes = await withRetry(() => location.storage.read(path, undefined, { signal: options.signal }), {
+      policy: options.retry,
+      signal: options.signal,
+    });
   } catch (error) {
     if (!isCheckpointError(error, "not_found")) throw error;
     const prefix = location.dir ? `${location.dir}/` : "";
@@ -83,9 +104,15 @@ async function readCheckpointMetadata(location: OpenedCheckpoint, options: Check
         { context: { path: location.where } },
       );
     }
-    throw new CheckpointError("not_found", `no checkpoint at ${location.where}`, { cause: error, context: { path: location.where } });
+    throw new CheckpointError("not_found", `no checkpoint at ${location.where}`, {
+      cause: error,
+      context: { path: location.where },
+    });
   }
-  return { metadata: parseMetadata(bytes, `${location.where.replace(/\/$/, "")}/${METADATA_FILE}`), bytes: bytes.byteLength };
+  return {
+    metadata: parseMetadata(bytes, `${location.where.replace(/\/$/, "")}/${METADATA_FILE}`),
+    bytes: bytes.byteLength,
+  };
 }
 
 /**
@@ -106,14 +133,20 @@ async function readCheckpointMetadata(location: OpenedCheckpoint, options: Check
  */
 export function load(stateDict: StateDict, checkpointIdOrOptions: string | LoadOptions): Promise<LoadResult>;
 export function load(checkpointIdOrOptions: string | LoadOptions): Promise<StateDict>;
-export async function load(first: StateDict | string | LoadOptions, second?: string | LoadOptions): Promise<LoadResult | StateDict> {
+export async function load(
+  first: StateDict | string | LoadOptions,
+  second?: string | LoadOptions,
+): Promise<LoadResult | StateDict> {
   if (second === undefined) {
     const root: StateDict = {};
     await loadInto(undefined, loadOptionsOf(first as string | LoadOptions), root);
     return root;
   }
   if (typeof first !== "object" || first === null || Array.isArray(first)) {
-    throw new CheckpointError("invalid_argument", `load: the target must be a state dict (a plain object of named values), not ${describeValue(first)}; call load(checkpoint) to load without a target`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `load: the target must be a state dict (a plain object of named values), not ${describeValue(first)}; call load(checkpoint) to load without a target`,
+    );
   }
   return loadInto(first as StateDict, loadOptionsOf(second));
 }
@@ -123,7 +156,8 @@ function loadOptionsOf(idOrOptions: string | LoadOptions): LoadOptions {
   const prefix = "load: option ";
   checkOption(options, "planner", hasMembers(["createLoadPlan"]), "a LoadPlanner (with createLoadPlan)", prefix);
   checkOption(options, "partial", (v) => typeof v === "boolean", "true or false", prefix);
-  for (const name of ["concurrency", "maxReadBytes", "maxInflightBytes"]) checkOption(options, name, isPositiveInteger, "a positive whole number", prefix);
+  for (const name of ["concurrency", "maxReadBytes", "maxInflightBytes"])
+    checkOption(options, name, isPositiveInteger, "a positive whole number", prefix);
   checkOption(options, "tf", hasMembers(["tensor"]), "the tfjs module (with tensor())", prefix);
   return options;
 }
@@ -144,9 +178,15 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
   try {
     throwIfAborted(options.signal, "the load", null);
     const { metadata, bytes: metadataBytes } = await readCheckpointMetadata(location, options);
-    const opened = new ObjectReaders(location.storage, location.dir, { retry: options.retry, signal: options.signal, pathOf: (name) => dataFilePath(location.dir, name, metadata.files[name]) });
+    const opened = new ObjectReaders(location.storage, location.dir, {
+      retry: options.retry,
+      signal: options.signal,
+      pathOf: (name) => dataFilePath(location.dir, name, metadata.files[name]),
+    });
     readers = opened;
-    const tf = flattened?.leaves.some((l) => l.leaf.kind === "tensor" && l.leaf.source.kind === "tfjs") ? await tfjsModule(options.tf) : undefined;
+    const tf = flattened?.leaves.some((l) => l.leaf.kind === "tensor" && l.leaf.source.kind === "tfjs")
+      ? await tfjsModule(options.tf)
+      : undefined;
     const destinations = flattened ? targetDestinations(flattened, metadata, tf) : wholeCheckpoint(metadata, root!);
     const planner = options.planner ?? new DefaultLoadPlanner();
     const plan = planner.createLoadPlan(
@@ -158,7 +198,12 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
     const read = await readRanges(
       metadata,
       plan.items,
-      destinations.map((d) => ({ key: displayKey(d.request.key), box: d.box, buffer: d.buffer, itemSize: itemSize(d.request.dtype ?? "uint8") })),
+      destinations.map((d) => ({
+        key: displayKey(d.request.key),
+        box: d.box,
+        buffer: d.buffer,
+        itemSize: itemSize(d.request.dtype ?? "uint8"),
+      })),
       async (file, offset, length, buffers = {}) => {
         const data = await opened.read(file, offset, length, buffers);
         bytes += data.byteLength + (buffers.head && data.byteLength > 0 ? buffers.head.byteLength : 0);
@@ -205,10 +250,15 @@ function fullBox(shape: readonly number[]): Box {
 }
 
 /** Where each leaf of a target state dict gets its bytes, and how it is put in place afterwards. */
-function targetDestinations(flattened: FlattenedTarget, metadata: CheckpointMetadata, tf: TfjsModule | undefined): Destination[] {
+function targetDestinations(
+  flattened: FlattenedTarget,
+  metadata: CheckpointMetadata,
+  tf: TfjsModule | undefined,
+): Destination[] {
   // Only values and blobs look their entry up here (the load planner matches tensors): no id per entry otherwise.
   let entries: Map<string, EntryMetadata> | undefined;
-  const savedAt = (path: KeyPath): EntryMetadata | undefined => (entries ??= new Map(metadata.entries.map((e) => [pathId(e.key), e]))).get(pathId(path));
+  const savedAt = (path: KeyPath): EntryMetadata | undefined =>
+    (entries ??= new Map(metadata.entries.map((e) => [pathId(e.key), e]))).get(pathId(path));
   return flattened.leaves.map(({ leaf, replace }): Destination => {
     const request = requestFor(leaf);
     if (leaf.kind === "value") {
@@ -262,12 +312,22 @@ function wholeCheckpoint(metadata: CheckpointMetadata, root: StateDict): Destina
     // Everything is placed now, in the entries' order, so the rebuilt objects keep the saved key order.
     if (entry.kind === "value") {
       place(entry.key, valueOf(entry) as StateValue);
-      return { request: { key: entry.key, kind: "value" }, box: fullBox([]), buffer: new Uint8Array(0), finish: () => undefined };
+      return {
+        request: { key: entry.key, kind: "value" },
+        box: fullBox([]),
+        buffer: new Uint8Array(0),
+        finish: () => undefined,
+      };
     }
     if (entry.kind === "bytes") {
       const data = new Uint8Array(entry.byteLength);
       place(entry.key, data);
-      return { request: { key: entry.key, kind: "bytes" }, box: fullBox([entry.byteLength]), buffer: data, finish: () => undefined };
+      return {
+        request: { key: entry.key, kind: "bytes" },
+        box: fullBox([entry.byteLength]),
+        buffer: data,
+        finish: () => undefined,
+      };
     }
     const data = allocate(entry.dtype, numel(entry.shape));
     const tensor: HostTensor = { dtype: entry.dtype, shape: [...entry.shape], data };
@@ -290,13 +350,19 @@ function containerBuilder(root: StateDict): (path: KeyPath, value: StateValue) =
   const made = new WeakSet<object>([root]);
   return (path, value) => {
     const conflict = (problem: string): CheckpointError =>
-      new CheckpointError("corrupt", `${METADATA_FILE}: key ${displayKey(path)} ${problem}; the checkpoint cannot be read`, { context: { key: displayKey(path) } });
+      new CheckpointError(
+        "corrupt",
+        `${METADATA_FILE}: key ${displayKey(path)} ${problem}; the checkpoint cannot be read`,
+        { context: { key: displayKey(path) } },
+      );
     let node: Record<string | number, StateValue> | StateValue[] = root;
     for (let i = 0; i < path.length; i++) {
       const key = path[i]!;
       if (isForbiddenKey(key)) throw conflict(`holds ${JSON.stringify(key)}, which would reach Object.prototype`);
       if (Array.isArray(node) ? typeof key !== "number" || key > node.length : typeof key !== "string") {
-        throw conflict("does not fit the containers its other entries make (an index into an object, a name into an array, or an array hole)");
+        throw conflict(
+          "does not fit the containers its other entries make (an index into an object, a name into an array, or an array hole)",
+        );
       }
       const exists = Object.hasOwn(node, key);
       if (i === path.length - 1) {
@@ -306,7 +372,8 @@ function containerBuilder(root: StateDict): (path: KeyPath, value: StateValue) =
       }
       if (exists) {
         const child = (node as Record<string | number, StateValue>)[key];
-        if (typeof child !== "object" || child === null || !made.has(child)) throw conflict("is both a value and a container");
+        if (typeof child !== "object" || child === null || !made.has(child))
+          throw conflict("is both a value and a container");
         node = child as Record<string, StateValue>;
       } else {
         const child: Record<string, StateValue> | StateValue[] = typeof path[i + 1] === "number" ? [] : {};

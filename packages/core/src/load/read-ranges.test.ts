@@ -6,7 +6,14 @@ import type { CheckpointMetadata } from "../format/metadata.js";
 import { save } from "../save/save.js";
 import { type HostTensor, hostTensor } from "../state/tensors.js";
 import { ReadTarget } from "../storage/read-target.js";
-import { type ByteRange, type ObjectInfo, type ReadOptions, type StorageAdapter, type WriteBody, notFound } from "../storage/storage-adapter.js";
+import {
+  type ByteRange,
+  type ObjectInfo,
+  type ReadOptions,
+  type StorageAdapter,
+  type WriteBody,
+  notFound,
+} from "../storage/storage-adapter.js";
 
 interface RecordedRead {
   readonly path: string;
@@ -40,7 +47,13 @@ class RecordingStorageAdapter implements StorageAdapter {
       if (options.signal?.aborted) throw cancelledError(options.signal, `[test] reading ${path}`);
     }
     const again = this.reads.some((r) => r.path === path && r.offset === range?.offset);
-    if (range) this.reads.push({ path, ...range, ...(options.head ? { head: options.head } : {}), ...(options.into ? { into: options.into } : {}) });
+    if (range)
+      this.reads.push({
+        path,
+        ...range,
+        ...(options.head ? { head: options.head } : {}),
+        ...(options.into ? { into: options.into } : {}),
+      });
     const start = Math.min(range?.offset ?? 0, data.byteLength);
     const end = range ? Math.min(data.byteLength, start + range.length) : data.byteLength;
     const target = new ReadTarget(end - start, options);
@@ -98,11 +111,18 @@ function same(a: HostTensor, b: HostTensor): boolean {
   return Buffer.from(bytesOf(a.data)).equals(bytesOf(b.data));
 }
 
-function emptyLike(s: Record<string, HostTensor<"float32">>, keys = Object.keys(s)): Record<string, HostTensor<"float32">> {
+function emptyLike(
+  s: Record<string, HostTensor<"float32">>,
+  keys = Object.keys(s),
+): Record<string, HostTensor<"float32">> {
   return Object.fromEntries(keys.map((k) => [k, hostTensor("float32", s[k]!.shape)]));
 }
 
-async function saved(concurrency: number): Promise<{ storage: RecordingStorageAdapter; metadata: CheckpointMetadata; saved: Record<string, HostTensor<"float32">> }> {
+async function saved(concurrency: number): Promise<{
+  storage: RecordingStorageAdapter;
+  metadata: CheckpointMetadata;
+  saved: Record<string, HostTensor<"float32">>;
+}> {
   const storage = new RecordingStorageAdapter(false);
   const s = state();
   await save(s, { storage, path: "ckpt", concurrency });
@@ -137,7 +157,9 @@ describe("readRanges: where each data file's header is read", () => {
     expect(files.length).toBe(2);
     const local = behind(storage, false);
     await load(emptyLike(s), { ...LOAD, storage: local });
-    const rangeReads = local.dataReads().filter((r) => !(r.offset === 0 && r.length === 8 + metadata.files[r.path.slice(5)]!.headerLength));
+    const rangeReads = local
+      .dataReads()
+      .filter((r) => !(r.offset === 0 && r.length === 8 + metadata.files[r.path.slice(5)]!.headerLength));
     expect(local.dataReads().length).toBe(rangeReads.length + files.length);
 
     const remote = behind(storage, true);
@@ -165,7 +187,9 @@ describe("readRanges: where each data file's header is read", () => {
     const [file] = Object.keys(metadata.files);
     const reads = local.dataReads();
     expect(reads.filter((r) => r.head)).toEqual([]);
-    expect(reads.filter((r) => r.offset === 0)).toEqual([{ path: `ckpt/${file}`, offset: 0, length: 8 + metadata.files[file!]!.headerLength }]);
+    expect(reads.filter((r) => r.offset === 0)).toEqual([
+      { path: `ckpt/${file}`, offset: 0, length: 8 + metadata.files[file!]!.headerLength },
+    ]);
     const b = reads.find((r) => r.offset === chunkOf(metadata, "b").byteOffset)!;
     expect(b.into!.buffer).toBe(bytesOf(target["b"]!.data).buffer);
     for (const key of Object.keys(s)) expect(same(target[key]!, s[key]!)).toBe(true);
@@ -180,28 +204,42 @@ describe("readRanges: where each data file's header is read", () => {
     const near = behind(storage, true);
     const b = emptyLike(s, ["b"]);
     await load(b, { ...LOAD, storage: near });
-    expect(near.dataReads().map((r) => ({ offset: r.offset, head: r.head?.byteLength }))).toEqual([{ offset: 0, head: chunkOf(metadata, "b").byteOffset }]);
+    expect(near.dataReads().map((r) => ({ offset: r.offset, head: r.head?.byteLength }))).toEqual([
+      { offset: 0, head: chunkOf(metadata, "b").byteOffset },
+    ]);
     expect(same(b["b"]!, s["b"]!)).toBe(true);
 
     const far = behind(storage, true);
     const c = emptyLike(s, ["c"]);
     await load(c, { ...LOAD, storage: far });
-    expect(far.dataReads().map((r) => ({ offset: r.offset, length: r.length, head: r.head })).sort((x, y) => x.offset - y.offset)).toEqual([
+    expect(
+      far
+        .dataReads()
+        .map((r) => ({ offset: r.offset, length: r.length, head: r.head }))
+        .sort((x, y) => x.offset - y.offset),
+    ).toEqual([
       { offset: 0, length: headerEnd, head: undefined },
       { offset: chunkOf(metadata, "c").byteOffset, length: 64 * 64 * 4, head: undefined },
     ]);
     expect(same(c["c"]!, s["c"]!)).toBe(true);
   });
 
-  it.each([false, true])("a flipped byte in a data file's header is corrupt, naming the file (remote: %s)", async (remote) => {
-    const { storage, metadata, saved: s } = await saved(2);
-    const file = chunkOf(metadata, "a").file;
-    const damaged = behind(storage, remote);
-    flipByte(damaged, file, 8 + Math.floor(metadata.files[file]!.headerLength / 2));
-    const error = await load(emptyLike(s), { ...LOAD, storage: damaged }).catch((e: unknown) => e);
-    expect(error).toMatchObject({ code: "corrupt", context: { file }, message: `${file}: its safetensors header does not match the checksum in metadata.json; the file is damaged` });
-    expect(damaged.dataReads().some((r) => r.head)).toBe(remote);
-  });
+  it.each([false, true])(
+    "a flipped byte in a data file's header is corrupt, naming the file (remote: %s)",
+    async (remote) => {
+      const { storage, metadata, saved: s } = await saved(2);
+      const file = chunkOf(metadata, "a").file;
+      const damaged = behind(storage, remote);
+      flipByte(damaged, file, 8 + Math.floor(metadata.files[file]!.headerLength / 2));
+      const error = await load(emptyLike(s), { ...LOAD, storage: damaged }).catch((e: unknown) => e);
+      expect(error).toMatchObject({
+        code: "corrupt",
+        context: { file },
+        message: `${file}: its safetensors header does not match the checksum in metadata.json; the file is damaged`,
+      });
+      expect(damaged.dataReads().some((r) => r.head)).toBe(remote);
+    },
+  );
 
   it("a truncated data file gives the same error, local or remote", async () => {
     const { storage, metadata, saved: s } = await saved(1);
@@ -226,7 +264,8 @@ describe("readRanges: damage on the wire", () => {
   /** How many times each data range (path and offset) was read. */
   const readsPerRange = (storage: RecordingStorageAdapter): number[] => {
     const counts = new Map<string, number>();
-    for (const r of storage.dataReads()) counts.set(`${r.path}@${r.offset}`, (counts.get(`${r.path}@${r.offset}`) ?? 0) + 1);
+    for (const r of storage.dataReads())
+      counts.set(`${r.path}@${r.offset}`, (counts.get(`${r.path}@${r.offset}`) ?? 0) + 1);
     return [...new Set(counts.values())];
   };
 
@@ -244,7 +283,9 @@ describe("readRanges: damage on the wire", () => {
     const { storage, saved: s } = await saved(2);
     const remote = behind(storage, true);
     remote.wireDamage = "every";
-    await expect(load(emptyLike(s), { ...LOAD, storage: remote, concurrency: 1 })).rejects.toMatchObject({ code: "corrupt" });
+    await expect(load(emptyLike(s), { ...LOAD, storage: remote, concurrency: 1 })).rejects.toMatchObject({
+      code: "corrupt",
+    });
     expect(readsPerRange(remote)).toEqual([2]);
   });
 
@@ -252,7 +293,9 @@ describe("readRanges: damage on the wire", () => {
     const { storage, saved: s } = await saved(2);
     const local = behind(storage, false);
     local.wireDamage = "first";
-    await expect(load(emptyLike(s), { ...LOAD, storage: local, concurrency: 1 })).rejects.toMatchObject({ code: "corrupt" });
+    await expect(load(emptyLike(s), { ...LOAD, storage: local, concurrency: 1 })).rejects.toMatchObject({
+      code: "corrupt",
+    });
     expect(readsPerRange(local)).toEqual([1]);
   });
 });
@@ -264,7 +307,10 @@ describe("a cancelled load", () => {
       const source = behind(storage, remote);
       const controller = new AbortController();
       source.beforeRead = () => controller.abort(new Error("stop"));
-      for (const call of [() => load(emptyLike(s), { ...LOAD, storage: source, signal: controller.signal }), () => load({ ...LOAD, storage: source, signal: controller.signal })]) {
+      for (const call of [
+        () => load(emptyLike(s), { ...LOAD, storage: source, signal: controller.signal }),
+        () => load({ ...LOAD, storage: source, signal: controller.signal }),
+      ]) {
         const error = await call().catch((e: unknown) => e);
         expect(error).toMatchObject({ code: "cancelled", message: "the load was cancelled" });
       }

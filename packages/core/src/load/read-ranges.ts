@@ -72,7 +72,12 @@ export interface RangeReadOptions {
 }
 
 /** Reads `[offset, offset + length)` of a data file, as `StorageAdapter.read` does with these options. */
-export type ReadFn = (file: string, offset: number, length: number, options?: Pick<ReadOptions, "into" | "head">) => Promise<Uint8Array>;
+export type ReadFn = (
+  file: string,
+  offset: number,
+  length: number,
+  options?: Pick<ReadOptions, "into" | "head">,
+) => Promise<Uint8Array>;
 
 /** A data file's size in storage, or null if it is missing, as `StorageAdapter.stat` says. */
 export type SizeFn = (file: string) => Promise<number | null>;
@@ -127,9 +132,12 @@ export async function readRanges(
   const settled = await Promise.allSettled(tasks);
   const failure = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
   // A wrong size explains a failed read best (a short read of a truncated file); other failures stand as they are.
-  if (failure && !isCheckpointError(failure.reason, "corrupt") && !isCheckpointError(failure.reason, "not_found")) throw failure.reason;
+  if (failure && !isCheckpointError(failure.reason, "corrupt") && !isCheckpointError(failure.reason, "not_found"))
+    throw failure.reason;
   const unchecked = [...firstRanges.keys()].filter((file) => !options.checkedFiles?.has(file));
-  const sizes = await Promise.allSettled(unchecked.map((file) => queue.add(() => checkFileSize(file, metadata, options.sizeOf))));
+  const sizes = await Promise.allSettled(
+    unchecked.map((file) => queue.add(() => checkFileSize(file, metadata, options.sizeOf))),
+  );
   const wrongSize = sizes.find((s): s is PromiseRejectedResult => s.status === "rejected");
   if (wrongSize) throw wrongSize.reason;
   if (failure) throw failure.reason;
@@ -159,7 +167,9 @@ export async function readRanges(
     await budget.acquire(held);
     try {
       const into = direct ?? scratch;
-      const data = head ? await read(range.file, 0, range.end, { into, head }) : await read(range.file, range.start, length, { into });
+      const data = head
+        ? await read(range.file, 0, range.end, { into, head })
+        : await read(range.file, range.start, length, { into });
       if (head) {
         // A read that ended before the range says nothing of how much of the header came: read it on its own.
         if (data.byteLength === 0) await verifyHeader(range.file, metadata, read);
@@ -228,9 +238,13 @@ export async function readRanges(
 
   function truncated(range: RangeRead, fileEnd: number): CheckpointError {
     const key = destinations[range.pieces[0]!.consumers[0]!.item.request]!.key;
-    return new CheckpointError("corrupt", `${range.file} is truncated: ${key} needs bytes up to ${range.end} but the file ends at ${fileEnd}`, {
-      context: { file: range.file, key },
-    });
+    return new CheckpointError(
+      "corrupt",
+      `${range.file} is truncated: ${key} needs bytes up to ${range.end} but the file ends at ${fileEnd}`,
+      {
+        context: { file: range.file, key },
+      },
+    );
   }
 }
 
@@ -239,7 +253,10 @@ export async function checkFileSize(file: string, metadata: CheckpointMetadata, 
   const expected = metadata.files[file]!.size;
   const size = await sizeOf(file);
   if (size === expected) return;
-  const problem = size === null ? "is missing" : `holds ${size} bytes but ${METADATA_FILE} says ${expected}: it was truncated or extended`;
+  const problem =
+    size === null
+      ? "is missing"
+      : `holds ${size} bytes but ${METADATA_FILE} says ${expected}: it was truncated or extended`;
   throw new CheckpointError("corrupt", `${file} ${problem}; the data file is damaged`, { context: { file } });
 }
 
@@ -252,9 +269,13 @@ export function checkHeader(file: string, metadata: CheckpointMetadata, bytes: U
   const info = metadata.files[file]!;
   const header = bytes.subarray(0, 8 + info.headerLength);
   if (header.byteLength < 8 + info.headerLength || crc32c(header) !== info.headerCrc32c) {
-    throw new CheckpointError("corrupt", `${file}: its safetensors header does not match the checksum in ${METADATA_FILE}; the file is damaged`, {
-      context: { file },
-    });
+    throw new CheckpointError(
+      "corrupt",
+      `${file}: its safetensors header does not match the checksum in ${METADATA_FILE}; the file is damaged`,
+      {
+        context: { file },
+      },
+    );
   }
 }
 
@@ -264,7 +285,12 @@ export function checkHeader(file: string, metadata: CheckpointMetadata, bytes: U
  * runs at the chunk's read size, and merges pieces of a file at most `gapBytes` apart into
  * single reads of at most `maxRead` bytes (a multiple of every chunk's block size).
  */
-function planRanges(items: readonly ReadItem[], destinations: readonly ReadDestination[], maxReadBytes: number, gapBytes: number): { ranges: RangeRead[]; maxRead: number } {
+function planRanges(
+  items: readonly ReadItem[],
+  destinations: readonly ReadDestination[],
+  maxReadBytes: number,
+  gapBytes: number,
+): { ranges: RangeRead[]; maxRead: number } {
   const byChunk = new Map<ChunkMetadata, { runs: number[]; consumers: { item: ReadItem; layout: RowLayout }[] }>();
   for (const item of items) {
     const destination = destinations[item.request]!;
@@ -281,7 +307,10 @@ function planRanges(items: readonly ReadItem[], destinations: readonly ReadDesti
     const runBytes = source.run * destination.itemSize;
     for (let r = 0; r < source.src.length; r++) {
       const start = source.src[r]! * destination.itemSize;
-      need.runs.push(Math.floor(start / chunk.blockSize) * chunk.blockSize, Math.min(chunk.byteLength, Math.ceil((start + runBytes) / chunk.blockSize) * chunk.blockSize));
+      need.runs.push(
+        Math.floor(start / chunk.blockSize) * chunk.blockSize,
+        Math.min(chunk.byteLength, Math.ceil((start + runBytes) / chunk.blockSize) * chunk.blockSize),
+      );
     }
   }
   const pieces: Piece[] = [];
@@ -294,10 +323,16 @@ function planRanges(items: readonly ReadItem[], destinations: readonly ReadDesti
     // no buffer: it can be read in bigger pieces, which the kernel serves as longer sequential reads.
     const direct = need.consumers.length === 1 && need.consumers[0]!.layout.src.length === 1;
     const step = direct ? Math.max(chunkRead, Math.floor(DIRECT_READ_BYTES / block) * block) : chunkRead;
-    const runs = need.runs.length === 2 ? [need.runs as [number, number]] : mergedRuns(need.runs, need.consumers.length > 1);
+    const runs =
+      need.runs.length === 2 ? [need.runs as [number, number]] : mergedRuns(need.runs, need.consumers.length > 1);
     for (const [start, end] of runs) {
       for (let at = start; at < end; at += step) {
-        pieces.push({ chunk, start: chunk.byteOffset + at, end: chunk.byteOffset + Math.min(end, at + step), consumers: need.consumers });
+        pieces.push({
+          chunk,
+          start: chunk.byteOffset + at,
+          end: chunk.byteOffset + Math.min(end, at + step),
+          consumers: need.consumers,
+        });
       }
     }
   }
@@ -305,7 +340,13 @@ function planRanges(items: readonly ReadItem[], destinations: readonly ReadDesti
   const ranges: RangeRead[] = [];
   for (const piece of pieces) {
     const last = ranges[ranges.length - 1];
-    if (last && last.file === piece.chunk.file && piece.start >= last.end && piece.start - last.end <= gapBytes && piece.end - last.start <= maxRead) {
+    if (
+      last &&
+      last.file === piece.chunk.file &&
+      piece.start >= last.end &&
+      piece.start - last.end <= gapBytes &&
+      piece.end - last.start <= maxRead
+    ) {
       last.end = piece.end;
       last.pieces.push(piece);
     } else {
@@ -368,14 +409,25 @@ function scatterTargets(range: RangeRead, destinations: readonly ReadDestination
 }
 
 function verifyPiece(piece: Piece, data: Uint8Array, destinations: readonly ReadDestination[]): void {
-  checkBlocks(piece.chunk, destinations[piece.consumers[0]!.item.request]!.key, piece.start - piece.chunk.byteOffset, data);
+  checkBlocks(
+    piece.chunk,
+    destinations[piece.consumers[0]!.item.request]!.key,
+    piece.start - piece.chunk.byteOffset,
+    data,
+  );
 }
 
 /**
  * Checks bytes of a chunk read from `start` (relative to the chunk, aligned to its `blockSize`)
  * against the chunk's block CRC32Cs. Throws `corrupt` naming the file, the key and the first damaged block.
  */
-export function checkBlocks(chunk: ChunkMetadata, key: string, start: number, data: Uint8Array, sums?: readonly number[]): void {
+export function checkBlocks(
+  chunk: ChunkMetadata,
+  key: string,
+  start: number,
+  data: Uint8Array,
+  sums?: readonly number[],
+): void {
   const { blockSize } = chunk;
   for (let at = 0; at < data.byteLength; at += blockSize) {
     const block = (start + at) / blockSize;

@@ -10,7 +10,12 @@ export interface TfjsModule {
 let cached: TfjsModule | undefined;
 
 /** Any of these provides `tensor`; a strict (pnpm) layout may show only the one the user installed. */
-const TFJS_PACKAGES = ["@tensorflow/tfjs-core", "@tensorflow/tfjs", "@tensorflow/tfjs-node-gpu", "@tensorflow/tfjs-node"];
+const TFJS_PACKAGES = [
+  "@tensorflow/tfjs-core",
+  "@tensorflow/tfjs",
+  "@tensorflow/tfjs-node-gpu",
+  "@tensorflow/tfjs-node",
+];
 
 /**
  * tfjs, imported on first use: only loads into tfjs tensors need it, so it stays an optional

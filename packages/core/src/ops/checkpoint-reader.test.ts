@@ -32,8 +32,16 @@ describe("CheckpointReader", () => {
     if (entry.kind === "value") throw new Error("w is a tensor");
     const tensor = new CheckpointReader(storage, "ckpt", metadata).tensor(entry);
     expect(tensor).toMatchObject({ kind: "tensor", dtype: "float32", shape: [6, 10], byteLength: 240 });
-    for (const [offset, length] of [[0, 240], [4, 8], [36, 100], [236, 4], [40, 40]] as const) {
-      expect(await tensor.read(offset, length), `${offset}+${length}`).toEqual(global.subarray(offset, offset + length));
+    for (const [offset, length] of [
+      [0, 240],
+      [4, 8],
+      [36, 100],
+      [236, 4],
+      [40, 40],
+    ] as const) {
+      expect(await tensor.read(offset, length), `${offset}+${length}`).toEqual(
+        global.subarray(offset, offset + length),
+      );
     }
   });
 
@@ -48,7 +56,11 @@ describe("CheckpointReader", () => {
       for (let at = 0; at < tensor.byteLength; at += 40) await tensor.read(at, 40);
     }
     const headerReads = storage.reads.filter((r) => r.offset === 0);
-    expect(headerReads.map((r) => r.path).sort()).toEqual(Object.keys(metadata.files).map((f) => `ckpt/${f}`).sort());
+    expect(headerReads.map((r) => r.path).sort()).toEqual(
+      Object.keys(metadata.files)
+        .map((f) => `ckpt/${f}`)
+        .sort(),
+    );
   });
 
   it("opens each data file once for all its reads, with no stat, until close", async () => {

@@ -35,12 +35,20 @@ export class CheckpointReader {
   readonly #checkedFiles = new Set<string>();
   readonly #readers: ObjectReaders;
 
-  constructor(storage: StorageAdapter, dir: string, metadata: CheckpointMetadata, options: CheckpointReaderOptions = {}) {
+  constructor(
+    storage: StorageAdapter,
+    dir: string,
+    metadata: CheckpointMetadata,
+    options: CheckpointReaderOptions = {},
+  ) {
     this.storage = storage;
     this.dir = dir;
     this.metadata = metadata;
     this.#options = options;
-    this.#readers = new ObjectReaders(storage, dir, { pathOf: (name) => dataFilePath(dir, name, metadata.files[name]), ...(options.signal ? { signal: options.signal } : {}) });
+    this.#readers = new ObjectReaders(storage, dir, {
+      pathOf: (name) => dataFilePath(dir, name, metadata.files[name]),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
   }
 
   /** Releases the data files held open; call once every read has settled. */
@@ -62,7 +70,13 @@ export class CheckpointReader {
     };
   }
 
-  async #read(entry: TensorEntry | BytesEntry, dtype: DType, shape: readonly number[], offset: number, length: number): Promise<Uint8Array> {
+  async #read(
+    entry: TensorEntry | BytesEntry,
+    dtype: DType,
+    shape: readonly number[],
+    offset: number,
+    length: number,
+  ): Promise<Uint8Array> {
     const { signal, onRead } = this.#options;
     throwIfAborted(signal, "the read");
     const size = itemSize(dtype);
@@ -74,7 +88,11 @@ export class CheckpointReader {
     const plan = PLANNER.createLoadPlan({ ...this.metadata, entries: [entry] }, requests, { partial: false });
     const filled = plan.items.reduce((n, item) => n + numel(item.region.sizes) * size, 0);
     if (filled !== length) {
-      throw new CheckpointError("corrupt", `${key}: its chunks overlap in bytes ${offset}..${offset + length} of the tensor; the checkpoint's metadata is damaged`, { context: { key } });
+      throw new CheckpointError(
+        "corrupt",
+        `${key}: its chunks overlap in bytes ${offset}..${offset + length} of the tensor; the checkpoint's metadata is damaged`,
+        { context: { key } },
+      );
     }
     let at = 0;
     const destinations = boxes.map((box) => {

@@ -13,9 +13,13 @@ export interface ReplacedCheckpoint {
 }
 
 function alreadyCommitted(where: string): CheckpointError {
-  return new CheckpointError("already_exists", `a checkpoint is already committed at ${where}; choose a new location, delete that one first (cairn rm), or pass --force to replace it`, {
-    context: { path: where },
-  });
+  return new CheckpointError(
+    "already_exists",
+    `a checkpoint is already committed at ${where}; choose a new location, delete that one first (cairn rm), or pass --force to replace it`,
+    {
+      context: { path: where },
+    },
+  );
 }
 
 /**
@@ -25,12 +29,21 @@ function alreadyCommitted(where: string): CheckpointError {
  * remove its data files once the new one is committed. A metadata.json that cannot be parsed
  * names no files that can be trusted: its files are left alone.
  */
-export async function checkpointDestination(storage: StorageAdapter, dir: string, where: string, force: boolean, signal?: AbortSignal): Promise<ReplacedCheckpoint | undefined> {
+export async function checkpointDestination(
+  storage: StorageAdapter,
+  dir: string,
+  where: string,
+  force: boolean,
+  signal?: AbortSignal,
+): Promise<ReplacedCheckpoint | undefined> {
   const path = joinPath(dir, METADATA_FILE);
   if ((await withRetry(() => storage.stat(path), { signal })) === null) return undefined;
   if (!force) throw alreadyCommitted(where);
   try {
-    const { files } = parseMetadata(await withRetry(() => storage.read(path, undefined, { signal }), { signal }), `${where}/${METADATA_FILE}`);
+    const { files } = parseMetadata(
+      await withRetry(() => storage.read(path, undefined, { signal }), { signal }),
+      `${where}/${METADATA_FILE}`,
+    );
     // Only its own files: those it referenced in a sibling belong to that sibling.
     return { files: Object.keys(files).filter((f) => files[f]!.dir === undefined) };
   } catch (error) {
@@ -55,13 +68,22 @@ export async function commitCheckpoint(
   replacing: ReplacedCheckpoint | undefined,
   signal?: AbortSignal,
 ): Promise<string[]> {
-  await commitMetadata(storage, dir, metadata, attempt, () => alreadyCommitted(where), { signal, overwrite: replacing !== undefined });
+  await commitMetadata(storage, dir, metadata, attempt, () => alreadyCommitted(where), {
+    signal,
+    overwrite: replacing !== undefined,
+  });
   if (!replacing) return [];
   // Only plain data file names: a hostile old metadata.json must not make this delete metadata.json or anything outside `dir`.
   // Mark and sweep: files a sibling checkpoint references (an incremental step) stay; a sibling not understood keeps them all.
-  const referenced = replacing.files.length > 0 ? await siblingReferences(storage, dir, signal) : { files: new Set<string>(), unknown: false };
+  const referenced =
+    replacing.files.length > 0
+      ? await siblingReferences(storage, dir, signal)
+      : { files: new Set<string>(), unknown: false };
   if (referenced.unknown) return [];
-  const old = replacing.files.filter((f) => !Object.hasOwn(metadata.files, f) && !referenced.files.has(f) && isDataFileName(f) && f.endsWith(".safetensors"));
+  const old = replacing.files.filter(
+    (f) =>
+      !Object.hasOwn(metadata.files, f) && !referenced.files.has(f) && isDataFileName(f) && f.endsWith(".safetensors"),
+  );
   const left: string[] = [];
   await Promise.all(
     old.map((f) =>

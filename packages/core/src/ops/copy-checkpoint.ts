@@ -37,7 +37,11 @@ export interface CopyOptions {
    * (a collective). Rank 0 then reads the copy back (with `readBack`) and commits it; other ranks
    * return without committing. A failure on any rank removes every rank's files.
    */
-  readonly share?: { readonly attempt: string; readonly rank: number; readonly agree: (failure: unknown) => Promise<void> };
+  readonly share?: {
+    readonly attempt: string;
+    readonly rank: number;
+    readonly agree: (failure: unknown) => Promise<void>;
+  };
 }
 
 export interface CopyResult {
@@ -80,7 +84,15 @@ export async function copyCheckpoint(
 ): Promise<CopyResult> {
   const { share } = options;
   const commits = share === undefined || share.rank === 0;
-  const replacing = commits ? await checkpointDestination(destination.storage, destination.dir, destination.where, options.force === true, options.signal) : undefined;
+  const replacing = commits
+    ? await checkpointDestination(
+        destination.storage,
+        destination.dir,
+        destination.where,
+        options.force === true,
+        options.signal,
+      )
+    : undefined;
   const { metadata } = source;
   const attempt = share?.attempt ?? randomBytes(6).toString("hex");
   const names = renameFiles(metadata, attempt);
@@ -100,35 +112,47 @@ export async function copyCheckpoint(
       Object.keys(metadata.files)
         .filter((file) => (share === undefined || metadata.files[file]!.rank === share.rank) && !reused.has(file))
         .map((file) =>
-        queue.add(async () => {
-          const pieces = filePieces(metadata, file, readBytes);
-          const body = async function* (): AsyncGenerator<Uint8Array> {
-            let index = 0;
-            for await (const data of readPieces(source.storage, dataFilePath(source.dir, file, metadata.files[file]), pieces, { signal, offThread: options.offThread === true })) {
-              const damage = await checkPieceAsync(metadata, file, pieces[index++]!, data);
-              if (damage) {
-                throw new CheckpointError("corrupt", `${source.where} is damaged, nothing was copied: ${damage.problem}`, {
-                  context: { file, ...(damage.key ? { key: damage.key } : {}) },
-                });
+          queue.add(async () => {
+            const pieces = filePieces(metadata, file, readBytes);
+            const body = async function* (): AsyncGenerator<Uint8Array> {
+              let index = 0;
+              for await (const data of readPieces(
+                source.storage,
+                dataFilePath(source.dir, file, metadata.files[file]),
+                pieces,
+                { signal, offThread: options.offThread === true },
+              )) {
+                const damage = await checkPieceAsync(metadata, file, pieces[index++]!, data);
+                if (damage) {
+                  throw new CheckpointError(
+                    "corrupt",
+                    `${source.where} is damaged, nothing was copied: ${damage.problem}`,
+                    {
+                      context: { file, ...(damage.key ? { key: damage.key } : {}) },
+                    },
+                  );
+                }
+                yield data;
+                options.onWrite?.(data.byteLength);
               }
-              yield data;
-              options.onWrite?.(data.byteLength);
+            };
+            const target = joinPath(destination.dir, names.get(file)!);
+            written.push(target);
+            try {
+              await withRetry(
+                () => destination.storage.write(target, body(), { size: metadata.files[file]!.size, signal }),
+                { signal },
+              );
+            } catch (error) {
+              if (!stop.signal.aborted) {
+                firstFailure = error;
+                stop.abort(error);
+              }
+              throw error;
             }
-          };
-          const target = joinPath(destination.dir, names.get(file)!);
-          written.push(target);
-          try {
-            await withRetry(() => destination.storage.write(target, body(), { size: metadata.files[file]!.size, signal }), { signal });
-          } catch (error) {
-            if (!stop.signal.aborted) {
-              firstFailure = error;
-              stop.abort(error);
-            }
-            throw error;
-          }
-          bytes += metadata.files[file]!.size;
-        }),
-      ),
+            bytes += metadata.files[file]!.size;
+          }),
+        ),
     );
     const failed = settled.find((s) => s.status === "rejected");
     if (share) {
@@ -139,21 +163,39 @@ export async function copyCheckpoint(
     if (failed) throw firstFailure ?? failed.reason;
     const files: Record<string, DataFileMetadata> = Object.create(null);
     // The copy holds every byte it needs (files a source step referenced in a sibling are its own), unless reused beside it.
-    for (const [file, { dir: _dir, ...info }] of Object.entries(metadata.files)) files[names.get(file)!] = reused.get(file)?.file ?? info;
+    for (const [file, { dir: _dir, ...info }] of Object.entries(metadata.files))
+      files[names.get(file)!] = reused.get(file)?.file ?? info;
     const copied: CheckpointMetadata = {
       ...metadata,
       // Written in this version's layout: a copy of a 1.x checkpoint is a 2.x one holding the same bytes.
       version: formatVersionOf(files),
       files,
-      entries: metadata.entries.map((e) => (e.kind === "value" ? e : { ...e, chunks: e.chunks.map((c) => ({ ...c, file: names.get(c.file)! })) })),
+      entries: metadata.entries.map((e) =>
+        e.kind === "value" ? e : { ...e, chunks: e.chunks.map((c) => ({ ...c, file: names.get(c.file)! })) },
+      ),
     };
     if (!commits) return { bytes, files: written.length, metadata: copied, leftFiles: [] };
     if (options.readBack ?? true) {
-      throwIfDamaged(await verifyCheckpoint(destination.storage, destination.dir, copied, { signal: options.signal, onRead: options.onReadBack, offThread: options.offThread === true }), `the copy at ${destination.where}`);
+      throwIfDamaged(
+        await verifyCheckpoint(destination.storage, destination.dir, copied, {
+          signal: options.signal,
+          onRead: options.onReadBack,
+          offThread: options.offThread === true,
+        }),
+        `the copy at ${destination.where}`,
+      );
     }
     // Reused files must still be there at the commit (a retention pass beside it may have deleted them).
     if (reused.size > 0) await checkSharedFiles(destination, files, { signal: options.signal });
-    const leftFiles = await commitCheckpoint(destination.storage, destination.dir, copied, attempt, destination.where, replacing, options.signal);
+    const leftFiles = await commitCheckpoint(
+      destination.storage,
+      destination.dir,
+      copied,
+      attempt,
+      destination.where,
+      replacing,
+      options.signal,
+    );
     return { bytes, files: written.length, metadata: copied, leftFiles };
   } catch (error) {
     // A rank that failed before agreeing (reading its source) still joins, so the others go on.

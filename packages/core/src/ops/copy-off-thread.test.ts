@@ -40,7 +40,10 @@ async function source(): Promise<{ storage: InPlaceStorage; dataBytes: number }>
     t.data.forEach((_, i) => (t.data[i] = seed * 1e6 + i));
     return t;
   };
-  await save({ a: tensor(1), b: tensor(2), c: tensor(3) }, { storage, path: "ckpt", blockSize: 64 << 10, concurrency: 3 });
+  await save(
+    { a: tensor(1), b: tensor(2), c: tensor(3) },
+    { storage, path: "ckpt", blockSize: 64 << 10, concurrency: 3 },
+  );
   return { storage, dataBytes: 3 * 256 * 256 * 4 };
 }
 
@@ -49,7 +52,11 @@ describe("copyCheckpoint with offThread", () => {
     const { storage, dataBytes } = await source();
     const metadata = await readMetadata({ storage, path: "ckpt" });
     hashed.bytes = 0;
-    await copyCheckpoint({ storage, dir: "ckpt", metadata, where: "map://ckpt" }, { storage, dir: "copy", where: "map://copy" }, { offThread: true, readBack: true });
+    await copyCheckpoint(
+      { storage, dir: "ckpt", metadata, where: "map://ckpt" },
+      { storage, dir: "copy", where: "map://copy" },
+      { offThread: true, readBack: true },
+    );
     // The calling thread hashed the data files' headers and metadata.json only.
     expect(hashed.bytes).toBeLessThan(dataBytes / 100);
     expect(storage.sharedReads).toBeGreaterThanOrEqual(6);
@@ -57,7 +64,11 @@ describe("copyCheckpoint with offThread", () => {
 
     // The same copy without it hashes every byte twice (read and read back) on the calling thread.
     hashed.bytes = 0;
-    await copyCheckpoint({ storage, dir: "ckpt", metadata, where: "map://ckpt" }, { storage, dir: "copy2", where: "map://copy2" }, { readBack: true });
+    await copyCheckpoint(
+      { storage, dir: "ckpt", metadata, where: "map://ckpt" },
+      { storage, dir: "copy2", where: "map://copy2" },
+      { readBack: true },
+    );
     expect(hashed.bytes).toBeGreaterThanOrEqual(2 * dataBytes);
   });
 
@@ -68,7 +79,11 @@ describe("copyCheckpoint with offThread", () => {
     const bytes = storage.objects.get(`ckpt/${file}`)!;
     bytes[bytes.byteLength - 5]! ^= 0x02;
     await expect(
-      copyCheckpoint({ storage, dir: "ckpt", metadata, where: "map://ckpt" }, { storage, dir: "copy", where: "map://copy" }, { offThread: true }),
+      copyCheckpoint(
+        { storage, dir: "ckpt", metadata, where: "map://ckpt" },
+        { storage, dir: "copy", where: "map://copy" },
+        { offThread: true },
+      ),
     ).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining(`checksum mismatch in ${file}`) });
     for await (const o of storage.list("copy/")) expect.unreachable(o.path);
   });

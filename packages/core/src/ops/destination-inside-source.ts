@@ -25,9 +25,16 @@ async function realPath(path: string): Promise<string> {
 async function placeOf(urlOrPath: string): Promise<Place> {
   const url = storageUrl(urlOrPath);
   const protocol = url.protocol.replace(/:$/, "");
-  if (protocol === "file") return { protocol, root: "", segments: (await realPath(fileURLToPath(url))).split("/").filter((s) => s !== "") };
+  if (protocol === "file")
+    return { protocol, root: "", segments: (await realPath(fileURLToPath(url))).split("/").filter((s) => s !== "") };
   // Object stores and memory://: the host is the bucket (or volume name); empty segments name nothing, as joinPath drops them.
-  return { protocol, root: decodeURIComponent(url.host), segments: decodeURIComponent(url.pathname).split("/").filter((s) => s !== "" && s !== ".") };
+  return {
+    protocol,
+    root: decodeURIComponent(url.host),
+    segments: decodeURIComponent(url.pathname)
+      .split("/")
+      .filter((s) => s !== "" && s !== "."),
+  };
 }
 
 /**

@@ -14,7 +14,9 @@ export const CAIRN_METADATA_KEY = "cairn";
 /** What `__metadata__.cairn` holds (a JSON string, as safetensors metadata values are strings). */
 export interface ExportedLayout {
   readonly version: 1;
-  readonly entries: readonly ({ readonly name: string; readonly key: KeyPath; readonly kind: "tensor" | "bytes" } | ValueEntry)[];
+  readonly entries: readonly (
+    { readonly name: string; readonly key: KeyPath; readonly kind: "tensor" | "bytes" } | ValueEntry
+  )[];
   readonly user: Readonly<Record<string, unknown>>;
 }
 
@@ -47,7 +49,11 @@ export async function exportSafetensors(
   const force = options.force === true;
   if (!force && (await withRetry(() => out.storage.stat(out.name), { signal: options.signal })) !== null) {
     const where = out.where ?? out.name;
-    throw new CheckpointError("already_exists", `${where} already exists; choose another name or pass --force to replace it`, { context: { path: where } });
+    throw new CheckpointError(
+      "already_exists",
+      `${where} already exists; choose another name or pass --force to replace it`,
+      { context: { path: where } },
+    );
   }
   const tensors = metadata.entries.flatMap((e) => (e.kind === "value" ? [] : [reader.tensor(e)]));
   const names = uniqueTensorNames(tensors.map((t) => displayKey(t.key)));
@@ -74,6 +80,9 @@ export async function exportSafetensors(
       }
     }
   };
-  await withRetry(() => out.storage.write(out.name, body(), { size: file.fileSize, signal: options.signal, ifAbsent: !force }), { signal: options.signal });
+  await withRetry(
+    () => out.storage.write(out.name, body(), { size: file.fileSize, signal: options.signal, ifAbsent: !force }),
+    { signal: options.signal },
+  );
   return { bytes: file.fileSize, tensors: tensors.length };
 }

@@ -17,7 +17,11 @@ export interface SiblingReferences {
  * mark-and-sweep for deleters that have no step index of their own (core's replace-on-force).
  * A checkpoint at the storage's root has no siblings.
  */
-export async function siblingReferences(storage: StorageAdapter, dir: string, signal?: AbortSignal): Promise<SiblingReferences> {
+export async function siblingReferences(
+  storage: StorageAdapter,
+  dir: string,
+  signal?: AbortSignal,
+): Promise<SiblingReferences> {
   const parent = parentDir(dir);
   const files = new Set<string>();
   if (parent === undefined) return { files, unknown: false };
@@ -26,13 +30,17 @@ export async function siblingReferences(storage: StorageAdapter, dir: string, si
   const siblings: string[] = [];
   for await (const object of storage.list(prefix)) {
     const [sibling, file, extra] = object.path.slice(prefix.length).split("/");
-    if (file === METADATA_FILE && extra === undefined && sibling !== undefined && sibling !== name) siblings.push(sibling);
+    if (file === METADATA_FILE && extra === undefined && sibling !== undefined && sibling !== name)
+      siblings.push(sibling);
   }
   let unknown = false;
   for (const sibling of siblings) {
     const path = joinPath(parent, sibling, METADATA_FILE);
     try {
-      const metadata = parseMetadata(await withRetry(() => storage.read(path, undefined, { signal }), { signal }), path);
+      const metadata = parseMetadata(
+        await withRetry(() => storage.read(path, undefined, { signal }), { signal }),
+        path,
+      );
       for (const [file, info] of Object.entries(metadata.files)) if (info.dir === name) files.add(file);
     } catch (error) {
       // Deleted since the listing: it references nothing any more.

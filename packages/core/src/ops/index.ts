@@ -2,8 +2,18 @@ export { type CheckpointReaderOptions, CheckpointReader } from "./checkpoint-rea
 export { type ReplacedCheckpoint, checkpointDestination, commitCheckpoint } from "./commit-checkpoint.js";
 export { type CopyOptions, type CopyResult, copyCheckpoint } from "./copy-checkpoint.js";
 export { refuseInsideSource } from "./destination-inside-source.js";
-export { type ExportOptions, type ExportedLayout, CAIRN_METADATA_KEY, exportSafetensors } from "./export-safetensors.js";
-export { type SafetensorsFile, importSafetensors, readSafetensorsHeader, safetensorsEntries } from "./import-safetensors.js";
+export {
+  type ExportOptions,
+  type ExportedLayout,
+  CAIRN_METADATA_KEY,
+  exportSafetensors,
+} from "./export-safetensors.js";
+export {
+  type SafetensorsFile,
+  importSafetensors,
+  readSafetensorsHeader,
+  safetensorsEntries,
+} from "./import-safetensors.js";
 export { type ReusableCheckpoint, type ReusedFile, reusableFiles } from "./reuse-files.js";
 export { type SiblingReferences, siblingReferences } from "./files-in-use.js";
 export { type CheckpointSummary, type InspectedEntry, dataBytes, inspectCheckpoint } from "./inspect-checkpoint.js";
@@ -11,5 +21,11 @@ export { prefetched } from "./prefetch.js";
 export { rangeBoxes } from "./row-major.js";
 export { type EntrySource, type SourceTensor, tensorPieces } from "./source-tensor.js";
 export { checkKeyPath, forbiddenKeyReason, parseStoredJson } from "./stored-keys.js";
-export { type Damage, type VerifyOptions, type VerifyReport, verifyCheckpoint, throwIfDamaged } from "./verify-checkpoint.js";
+export {
+  type Damage,
+  type VerifyOptions,
+  type VerifyReport,
+  verifyCheckpoint,
+  throwIfDamaged,
+} from "./verify-checkpoint.js";
 export { type WriteCheckpointOptions, type WrittenCheckpoint, writeCheckpoint } from "./write-checkpoint.js";

@@ -4,14 +4,27 @@ import { type KeyPath, displayKey } from "../state/state-dict.js";
 
 /** One entry of a checkpoint as `inspectCheckpoint` shows it. */
 export type InspectedEntry =
-  | { readonly key: KeyPath; readonly name: string; readonly kind: "value"; readonly value: unknown; readonly special?: string }
+  | {
+      readonly key: KeyPath;
+      readonly name: string;
+      readonly kind: "value";
+      readonly value: unknown;
+      readonly special?: string;
+    }
   | {
       readonly key: KeyPath;
       readonly name: string;
       readonly kind: "tensor" | "bytes";
       readonly dtype: DType;
       readonly shape: readonly number[];
-      readonly chunks: readonly { offsets: readonly number[]; sizes: readonly number[]; file: string; byteOffset: number; byteLength: number; blockSize: number }[];
+      readonly chunks: readonly {
+        offsets: readonly number[];
+        sizes: readonly number[];
+        file: string;
+        byteOffset: number;
+        byteLength: number;
+        blockSize: number;
+      }[];
       /** The data files its chunks are in, each once. */
       readonly files: readonly string[];
     };
@@ -43,14 +56,27 @@ export function dataBytes(metadata: CheckpointMetadata): number {
 export function inspectCheckpoint(metadata: CheckpointMetadata): CheckpointSummary {
   const entries = metadata.entries.map((e): InspectedEntry =>
     e.kind === "value"
-      ? { key: e.key, name: displayKey(e.key), kind: e.kind, value: e.special === undefined ? valueOf(e) : null, ...(e.special ? { special: e.special } : {}) }
+      ? {
+          key: e.key,
+          name: displayKey(e.key),
+          kind: e.kind,
+          value: e.special === undefined ? valueOf(e) : null,
+          ...(e.special ? { special: e.special } : {}),
+        }
       : {
           key: e.key,
           name: displayKey(e.key),
           kind: e.kind,
           dtype: e.kind === "tensor" ? e.dtype : "uint8",
           shape: e.kind === "tensor" ? e.shape : [e.byteLength],
-          chunks: e.chunks.map(({ offsets, sizes, file, byteOffset, byteLength, blockSize }) => ({ offsets, sizes, file, byteOffset, byteLength, blockSize })),
+          chunks: e.chunks.map(({ offsets, sizes, file, byteOffset, byteLength, blockSize }) => ({
+            offsets,
+            sizes,
+            file,
+            byteOffset,
+            byteLength,
+            blockSize,
+          })),
           files: [...new Set(e.chunks.map((c) => c.file))],
         },
   );

@@ -4,7 +4,11 @@
  * are held. A failure is thrown when its turn comes; calls started after it are left to settle.
  * Used by the ops that stream (export, write, verify, copy) and by tfjs model conversion.
  */
-export async function* prefetched<T, R>(items: readonly T[], depth: number, fetch: (item: T) => Promise<R>): AsyncGenerator<R> {
+export async function* prefetched<T, R>(
+  items: readonly T[],
+  depth: number,
+  fetch: (item: T) => Promise<R>,
+): AsyncGenerator<R> {
   const inFlight: Promise<R>[] = [];
   let next = 0;
   const fill = (): void => {

@@ -24,7 +24,9 @@ function chunksByFile(metadata: CheckpointMetadata): Map<string, string[]> {
     if (entry.kind === "value") continue;
     for (const c of entry.chunks) {
       const list = byFile.get(c.file) ?? [];
-      list.push(`${pathId(entry.key)}|${c.offsets.join(",")}|${c.sizes.join(",")}|${c.byteOffset}|${c.blockSize}|${c.crc32c.join(",")}`);
+      list.push(
+        `${pathId(entry.key)}|${c.offsets.join(",")}|${c.sizes.join(",")}|${c.byteOffset}|${c.blockSize}|${c.crc32c.join(",")}`,
+      );
       byFile.set(c.file, list);
     }
   }
@@ -37,8 +39,14 @@ function chunksByFile(metadata: CheckpointMetadata): Map<string, string[]> {
  * header CRC are the source file's and it holds every chunk the source reads from that file, at
  * the same offset with the same CRCs. Matched by content, never by name; unmatched files are copied.
  */
-export function reusableFiles(source: CheckpointMetadata, candidates: readonly ReusableCheckpoint[]): Map<string, ReusedFile> {
-  const byKey = new Map<string, { name: string; file: DataFileMetadata & { dir: string }; chunks: ReadonlySet<string> }[]>();
+export function reusableFiles(
+  source: CheckpointMetadata,
+  candidates: readonly ReusableCheckpoint[],
+): Map<string, ReusedFile> {
+  const byKey = new Map<
+    string,
+    { name: string; file: DataFileMetadata & { dir: string }; chunks: ReadonlySet<string> }[]
+  >();
   for (const candidate of candidates) {
     const chunks = chunksByFile(candidate.metadata);
     for (const [name, file] of Object.entries(candidate.metadata.files)) {

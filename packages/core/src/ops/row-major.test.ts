@@ -7,7 +7,10 @@ function numel(sizes: readonly number[]): number {
 }
 
 /** Row-major flat indices of every element of a box, in order. */
-function flatIndices(shape: readonly number[], box: { offsets: readonly number[]; sizes: readonly number[] }): number[] {
+function flatIndices(
+  shape: readonly number[],
+  box: { offsets: readonly number[]; sizes: readonly number[] },
+): number[] {
   const out: number[] = [];
   for (let i = 0; i < numel(box.sizes); i++) {
     let rest = i;

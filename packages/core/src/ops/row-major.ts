@@ -25,7 +25,11 @@ export function rangeBoxes(shape: readonly number[], start: number, end: number)
     const first = Math.floor(from / inner);
     const last = Math.floor((to - 1) / inner);
     const whole = (a: number, b: number): void => {
-      if (b > a) boxes.push({ offsets: [...prefix, a, ...dims.slice(1).map(() => 0)], sizes: [...prefix.map(() => 1), b - a, ...dims.slice(1)] });
+      if (b > a)
+        boxes.push({
+          offsets: [...prefix, a, ...dims.slice(1).map(() => 0)],
+          sizes: [...prefix.map(() => 1), b - a, ...dims.slice(1)],
+        });
     };
     if (first === last) {
       if (from % inner === 0 && to - from === inner) whole(first, first + 1);

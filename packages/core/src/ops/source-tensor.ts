@@ -22,15 +22,24 @@ export interface SourceTensor {
 export type EntrySource = SourceTensor | ValueEntry;
 
 /** A tensor's bytes in order, `pieceBytes` at a time with two reads ahead, each piece checked to be as long as asked (`corrupt` if not). */
-export function tensorPieces(tensor: SourceTensor, pieceBytes: number, signal?: AbortSignal): AsyncGenerator<Uint8Array> {
+export function tensorPieces(
+  tensor: SourceTensor,
+  pieceBytes: number,
+  signal?: AbortSignal,
+): AsyncGenerator<Uint8Array> {
   const pieces: { at: number; length: number }[] = [];
-  for (let at = 0; at < tensor.byteLength; at += pieceBytes) pieces.push({ at, length: Math.min(pieceBytes, tensor.byteLength - at) });
+  for (let at = 0; at < tensor.byteLength; at += pieceBytes)
+    pieces.push({ at, length: Math.min(pieceBytes, tensor.byteLength - at) });
   return prefetched(pieces, 2, async ({ at, length }) => {
     throwIfAborted(signal, "the read");
     const data = await tensor.read(at, length);
     if (data.byteLength !== length) {
       const key = displayKey(tensor.key);
-      throw new CheckpointError("corrupt", `${key}: got ${data.byteLength} bytes at byte ${at} of the tensor where ${length} were expected; its source is truncated`, { context: { key } });
+      throw new CheckpointError(
+        "corrupt",
+        `${key}: got ${data.byteLength} bytes at byte ${at} of the tensor where ${length} were expected; its source is truncated`,
+        { context: { key } },
+      );
     }
     return data;
   });

@@ -15,7 +15,9 @@ export function forbiddenKeyReason(key: string): string {
 export function checkKeyPath(key: KeyPath, where: string, code: CheckpointErrorCode, what: string): void {
   const bad = key.find(isForbiddenKey);
   if (bad === undefined) return;
-  throw new CheckpointError(code, `${where}: ${what}: ${forbiddenKeyReason(String(bad))}`, { context: { path: where, key: key.join(".") } });
+  throw new CheckpointError(code, `${where}: ${what}: ${forbiddenKeyReason(String(bad))}`, {
+    context: { path: where, key: key.join(".") },
+  });
 }
 
 /**

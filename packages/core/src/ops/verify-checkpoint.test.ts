@@ -14,9 +14,14 @@ async function threeFiles(): Promise<{ storage: MapStorage; files: Record<string
     t.data.forEach((_, i) => (t.data[i] = seed * 100 + i));
     return t;
   };
-  await save({ a: tensor(1), b: tensor(2), c: tensor(3), step: 5 }, { storage, path: "ckpt", blockSize: 64, concurrency: 3 });
+  await save(
+    { a: tensor(1), b: tensor(2), c: tensor(3), step: 5 },
+    { storage, path: "ckpt", blockSize: 64, concurrency: 3 },
+  );
   const metadata = await readMetadata({ storage, path: "ckpt" });
-  const files = Object.fromEntries(metadata.entries.flatMap((e) => (e.kind === "value" ? [] : [[String(e.key[0]), e.chunks[0]!.file]])));
+  const files = Object.fromEntries(
+    metadata.entries.flatMap((e) => (e.kind === "value" ? [] : [[String(e.key[0]), e.chunks[0]!.file]])),
+  );
   return { storage, files };
 }
 
@@ -54,7 +59,9 @@ describe("copyCheckpoint", () => {
     const first = await copyCheckpoint(source, { storage, dir: "copy", where: "map://copy" });
     expect(Object.keys(first.metadata.files).some((f) => Object.hasOwn(metadata.files, f))).toBe(false);
     expect(await load({ storage, path: "copy" })).toEqual(await load({ storage, path: "ckpt" }));
-    await expect(copyCheckpoint(source, { storage, dir: "copy", where: "map://copy" })).rejects.toMatchObject({ code: "already_exists" });
+    await expect(copyCheckpoint(source, { storage, dir: "copy", where: "map://copy" })).rejects.toMatchObject({
+      code: "already_exists",
+    });
     const second = await copyCheckpoint(source, { storage, dir: "copy", where: "map://copy" }, { force: true });
     expect(second.leftFiles).toEqual([]);
     const left = [];
@@ -82,18 +89,36 @@ describe("copyCheckpoint", () => {
       };
     };
     const agree = agreement();
-    const copies = [0, 1].map((rank) => copyCheckpoint(source, { storage, dir: "shared", where: "map://shared" }, { share: { attempt: "aaaaaaaaaaaa", rank, agree } }));
+    const copies = [0, 1].map((rank) =>
+      copyCheckpoint(
+        source,
+        { storage, dir: "shared", where: "map://shared" },
+        { share: { attempt: "aaaaaaaaaaaa", rank, agree } },
+      ),
+    );
     const [zero, one] = await Promise.all(copies);
     expect([zero!.files, one!.files]).toEqual([2, 1]);
-    expect(Object.keys(zero!.metadata.files).sort()).toEqual(["data-r0-0-aaaaaaaaaaaa.safetensors", "data-r0-1-aaaaaaaaaaaa.safetensors", "data-r1-0-aaaaaaaaaaaa.safetensors"]);
+    expect(Object.keys(zero!.metadata.files).sort()).toEqual([
+      "data-r0-0-aaaaaaaaaaaa.safetensors",
+      "data-r0-1-aaaaaaaaaaaa.safetensors",
+      "data-r1-0-aaaaaaaaaaaa.safetensors",
+    ]);
     expect(await load({ storage, path: "shared" })).toEqual(await load({ storage, path: "ckpt" }));
 
     const failing = agreement();
     // Rank 1's source holds none of its files; without a read-back, only the agreement keeps rank 0 from committing.
     const broken = { ...source, dir: "nowhere" };
     const results = await Promise.allSettled([
-      copyCheckpoint(source, { storage, dir: "failed", where: "map://failed" }, { readBack: false, share: { attempt: "bbbbbbbbbbbb", rank: 0, agree: failing } }),
-      copyCheckpoint(broken, { storage, dir: "failed", where: "map://failed" }, { share: { attempt: "bbbbbbbbbbbb", rank: 1, agree: failing } }),
+      copyCheckpoint(
+        source,
+        { storage, dir: "failed", where: "map://failed" },
+        { readBack: false, share: { attempt: "bbbbbbbbbbbb", rank: 0, agree: failing } },
+      ),
+      copyCheckpoint(
+        broken,
+        { storage, dir: "failed", where: "map://failed" },
+        { share: { attempt: "bbbbbbbbbbbb", rank: 1, agree: failing } },
+      ),
     ]);
     expect(results.map((r) => r.status)).toEqual(["rejected", "rejected"]);
     for await (const o of storage.list("failed/")) expect.unreachable(o.path);
@@ -104,7 +129,12 @@ describe("copyCheckpoint", () => {
     const metadata = await readMetadata({ storage, path: "ckpt" });
     const b = storage.objects.get(`ckpt/${files.b}`)!;
     b[b.byteLength - 3]! ^= 0x10;
-    await expect(copyCheckpoint({ storage, dir: "ckpt", metadata, where: "map://ckpt" }, { storage, dir: "copy", where: "map://copy" })).rejects.toMatchObject({
+    await expect(
+      copyCheckpoint(
+        { storage, dir: "ckpt", metadata, where: "map://ckpt" },
+        { storage, dir: "copy", where: "map://copy" },
+      ),
+    ).rejects.toMatchObject({
       code: "corrupt",
       message: expect.stringContaining("is damaged, nothing was copied"),
     });

@@ -53,7 +53,9 @@ export interface VerifyOptions {
 
 /** Every chunk of the metadata with the display key of its entry. */
 function chunksByFile(metadata: CheckpointMetadata): Map<string, { meta: ChunkMetadata; key: string }[]> {
-  const byFile = new Map<string, { meta: ChunkMetadata; key: string }[]>(Object.keys(metadata.files).map((f) => [f, []]));
+  const byFile = new Map<string, { meta: ChunkMetadata; key: string }[]>(
+    Object.keys(metadata.files).map((f) => [f, []]),
+  );
   for (const entry of metadata.entries) {
     if (entry.kind === "value") continue;
     for (const meta of entry.chunks) byFile.get(meta.file)?.push({ meta, key: displayKey(entry.key) });
@@ -77,7 +79,11 @@ export function filePieces(metadata: CheckpointMetadata, file: string, readBytes
     const step = Math.max(meta.blockSize, Math.floor(readBytes / meta.blockSize) * meta.blockSize);
     for (let offset = 0; offset < meta.byteLength; offset += step) {
       const start = meta.byteOffset + offset;
-      pieces.push({ start, end: Math.min(meta.byteOffset + meta.byteLength, start + step), chunk: { meta, key, firstBlock: offset / meta.blockSize } });
+      pieces.push({
+        start,
+        end: Math.min(meta.byteOffset + meta.byteLength, start + step),
+        chunk: { meta, key, firstBlock: offset / meta.blockSize },
+      });
     }
     at = Math.max(at, meta.byteOffset + meta.byteLength);
   }
@@ -86,14 +92,25 @@ export function filePieces(metadata: CheckpointMetadata, file: string, readBytes
 }
 
 /** What is wrong with a piece's bytes, if anything, checked as load checks what it reads. */
-export function checkPiece(metadata: CheckpointMetadata, file: string, piece: FilePiece, bytes: Uint8Array, sums?: readonly number[]): Damage | undefined {
+export function checkPiece(
+  metadata: CheckpointMetadata,
+  file: string,
+  piece: FilePiece,
+  bytes: Uint8Array,
+  sums?: readonly number[],
+): Damage | undefined {
   const key = piece.chunk?.key;
   if (bytes.byteLength < piece.end - piece.start) {
-    return { file, ...(key ? { key } : {}), problem: `${file} is truncated: it ends at byte ${piece.start + bytes.byteLength}, ${key ?? "its header"} needs bytes up to ${piece.end}` };
+    return {
+      file,
+      ...(key ? { key } : {}),
+      problem: `${file} is truncated: it ends at byte ${piece.start + bytes.byteLength}, ${key ?? "its header"} needs bytes up to ${piece.end}`,
+    };
   }
   try {
     if (piece.header) checkHeader(file, metadata, bytes);
-    if (piece.chunk) checkBlocks(piece.chunk.meta, piece.chunk.key, piece.chunk.firstBlock * piece.chunk.meta.blockSize, bytes, sums);
+    if (piece.chunk)
+      checkBlocks(piece.chunk.meta, piece.chunk.key, piece.chunk.firstBlock * piece.chunk.meta.blockSize, bytes, sums);
   } catch (error) {
     if (!isCheckpointError(error, "corrupt")) throw error;
     return { file, ...(key ? { key } : {}), problem: error.message };
@@ -102,22 +119,36 @@ export function checkPiece(metadata: CheckpointMetadata, file: string, piece: Fi
 }
 
 /** `checkPiece`, with a chunk's blocks hashed by a checksum worker when its bytes are in shared memory (see `VerifyOptions.offThread`). */
-export async function checkPieceAsync(metadata: CheckpointMetadata, file: string, piece: FilePiece, bytes: Uint8Array): Promise<Damage | undefined> {
+export async function checkPieceAsync(
+  metadata: CheckpointMetadata,
+  file: string,
+  piece: FilePiece,
+  bytes: Uint8Array,
+): Promise<Damage | undefined> {
   const chunk = piece.chunk;
-  if (!chunk || !(bytes.buffer instanceof SharedArrayBuffer) || bytes.byteLength < piece.end - piece.start) return checkPiece(metadata, file, piece, bytes);
+  if (!chunk || !(bytes.buffer instanceof SharedArrayBuffer) || bytes.byteLength < piece.end - piece.start)
+    return checkPiece(metadata, file, piece, bytes);
   const [sums] = await blockChecksumsAsync([bytes], [chunk.meta.blockSize]);
   return checkPiece(metadata, file, piece, bytes, sums);
 }
 
 /** The pieces' bytes read in order, `depth` reads ahead (with `offThread`, each into shared memory of its own). */
-export function readPieces(storage: StorageAdapter, path: string, pieces: readonly FilePiece[], options: VerifyOptions): AsyncGenerator<Uint8Array> {
+export function readPieces(
+  storage: StorageAdapter,
+  path: string,
+  pieces: readonly FilePiece[],
+  options: VerifyOptions,
+): AsyncGenerator<Uint8Array> {
   return prefetched(pieces, 2, async (piece) => {
     throwIfAborted(options.signal, "the read");
     const length = piece.end - piece.start;
     const into = options.offThread && piece.chunk ? { into: new Uint8Array(new SharedArrayBuffer(length)) } : {};
-    const data = await withRetry(() => storage.read(path, { offset: piece.start, length }, { signal: options.signal, ...into }), {
-      signal: options.signal,
-    });
+    const data = await withRetry(
+      () => storage.read(path, { offset: piece.start, length }, { signal: options.signal, ...into }),
+      {
+        signal: options.signal,
+      },
+    );
     options.onRead?.(data.byteLength);
     return data;
   });
@@ -128,8 +159,10 @@ function coverageProblem(shape: readonly number[], chunks: readonly ChunkMetadat
   const whole = { offsets: shape.map(() => 0), sizes: shape };
   let covered = 0;
   for (const [i, a] of chunks.entries()) {
-    if (a.offsets.length !== shape.length || a.sizes.length !== shape.length) return `chunk ${i} has ${a.offsets.length} dimensions, the tensor ${shape.length}`;
-    if (a.offsets.some((o, d) => o + a.sizes[d]! > shape[d]!)) return `chunk ${i} lies outside the tensor's shape ${JSON.stringify(shape)}`;
+    if (a.offsets.length !== shape.length || a.sizes.length !== shape.length)
+      return `chunk ${i} has ${a.offsets.length} dimensions, the tensor ${shape.length}`;
+    if (a.offsets.some((o, d) => o + a.sizes[d]! > shape[d]!))
+      return `chunk ${i} lies outside the tensor's shape ${JSON.stringify(shape)}`;
     covered += numel(a.sizes);
     for (const b of chunks.slice(i + 1)) {
       if (numel(a.sizes) > 0 && numel(b.sizes) > 0 && intersectBoxes(a, b)) return "two of its chunks overlap";
@@ -147,7 +180,12 @@ function coverageProblem(shape: readonly number[], chunks: readonly ChunkMetadat
  * `concurrency` × 2 reads of `readBytes`. Called by `cairn verify` and by `copyCheckpoint` to
  * read a copy back; throws only what storage throws (a missing file is damage) or `cancelled`.
  */
-export async function verifyCheckpoint(storage: StorageAdapter, dir: string, metadata: CheckpointMetadata, options: VerifyOptions = {}): Promise<VerifyReport> {
+export async function verifyCheckpoint(
+  storage: StorageAdapter,
+  dir: string,
+  metadata: CheckpointMetadata,
+  options: VerifyOptions = {},
+): Promise<VerifyReport> {
   const damaged: Damage[] = [];
   const byFile = chunksByFile(metadata);
   for (const entry of metadata.entries) {
@@ -178,14 +216,23 @@ export async function verifyCheckpoint(storage: StorageAdapter, dir: string, met
         const pieces = filePieces(metadata, file, readBytes);
         let index = 0;
         try {
-          for await (const data of readPieces(storage, path, pieces, { ...options, onRead: (n) => ((bytes += n), options.onRead?.(n)) })) {
+          for await (const data of readPieces(storage, path, pieces, {
+            ...options,
+            onRead: (n) => ((bytes += n), options.onRead?.(n)),
+          })) {
             const piece = pieces[index++]!;
             const damage = await checkPieceAsync(metadata, file, piece, data);
             if (!damage) continue;
             if (piece.header) fileDamage(file, damage.problem);
             else damaged.push(damage);
             if (data.byteLength < piece.end - piece.start) {
-              for (const later of pieces.slice(index)) if (later.chunk) damaged.push({ file, key: later.chunk.key, problem: `${file} is truncated before ${later.chunk.key}` });
+              for (const later of pieces.slice(index))
+                if (later.chunk)
+                  damaged.push({
+                    file,
+                    key: later.chunk.key,
+                    problem: `${file} is truncated before ${later.chunk.key}`,
+                  });
               break;
             }
           }
@@ -211,5 +258,7 @@ export async function verifyCheckpoint(storage: StorageAdapter, dir: string, met
 export function throwIfDamaged(report: VerifyReport, where: string): void {
   if (report.damaged.length === 0) return;
   const keys = report.damagedKeys.length > 0 ? `damaged entries: ${report.damagedKeys.join(", ")}` : "damaged files";
-  throw new CheckpointError("corrupt", `${where} is damaged (${keys}); first problem: ${report.damaged[0]!.problem}`, { context: { path: where } });
+  throw new CheckpointError("corrupt", `${where} is damaged (${keys}); first problem: ${report.damaged[0]!.problem}`, {
+    context: { path: where },
+  });
 }

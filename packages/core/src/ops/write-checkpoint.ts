@@ -2,7 +2,16 @@ import { randomBytes } from "node:crypto";
 import { throwIfAborted } from "../errors.js";
 import { crc32c } from "../format/crc32c.js";
 import { chunkBlockSize } from "../format/checksum-blocks.js";
-import { type ChunkMetadata, type CheckpointMetadata, type DataFileMetadata, type EntryMetadata, DEFAULT_BLOCK_SIZE, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME } from "../format/metadata.js";
+import {
+  type ChunkMetadata,
+  type CheckpointMetadata,
+  type DataFileMetadata,
+  type EntryMetadata,
+  DEFAULT_BLOCK_SIZE,
+  FORMAT_MAJOR,
+  FORMAT_MINOR,
+  FORMAT_NAME,
+} from "../format/metadata.js";
 import { dataFileName } from "../format/naming.js";
 import { dataFileLayout } from "../plan/data-file-layout.js";
 import type { WriteItem } from "../plan/save-planner.js";
@@ -37,7 +46,10 @@ export interface WrittenCheckpoint {
 }
 
 /** Consecutive tensors grouped into files of about `maxBytes`, each as the plan's write item of the whole tensor. */
-function groupIntoFiles(tensors: readonly SourceTensor[], maxBytes: number): { tensor: SourceTensor; item: WriteItem }[][] {
+function groupIntoFiles(
+  tensors: readonly SourceTensor[],
+  maxBytes: number,
+): { tensor: SourceTensor; item: WriteItem }[][] {
   const files: { tensor: SourceTensor; item: WriteItem }[][] = [];
   let bytes = Infinity;
   for (const [leafIndex, tensor] of tensors.entries()) {
@@ -46,7 +58,10 @@ function groupIntoFiles(tensors: readonly SourceTensor[], maxBytes: number): { t
       bytes = 0;
     }
     const { key, kind, dtype, shape, byteLength } = tensor;
-    files[files.length - 1]!.push({ tensor, item: { leafIndex, key, kind, dtype, shape, chunk: { offsets: shape.map(() => 0), sizes: shape }, byteLength } });
+    files[files.length - 1]!.push({
+      tensor,
+      item: { leafIndex, key, kind, dtype, shape, chunk: { offsets: shape.map(() => 0), sizes: shape }, byteLength },
+    });
     bytes += tensor.byteLength;
   }
   return files;
@@ -64,7 +79,12 @@ function groupIntoFiles(tensors: readonly SourceTensor[], maxBytes: number): { t
  * old one is replaced only once the new one is complete, and stays readable if this fails.
  * A source's errors (`corrupt`, `invalid_argument`…) and storage errors pass through.
  */
-export async function writeCheckpoint(storage: StorageAdapter, dir: string, entries: readonly EntrySource[], options: WriteCheckpointOptions = {}): Promise<WrittenCheckpoint> {
+export async function writeCheckpoint(
+  storage: StorageAdapter,
+  dir: string,
+  entries: readonly EntrySource[],
+  options: WriteCheckpointOptions = {},
+): Promise<WrittenCheckpoint> {
   const where = `${storage.root.replace(/\/$/, "")}${dir ? `/${dir}` : ""}`;
   const replacing = await checkpointDestination(storage, dir, where, options.force === true, options.signal);
   const blockSize = options.blockSize ?? DEFAULT_BLOCK_SIZE;
@@ -87,18 +107,39 @@ export async function writeCheckpoint(storage: StorageAdapter, dir: string, entr
         for (const [i, { tensor }] of group.entries()) {
           const sums: number[] = [];
           const block = chunkBlockSize(tensor.dtype, tensor.shape, blockSize);
-          for await (const data of tensorPieces(tensor, Math.max(block, Math.floor(readBytes / block) * block), options.signal)) {
-            for (let b = 0; b < data.byteLength; b += block) sums.push(crc32c(data.subarray(b, Math.min(data.byteLength, b + block))));
+          for await (const data of tensorPieces(
+            tensor,
+            Math.max(block, Math.floor(readBytes / block) * block),
+            options.signal,
+          )) {
+            for (let b = 0; b < data.byteLength; b += block)
+              sums.push(crc32c(data.subarray(b, Math.min(data.byteLength, b + block))));
             yield data;
             options.onWrite?.(data.byteLength);
           }
           const whole = { offsets: tensor.shape.map(() => 0), sizes: tensor.shape };
-          chunks.set(tensor, { ...whole, file: name, tensorName: names[i]!, byteOffset: layout.offsets[i]!, byteLength: tensor.byteLength, blockSize: block, crc32c: sums });
+          chunks.set(tensor, {
+            ...whole,
+            file: name,
+            tensorName: names[i]!,
+            byteOffset: layout.offsets[i]!,
+            byteLength: tensor.byteLength,
+            blockSize: block,
+            crc32c: sums,
+          });
         }
       };
       written.push(name);
-      await withRetry(() => storage.write(joinPath(dir, name), body(), { size: layout.fileSize, signal: options.signal }), { signal: options.signal });
-      files[name] = { rank: 0, size: layout.fileSize, headerLength: layout.header.byteLength - 8, headerCrc32c: crc32c(layout.header) };
+      await withRetry(
+        () => storage.write(joinPath(dir, name), body(), { size: layout.fileSize, signal: options.signal }),
+        { signal: options.signal },
+      );
+      files[name] = {
+        rank: 0,
+        size: layout.fileSize,
+        headerLength: layout.header.byteLength - 8,
+        headerCrc32c: crc32c(layout.header),
+      };
       bytes += layout.fileSize;
     }
     throwIfAborted(options.signal, "the write");

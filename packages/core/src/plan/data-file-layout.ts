@@ -8,9 +8,14 @@ import type { WriteItem } from "./save-planner.js";
  * items alone. `distinctNames`: the planner found every dotted key distinct (`distinctKeys`), so
  * the names are unique as they are.
  */
-export function dataFileLayout(items: readonly WriteItem[], distinctNames = false): { names: string[]; layout: SafetensorsLayout } {
+export function dataFileLayout(
+  items: readonly WriteItem[],
+  distinctNames = false,
+): { names: string[]; layout: SafetensorsLayout } {
   const named = items.map((item) => tensorName(item.key, item.shape, item.chunk, item.name));
   const names = distinctNames ? named : uniqueTensorNames(named);
-  const layout = layoutNamedSafetensors(names, items, (item) => item.chunk.sizes, { format: `${FORMAT_NAME}/${FORMAT_MAJOR}` });
+  const layout = layoutNamedSafetensors(names, items, (item) => item.chunk.sizes, {
+    format: `${FORMAT_NAME}/${FORMAT_MAJOR}`,
+  });
   return { names, layout };
 }

@@ -16,7 +16,9 @@ function sameNumbers(a: readonly number[], b: readonly number[]): boolean {
 }
 
 function mismatch(request: LoadRequest, message: string): CheckpointError {
-  return new CheckpointError("mismatch", `key ${displayKey(request.key)}: ${message}`, { context: { key: displayKey(request.key) } });
+  return new CheckpointError("mismatch", `key ${displayKey(request.key)}: ${message}`, {
+    context: { key: displayKey(request.key) },
+  });
 }
 
 /**
@@ -24,7 +26,11 @@ function mismatch(request: LoadRequest, message: string): CheckpointError {
  * saved chunk with the requested box: any saved sharding loads into any requested one.
  */
 export class DefaultLoadPlanner implements LoadPlanner {
-  createLoadPlan(metadata: CheckpointMetadata, requests: readonly LoadRequest[], options: { readonly partial: boolean }): LoadPlan {
+  createLoadPlan(
+    metadata: CheckpointMetadata,
+    requests: readonly LoadRequest[],
+    options: { readonly partial: boolean },
+  ): LoadPlan {
     const entries = new Map(metadata.entries.map((e) => [pathId(e.key), e]));
     const items: ReadItem[] = [];
     const missing: number[] = [];
@@ -40,11 +46,18 @@ export class DefaultLoadPlanner implements LoadPlanner {
           `the target asks for it but the checkpoint does not have it; pass { partial: true } to load only what the checkpoint has`,
         );
       }
-      if (entry.kind !== request.kind) throw mismatch(request, `the target holds ${request.kind === "value" ? "a value" : request.kind} but the checkpoint has ${describe(entry)}`);
+      if (entry.kind !== request.kind)
+        throw mismatch(
+          request,
+          `the target holds ${request.kind === "value" ? "a value" : request.kind} but the checkpoint has ${describe(entry)}`,
+        );
       if (entry.kind === "value") return;
       const shape = entry.kind === "tensor" ? entry.shape : [entry.byteLength];
       if (entry.kind === "tensor" && (request.dtype !== entry.dtype || !sameNumbers(request.shape ?? [], shape))) {
-        throw mismatch(request, `the target is a ${request.dtype} tensor of shape ${JSON.stringify(request.shape)} but the checkpoint has ${describe(entry)}`);
+        throw mismatch(
+          request,
+          `the target is a ${request.dtype} tensor of shape ${JSON.stringify(request.shape)} but the checkpoint has ${describe(entry)}`,
+        );
       }
       const box: Box = request.box ?? { offsets: shape.map(() => 0), sizes: shape };
       let covered = 0;
@@ -55,9 +68,13 @@ export class DefaultLoadPlanner implements LoadPlanner {
         if (numel(region.sizes) > 0) items.push({ request: index, chunk, region });
       }
       if (covered < numel(box.sizes)) {
-        throw new CheckpointError("corrupt", `key ${displayKey(request.key)}: the saved chunks cover ${covered} of the ${numel(box.sizes)} elements asked for`, {
-          context: { key: displayKey(request.key) },
-        });
+        throw new CheckpointError(
+          "corrupt",
+          `key ${displayKey(request.key)}: the saved chunks cover ${covered} of the ${numel(box.sizes)} elements asked for`,
+          {
+            context: { key: displayKey(request.key) },
+          },
+        );
       }
     });
     return { items, missing };

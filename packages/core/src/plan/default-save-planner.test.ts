@@ -7,7 +7,10 @@ import type { DataFilePlan } from "./save-planner.js";
 async function planFiles(sizes: readonly number[], filesPerRank: number): Promise<readonly DataFilePlan[]> {
   const layers = sizes.map((n) => ({ w: hostTensor("uint8", [n], new Uint8Array(n)) }));
   const planner = new DefaultSavePlanner();
-  const plan = planner.createGlobalPlan([planner.createLocalPlan(await flattenStateDict({ layers }), 0)], { attempt: "a1b2c3", filesPerRank });
+  const plan = planner.createGlobalPlan([planner.createLocalPlan(await flattenStateDict({ layers }), 0)], {
+    attempt: "a1b2c3",
+    filesPerRank,
+  });
   return plan.files[0]!;
 }
 
@@ -18,10 +21,14 @@ describe("DefaultSavePlanner's files", () => {
     const files = await planFiles(new Array<number>(4096).fill(1024), 4);
     expect(files).toHaveLength(4);
     for (const file of files) {
-      const breaks = file.items.filter((item, i) => i > 0 && item.leafIndex !== file.items[i - 1]!.leafIndex + 1).length;
+      const breaks = file.items.filter(
+        (item, i) => i > 0 && item.leafIndex !== file.items[i - 1]!.leafIndex + 1,
+      ).length;
       // 4 MiB in runs of at most a sixteenth of a file's share: a few runs per file.
       expect(breaks).toBeLessThan(16);
-      expect(file.items.map((item) => item.leafIndex)).toEqual([...file.items.map((item) => item.leafIndex)].sort((a, b) => a - b));
+      expect(file.items.map((item) => item.leafIndex)).toEqual(
+        [...file.items.map((item) => item.leafIndex)].sort((a, b) => a - b),
+      );
     }
     const sizes = files.map(bytesOf);
     expect(Math.max(...sizes) - Math.min(...sizes)).toBeLessThanOrEqual(65_536);
@@ -30,7 +37,9 @@ describe("DefaultSavePlanner's files", () => {
   it("plans every tensor once and balances large ones across files", async () => {
     const sizes = [8 << 20, 100, 3 << 20, 5 << 20, 7, 6 << 20, ...new Array<number>(300).fill(4096), 2 << 20];
     const files = await planFiles(sizes, 3);
-    expect(files.flatMap((f) => f.items.map((item) => item.leafIndex)).sort((a, b) => a - b)).toEqual(sizes.map((_, i) => i));
+    expect(files.flatMap((f) => f.items.map((item) => item.leafIndex)).sort((a, b) => a - b)).toEqual(
+      sizes.map((_, i) => i),
+    );
     const loads = files.map(bytesOf);
     expect(Math.max(...loads) - Math.min(...loads)).toBeLessThanOrEqual(2 << 20);
   });

@@ -6,7 +6,15 @@ import { dataFileLayout } from "./data-file-layout.js";
 import { CheckpointError } from "../errors.js";
 import type { Leaf } from "../state/flatten.js";
 import { type ValueEntry, encodeSpecialNumber } from "../format/metadata.js";
-import type { DataFilePlan, GlobalPlanContext, GlobalSavePlan, PlannedValue, SavePlan, SavePlanner, WriteItem } from "./save-planner.js";
+import type {
+  DataFilePlan,
+  GlobalPlanContext,
+  GlobalSavePlan,
+  PlannedValue,
+  SavePlan,
+  SavePlanner,
+  WriteItem,
+} from "./save-planner.js";
 import { displayKey, pathId } from "../state/state-dict.js";
 
 export function valueEntry(leaf: Extract<Leaf, { kind: "value" }>): ValueEntry {
@@ -34,12 +42,30 @@ export class DefaultSavePlanner implements SavePlanner {
       }
       if (leaf.kind === "bytes") {
         const sizes = [leaf.data.byteLength];
-        items.push({ leafIndex, key: leaf.path, name: displayKey(leaf.path), kind: "bytes", dtype: "uint8", shape: sizes, chunk: { offsets: zerosOf(1), sizes }, byteLength: leaf.data.byteLength });
+        items.push({
+          leafIndex,
+          key: leaf.path,
+          name: displayKey(leaf.path),
+          kind: "bytes",
+          dtype: "uint8",
+          shape: sizes,
+          chunk: { offsets: zerosOf(1), sizes },
+          byteLength: leaf.data.byteLength,
+        });
         return;
       }
       const shape = leaf.shard ? leaf.shard.globalShape : leaf.shape;
       const chunk = { offsets: leaf.shard ? leaf.shard.offsets : zerosOf(leaf.shape.length), sizes: leaf.shape };
-      items.push({ leafIndex, key: leaf.path, name: displayKey(leaf.path), kind: "tensor", dtype: leaf.dtype, shape, chunk, byteLength: byteSize(leaf.dtype, leaf.shape) });
+      items.push({
+        leafIndex,
+        key: leaf.path,
+        name: displayKey(leaf.path),
+        kind: "tensor",
+        dtype: leaf.dtype,
+        shape,
+        chunk,
+        byteLength: byteSize(leaf.dtype, leaf.shape),
+      });
     });
     return { rank, items, values };
   }
@@ -48,16 +74,23 @@ export class DefaultSavePlanner implements SavePlanner {
    * The files this planner gives a rank that writes every item it holds (always so with one rank),
    * each with its byte layout: background staging asks this to lay copies out as the files will be.
    */
-  predictFiles(leaves: readonly Leaf[], filesPerRank: number): { readonly items: readonly WriteItem[]; readonly layout: SafetensorsLayout }[] {
+  predictFiles(
+    leaves: readonly Leaf[],
+    filesPerRank: number,
+  ): { readonly items: readonly WriteItem[]; readonly layout: SafetensorsLayout }[] {
     const { items } = this.createLocalPlan(leaves, 0);
-    return spreadOverFiles(items, 0, { attempt: "predicted", filesPerRank }).map((file) => ({ items: file.items, layout: dataFileLayout(file.items).layout }));
+    return spreadOverFiles(items, 0, { attempt: "predicted", filesPerRank }).map((file) => ({
+      items: file.items,
+      layout: dataFileLayout(file.items).layout,
+    }));
   }
 
   createGlobalPlan(plans: readonly SavePlan[], context: GlobalPlanContext): GlobalSavePlan {
     const distinct = plans.length === 1 && onlyWholeDistinct(plans[0]!.items, plans[0]!.values);
     const assigned = distinct ? [plans[0]!.items] : assignItems(plans);
     const values = new Map<string, ValueEntry>();
-    for (const plan of plans) for (const { entry } of plan.values) if (!values.has(pathId(entry.key))) values.set(pathId(entry.key), entry);
+    for (const plan of plans)
+      for (const { entry } of plan.values) if (!values.has(pathId(entry.key))) values.set(pathId(entry.key), entry);
     return {
       attempt: context.attempt,
       files: assigned.map((items, rank) => spreadOverFiles(items, rank, context)),
@@ -95,7 +128,12 @@ function assignItems(plans: readonly SavePlan[]): WriteItem[][] {
     for (const item of plan.items) {
       const key = pathId(item.key);
       let chunks = keys.get(key);
-      if (chunks && (chunks.first.dtype !== item.dtype || chunks.first.kind !== item.kind || !sameNumbers(chunks.first.shape, item.shape))) {
+      if (
+        chunks &&
+        (chunks.first.dtype !== item.dtype ||
+          chunks.first.kind !== item.kind ||
+          !sameNumbers(chunks.first.shape, item.shape))
+      ) {
         const seen = chunks.first;
         throw new CheckpointError(
           "invalid_argument",
@@ -236,6 +274,7 @@ function spreadOverFiles(items: readonly WriteItem[], rank: number, context: Glo
 }
 
 function inLeafOrder(items: readonly WriteItem[]): readonly WriteItem[] {
-  for (let i = 1; i < items.length; i++) if (items[i]!.leafIndex < items[i - 1]!.leafIndex) return [...items].sort((a, b) => a.leafIndex - b.leafIndex);
+  for (let i = 1; i < items.length; i++)
+    if (items[i]!.leafIndex < items[i - 1]!.leafIndex) return [...items].sort((a, b) => a.leafIndex - b.leafIndex);
   return items;
 }

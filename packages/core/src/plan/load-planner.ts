@@ -33,5 +33,9 @@ export interface LoadPlan {
  * found, and `corrupt` when the saved chunks do not cover a requested box.
  */
 export interface LoadPlanner {
-  createLoadPlan(metadata: CheckpointMetadata, requests: readonly LoadRequest[], options: { readonly partial: boolean }): LoadPlan;
+  createLoadPlan(
+    metadata: CheckpointMetadata,
+    requests: readonly LoadRequest[],
+    options: { readonly partial: boolean },
+  ): LoadPlan;
 }

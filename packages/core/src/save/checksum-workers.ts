@@ -104,7 +104,12 @@ class ChecksumWorkers {
    * `starts[i]`, in blocks of `blockSizes[i]`), all in one worker round trip with no object per
    * region: every region's sums in order, `ceil(length / blockSize)` each.
    */
-  regionChecksums(memory: SharedArrayBuffer, starts: Float64Array, lengths: Float64Array, blockSizes: Float64Array): Promise<Uint32Array> {
+  regionChecksums(
+    memory: SharedArrayBuffer,
+    starts: Float64Array,
+    lengths: Float64Array,
+    blockSizes: Float64Array,
+  ): Promise<Uint32Array> {
     let count = 0;
     for (let i = 0; i < starts.length; i++) count += Math.ceil(lengths[i]! / blockSizes[i]!);
     const workers = this.#spawn();
@@ -113,7 +118,11 @@ class ChecksumWorkers {
     return new Promise<Uint32Array>((resolve, reject) => {
       this.#jobs.set(id, { worker, resolve: resolve as (sums: never) => void, reject });
       this.#track(worker, 1);
-      worker.postMessage({ id, regions: { buffer: memory, starts, lengths, blockSizes, count } }, [starts.buffer as ArrayBuffer, lengths.buffer as ArrayBuffer, blockSizes.buffer as ArrayBuffer]);
+      worker.postMessage({ id, regions: { buffer: memory, starts, lengths, blockSizes, count } }, [
+        starts.buffer as ArrayBuffer,
+        lengths.buffer as ArrayBuffer,
+        blockSizes.buffer as ArrayBuffer,
+      ]);
     });
   }
 
@@ -132,7 +141,15 @@ class ChecksumWorkers {
       return new Promise<number[][]>((resolve, reject) => {
         this.#jobs.set(id, { worker, resolve: resolve as (sums: never) => void, reject });
         this.#track(worker, 1);
-        worker.postMessage({ id, parts: parts.map((p, i) => ({ buffer: p.buffer, offset: p.byteOffset, length: p.byteLength, blockSize: blockSizes[i] })) });
+        worker.postMessage({
+          id,
+          parts: parts.map((p, i) => ({
+            buffer: p.buffer,
+            offset: p.byteOffset,
+            length: p.byteLength,
+            blockSize: blockSizes[i],
+          })),
+        });
       });
     }
     const all: number[][] = [];
@@ -164,6 +181,11 @@ export function blockChecksumsAsync(parts: readonly Uint8Array[], blockSizes: re
 }
 
 /** `ChecksumWorkers.regionChecksums`: many regions of one shared memory hashed on a worker thread in one round trip. */
-export function regionChecksumsAsync(memory: SharedArrayBuffer, starts: Float64Array, lengths: Float64Array, blockSizes: Float64Array): Promise<Uint32Array> {
+export function regionChecksumsAsync(
+  memory: SharedArrayBuffer,
+  starts: Float64Array,
+  lengths: Float64Array,
+  blockSizes: Float64Array,
+): Promise<Uint32Array> {
   return workers.regionChecksums(memory, starts, lengths, blockSizes);
 }

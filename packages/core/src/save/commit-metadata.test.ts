@@ -3,7 +3,14 @@ import { CheckpointError } from "../errors.js";
 import { commitMetadata } from "./commit-metadata.js";
 import { type CheckpointMetadata, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME, METADATA_FILE } from "../format/metadata.js";
 import { parseMetadata } from "../format/metadata-json.js";
-import type { ByteRange, ObjectInfo, ReadOptions, StorageAdapter, WriteBody, WriteOptions } from "../storage/storage-adapter.js";
+import type {
+  ByteRange,
+  ObjectInfo,
+  ReadOptions,
+  StorageAdapter,
+  WriteBody,
+  WriteOptions,
+} from "../storage/storage-adapter.js";
 
 /** In-memory objects; `lostCreate` makes the first atomic create land but answer with a transient error, as a lost response would. */
 class LosingStorage implements StorageAdapter {
@@ -65,12 +72,16 @@ describe("commitMetadata", () => {
   it("a lost create answer is its own commit, even when reading the metadata back blips first", async () => {
     const storage = new LosingStorage({ lostCreate: true, readFailures: 2 });
     await commitMetadata(storage, "ckpt", metadataFor("aaa"), "aaa", other, fast);
-    expect(parseMetadata(storage.objects.get(`ckpt/${METADATA_FILE}`)!, "m").files).toHaveProperty(["data-r0-0-aaa.safetensors"]);
+    expect(parseMetadata(storage.objects.get(`ckpt/${METADATA_FILE}`)!, "m").files).toHaveProperty([
+      "data-r0-0-aaa.safetensors",
+    ]);
   });
 
   it("a read that keeps failing is thrown as it is, never taken for another writer's commit", async () => {
     const storage = new LosingStorage({ lostCreate: true, readFailures: 100 });
-    await expect(commitMetadata(storage, "ckpt", metadataFor("aaa"), "aaa", other, { retry: { ...fast.retry, maxAttempts: 3 } })).rejects.toMatchObject({
+    await expect(
+      commitMetadata(storage, "ckpt", metadataFor("aaa"), "aaa", other, { retry: { ...fast.retry, maxAttempts: 3 } }),
+    ).rejects.toMatchObject({
       code: "storage",
       message: "[test] blip",
     });
@@ -79,14 +90,18 @@ describe("commitMetadata", () => {
   it("metadata naming other files is another writer's commit", async () => {
     const storage = new LosingStorage({ lostCreate: false, readFailures: 0 });
     await commitMetadata(storage, "ckpt", metadataFor("bbb"), "bbb", other, fast);
-    await expect(commitMetadata(storage, "ckpt", metadataFor("aaa"), "aaa", other, fast)).rejects.toThrow("another writer committed first");
+    await expect(commitMetadata(storage, "ckpt", metadataFor("aaa"), "aaa", other, fast)).rejects.toThrow(
+      "another writer committed first",
+    );
   });
 
   it("overwrite replaces a committed checkpoint's metadata; a lost answer of the replacing write is still its commit", async () => {
     const storage = new LosingStorage({ lostCreate: false, readFailures: 0 });
     await commitMetadata(storage, "ckpt", metadataFor("bbb"), "bbb", other, fast);
     await commitMetadata(storage, "ckpt", metadataFor("aaa"), "aaa", other, { ...fast, overwrite: true });
-    expect(Object.keys(parseMetadata(storage.objects.get(`ckpt/${METADATA_FILE}`)!, "m").files)).toEqual(["data-r0-0-aaa.safetensors"]);
+    expect(Object.keys(parseMetadata(storage.objects.get(`ckpt/${METADATA_FILE}`)!, "m").files)).toEqual([
+      "data-r0-0-aaa.safetensors",
+    ]);
     const losing = new LosingStorage({ lostCreate: false, readFailures: 0 });
     await commitMetadata(losing, "ckpt", metadataFor("bbb"), "bbb", other, fast);
     const failing = Object.assign(Object.create(losing) as LosingStorage, {
@@ -96,6 +111,8 @@ describe("commitMetadata", () => {
       },
     });
     await commitMetadata(failing, "ckpt", metadataFor("ccc"), "ccc", other, { ...fast, overwrite: true });
-    expect(Object.keys(parseMetadata(losing.objects.get(`ckpt/${METADATA_FILE}`)!, "m").files)).toEqual(["data-r0-0-ccc.safetensors"]);
+    expect(Object.keys(parseMetadata(losing.objects.get(`ckpt/${METADATA_FILE}`)!, "m").files)).toEqual([
+      "data-r0-0-ccc.safetensors",
+    ]);
   });
 });

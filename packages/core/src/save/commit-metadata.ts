@@ -20,12 +20,19 @@ export async function commitMetadata(
   metadata: CheckpointMetadata,
   attempt: string,
   alreadyCommitted: () => CheckpointError,
-  options: { readonly retry?: Partial<RetryPolicy>; readonly signal?: AbortSignal | undefined; readonly overwrite?: boolean } = {},
+  options: {
+    readonly retry?: Partial<RetryPolicy>;
+    readonly signal?: AbortSignal | undefined;
+    readonly overwrite?: boolean;
+  } = {},
 ): Promise<void> {
   const path = joinPath(dir, METADATA_FILE);
   const bytes = encodeMetadata(metadata);
   try {
-    await withRetry(() => storage.write(path, bytes, { ifAbsent: options.overwrite !== true, signal: options.signal }), { policy: options.retry, signal: options.signal });
+    await withRetry(
+      () => storage.write(path, bytes, { ifAbsent: options.overwrite !== true, signal: options.signal }),
+      { policy: options.retry, signal: options.signal },
+    );
   } catch (error) {
     if (options.overwrite === true) {
       if (await committedBy(storage, path, attempt, options)) return;
@@ -38,10 +45,21 @@ export async function commitMetadata(
 }
 
 /** Whether the metadata at `path` names this attempt's files. A transient failure to read it is retried, then thrown, never taken for "another writer's". */
-async function committedBy(storage: StorageAdapter, path: string, attempt: string, options: { readonly retry?: Partial<RetryPolicy>; readonly signal?: AbortSignal | undefined }): Promise<boolean> {
+async function committedBy(
+  storage: StorageAdapter,
+  path: string,
+  attempt: string,
+  options: { readonly retry?: Partial<RetryPolicy>; readonly signal?: AbortSignal | undefined },
+): Promise<boolean> {
   let existing: CheckpointMetadata;
   try {
-    existing = parseMetadata(await withRetry(() => storage.read(path, undefined, { signal: options.signal }), { policy: options.retry, signal: options.signal }), path);
+    existing = parseMetadata(
+      await withRetry(() => storage.read(path, undefined, { signal: options.signal }), {
+        policy: options.retry,
+        signal: options.signal,
+      }),
+      path,
+    );
   } catch (error) {
     if (isCheckpointError(error, "not_found") || isCheckpointError(error, "corrupt")) return false;
     throw error;

@@ -50,7 +50,12 @@ function filled(dtype: "float32", shape: number[], seed: number) {
 
 /** A state of a large frozen tensor, a small trained one, an opaque blob and a value. */
 function state(seed: number) {
-  return { frozen: filled("float32", [256, 256], 1), trained: filled("float32", [64, 64], seed), rng: Uint8Array.of(1, 2, 3), step: seed };
+  return {
+    frozen: filled("float32", [256, 256], 1),
+    trained: filled("float32", [64, 64], seed),
+    rng: Uint8Array.of(1, 2, 3),
+    step: seed,
+  };
 }
 
 describe("incremental save", () => {
@@ -108,10 +113,14 @@ describe("incremental save", () => {
   it("references unchanged shards of a sharded tensor and writes the changed one", async () => {
     const storage = new CountingStorage();
     const sharded = (seed: number) =>
-      shardedTensor("float32", [64, 64], [
-        { offsets: [0, 0], tensor: filled("float32", [32, 64], 0) },
-        { offsets: [32, 0], tensor: filled("float32", [32, 64], seed) },
-      ]);
+      shardedTensor(
+        "float32",
+        [64, 64],
+        [
+          { offsets: [0, 0], tensor: filled("float32", [32, 64], 0) },
+          { offsets: [32, 0], tensor: filled("float32", [32, 64], seed) },
+        ],
+      );
     await save({ w: sharded(1) }, { storage, path: "1", blockSize: 1024 });
     storage.reset();
     await save({ w: sharded(2) }, { storage, path: "2", blockSize: 1024, incremental: { base: "1" } });
@@ -138,10 +147,15 @@ describe("incremental save", () => {
     const storage = new CountingStorage();
     await save(state(1), { storage, path: "1" });
     await save(state(2), { storage, path: "2", incremental: { base: "1" } });
-    const shared = Object.entries((await readMetadata({ storage, path: "2" })).files).find(([, f]) => f.dir === "1")![0];
+    const shared = Object.entries((await readMetadata({ storage, path: "2" })).files).find(
+      ([, f]) => f.dir === "1",
+    )![0];
     const bytes = storage.objects.get(`1/${shared}`)!;
     bytes[bytes.byteLength - 100]! ^= 4;
-    await expect(load({ storage, path: "2" })).rejects.toMatchObject({ code: "corrupt", message: expect.stringContaining("checksum mismatch") });
+    await expect(load({ storage, path: "2" })).rejects.toMatchObject({
+      code: "corrupt",
+      message: expect.stringContaining("checksum mismatch"),
+    });
     const report = await verifyCheckpoint(storage, "2", await readMetadata({ storage, path: "2" }));
     expect(report.damagedKeys).toContain("frozen");
   });
@@ -149,12 +163,24 @@ describe("incremental save", () => {
   it("refuses a base that is not a committed sibling, or whose files are gone, committing nothing", async () => {
     const storage = new CountingStorage();
     await save(state(1), { storage, path: "1" });
-    await expect(save(state(2), { storage, path: "2", incremental: { base: "9" } })).rejects.toMatchObject({ code: "not_found" });
-    await expect(save(state(2), { storage, path: "2", incremental: { base: "../1" } })).rejects.toMatchObject({ code: "invalid_argument" });
-    await expect(save(state(2), { storage, path: "2", incremental: { base: "2" } })).rejects.toMatchObject({ code: "invalid_argument" });
-    await expect(save(state(2), { storage, path: "", incremental: { base: "1" } })).rejects.toMatchObject({ code: "invalid_argument" });
-    for (const path of [...storage.objects.keys()]) if (path.startsWith("1/") && path.endsWith(".safetensors")) storage.objects.delete(path);
-    await expect(save(state(2), { storage, path: "2", incremental: { base: "1" } })).rejects.toMatchObject({ code: "not_found", message: expect.stringContaining("gone") });
+    await expect(save(state(2), { storage, path: "2", incremental: { base: "9" } })).rejects.toMatchObject({
+      code: "not_found",
+    });
+    await expect(save(state(2), { storage, path: "2", incremental: { base: "../1" } })).rejects.toMatchObject({
+      code: "invalid_argument",
+    });
+    await expect(save(state(2), { storage, path: "2", incremental: { base: "2" } })).rejects.toMatchObject({
+      code: "invalid_argument",
+    });
+    await expect(save(state(2), { storage, path: "", incremental: { base: "1" } })).rejects.toMatchObject({
+      code: "invalid_argument",
+    });
+    for (const path of [...storage.objects.keys()])
+      if (path.startsWith("1/") && path.endsWith(".safetensors")) storage.objects.delete(path);
+    await expect(save(state(2), { storage, path: "2", incremental: { base: "1" } })).rejects.toMatchObject({
+      code: "not_found",
+      message: expect.stringContaining("gone"),
+    });
     expect(storage.objects.has("2/metadata.json")).toBe(false);
   });
 
@@ -170,7 +196,10 @@ describe("incremental save", () => {
     const bytes = await reader.tensor(frozen as Extract<typeof frozen, { kind: "tensor" }>).read(0, 16);
     await reader.close();
     expect(new Float32Array(bytes.slice().buffer)).toEqual(Float32Array.of(1, 2, 3, 4));
-    const copy = await copyCheckpoint({ storage, dir: "2", metadata, where: "map://2" }, { storage, dir: "copy", where: "map://copy" });
+    const copy = await copyCheckpoint(
+      { storage, dir: "2", metadata, where: "map://2" },
+      { storage, dir: "copy", where: "map://copy" },
+    );
     expect(copy.metadata.version).toBe("2.0");
     for (const path of [...storage.objects.keys()]) if (path.startsWith("1/")) storage.objects.delete(path);
     expect(await load({ storage, path: "copy" })).toEqual(state(2));
@@ -182,7 +211,11 @@ describe("incremental save", () => {
     await save(state(1), { storage, path: "1" });
     await save(state(2), { storage, path: "2", incremental: { base: "1" } });
     await save(state(5), { storage, path: "5" });
-    await copyCheckpoint({ storage, dir: "5", metadata: await readMetadata({ storage, path: "5" }), where: "map://5" }, { storage, dir: "1", where: "map://1" }, { force: true });
+    await copyCheckpoint(
+      { storage, dir: "5", metadata: await readMetadata({ storage, path: "5" }), where: "map://5" },
+      { storage, dir: "1", where: "map://1" },
+      { force: true },
+    );
     expect(await load({ storage, path: "1" })).toEqual(state(5));
     expect(await load({ storage, path: "2" })).toEqual(state(2));
   });

@@ -1,6 +1,11 @@
 import { CheckpointError, isCheckpointError, throwIfAborted } from "../errors.js";
 import { chunkBlockSize } from "../format/checksum-blocks.js";
-import { type ChunkMetadata, type CheckpointMetadata, type DataFileMetadata, METADATA_FILE } from "../format/metadata.js";
+import {
+  type ChunkMetadata,
+  type CheckpointMetadata,
+  type DataFileMetadata,
+  METADATA_FILE,
+} from "../format/metadata.js";
 import { parseMetadata } from "../format/metadata-json.js";
 import { baseName, dataFilePath, isDataFileName, parentDir } from "../format/naming.js";
 import type { DataFilePlan, WriteItem } from "../plan/save-planner.js";
@@ -19,7 +24,14 @@ export interface IncrementalBase {
   readonly name: string;
   readonly metadata: CheckpointMetadata;
   /** Base chunks by key and box, each with the file record a new step would reference (its `dir` where the bytes really are). */
-  readonly chunks: ReadonlyMap<string, { readonly chunk: ChunkMetadata; readonly dtype: string; readonly file: DataFileMetadata & { readonly dir: string } }>;
+  readonly chunks: ReadonlyMap<
+    string,
+    {
+      readonly chunk: ChunkMetadata;
+      readonly dtype: string;
+      readonly file: DataFileMetadata & { readonly dir: string };
+    }
+  >;
 }
 
 function chunkId(key: WriteItem["key"], offsets: readonly number[], sizes: readonly number[]): string {
@@ -31,23 +43,44 @@ function chunkId(key: WriteItem["key"], offsets: readonly number[], sizes: reado
  * directory's name), refusing anything that is not. Chains stay one hop: a base file that the
  * base itself referenced in another sibling is recorded with that sibling's name.
  */
-export async function readIncrementalBase(location: OpenedCheckpoint, base: string, options: SaveOptions): Promise<IncrementalBase> {
+export async function readIncrementalBase(
+  location: OpenedCheckpoint,
+  base: string,
+  options: SaveOptions,
+): Promise<IncrementalBase> {
   const parent = parentDir(location.dir);
   if (typeof base !== "string" || !isDataFileName(base) || base === baseName(location.dir)) {
-    throw new CheckpointError("invalid_argument", `incremental.base must name a committed checkpoint beside this one (its directory's name, like "100"), not ${JSON.stringify(base)}`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `incremental.base must name a committed checkpoint beside this one (its directory's name, like "100"), not ${JSON.stringify(base)}`,
+    );
   }
   if (parent === undefined) {
-    throw new CheckpointError("invalid_argument", `an incremental save references files of a sibling checkpoint, and ${location.where} is at its storage's root; save inside a directory of checkpoints`, {
-      context: { path: location.where },
-    });
+    throw new CheckpointError(
+      "invalid_argument",
+      `an incremental save references files of a sibling checkpoint, and ${location.where} is at its storage's root; save inside a directory of checkpoints`,
+      {
+        context: { path: location.where },
+      },
+    );
   }
   const path = joinPath(parent, base, METADATA_FILE);
   let metadata: CheckpointMetadata;
   try {
-    metadata = parseMetadata(await withRetry(() => location.storage.read(path, undefined, { signal: options.signal }), { policy: options.retry, signal: options.signal }), path);
+    metadata = parseMetadata(
+      await withRetry(() => location.storage.read(path, undefined, { signal: options.signal }), {
+        policy: options.retry,
+        signal: options.signal,
+      }),
+      path,
+    );
   } catch (error) {
     if (!isCheckpointError(error, "not_found")) throw error;
-    throw new CheckpointError("not_found", `the base of the incremental save, ${base}, is not a committed checkpoint beside ${location.where}`, { cause: error, context: { path } });
+    throw new CheckpointError(
+      "not_found",
+      `the base of the incremental save, ${base}, is not a committed checkpoint beside ${location.where}`,
+      { cause: error, context: { path } },
+    );
   }
   const chunks = new Map<string, { chunk: ChunkMetadata; dtype: string; file: DataFileMetadata & { dir: string } }>();
   for (const entry of metadata.entries) {
@@ -55,7 +88,11 @@ export async function readIncrementalBase(location: OpenedCheckpoint, base: stri
     const dtype = entry.kind === "tensor" ? entry.dtype : "uint8";
     for (const chunk of entry.chunks) {
       const file = metadata.files[chunk.file]!;
-      chunks.set(chunkId(entry.key, chunk.offsets, chunk.sizes), { chunk, dtype, file: { ...file, dir: file.dir ?? base } });
+      chunks.set(chunkId(entry.key, chunk.offsets, chunk.sizes), {
+        chunk,
+        dtype,
+        file: { ...file, dir: file.dir ?? base },
+      });
     }
   }
   return { name: base, metadata, chunks };
@@ -76,15 +113,32 @@ export async function skipUnchanged(
   base: IncrementalBase,
   options: SaveOptions,
   blockSize: number,
-): Promise<{ files: DataFilePlan[]; referenced: WrittenChunk[]; sharedFiles: Record<string, DataFileMetadata>; sums: Map<WriteItem, readonly number[]> }> {
-  const candidates: { item: WriteItem; chunk: ChunkMetadata; file: DataFileMetadata & { dir: string }; blockSize: number }[] = [];
+): Promise<{
+  files: DataFilePlan[];
+  referenced: WrittenChunk[];
+  sharedFiles: Record<string, DataFileMetadata>;
+  sums: Map<WriteItem, readonly number[]>;
+}> {
+  const candidates: {
+    item: WriteItem;
+    chunk: ChunkMetadata;
+    file: DataFileMetadata & { dir: string };
+    blockSize: number;
+  }[] = [];
   for (const file of files) {
     for (const item of file.items) {
       const found = base.chunks.get(chunkId(item.key, item.chunk.offsets, item.chunk.sizes));
-      if (!found || found.dtype !== item.dtype || found.chunk.byteLength !== item.byteLength || found.chunk.sizes.length !== item.chunk.sizes.length) continue;
+      if (
+        !found ||
+        found.dtype !== item.dtype ||
+        found.chunk.byteLength !== item.byteLength ||
+        found.chunk.sizes.length !== item.chunk.sizes.length
+      )
+        continue;
       const own = chunkBlockSize(item.dtype, item.chunk.sizes, blockSize);
       // A chunk of one block has one checksum under any block at least its size (the format writes it with the default).
-      const sameBlocks = own === found.chunk.blockSize || (item.byteLength <= own && item.byteLength <= found.chunk.blockSize);
+      const sameBlocks =
+        own === found.chunk.blockSize || (item.byteLength <= own && item.byteLength <= found.chunk.blockSize);
       if (sameBlocks) candidates.push({ item, chunk: found.chunk, file: found.file, blockSize: own });
     }
   }
@@ -92,19 +146,27 @@ export async function skipUnchanged(
   const unchanged = new Set<WriteItem>();
   const referenced: WrittenChunk[] = [];
   const sharedFiles = Object.create(null) as Record<string, DataFileMetadata>;
-  for (let start = 0; start < candidates.length; ) {
+  for (let start = 0; start < candidates.length;) {
     throwIfAborted(options.signal, "the save");
     let bytes = 0;
     let end = start;
-    while (end < candidates.length && (end === start || bytes + candidates[end]!.item.byteLength <= GROUP_BYTES)) bytes += candidates[end++]!.item.byteLength;
+    while (end < candidates.length && (end === start || bytes + candidates[end]!.item.byteLength <= GROUP_BYTES))
+      bytes += candidates[end++]!.item.byteLength;
     const group = candidates.slice(start, end);
     start = end;
     const datas = await Promise.all(group.map(({ item }) => leafBytes(leaves[item.leafIndex]!)));
-    const groupSums = await blockChecksumsAsync(datas, group.map((c) => c.blockSize));
+    const groupSums = await blockChecksumsAsync(
+      datas,
+      group.map((c) => c.blockSize),
+    );
     group.forEach((candidate, k) => {
       const got = groupSums[k]!;
       const want = candidate.chunk.crc32c;
-      if (datas[k]!.byteLength !== candidate.item.byteLength || got.length !== want.length || got.some((sum, b) => sum !== want[b])) {
+      if (
+        datas[k]!.byteLength !== candidate.item.byteLength ||
+        got.length !== want.length ||
+        got.some((sum, b) => sum !== want[b])
+      ) {
         sums.set(candidate.item, got);
         return;
       }
@@ -113,9 +175,15 @@ export async function skipUnchanged(
       referenced.push({ item: candidate.item, chunk: candidate.chunk });
     });
   }
-  const written = files.map((file) => ({ ...file, items: file.items.filter((item) => !unchanged.has(item)) })).filter((file) => file.items.length > 0);
+  const written = files
+    .map((file) => ({ ...file, items: file.items.filter((item) => !unchanged.has(item)) }))
+    .filter((file) => file.items.length > 0);
   for (const file of written) {
-    if (Object.hasOwn(sharedFiles, file.name)) throw new CheckpointError("invalid_argument", `the save planner named a data file ${file.name}, as the base ${base.name} names one of its own; plan with this attempt's names`);
+    if (Object.hasOwn(sharedFiles, file.name))
+      throw new CheckpointError(
+        "invalid_argument",
+        `the save planner named a data file ${file.name}, as the base ${base.name} names one of its own; plan with this attempt's names`,
+      );
   }
   return { files: written, referenced, sharedFiles, sums };
 }
@@ -141,11 +209,18 @@ export async function checkSharedFiles(
       .filter(([, info]) => info.dir !== undefined)
       .map(async ([name, info]) => {
         const path = dataFilePath(location.dir, name, info);
-        const stat = await withRetry(() => location.storage.stat(path), { policy: options.retry, signal: options.signal });
+        const stat = await withRetry(() => location.storage.stat(path), {
+          policy: options.retry,
+          signal: options.signal,
+        });
         if (stat === null || stat.size !== info.size) {
-          throw new CheckpointError("not_found", `the incremental save references ${name} of ${info.dir!}, which is ${stat === null ? "gone" : `${stat.size} bytes, not ${info.size}`} (deleted by retention or gc meanwhile?); nothing was committed, save again`, {
-            context: { path, file: name },
-          });
+          throw new CheckpointError(
+            "not_found",
+            `the incremental save references ${name} of ${info.dir!}, which is ${stat === null ? "gone" : `${stat.size} bytes, not ${info.size}`} (deleted by retention or gc meanwhile?); nothing was committed, save again`,
+            {
+              context: { path, file: name },
+            },
+          );
         }
       }),
   );

@@ -50,15 +50,45 @@ export const DEFAULT_SAVE_CONCURRENCY = 4;
  * `concurrency` that is not a positive whole number (a zero block size would never finish
  * checksumming), a planner without its methods, user metadata that is not plain JSON.
  */
-export function checkSaveOptions(options: Pick<SaveOptions, "blockSize" | "concurrency" | "metadata" | "planner" | "incremental">, prefix = ""): void {
-  checkOption(options, "incremental", (v) => typeof v === "object" && v !== null && typeof (v as { base?: unknown }).base === "string", '{ base: "<name of a committed checkpoint beside this one>" }', prefix);
-  checkOption(options, "blockSize", isPositiveInteger, `a positive whole number (default ${DEFAULT_BLOCK_SIZE} bytes)`, prefix);
-  checkOption(options, "concurrency", isPositiveInteger, `a positive whole number (default ${DEFAULT_SAVE_CONCURRENCY} files)`, prefix);
-  checkOption(options, "planner", hasMembers(["createLocalPlan", "createGlobalPlan"]), "a SavePlanner (with createLocalPlan and createGlobalPlan)", prefix);
+export function checkSaveOptions(
+  options: Pick<SaveOptions, "blockSize" | "concurrency" | "metadata" | "planner" | "incremental">,
+  prefix = "",
+): void {
+  checkOption(
+    options,
+    "incremental",
+    (v) => typeof v === "object" && v !== null && typeof (v as { base?: unknown }).base === "string",
+    '{ base: "<name of a committed checkpoint beside this one>" }',
+    prefix,
+  );
+  checkOption(
+    options,
+    "blockSize",
+    isPositiveInteger,
+    `a positive whole number (default ${DEFAULT_BLOCK_SIZE} bytes)`,
+    prefix,
+  );
+  checkOption(
+    options,
+    "concurrency",
+    isPositiveInteger,
+    `a positive whole number (default ${DEFAULT_SAVE_CONCURRENCY} files)`,
+    prefix,
+  );
+  checkOption(
+    options,
+    "planner",
+    hasMembers(["createLocalPlan", "createGlobalPlan"]),
+    "a SavePlanner (with createLocalPlan and createGlobalPlan)",
+    prefix,
+  );
   const { metadata } = options as { metadata?: unknown };
   if (metadata === undefined) return;
   if (typeof metadata !== "object" || metadata === null || Array.isArray(metadata)) {
-    throw new CheckpointError("invalid_argument", `${prefix}metadata must be a plain object of JSON values (step, metrics…), not ${describeValue(metadata)}`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `${prefix}metadata must be a plain object of JSON values (step, metrics…), not ${describeValue(metadata)}`,
+    );
   }
   checkUserMetadata(metadata, `${prefix}metadata`);
 }
@@ -68,15 +98,24 @@ export function checkSaveOptions(options: Pick<SaveOptions, "blockSize" | "concu
  * (anything with `toJSON`, like a Date, as JSON.stringify writes it), without keys that reach a prototype.
  */
 function checkUserMetadata(value: unknown, where: string, ancestors = new Set<object>()): void {
-  const refuse = (problem: string): CheckpointError => new CheckpointError("invalid_argument", `${where}: ${problem}`, { context: { key: where } });
-  if (typeof value === "bigint" || typeof value === "function" || typeof value === "symbol") throw refuse(`a ${typeof value} cannot be stored as JSON`);
-  if (typeof value !== "object" || value === null || typeof (value as { toJSON?: unknown }).toJSON === "function") return;
+  const refuse = (problem: string): CheckpointError =>
+    new CheckpointError("invalid_argument", `${where}: ${problem}`, { context: { key: where } });
+  if (typeof value === "bigint" || typeof value === "function" || typeof value === "symbol")
+    throw refuse(`a ${typeof value} cannot be stored as JSON`);
+  if (typeof value !== "object" || value === null || typeof (value as { toJSON?: unknown }).toJSON === "function")
+    return;
   const proto: unknown = Object.getPrototypeOf(value);
-  if (!Array.isArray(value) && proto !== Object.prototype && proto !== null) throw refuse("must be a plain object of JSON values");
+  if (!Array.isArray(value) && proto !== Object.prototype && proto !== null)
+    throw refuse("must be a plain object of JSON values");
   if (ancestors.has(value)) throw refuse("contains a cycle");
   ancestors.add(value);
   for (const [key, child] of Object.entries(value)) {
-    if (isForbiddenKey(key)) throw new CheckpointError("invalid_argument", `${where}.${key}: the key ${JSON.stringify(key)} is not allowed (read back into an object it would reach Object.prototype); rename it`, { context: { key: `${where}.${key}` } });
+    if (isForbiddenKey(key))
+      throw new CheckpointError(
+        "invalid_argument",
+        `${where}.${key}: the key ${JSON.stringify(key)} is not allowed (read back into an object it would reach Object.prototype); rename it`,
+        { context: { key: `${where}.${key}` } },
+      );
     checkUserMetadata(child, `${where}.${key}`, ancestors);
   }
   ancestors.delete(value);

@@ -25,9 +25,13 @@ import { type WrittenChunk, writeDataFile } from "./write-data-file.js";
 
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */
 type RankOutcome =
-  | { readonly ok: true; readonly files: Record<string, DataFileMetadata>; readonly chunks: WrittenChunk[]; readonly bytes: number }
+  | {
+      readonly ok: true;
+      readonly files: Record<string, DataFileMetadata>;
+      readonly chunks: WrittenChunk[];
+      readonly bytes: number;
+    }
   | { readonly ok: false; readonly code: CheckpointError["code"]; readonly message: string };
-
 
 /**
  * Saves a state dict as a checkpoint, like `torch.distributed.checkpoint.save`. Every rank of
@@ -47,13 +51,22 @@ export async function save(stateDict: StateDict, checkpointIdOrOptions: string |
 }
 
 /** Plans, writes and commits a rank's leaves at an opened location: `planAndCommit` here, or the same on another thread. */
-export type CommitLeaves = (leaves: readonly Leaf[], location: OpenedCheckpoint, options: SaveOptions) => Promise<Omit<SaveResult, "seconds">>;
+export type CommitLeaves = (
+  leaves: readonly Leaf[],
+  location: OpenedCheckpoint,
+  options: SaveOptions,
+) => Promise<Omit<SaveResult, "seconds">>;
 
 /**
  * Saves already flattened (and, for a background save, staged) leaves. `commit` may plan, write
  * and commit elsewhere (a background save's upload worker).
  */
-export async function saveLeaves(leaves: readonly Leaf[], options: SaveOptions, started = performance.now(), commit: CommitLeaves = planAndCommit): Promise<SaveResult> {
+export async function saveLeaves(
+  leaves: readonly Leaf[],
+  options: SaveOptions,
+  started = performance.now(),
+  commit: CommitLeaves = planAndCommit,
+): Promise<SaveResult> {
   const location = await openCheckpoint(options);
   try {
     const result = await commit(leaves, location, options);
@@ -64,7 +77,11 @@ export async function saveLeaves(leaves: readonly Leaf[], options: SaveOptions, 
 }
 
 /** Collective: `planSave`, then `writeAndCommit`. */
-export async function planAndCommit(leaves: readonly Leaf[], location: OpenedCheckpoint, options: SaveOptions): Promise<Omit<SaveResult, "seconds">> {
+export async function planAndCommit(
+  leaves: readonly Leaf[],
+  location: OpenedCheckpoint,
+  options: SaveOptions,
+): Promise<Omit<SaveResult, "seconds">> {
   return writeAndCommit(await planSave(leaves, location, options), location, options);
 }
 
@@ -78,7 +95,11 @@ export interface PreparedSave {
 }
 
 /** Collective: local plans are gathered, the coordinator makes the global plan and broadcasts it. */
-export async function planSave(leaves: readonly Leaf[], location: OpenedCheckpoint, options: SaveOptions): Promise<PreparedSave> {
+export async function planSave(
+  leaves: readonly Leaf[],
+  location: OpenedCheckpoint,
+  options: SaveOptions,
+): Promise<PreparedSave> {
   const { group } = location;
   throwIfAborted(options.signal, "the save");
   const planner = options.planner ?? new DefaultSavePlanner();
@@ -91,7 +112,10 @@ export async function planSave(leaves: readonly Leaf[], location: OpenedCheckpoi
     try {
       decision = exists
         ? { error: "exists" }
-        : planner.createGlobalPlan(plans, { attempt: randomBytes(6).toString("hex"), filesPerRank: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY });
+        : planner.createGlobalPlan(plans, {
+            attempt: randomBytes(6).toString("hex"),
+            filesPerRank: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY,
+          });
     } catch (error) {
       plannerError = error;
       decision = { error: (error as Error).message };
@@ -100,10 +124,16 @@ export async function planSave(leaves: readonly Leaf[], location: OpenedCheckpoi
   const plan = await group.broadcast(decision);
   if ("error" in plan) {
     if (plan.error === "exists") throw alreadyCommitted(location);
-    throw plannerError ?? new CheckpointError("invalid_argument", `the coordinator could not plan the save: ${plan.error}`);
+    throw (
+      plannerError ?? new CheckpointError("invalid_argument", `the coordinator could not plan the save: ${plan.error}`)
+    );
   }
   const badName = plan.files.flat().find((file) => !isDataFileName(file.name));
-  if (badName) throw new CheckpointError("invalid_argument", `the save planner named a data file ${JSON.stringify(badName.name)}; data file names must be single path segments, not "__proto__", "constructor" or "prototype"`);
+  if (badName)
+    throw new CheckpointError(
+      "invalid_argument",
+      `the save planner named a data file ${JSON.stringify(badName.name)}; data file names must be single path segments, not "__proto__", "constructor" or "prototype"`,
+    );
   return { leaves, plan, myFiles: plan.files[group.rank] ?? [], plans };
 }
 
@@ -130,18 +160,25 @@ export async function writeAndCommit(
   try {
     outcome = await writeRankFiles(prepared, location, options, blockSize);
   } catch (error) {
-    const e = error instanceof CheckpointError ? error : new CheckpointError("storage", (error as Error).message, { cause: error });
+    const e =
+      error instanceof CheckpointError
+        ? error
+        : new CheckpointError("storage", (error as Error).message, { cause: error });
     outcome = { ok: false, code: e.code, message: e.message };
   }
   let outcomes: RankOutcome[];
-  let commit: { ok: true; entries: number; referenced: string[] } | { ok: false; code: CheckpointError["code"]; message: string };
+  let commit:
+    { ok: true; entries: number; referenced: string[] } | { ok: false; code: CheckpointError["code"]; message: string };
   try {
     outcomes = await group.allGather(outcome);
     if (group.rank === 0) {
       try {
         commit = await commitOnCoordinator(outcomes, prepared, location, options, blockSize);
       } catch (error) {
-        const e = error instanceof CheckpointError ? error : new CheckpointError("storage", (error as Error).message, { cause: error });
+        const e =
+          error instanceof CheckpointError
+            ? error
+            : new CheckpointError("storage", (error as Error).message, { cause: error });
         commit = { ok: false, code: e.code, message: e.message };
       }
       commit = await group.broadcast(commit);
@@ -170,7 +207,12 @@ export async function writeAndCommit(
   };
 }
 
-async function writeRankFiles(prepared: PreparedSave, location: OpenedCheckpoint, options: SaveOptions, blockSize: number): Promise<RankOutcome> {
+async function writeRankFiles(
+  prepared: PreparedSave,
+  location: OpenedCheckpoint,
+  options: SaveOptions,
+  blockSize: number,
+): Promise<RankOutcome> {
   const queue = new PQueue({ concurrency: Math.max(1, options.concurrency ?? DEFAULT_SAVE_CONCURRENCY) });
   // Null prototype: a planner names the files, and a name is a key here.
   const files = Object.create(null) as Record<string, DataFileMetadata>;
@@ -191,7 +233,15 @@ async function writeRankFiles(prepared: PreparedSave, location: OpenedCheckpoint
   const settled = await Promise.allSettled(
     toWrite.map((file) =>
       queue.add(async () => {
-        const written = await writeDataFile(file, prepared.leaves, location, options, blockSize, prepared.plan.distinctKeys === true, known);
+        const written = await writeDataFile(
+          file,
+          prepared.leaves,
+          location,
+          options,
+          blockSize,
+          prepared.plan.distinctKeys === true,
+          known,
+        );
         files[file.name] = written.file;
         chunks.push(...written.chunks);
         bytes += written.file.size;
@@ -209,7 +259,9 @@ async function commitOnCoordinator(
   location: OpenedCheckpoint,
   options: SaveOptions,
   blockSize: number,
-): Promise<{ ok: true; entries: number; referenced: string[] } | { ok: false; code: CheckpointError["code"]; message: string }> {
+): Promise<
+  { ok: true; entries: number; referenced: string[] } | { ok: false; code: CheckpointError["code"]; message: string }
+> {
   const failed = outcomes.findIndex((o) => !o.ok);
   if (failed >= 0) {
     const o = outcomes[failed] as Extract<RankOutcome, { ok: false }>;
@@ -220,8 +272,17 @@ async function commitOnCoordinator(
   const metadata = buildMetadata(outcomes as Extract<RankOutcome, { ok: true }>[], prepared, options, blockSize);
   // Again right before the commit: a base file deleted since the start must not leave a committed step without its bytes.
   if (options.incremental) await checkSharedFiles(location, metadata.files, options);
-  await commitMetadata(location.storage, location.dir, metadata, prepared.plan.attempt, () => alreadyCommitted(location), options);
-  const referenced = Object.entries(metadata.files).flatMap(([name, file]) => (file.dir === undefined ? [] : [`${file.dir}/${name}`]));
+  await commitMetadata(
+    location.storage,
+    location.dir,
+    metadata,
+    prepared.plan.attempt,
+    () => alreadyCommitted(location),
+    options,
+  );
+  const referenced = Object.entries(metadata.files).flatMap(([name, file]) =>
+    file.dir === undefined ? [] : [`${file.dir}/${name}`],
+  );
   return { ok: true, entries: metadata.entries.length, referenced };
 }
 
@@ -253,8 +314,14 @@ type BuiltEntry = EntryMetadata & { chunks?: ChunkMetadata[] };
  * Keys get a slot in that order, and each rank's leaves an array of slots, so a chunk finds its
  * entry by its item's leaf index instead of by a string id.
  */
-function buildEntries(outcomes: readonly Extract<RankOutcome, { ok: true }>[], prepared: PreparedSave): EntryMetadata[] {
-  const distinct = prepared.plan.distinctKeys === true && outcomes.length === 1 && prepared.plans.length === 1 ? entriesByLeaf(outcomes[0]!.chunks, prepared.plans[0]!) : undefined;
+function buildEntries(
+  outcomes: readonly Extract<RankOutcome, { ok: true }>[],
+  prepared: PreparedSave,
+): EntryMetadata[] {
+  const distinct =
+    prepared.plan.distinctKeys === true && outcomes.length === 1 && prepared.plans.length === 1
+      ? entriesByLeaf(outcomes[0]!.chunks, prepared.plans[0]!)
+      : undefined;
   if (distinct) return distinct;
   const slotOfId = new Map<string, number>();
   const keys: KeyPath[] = [];
@@ -275,9 +342,11 @@ function buildEntries(outcomes: readonly Extract<RankOutcome, { ok: true }>[], p
     const items = inLeafOrder(plan.items);
     const values = inLeafOrder(plan.values);
     const slots = new Int32Array(Math.max(items.at(-1)?.leafIndex ?? -1, values.at(-1)?.leafIndex ?? -1) + 1).fill(-1);
-    for (let i = 0, v = 0; i < items.length || v < values.length; ) {
+    for (let i = 0, v = 0; i < items.length || v < values.length;) {
       const takeItem = v >= values.length || (i < items.length && items[i]!.leafIndex < values[v]!.leafIndex);
-      const { leafIndex, key } = takeItem ? items[i++]! : { leafIndex: values[v]!.leafIndex, key: values[v++]!.entry.key };
+      const { leafIndex, key } = takeItem
+        ? items[i++]!
+        : { leafIndex: values[v]!.leafIndex, key: values[v++]!.entry.key };
       slots[leafIndex] = slotOfKey(key);
     }
     slotsOfRank[plan.rank] = slots;
@@ -287,12 +356,21 @@ function buildEntries(outcomes: readonly Extract<RankOutcome, { ok: true }>[], p
     for (const { item, chunk } of outcome.chunks) {
       const known = slots?.[item.leafIndex] ?? -1;
       // The leaf index is the writer's own; its key is checked, by identity when the plan is this process's.
-      const slot = known >= 0 && (keys[known] === item.key || pathId(keys[known]!) === pathId(item.key)) ? known : slotOfKey(item.key);
+      const slot =
+        known >= 0 && (keys[known] === item.key || pathId(keys[known]!) === pathId(item.key))
+          ? known
+          : slotOfKey(item.key);
       let entry = entries[slot] as { chunks: ChunkMetadata[] } | undefined;
       if (!entry) {
         const base =
           item.kind === "tensor"
-            ? { kind: "tensor" as const, key: item.key, dtype: item.dtype, shape: item.shape, chunks: [] as ChunkMetadata[] }
+            ? {
+                kind: "tensor" as const,
+                key: item.key,
+                dtype: item.dtype,
+                shape: item.shape,
+                chunks: [] as ChunkMetadata[],
+              }
             : { kind: "bytes" as const, key: item.key, byteLength: item.byteLength, chunks: [] as ChunkMetadata[] };
         entries[slot] = base;
         entry = base;
@@ -326,7 +404,8 @@ function entriesByLeaf(chunks: readonly WrittenChunk[], plan: SavePlan): EntryMe
 }
 
 function inLeafOrder<T extends { readonly leafIndex: number }>(list: readonly T[]): readonly T[] {
-  for (let i = 1; i < list.length; i++) if (list[i]!.leafIndex < list[i - 1]!.leafIndex) return [...list].sort((a, b) => a.leafIndex - b.leafIndex);
+  for (let i = 1; i < list.length; i++)
+    if (list[i]!.leafIndex < list[i - 1]!.leafIndex) return [...list].sort((a, b) => a.leafIndex - b.leafIndex);
   return list;
 }
 

@@ -80,10 +80,24 @@ function* coalesce(datas: readonly Uint8Array[]): Generator<Uint8Array> {
 
 /** File offsets in a staged segment's body parts are cut on these boundaries (direct I/O's alignment). */
 const PAGE = 4096;
-type TypedArrayType = { new (buffer: ArrayBufferLike, offset: number, length: number): TypedArray; readonly BYTES_PER_ELEMENT: number };
+type TypedArrayType = {
+  new (buffer: ArrayBufferLike, offset: number, length: number): TypedArray;
+  readonly BYTES_PER_ELEMENT: number;
+};
 /** The built-in typed arrays by prototype: copying one into a view of its own type copies its bytes as they are. */
 const ELEMENT_TYPES = new Map<object, TypedArrayType>(
-  [Int8Array, Uint8Array, Int16Array, Uint16Array, Int32Array, Uint32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array].map((type) => [type.prototype, type as unknown as TypedArrayType]),
+  [
+    Int8Array,
+    Uint8Array,
+    Int16Array,
+    Uint16Array,
+    Int32Array,
+    Uint32Array,
+    Float32Array,
+    Float64Array,
+    BigInt64Array,
+    BigUint64Array,
+  ].map((type) => [type.prototype, type as unknown as TypedArrayType]),
 );
 /** A file of small items up to this size is packed whole into page-aligned memory (see `packedSegment`). */
 const PACK_FILE_BELOW = 64 << 20;
@@ -96,7 +110,8 @@ const PACK_FILE_BELOW = 64 << 20;
  * writes in place (`WriteOptions.pageAligned`).
  */
 function packedSegment(file: DataFilePlan, layout: SafetensorsLayout): Uint8Array | undefined {
-  if (!isMainThread || !pageAlignedAvailable || layout.fileSize > PACK_FILE_BELOW || file.items.length < 2) return undefined;
+  if (!isMainThread || !pageAlignedAvailable || layout.fileSize > PACK_FILE_BELOW || file.items.length < 2)
+    return undefined;
   for (const item of file.items) if (item.byteLength >= COALESCE_BELOW) return undefined;
   const segment = takePackingMemory(layout.fileSize);
   segment.set(layout.header, 0);
@@ -111,7 +126,13 @@ function stagedSegment(file: DataFilePlan, leaves: readonly Leaf[], layout: Safe
   let buffer: ArrayBufferLike | undefined;
   for (const [i, item] of file.items.entries()) {
     const data = hostDataOf(leaves[item.leafIndex]!);
-    if (!data || data.byteOffset !== layout.offsets[i] || data.byteLength !== item.byteLength || (buffer !== undefined && data.buffer !== buffer)) return undefined;
+    if (
+      !data ||
+      data.byteOffset !== layout.offsets[i] ||
+      data.byteLength !== item.byteLength ||
+      (buffer !== undefined && data.buffer !== buffer)
+    )
+      return undefined;
     buffer = data.buffer;
   }
   if (buffer === undefined || !isPageAligned(buffer) || buffer.byteLength < layout.fileSize) return undefined;
@@ -153,48 +174,92 @@ export async function writeDataFile(
     const type = ELEMENT_TYPES.get(Object.getPrototypeOf(data));
     if (!type || at % type.BYTES_PER_ELEMENT !== 0) return false;
     let view = views.get(type);
-    if (!view) views.set(type, (view = new type(memory.buffer, memory.byteOffset, Math.floor(memory.byteLength / type.BYTES_PER_ELEMENT))));
+    if (!view)
+      views.set(
+        type,
+        (view = new type(memory.buffer, memory.byteOffset, Math.floor(memory.byteLength / type.BYTES_PER_ELEMENT))),
+      );
     view.set(data as never, at / type.BYTES_PER_ELEMENT);
     return true;
   };
-  const prepare = async (group: readonly number[]): Promise<{ group: readonly number[]; datas: Uint8Array[]; blockSizes: number[]; sums: (readonly number[])[] }> => {
+  const prepare = async (
+    group: readonly number[],
+  ): Promise<{ group: readonly number[]; datas: Uint8Array[]; blockSizes: number[]; sums: (readonly number[])[] }> => {
     throwIfAborted(options.signal, "the save");
     const datas: Uint8Array[] = [];
     for (const i of group) {
       const item = file.items[i]!;
       const leaf = leaves[item.leafIndex]!;
       // Packed, a host tensor is copied by its own element type, without a byte view made for it.
-      if (packed && leaf.kind === "tensor" && leaf.source.kind === "host" && leaf.source.tensor.data.byteLength === item.byteLength && packInto(packed, leaf.source.tensor.data, layout.offsets[i]!)) continue;
+      if (
+        packed &&
+        leaf.kind === "tensor" &&
+        leaf.source.kind === "host" &&
+        leaf.source.tensor.data.byteLength === item.byteLength &&
+        packInto(packed, leaf.source.tensor.data, layout.offsets[i]!)
+      )
+        continue;
       // A host tensor's bytes are a view: no await (one promise per tensor) unless tfjs must be read.
-      const data = leaf.kind === "bytes" ? leaf.data : leaf.kind !== "tensor" ? undefined : leaf.source.kind === "host" ? bytesOf(leaf.source.tensor.data) : await tensorBytes(leaf);
+      const data =
+        leaf.kind === "bytes"
+          ? leaf.data
+          : leaf.kind !== "tensor"
+            ? undefined
+            : leaf.source.kind === "host"
+              ? bytesOf(leaf.source.tensor.data)
+              : await tensorBytes(leaf);
       if (!data || data.byteLength !== item.byteLength) {
-        throw new CheckpointError("invalid_argument", `state dict key ${displayKey(item.key)} changed size while it was being saved`, {
-          context: { key: displayKey(item.key) },
-        });
+        throw new CheckpointError(
+          "invalid_argument",
+          `state dict key ${displayKey(item.key)} changed size while it was being saved`,
+          {
+            context: { key: displayKey(item.key) },
+          },
+        );
       }
       if (packed) packed.set(data, layout.offsets[i]!);
       else datas.push(data);
     }
     const blockSizes = group.map((i) => chunkBlockSize(file.items[i]!.dtype, file.items[i]!.chunk.sizes, blockSize));
-    const hash = (items: readonly number[], parts: Uint8Array[], sizes: readonly number[]): Promise<(readonly number[])[]> =>
+    const hash = (
+      items: readonly number[],
+      parts: Uint8Array[],
+      sizes: readonly number[],
+    ): Promise<(readonly number[])[]> =>
       packed ? packedChecksums(packed, items, sizes) : blockChecksumsAsync(parts, sizes);
     if (!known) return { group, datas, blockSizes, sums: await hash(group, datas, blockSizes) };
     // An incremental save hashed the items it compared with its base already: only the others are hashed.
     const todo = group.flatMap((i, k) => (known.has(file.items[i]!) ? [] : [k]));
-    const computed = todo.length === 0 ? [] : await hash(todo.map((k) => group[k]!), packed ? [] : todo.map((k) => datas[k]!), todo.map((k) => blockSizes[k]!));
+    const computed =
+      todo.length === 0
+        ? []
+        : await hash(
+            todo.map((k) => group[k]!),
+            packed ? [] : todo.map((k) => datas[k]!),
+            todo.map((k) => blockSizes[k]!),
+          );
     let next = 0;
     const sums = group.map((i) => known.get(file.items[i]!) ?? computed[next++]!);
     return { group, datas, blockSizes, sums };
   };
   /** The group's items hashed where they were packed, on a worker thread, in one round trip. */
-  const packedChecksums = async (memory: Uint8Array, group: readonly number[], blockSizes: readonly number[]): Promise<number[][]> => {
+  const packedChecksums = async (
+    memory: Uint8Array,
+    group: readonly number[],
+    blockSizes: readonly number[],
+  ): Promise<number[][]> => {
     const starts = new Float64Array(group.length);
     const lengths = new Float64Array(group.length);
     group.forEach((i, k) => {
       starts[k] = layout.offsets[i]!;
       lengths[k] = file.items[i]!.byteLength;
     });
-    const flat = await regionChecksumsAsync(memory.buffer as SharedArrayBuffer, starts, lengths, Float64Array.from(blockSizes));
+    const flat = await regionChecksumsAsync(
+      memory.buffer as SharedArrayBuffer,
+      starts,
+      lengths,
+      Float64Array.from(blockSizes),
+    );
     const sums = new Array<number[]>(group.length);
     let at = 0;
     for (let k = 0; k < group.length; k++) {

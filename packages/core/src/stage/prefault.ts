@@ -68,6 +68,8 @@ const thread = new PrefaultThread();
 
 /** Makes every page of `buffers` resident, from another thread; resolves once done. */
 export function prefault(buffers: readonly Uint8Array[]): Promise<void> {
-  const shared = [...new Set(buffers.map((b) => b.buffer))].filter((b): b is SharedArrayBuffer => b instanceof SharedArrayBuffer);
+  const shared = [...new Set(buffers.map((b) => b.buffer))].filter(
+    (b): b is SharedArrayBuffer => b instanceof SharedArrayBuffer,
+  );
   return shared.length === 0 ? Promise.resolve() : thread.run(shared);
 }

@@ -51,7 +51,11 @@ describe("prepareStaging", () => {
   it("readies exactly the buffers stageLeaves then takes, in the planned files' layout", async () => {
     const state = {
       big: hostTensor("float32", [1 << 19], new Float32Array(1 << 19).fill(1.5)),
-      small: hostTensor("int32", [10], Int32Array.from({ length: 10 }, (_, i) => i)),
+      small: hostTensor(
+        "int32",
+        [10],
+        Int32Array.from({ length: 10 }, (_, i) => i),
+      ),
       blob: new Uint8Array([1, 2, 3]),
       step: 7,
     };
@@ -64,7 +68,11 @@ describe("prepareStaging", () => {
     expect(pool.allocatedBytes).toBe(allocated);
     expect(pool.inUseBytes).toBe(allocated);
     const big = staged.leaves.find((leaf) => leaf.path[0] === "big");
-    expect(big?.kind === "tensor" && big.source.kind === "host" ? Array.from((big.source.tensor.data as Float32Array).subarray(0, 3)) : undefined).toEqual([1.5, 1.5, 1.5]);
+    expect(
+      big?.kind === "tensor" && big.source.kind === "host"
+        ? Array.from((big.source.tensor.data as Float32Array).subarray(0, 3))
+        : undefined,
+    ).toEqual([1.5, 1.5, 1.5]);
     staged.release();
   });
 });

@@ -54,7 +54,11 @@ export class StagingPool {
    * Buffers of the given sizes, all at once (so two saves never each hold half of what they
    * need), in shared memory; those with `pageAligned[i]` start on a page boundary.
    */
-  async acquire(sizes: readonly number[], signal?: AbortSignal, pageAligned: readonly boolean[] = []): Promise<Uint8Array[]> {
+  async acquire(
+    sizes: readonly number[],
+    signal?: AbortSignal,
+    pageAligned: readonly boolean[] = [],
+  ): Promise<Uint8Array[]> {
     const total = sizes.reduce((a, b) => a + b, 0);
     if (total > this.#maxBytes) {
       throw new CheckpointError(

@@ -68,7 +68,10 @@ function plannedSegments(leaves: readonly Leaf[], filesPerRank: number): Segment
       ({ items, layout }) =>
         layout.fileSize >= SEGMENT_MIN_BYTES &&
         layout.fileSize <= MAX_PAGE_ALIGNED_BYTES &&
-        items.every((item, i) => layout.offsets[i]! % (item.kind === "tensor" ? arrayConstructorFor(item.dtype).BYTES_PER_ELEMENT : 1) === 0),
+        items.every(
+          (item, i) =>
+            layout.offsets[i]! % (item.kind === "tensor" ? arrayConstructorFor(item.dtype).BYTES_PER_ELEMENT : 1) === 0,
+        ),
     );
 }
 
@@ -105,7 +108,12 @@ export async function stageLeaves(
  * loses only a share of each step to it. Undefined, copying nothing, when the copies do not fit
  * the pool's budget beside the buffers in use now.
  */
-export function copyInBackground(leaves: readonly Leaf[], pool: StagingPool, signal?: AbortSignal, layout?: StagingLayout): Promise<StagedLeaves | undefined> {
+export function copyInBackground(
+  leaves: readonly Leaf[],
+  pool: StagingPool,
+  signal?: AbortSignal,
+  layout?: StagingLayout,
+): Promise<StagedLeaves | undefined> {
   return stage(leaves, "copy", pool, { signal, layout, paced: true });
 }
 
@@ -162,11 +170,18 @@ interface StagingPlan {
 }
 
 /** Which staging buffers snapshotting `leaves` takes from the pool, and where each leaf goes. */
-function stagingPlan(leaves: readonly Leaf[], strategy: StagingStrategy, layout: StagingLayout | undefined): StagingPlan {
-  const byReference = (leaf: Leaf): boolean => strategy === "reference" && leaf.kind === "tensor" && leaf.source.kind === "tfjs" && cloneable(leaf.source.tensor);
+function stagingPlan(
+  leaves: readonly Leaf[],
+  strategy: StagingStrategy,
+  layout: StagingLayout | undefined,
+): StagingPlan {
+  const byReference = (leaf: Leaf): boolean =>
+    strategy === "reference" && leaf.kind === "tensor" && leaf.source.kind === "tfjs" && cloneable(leaf.source.tensor);
   const segments = layout && strategy === "copy" ? plannedSegments(leaves, layout.filesPerRank) : [];
   const placed = new Map<number, { segment: number; offset: number }>();
-  segments.forEach(({ items, layout }, segment) => items.forEach((item, i) => placed.set(item.leafIndex, { segment, offset: layout.offsets[i]! })));
+  segments.forEach(({ items, layout }, segment) =>
+    items.forEach((item, i) => placed.set(item.leafIndex, { segment, offset: layout.offsets[i]! })),
+  );
   const sizes = segments.map((s) => s.layout.fileSize);
   let copiedBytes = 0;
   leaves.forEach((leaf, index) => {
@@ -183,9 +198,17 @@ function stagingPlan(leaves: readonly Leaf[], strategy: StagingStrategy, layout:
  * (same strategy and layout): allocated now and made resident by another thread, so that save
  * pays no page faults. Reads no tensor data and holds no leaf.
  */
-export function prepareStaging(leaves: readonly Leaf[], strategy: StagingStrategy, pool: StagingPool, layout?: StagingLayout): Promise<void> {
+export function prepareStaging(
+  leaves: readonly Leaf[],
+  strategy: StagingStrategy,
+  pool: StagingPool,
+  layout?: StagingLayout,
+): Promise<void> {
   const { segments, sizes } = stagingPlan(leaves, strategy, layout);
-  return pool.prepare(sizes, segments.map(() => true));
+  return pool.prepare(
+    sizes,
+    segments.map(() => true),
+  );
 }
 
 async function stage(
@@ -202,7 +225,11 @@ async function stage(
   const { byReference, segments, placed, sizes, copiedBytes } = stagingPlan(leaves, strategy, layout);
   // Never waits for buffers: those it would wait for may be held by this very save, or by saves queued behind it.
   if (options.paced === true && pool.inUseBytes + sizes.reduce((a, b) => a + b, 0) > pool.maxBytes) return undefined;
-  const buffers = await pool.acquire(sizes, signal, segments.map(() => true));
+  const buffers = await pool.acquire(
+    sizes,
+    signal,
+    segments.map(() => true),
+  );
   const clones: { dispose(): void }[] = [];
   const dropReferences = (): void => {
     for (const clone of clones.splice(0)) clone.dispose();
@@ -236,7 +263,11 @@ async function stage(
       } else {
         const buffer = target(index, byteSize(leaf.dtype, leaf.shape));
         copyMs += await copyInto(buffer, await tensorBytes(leaf), pace);
-        const data = new (arrayConstructorFor(leaf.dtype))(buffer.buffer, buffer.byteOffset, buffer.byteLength / arrayConstructorFor(leaf.dtype).BYTES_PER_ELEMENT);
+        const data = new (arrayConstructorFor(leaf.dtype))(
+          buffer.buffer,
+          buffer.byteOffset,
+          buffer.byteLength / arrayConstructorFor(leaf.dtype).BYTES_PER_ELEMENT,
+        );
         const tensor = { dtype: leaf.dtype, shape: leaf.shape, data } as HostTensor;
         staged.push({ ...leaf, source: { kind: "host", tensor } });
       }

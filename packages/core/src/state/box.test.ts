@@ -41,7 +41,10 @@ function random(seed: number): () => number {
 
 describe("boxes", () => {
   it("intersects boxes and finds none for disjoint or touching ones", () => {
-    expect(intersectBoxes({ offsets: [0, 0], sizes: [4, 4] }, { offsets: [2, 3], sizes: [4, 4] })).toEqual({ offsets: [2, 3], sizes: [2, 1] });
+    expect(intersectBoxes({ offsets: [0, 0], sizes: [4, 4] }, { offsets: [2, 3], sizes: [4, 4] })).toEqual({
+      offsets: [2, 3],
+      sizes: [2, 1],
+    });
     expect(intersectBoxes({ offsets: [0], sizes: [4] }, { offsets: [4], sizes: [4] })).toBeNull();
     expect(intersectBoxes({ offsets: [], sizes: [] }, { offsets: [], sizes: [] })).toEqual({ offsets: [], sizes: [] });
   });

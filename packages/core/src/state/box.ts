@@ -83,7 +83,13 @@ function strides(sizes: readonly number[]): number[] {
  * source's bytes `[pieceStart, pieceStart + piece.byteLength)`; only the parts of rows inside
  * it are copied, so a large chunk can be read and copied in several pieces.
  */
-export function copyRows(layout: RowLayout, itemSize: number, piece: Uint8Array, pieceStart: number, dst: Uint8Array): void {
+export function copyRows(
+  layout: RowLayout,
+  itemSize: number,
+  piece: Uint8Array,
+  pieceStart: number,
+  dst: Uint8Array,
+): void {
   const pieceEnd = pieceStart + piece.byteLength;
   const runBytes = layout.run * itemSize;
   for (let r = 0; r < layout.src.length; r++) {

@@ -2,7 +2,15 @@ import { type DType, type TypedArray, bytesOf, isDType, unsupportedDType, valida
 import type { Box } from "./box.js";
 import { CheckpointError, describeValue } from "../errors.js";
 import { type ShardedTensor, isShardedTensor, shardBoxes } from "./sharded-tensor.js";
-import { type JsonPrimitive, type KeyPath, type StateDict, type StateValue, type Stateful, displayKey, isForbiddenKey } from "./state-dict.js";
+import {
+  type JsonPrimitive,
+  type KeyPath,
+  type StateDict,
+  type StateValue,
+  type Stateful,
+  displayKey,
+  isForbiddenKey,
+} from "./state-dict.js";
 import { type HostTensor, type TensorLike, checkHostData } from "./tensors.js";
 
 /**
@@ -30,7 +38,8 @@ export interface ShardPlacement {
 
 /** The global shape of a tensor leaf and the box of it that the leaf's data holds. */
 export function leafBox(leaf: Extract<Leaf, { kind: "tensor" }>): { globalShape: readonly number[]; box: Box } {
-  if (leaf.shard) return { globalShape: leaf.shard.globalShape, box: { offsets: leaf.shard.offsets, sizes: leaf.shape } };
+  if (leaf.shard)
+    return { globalShape: leaf.shard.globalShape, box: { offsets: leaf.shard.offsets, sizes: leaf.shape } };
   return { globalShape: leaf.shape, box: { offsets: leaf.shape.map(() => 0), sizes: leaf.shape } };
 }
 
@@ -38,8 +47,7 @@ export function leafBox(leaf: Extract<Leaf, { kind: "tensor" }>): { globalShape:
 export type EmptyContainer = Record<string, never> | readonly never[];
 
 export type TensorSource =
-  | { readonly kind: "host"; readonly tensor: HostTensor }
-  | { readonly kind: "tfjs"; readonly tensor: TensorLike };
+  { readonly kind: "host"; readonly tensor: HostTensor } | { readonly kind: "tfjs"; readonly tensor: TensorLike };
 
 /** tfjs dtypes that have a format v1 equivalent. */
 const TFJS_DTYPES: ReadonlyMap<string, DType> = new Map([
@@ -73,7 +81,9 @@ function isObject(value: unknown): value is Record<string, unknown> {
 }
 
 export function isTensorLike(value: unknown): value is TensorLike {
-  return isObject(value) && Array.isArray(value.shape) && typeof value.dtype === "string" && typeof value.data === "function";
+  return (
+    isObject(value) && Array.isArray(value.shape) && typeof value.dtype === "string" && typeof value.data === "function"
+  );
 }
 
 function looksLikeHostTensor(value: Record<string, unknown>): boolean {
@@ -92,7 +102,10 @@ function isPlainObject(value: Record<string, unknown>): boolean {
 export function tfjsDType(tensor: TensorLike, path: KeyPath): DType {
   const dtype = TFJS_DTYPES.get(tensor.dtype);
   if (dtype === undefined) {
-    throw invalid(path, `tfjs tensors of dtype ${JSON.stringify(tensor.dtype)} cannot be checkpointed; use float32, int32 or bool`);
+    throw invalid(
+      path,
+      `tfjs tensors of dtype ${JSON.stringify(tensor.dtype)} cannot be checkpointed; use float32, int32 or bool`,
+    );
   }
   return dtype;
 }
@@ -118,7 +131,10 @@ function classify(value: unknown, path: KeyPath): Classified {
     return { type: "leaf", leaf: { kind: "bytes", path, data: value } };
   }
   if (ArrayBuffer.isView(value)) {
-    throw invalid(path, `a bare ${value.constructor.name} has no shape or dtype; wrap it with hostTensor(dtype, shape, data)`);
+    throw invalid(
+      path,
+      `a bare ${value.constructor.name} has no shape or dtype; wrap it with hostTensor(dtype, shape, data)`,
+    );
   }
   if (isTensorLike(value)) {
     if (value.isDisposed === true) throw invalid(path, "the tfjs tensor is already disposed; pass a live tensor");
@@ -132,19 +148,25 @@ function classify(value: unknown, path: KeyPath): Classified {
     const shape = validateShape(object.shape, where);
     checkHostData(object.dtype, shape, object.data, where);
     const tensor = { dtype: object.dtype, shape, data: object.data } as HostTensor;
-    return { type: "leaf", leaf: { kind: "tensor", path, dtype: object.dtype, shape, source: { kind: "host", tensor } } };
+    return {
+      type: "leaf",
+      leaf: { kind: "tensor", path, dtype: object.dtype, shape, source: { kind: "host", tensor } },
+    };
   }
   if (isShardedTensor(value)) return { type: "sharded", leaves: shardLeaves(value, path), sharded: value };
   if (isStateful(value)) return { type: "stateful", object: value };
   if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) if (!(i in value)) throw invalid([...path, i], "arrays must not have holes; use null");
+    for (let i = 0; i < value.length; i++)
+      if (!(i in value)) throw invalid([...path, i], "arrays must not have holes; use null");
     return ARRAY;
   }
   if (isPlainObject(object)) {
-    if (Object.getOwnPropertySymbols(object).length > 0) throw invalid(path, "symbol keys cannot be checkpointed; use string keys");
+    if (Object.getOwnPropertySymbols(object).length > 0)
+      throw invalid(path, "symbol keys cannot be checkpointed; use string keys");
     return { type: "container", keys: Object.keys(object) };
   }
-  const name = (Object.getPrototypeOf(object) as { constructor?: { name?: string } } | null)?.constructor?.name ?? "object";
+  const name =
+    (Object.getPrototypeOf(object) as { constructor?: { name?: string } } | null)?.constructor?.name ?? "object";
   throw invalid(
     path,
     `a ${name} instance is not a state dict value; convert it to plain data, or give it stateDict() and loadStateDict() (Stateful)`,
@@ -160,7 +182,8 @@ function shardLeaves(sharded: ShardedTensor, path: KeyPath): Leaf[] {
       throw invalid(path, `shard ${i} must hold a host tensor or a tfjs tensor`);
     }
     const leaf = classified.leaf;
-    if (leaf.dtype !== sharded.dtype) throw invalid(path, `shard ${i} is ${leaf.dtype} but the sharded tensor is ${sharded.dtype}`);
+    if (leaf.dtype !== sharded.dtype)
+      throw invalid(path, `shard ${i} is ${leaf.dtype} but the sharded tensor is ${sharded.dtype}`);
     return { ...leaf, shard: { globalShape: sharded.shape, offsets: boxes[i]!.offsets } };
   });
 }
@@ -196,7 +219,10 @@ async function walk(
   replaceable: boolean,
 ): Promise<void> {
   if (!isObject(root) || Array.isArray(root) || ArrayBuffer.isView(root) || isTensorLike(root)) {
-    throw new CheckpointError("invalid_argument", `a state dict must be a plain object of named values, not ${describeValue(root)}`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `a state dict must be a plain object of named values, not ${describeValue(root)}`,
+    );
   }
   const ancestors = new Ancestors();
   const visit = (value: unknown, path: KeyPath, replace: (value: StateValue) => void): Promise<void> | undefined => {
@@ -241,13 +267,21 @@ async function walk(
     ancestors.delete(object);
   };
   /** Visits children from index `from` on; once a child turns asynchronous (a Stateful), the rest follow it. */
-  const visitContainer = (container: object, keys: readonly string[] | undefined, path: KeyPath, from: number): Promise<void> | undefined => {
+  const visitContainer = (
+    container: object,
+    keys: readonly string[] | undefined,
+    path: KeyPath,
+    from: number,
+  ): Promise<void> | undefined => {
     const record = container as Record<string | number, StateValue>;
     const count = keys ? keys.length : (container as unknown[]).length;
     for (let i = from; i < count; i++) {
       const key = keys ? keys[i]! : i;
       if (isForbiddenKey(key)) {
-        throw invalid([...path, key], `the key ${JSON.stringify(key)} is not allowed (loaded into an object it would reach Object.prototype); rename it`);
+        throw invalid(
+          [...path, key],
+          `the key ${JSON.stringify(key)} is not allowed (loaded into an object it would reach Object.prototype); rename it`,
+        );
       }
       const replace = replaceable
         ? (replacement: StateValue): void => {
@@ -315,7 +349,12 @@ function noReplace(): void {
 /** The leaves to save, in a deterministic order (depth-first, keys in insertion order). */
 export async function flattenStateDict(stateDict: StateDict): Promise<Leaf[]> {
   const leaves: Leaf[] = [];
-  await walk(stateDict, (leaf) => leaves.push(leaf), () => undefined, false);
+  await walk(
+    stateDict,
+    (leaf) => leaves.push(leaf),
+    () => undefined,
+    false,
+  );
   return leaves;
 }
 
@@ -323,7 +362,12 @@ export async function flattenStateDict(stateDict: StateDict): Promise<Leaf[]> {
 export async function flattenTarget(stateDict: StateDict): Promise<FlattenedTarget> {
   const leaves: TargetLeaf[] = [];
   const statefuls: StatefulTarget[] = [];
-  await walk(stateDict, (leaf, replace) => leaves.push({ leaf, replace }), (s) => statefuls.push(s), true);
+  await walk(
+    stateDict,
+    (leaf, replace) => leaves.push({ leaf, replace }),
+    (s) => statefuls.push(s),
+    true,
+  );
   return { leaves, statefuls };
 }
 
@@ -345,10 +389,14 @@ export async function tensorBytes(leaf: Extract<Leaf, { kind: "tensor" }>): Prom
   try {
     data = await source.tensor.data();
   } catch (cause) {
-    throw new CheckpointError("invalid_argument", `state dict key ${displayKey(leaf.path)}: reading the tfjs tensor failed: ${(cause as Error).message}`, {
-      cause,
-      context: { key: displayKey(leaf.path) },
-    });
+    throw new CheckpointError(
+      "invalid_argument",
+      `state dict key ${displayKey(leaf.path)}: reading the tfjs tensor failed: ${(cause as Error).message}`,
+      {
+        cause,
+        context: { key: displayKey(leaf.path) },
+      },
+    );
   }
   checkHostData(leaf.dtype, leaf.shape, data, whereKey(leaf.path));
   return bytesOf(data as TypedArray);

@@ -26,7 +26,12 @@ export function layoutBoxes(layout: Layout, rank: number, worldSize: number, sha
   if (layout !== "blocks" || shape.length < 2) {
     const piece = splitUneven(shape[dim]!, worldSize)[rank]!;
     if (piece.size === 0) return [];
-    return [{ offsets: shape.map((_, d) => (d === dim ? piece.start : 0)), sizes: shape.map((s, d) => (d === dim ? piece.size : s)) }];
+    return [
+      {
+        offsets: shape.map((_, d) => (d === dim ? piece.start : 0)),
+        sizes: shape.map((s, d) => (d === dim ? piece.size : s)),
+      },
+    ];
   }
   const gridRows = splitUneven(shape[0]!, Math.max(2, Math.ceil(Math.sqrt(worldSize))) + 1);
   const gridCols = splitUneven(shape[1]!, Math.max(2, Math.ceil(worldSize / 2)));
@@ -35,7 +40,10 @@ export function layoutBoxes(layout: Layout, rank: number, worldSize: number, sha
   for (const r of gridRows) {
     for (const c of gridCols) {
       if (index++ % worldSize !== rank || r.size === 0 || c.size === 0) continue;
-      boxes.push({ offsets: [r.start, c.start, ...shape.slice(2).map(() => 0)], sizes: [r.size, c.size, ...shape.slice(2)] });
+      boxes.push({
+        offsets: [r.start, c.start, ...shape.slice(2).map(() => 0)],
+        sizes: [r.size, c.size, ...shape.slice(2)],
+      });
     }
   }
   return boxes;

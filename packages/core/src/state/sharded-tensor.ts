@@ -44,7 +44,8 @@ export function shardedTensor(dtype: DType, shape: readonly number[], shards: re
   const where = `shardedTensor(${JSON.stringify(dtype)}, ${JSON.stringify(shape)})`;
   if (!isDType(dtype)) throw unsupportedDType(dtype, where);
   const global = validateShape(shape, where);
-  if (!Array.isArray(shards)) throw new CheckpointError("invalid_argument", `${where}: shards must be an array of { offsets, tensor }`);
+  if (!Array.isArray(shards))
+    throw new CheckpointError("invalid_argument", `${where}: shards must be an array of { offsets, tensor }`);
   const sharded: ShardedTensor = { [SHARDED_TENSOR]: true, dtype, shape: [...global], shards: [...shards] };
   shardBoxes(sharded, where);
   return sharded;
@@ -80,7 +81,10 @@ export function shardBoxes(sharded: ShardedTensor, where: string): Box[] {
     for (let j = i + 1; j < boxes.length; j++) {
       const overlap = intersectBoxes(boxes[i]!, boxes[j]!);
       if (overlap && numel(overlap.sizes) > 0) {
-        throw new CheckpointError("invalid_argument", `${where}: shards ${i} and ${j} overlap; a rank's shards must be disjoint`);
+        throw new CheckpointError(
+          "invalid_argument",
+          `${where}: shards ${i} and ${j} overlap; a rank's shards must be disjoint`,
+        );
       }
     }
   }

@@ -22,14 +22,7 @@ export interface Stateful {
 }
 
 export type StateValue =
-  | TensorLike
-  | ShardedTensor
-  | HostTensor
-  | Uint8Array
-  | JsonPrimitive
-  | Stateful
-  | StateDict
-  | readonly StateValue[];
+  TensorLike | ShardedTensor | HostTensor | Uint8Array | JsonPrimitive | Stateful | StateDict | readonly StateValue[];
 
 export interface StateDict {
   [key: string]: StateValue;

@@ -42,12 +42,17 @@ export function hostTensor<D extends DType>(dtype: D, shape: readonly number[], 
   const where = `hostTensor(${JSON.stringify(dtype)}, ${JSON.stringify(shape)})`;
   if (!isDType(dtype)) throw unsupportedDType(dtype, where);
   const dims = validateShape(shape, where);
-  const values = data ?? (allocate(dtype, numel(dims)));
+  const values = data ?? allocate(dtype, numel(dims));
   checkHostData(dtype, dims, values, where);
   return { dtype, shape: [...dims], data: values };
 }
 
-export function checkHostData(dtype: DType, shape: readonly number[], data: unknown, where: Where): asserts data is TypedArray {
+export function checkHostData(
+  dtype: DType,
+  shape: readonly number[],
+  data: unknown,
+  where: Where,
+): asserts data is TypedArray {
   if (!matchesArrayType(dtype, data)) {
     const got = ArrayBuffer.isView(data) ? data.constructor.name : describeValue(data);
     throw new CheckpointError(

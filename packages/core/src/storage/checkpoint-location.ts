@@ -43,18 +43,46 @@ export function checkpointOptionsOf<T extends CheckpointOptions>(idOrOptions: st
     return { checkpointId: idOrOptions } as T;
   }
   if (typeof idOrOptions !== "object" || idOrOptions === null || Array.isArray(idOrOptions)) {
-    throw invalidArgument(`${call}: pass a checkpoint URL or path, or options with checkpointId (or storage and path), not ${describeValue(idOrOptions)}`);
+    throw invalidArgument(
+      `${call}: pass a checkpoint URL or path, or options with checkpointId (or storage and path), not ${describeValue(idOrOptions)}`,
+    );
   }
   const prefix = `${call}: option `;
-  checkOption(idOrOptions, "checkpointId", (v) => typeof v === "string" && v !== "", "a non-empty URL or path string", prefix);
-  checkOption(idOrOptions, "storage", hasMembers(["read", "write", "stat", "list", "delete", "close"], ["root", "protocol"]), "a StorageAdapter", prefix);
+  checkOption(
+    idOrOptions,
+    "checkpointId",
+    (v) => typeof v === "string" && v !== "",
+    "a non-empty URL or path string",
+    prefix,
+  );
+  checkOption(
+    idOrOptions,
+    "storage",
+    hasMembers(["read", "write", "stat", "list", "delete", "close"], ["root", "protocol"]),
+    "a StorageAdapter",
+    prefix,
+  );
   checkOption(idOrOptions, "path", (v) => typeof v === "string", "a string", prefix);
   checkOption(idOrOptions, "storageOptions", isObject, "an object", prefix);
-  checkOption(idOrOptions, "processGroup", isProcessGroup, "a ProcessGroup (rank < worldSize, allGather, broadcast, barrier)", prefix);
+  checkOption(
+    idOrOptions,
+    "processGroup",
+    isProcessGroup,
+    "a ProcessGroup (rank < worldSize, allGather, broadcast, barrier)",
+    prefix,
+  );
   checkOption(idOrOptions, "signal", (v) => v instanceof AbortSignal, "an AbortSignal", prefix);
-  checkOption(idOrOptions, "retry", isRetryPolicy, "a partial RetryPolicy of non-negative numbers (maxAttempts at least 1)", prefix);
+  checkOption(
+    idOrOptions,
+    "retry",
+    isRetryPolicy,
+    "a partial RetryPolicy of non-negative numbers (maxAttempts at least 1)",
+    prefix,
+  );
   if (idOrOptions.checkpointId === undefined && idOrOptions.storage === undefined) {
-    throw invalidArgument(`${call}: say where the checkpoint is: pass a URL or path, or { checkpointId }, or { storage, path }`);
+    throw invalidArgument(
+      `${call}: say where the checkpoint is: pass a URL or path, or { checkpointId }, or { storage, path }`,
+    );
   }
   return idOrOptions;
 }
@@ -64,9 +92,16 @@ function invalidArgument(message: string): CheckpointError {
 }
 
 /** Refuses an option that is set but not `expected` with `invalid_argument`, naming the option and the value it got. */
-export function checkOption(options: object, name: string, valid: (value: unknown) => boolean, expected: string, prefix = ""): void {
+export function checkOption(
+  options: object,
+  name: string,
+  valid: (value: unknown) => boolean,
+  expected: string,
+  prefix = "",
+): void {
   const value = (options as Record<string, unknown>)[name];
-  if (value !== undefined && !valid(value)) throw invalidArgument(`${prefix}${name} must be ${expected}, not ${describeValue(value)}`);
+  if (value !== undefined && !valid(value))
+    throw invalidArgument(`${prefix}${name} must be ${expected}, not ${describeValue(value)}`);
 }
 
 export function isPositiveInteger(value: unknown): boolean {
@@ -79,18 +114,28 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 /** An object with these methods (and these fields set): what duck-typed options are checked by. */
 export function hasMembers(methods: readonly string[], fields: readonly string[] = []): (value: unknown) => boolean {
-  return (value) => isObject(value) && methods.every((m) => typeof value[m] === "function") && fields.every((f) => value[f] !== undefined);
+  return (value) =>
+    isObject(value) &&
+    methods.every((m) => typeof value[m] === "function") &&
+    fields.every((f) => value[f] !== undefined);
 }
 
 function isProcessGroup(value: unknown): boolean {
   if (!hasMembers(["allGather", "broadcast", "barrier"])(value)) return false;
   const { rank, worldSize } = value as { rank: unknown; worldSize: unknown };
-  return isPositiveInteger(worldSize) && Number.isSafeInteger(rank) && (rank as number) >= 0 && (rank as number) < (worldSize as number);
+  return (
+    isPositiveInteger(worldSize) &&
+    Number.isSafeInteger(rank) &&
+    (rank as number) >= 0 &&
+    (rank as number) < (worldSize as number)
+  );
 }
 
 function isRetryPolicy(value: unknown): boolean {
   if (!isObject(value)) return false;
-  const numbers = ["maxAttempts", "baseDelayMs", "maxDelayMs", "maxElapsedMs"].every((k) => value[k] === undefined || (typeof value[k] === "number" && (value[k] as number) >= 0));
+  const numbers = ["maxAttempts", "baseDelayMs", "maxDelayMs", "maxElapsedMs"].every(
+    (k) => value[k] === undefined || (typeof value[k] === "number" && (value[k] as number) >= 0),
+  );
   return numbers && (value.maxAttempts === undefined || (value.maxAttempts as number) >= 1);
 }
 
@@ -111,7 +156,13 @@ export async function openCheckpoint(idOrOptions: string | CheckpointOptions): P
   const split = splitLastSegment(options.checkpointId!);
   if (split) {
     const storage = await openStorage(split.parent, options.storageOptions);
-    return { storage, dir: split.name, where: `${storage.root.replace(/\/$/, "")}/${split.segment}`, group, release: () => storage.close() };
+    return {
+      storage,
+      dir: split.name,
+      where: `${storage.root.replace(/\/$/, "")}/${split.segment}`,
+      group,
+      release: () => storage.close(),
+    };
   }
   const storage = await openStorage(options.checkpointId!, options.storageOptions);
   return { storage, dir: "", where: storage.root, group, release: () => storage.close() };

@@ -1,6 +1,14 @@
 // @cairn/core/storage: what a storage adapter is built from: the interface, the registry, errors
 // and their codes, the retry policy, progress deadlines, and page-aligned memory for direct I/O.
-export { CheckpointError, isCheckpointError, cancelledError, throwIfAborted, describeValue, type CheckpointErrorCode, type CheckpointErrorContext } from "../errors.js";
+export {
+  CheckpointError,
+  isCheckpointError,
+  cancelledError,
+  throwIfAborted,
+  describeValue,
+  type CheckpointErrorCode,
+  type CheckpointErrorContext,
+} from "../errors.js";
 export {
   type StorageAdapter,
   type PortableStorage,
@@ -16,8 +24,37 @@ export {
   alreadyExists,
 } from "./storage-adapter.js";
 export { ReadTarget, splitHead } from "./read-target.js";
-export { type StorageFactory, type StorageOptions, registerStorage, registeredProtocols, knownProtocols, checkStorageUrl, openStorage, storageUrl, redactUrl } from "./storage-registry.js";
-export { type ProgressDeadline, type ProgressDeadlineOptions, DEFAULT_PROGRESS_TIMEOUT_MS, progressDeadline, touching } from "./progress-deadline.js";
-export { type RetryPolicy, type RetryOptions, DEFAULT_RETRY_POLICY, TRANSIENT_NETWORK_CODES, withRetry, isTransient, sleep } from "./retry.js";
-export { type CheckpointOptions, type OpenedCheckpoint, openCheckpoint, splitLastSegment } from "./checkpoint-location.js";
+export {
+  type StorageFactory,
+  type StorageOptions,
+  registerStorage,
+  registeredProtocols,
+  knownProtocols,
+  checkStorageUrl,
+  openStorage,
+  storageUrl,
+  redactUrl,
+} from "./storage-registry.js";
+export {
+  type ProgressDeadline,
+  type ProgressDeadlineOptions,
+  DEFAULT_PROGRESS_TIMEOUT_MS,
+  progressDeadline,
+  touching,
+} from "./progress-deadline.js";
+export {
+  type RetryPolicy,
+  type RetryOptions,
+  DEFAULT_RETRY_POLICY,
+  TRANSIENT_NETWORK_CODES,
+  withRetry,
+  isTransient,
+  sleep,
+} from "./retry.js";
+export {
+  type CheckpointOptions,
+  type OpenedCheckpoint,
+  openCheckpoint,
+  splitLastSegment,
+} from "./checkpoint-location.js";
 export { pageAlignedAvailable, pageAlignedSharedBytes } from "./page-aligned.js";

@@ -46,7 +46,12 @@ export class ObjectReaders {
   }
 
   /** `length` bytes from `offset`, as `StorageAdapter.read` returns them with these buffers. */
-  read(name: string, offset: number, length: number, buffers: Pick<ReadOptions, "into" | "head"> = {}): Promise<Uint8Array> {
+  read(
+    name: string,
+    offset: number,
+    length: number,
+    buffers: Pick<ReadOptions, "into" | "head"> = {},
+  ): Promise<Uint8Array> {
     const options = { ...buffers, signal: this.#options.signal };
     if (!this.#storage.openReader) return this.#readTelling(name, offset, length, options);
     return this.#retry(async () => (await this.#reader(name)).read({ offset, length }, options));
@@ -69,7 +74,9 @@ export class ObjectReaders {
   async close(): Promise<void> {
     const opened = [...this.#open.values()];
     this.#open.clear();
-    await Promise.all(opened.map(async (reader) => (await reader.catch(() => undefined))?.close().catch(() => undefined)));
+    await Promise.all(
+      opened.map(async (reader) => (await reader.catch(() => undefined))?.close().catch(() => undefined)),
+    );
   }
 
   /** A `read` that records the object's size if the adapter tells it; a size that changes between reads is `corrupt`. */
@@ -83,12 +90,23 @@ export class ObjectReaders {
       return this.#storage.read(this.#path(name), { offset, length }, { ...options, onObjectSize });
     });
     if (told === undefined) return bytes;
-    if (!Number.isSafeInteger(told) || told < offset + bytes.byteLength + (options.head && bytes.byteLength > 0 ? options.head.byteLength : 0)) {
-      throw new CheckpointError("corrupt", `${name}: storage says the object holds ${told} bytes, fewer than a read of it returned`, { context: { file: name } });
+    if (
+      !Number.isSafeInteger(told) ||
+      told < offset + bytes.byteLength + (options.head && bytes.byteLength > 0 ? options.head.byteLength : 0)
+    ) {
+      throw new CheckpointError(
+        "corrupt",
+        `${name}: storage says the object holds ${told} bytes, fewer than a read of it returned`,
+        { context: { file: name } },
+      );
     }
     const known = this.#told.get(name);
     if (known !== undefined && known !== told) {
-      throw new CheckpointError("corrupt", `${name} changed size while it was read (${known} then ${told} bytes); the data file is damaged`, { context: { file: name } });
+      throw new CheckpointError(
+        "corrupt",
+        `${name} changed size while it was read (${known} then ${told} bytes); the data file is damaged`,
+        { context: { file: name } },
+      );
     }
     this.#told.set(name, told);
     return bytes;

@@ -32,7 +32,9 @@ export const MAX_PAGE_ALIGNED_BYTES = 65_536 * WASM_PAGE;
 
 /** The part of the WebAssembly API used here; TypeScript declares it only in lib.dom. */
 interface WasmMemoryApi {
-  Memory: new (descriptor: { initial: number; maximum: number; shared: boolean }) => { readonly buffer: SharedArrayBuffer };
+  Memory: new (descriptor: { initial: number; maximum: number; shared: boolean }) => {
+    readonly buffer: SharedArrayBuffer;
+  };
 }
 
 const wasmApi = (globalThis as { WebAssembly?: WasmMemoryApi }).WebAssembly;

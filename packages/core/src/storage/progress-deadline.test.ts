@@ -31,7 +31,11 @@ function manualTime() {
 describe("progressDeadline", () => {
   it("aborts with a transient storage error after ms without a touch", () => {
     const clock = manualTime();
-    const deadline = progressDeadline(200, { ...clock, what: "[gs] read gs://b/o", context: { path: "o", protocol: "gs" } });
+    const deadline = progressDeadline(200, {
+      ...clock,
+      what: "[gs] read gs://b/o",
+      context: { path: "o", protocol: "gs" },
+    });
     clock.advance(199);
     expect(deadline.signal.aborted).toBe(false);
     clock.advance(1);
@@ -87,7 +91,8 @@ describe("progressDeadline", () => {
     clock.advance(1e9);
     expect(deadline.signal.aborted).toBe(false);
     expect(clock.pending()).toBe(0);
-    for (const bad of [0, -1, Number.NaN]) expect(() => progressDeadline(bad, clock)).toThrow(expect.objectContaining({ code: "invalid_argument" }));
+    for (const bad of [0, -1, Number.NaN])
+      expect(() => progressDeadline(bad, clock)).toThrow(expect.objectContaining({ code: "invalid_argument" }));
   });
 
   it("fires on real timers too", async () => {

@@ -43,9 +43,13 @@ export interface ProgressDeadline {
  */
 export function progressDeadline(ms: number, options: ProgressDeadlineOptions = {}): ProgressDeadline {
   if (!(ms > 0)) {
-    throw new CheckpointError("invalid_argument", `a progress timeout must be a positive number of milliseconds (or Infinity for none), not ${String(ms)}`, {
-      ...(options.context ? { context: options.context } : {}),
-    });
+    throw new CheckpointError(
+      "invalid_argument",
+      `a progress timeout must be a positive number of milliseconds (or Infinity for none), not ${String(ms)}`,
+      {
+        ...(options.context ? { context: options.context } : {}),
+      },
+    );
   }
   const now = options.now ?? (() => performance.now());
   const setTimer = options.setTimer ?? unrefTimer;
@@ -102,7 +106,10 @@ export function progressDeadline(ms: number, options: ProgressDeadlineOptions = 
  * Yields `source`'s chunks, touching `deadline` for each: wrap an upload body in it, so each
  * chunk the client takes to send is progress.
  */
-export async function* touching<T>(source: AsyncIterable<T> | Iterable<T>, deadline: Pick<ProgressDeadline, "touch">): AsyncGenerator<T> {
+export async function* touching<T>(
+  source: AsyncIterable<T> | Iterable<T>,
+  deadline: Pick<ProgressDeadline, "touch">,
+): AsyncGenerator<T> {
   for await (const chunk of source) {
     deadline.touch();
     yield chunk;

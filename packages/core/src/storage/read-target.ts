@@ -17,7 +17,10 @@ export class ReadTarget {
     this.byteLength = length;
     this.#head = (options.head ?? new Uint8Array(0)).subarray(0, length);
     const bodyLength = length - this.#head.byteLength;
-    this.#body = options.into && options.into.byteLength >= bodyLength ? options.into.subarray(0, bodyLength) : new Uint8Array(bodyLength);
+    this.#body =
+      options.into && options.into.byteLength >= bodyLength
+        ? options.into.subarray(0, bodyLength)
+        : new Uint8Array(bodyLength);
   }
 
   /** How many of the range's first bytes go to `ReadOptions.head`. */
@@ -33,7 +36,7 @@ export class ReadTarget {
 
   /** Copies `bytes` to range offset `at`, across the head's end if they straddle it. */
   set(bytes: Uint8Array, at: number): void {
-    for (let done = 0; done < bytes.byteLength; ) {
+    for (let done = 0; done < bytes.byteLength;) {
       const slot = this.slot(at + done, at + bytes.byteLength);
       slot.set(bytes.subarray(done, done + slot.byteLength));
       done += slot.byteLength;

@@ -22,14 +22,38 @@ describe("withRetry", () => {
 
   it("does not retry permanent errors or non-storage errors", async () => {
     let calls = 0;
-    await expect(withRetry(async () => { calls++; throw permanent(); }, { sleep: async () => undefined })).rejects.toThrow("denied");
-    await expect(withRetry(async () => { calls++; throw new Error("bug"); }, { sleep: async () => undefined })).rejects.toThrow("bug");
+    await expect(
+      withRetry(
+        async () => {
+          calls++;
+          throw permanent();
+        },
+        { sleep: async () => undefined },
+      ),
+    ).rejects.toThrow("denied");
+    await expect(
+      withRetry(
+        async () => {
+          calls++;
+          throw new Error("bug");
+        },
+        { sleep: async () => undefined },
+      ),
+    ).rejects.toThrow("bug");
     expect(calls).toBe(2);
   });
 
   it("stops after maxAttempts and rethrows the last error", async () => {
     let calls = 0;
-    await expect(withRetry(async () => { calls++; throw transient(); }, { policy: { maxAttempts: 3 }, sleep: async () => undefined })).rejects.toThrow("blip");
+    await expect(
+      withRetry(
+        async () => {
+          calls++;
+          throw transient();
+        },
+        { policy: { maxAttempts: 3 }, sleep: async () => undefined },
+      ),
+    ).rejects.toThrow("blip");
     expect(calls).toBe(3);
   });
 
@@ -37,12 +61,18 @@ describe("withRetry", () => {
     let now = 0;
     let calls = 0;
     await expect(
-      withRetry(async () => { calls++; throw transient(); }, {
-        policy: { maxAttempts: 100, baseDelayMs: 1000, maxDelayMs: 1000, maxElapsedMs: 2500 },
-        random: () => 0.99,
-        now: () => now,
-        sleep: async (ms) => void (now += ms),
-      }),
+      withRetry(
+        async () => {
+          calls++;
+          throw transient();
+        },
+        {
+          policy: { maxAttempts: 100, baseDelayMs: 1000, maxDelayMs: 1000, maxElapsedMs: 2500 },
+          random: () => 0.99,
+          now: () => now,
+          sleep: async (ms) => void (now += ms),
+        },
+      ),
     ).rejects.toThrow("blip");
     expect(calls).toBe(3);
   });
@@ -50,7 +80,13 @@ describe("withRetry", () => {
   it("rejects with cancelled when aborted between attempts", async () => {
     const controller = new AbortController();
     await expect(
-      withRetry(async () => { controller.abort(); throw transient(); }, { signal: controller.signal, sleep: async () => undefined }),
+      withRetry(
+        async () => {
+          controller.abort();
+          throw transient();
+        },
+        { signal: controller.signal, sleep: async () => undefined },
+      ),
     ).rejects.toMatchObject({ code: "cancelled" });
   });
 });

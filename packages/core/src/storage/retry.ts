@@ -10,7 +10,12 @@ export interface RetryPolicy {
   readonly maxElapsedMs: number;
 }
 
-export const DEFAULT_RETRY_POLICY: RetryPolicy = { maxAttempts: 6, baseDelayMs: 100, maxDelayMs: 5_000, maxElapsedMs: 120_000 };
+export const DEFAULT_RETRY_POLICY: RetryPolicy = {
+  maxAttempts: 6,
+  baseDelayMs: 100,
+  maxDelayMs: 5_000,
+  maxElapsedMs: 120_000,
+};
 
 export interface RetryOptions {
   readonly policy?: Partial<RetryPolicy>;

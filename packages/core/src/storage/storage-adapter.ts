@@ -156,19 +156,29 @@ export function joinPath(...parts: string[]): string {
 /** Rejects paths that are absolute or escape the root; adapters call it on every path they receive. */
 export function checkRelativePath(protocol: string, path: string): string {
   if (path.startsWith("/") || path.split("/").some((part) => part === ".." || part === ".") || path.includes("\0")) {
-    throw new CheckpointError("invalid_argument", `[${protocol}] storage path ${JSON.stringify(path)} must be relative, without "." or ".." segments`, {
-      context: { path, protocol },
-    });
+    throw new CheckpointError(
+      "invalid_argument",
+      `[${protocol}] storage path ${JSON.stringify(path)} must be relative, without "." or ".." segments`,
+      {
+        context: { path, protocol },
+      },
+    );
   }
   return path;
 }
 
 export function notFound(protocol: string, path: string, root: string): CheckpointError {
-  return new CheckpointError("not_found", `[${protocol}] ${path} does not exist under ${root}`, { context: { path, protocol } });
+  return new CheckpointError("not_found", `[${protocol}] ${path} does not exist under ${root}`, {
+    context: { path, protocol },
+  });
 }
 
 export function alreadyExists(protocol: string, path: string, root: string): CheckpointError {
-  return new CheckpointError("already_exists", `[${protocol}] ${path} already exists under ${root} and was not replaced`, {
-    context: { path, protocol },
-  });
+  return new CheckpointError(
+    "already_exists",
+    `[${protocol}] ${path} already exists under ${root} and was not replaced`,
+    {
+      context: { path, protocol },
+    },
+  );
 }

@@ -15,7 +15,10 @@ describe("storage registry", () => {
     // In a real Node process, from a directory whose project has no storage packages, without the
     // NODE_PATH pnpm's shims set (it exposes every workspace package): a user's project sees neither.
     const script = fileURLToPath(new URL("../../test/fixtures/open-missing-protocol.ts", import.meta.url));
-    for (const [url, name] of [["s3://bucket/run1", "@cairn/storage-s3"], ["gs://bucket/run1", "@cairn/storage-gcs"]] as const) {
+    for (const [url, name] of [
+      ["s3://bucket/run1", "@cairn/storage-s3"],
+      ["gs://bucket/run1", "@cairn/storage-gcs"],
+    ] as const) {
       const run = await runTypeScript(script, [url], { cwd: tmpdir(), env: { NODE_PATH: undefined } });
       expect(run.code, run.stderr).toBe(0);
       expect(JSON.parse(run.stdout)).toEqual({
@@ -58,7 +61,10 @@ describe("storage registry", () => {
       }
       return undefined;
     })();
-    expect(error).toMatchObject({ code: "invalid_argument", cause: expect.objectContaining({ code: "ERR_INVALID_URL" }) });
+    expect(error).toMatchObject({
+      code: "invalid_argument",
+      cause: expect.objectContaining({ code: "ERR_INVALID_URL" }),
+    });
     expect(error?.message).not.toContain("secret");
   });
 

@@ -67,7 +67,10 @@ export function checkStorageUrl(urlOrPath: string): URL {
 /** A URL for a URL string or a plain path; a plain path (relative or absolute) means `file://`. */
 export function storageUrl(urlOrPath: string): URL {
   if (typeof urlOrPath !== "string") {
-    throw new CheckpointError("invalid_argument", `a checkpoint location must be a URL or a path string, got ${describe(urlOrPath)}`);
+    throw new CheckpointError(
+      "invalid_argument",
+      `a checkpoint location must be a URL or a path string, got ${describe(urlOrPath)}`,
+    );
   }
   if (/^[a-zA-Z][a-zA-Z0-9+.-]*:\/\//.test(urlOrPath)) {
     try {
@@ -75,10 +78,15 @@ export function storageUrl(urlOrPath: string): URL {
     } catch (cause) {
       // Unparsable, so redactUrl cannot be used: strip anything that looks like credentials.
       const shown = urlOrPath.replace(/\/\/[^/@]*@/, "//");
-      throw new CheckpointError("invalid_argument", `${JSON.stringify(shown)} is not a valid URL; check its escapes and characters`, { cause, context: { path: shown } });
+      throw new CheckpointError(
+        "invalid_argument",
+        `${JSON.stringify(shown)} is not a valid URL; check its escapes and characters`,
+        { cause, context: { path: shown } },
+      );
     }
   }
-  if (urlOrPath.length === 0) throw new CheckpointError("invalid_argument", "a checkpoint location must not be empty; pass a path or a URL");
+  if (urlOrPath.length === 0)
+    throw new CheckpointError("invalid_argument", "a checkpoint location must not be empty; pass a path or a URL");
   return pathToFileURL(isAbsolute(urlOrPath) ? urlOrPath : resolve(urlOrPath));
 }
 

@@ -32,7 +32,11 @@ describe("FaultProxy", () => {
   });
 
   it("answers a status for as many matching requests as asked, then passes through", async () => {
-    proxy.addRule({ match: (r) => r.url === "/slow", times: 2, action: { kind: "status", status: 503, body: "<Error><Code>SlowDown</Code></Error>" } });
+    proxy.addRule({
+      match: (r) => r.url === "/slow",
+      times: 2,
+      action: { kind: "status", status: 503, body: "<Error><Code>SlowDown</Code></Error>" },
+    });
     expect((await fetch(`${proxy.url}/slow`)).status).toBe(503);
     expect((await fetch(`${proxy.url}/other`)).status).toBe(200);
     expect((await fetch(`${proxy.url}/slow`)).status).toBe(503);
@@ -92,10 +96,19 @@ describe("FaultProxy stalls and lost responses", () => {
   };
   /** Whether a promise settles before `ms`: for asserting that a stalled transfer has not moved. */
   const settlesWithin = (promise: Promise<unknown>, ms: number): Promise<boolean> =>
-    Promise.race([promise.then(() => true, () => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+    Promise.race([
+      promise.then(
+        () => true,
+        () => true,
+      ),
+      new Promise<boolean>((r) => setTimeout(() => r(false), ms)),
+    ]);
 
   it("stalls a response after its headers and afterBytes of its body, until the client gives up", async () => {
-    proxy.addRule({ match: (r) => r.url === "/stall-down", action: { kind: "stall", phase: "response", afterBytes: 1000 } });
+    proxy.addRule({
+      match: (r) => r.url === "/stall-down",
+      action: { kind: "stall", phase: "response", afterBytes: 1000 },
+    });
     const client = new AbortController();
     const res = await fetch(`${proxy.url}/stall-down`, { signal: client.signal });
     expect(res.status).toBe(200);
@@ -123,9 +136,16 @@ describe("FaultProxy stalls and lost responses", () => {
   });
 
   it("stalls a request body after afterBytes, never answering, and lets the server go when the client gives up", async () => {
-    proxy.addRule({ match: (r) => r.url === "/stall-up", action: { kind: "stall", phase: "request", afterBytes: 10_000 } });
+    proxy.addRule({
+      match: (r) => r.url === "/stall-up",
+      action: { kind: "stall", phase: "request", afterBytes: 10_000 },
+    });
     const client = new AbortController();
-    const answer = fetch(`${proxy.url}/stall-up`, { method: "PUT", body: new Uint8Array(1 << 20), signal: client.signal });
+    const answer = fetch(`${proxy.url}/stall-up`, {
+      method: "PUT",
+      body: new Uint8Array(1 << 20),
+      signal: client.signal,
+    });
     await until(() => (seen.get("/stall-up")?.received ?? 0) >= 10_000);
     expect(await settlesWithin(answer, 100)).toBe(false);
     expect(seen.get("/stall-up")).toMatchObject({ received: 10_000, answered: false });
@@ -146,7 +166,9 @@ describe("FaultProxy stalls and lost responses", () => {
 
   it("loses a response: the server handled the request, the client gets a dropped connection", async () => {
     proxy.addRule({ match: (r) => r.url === "/lost", action: { kind: "lose" } });
-    await expect(fetch(`${proxy.url}/lost`, { method: "PUT", body: new Uint8Array(5000) }).then((r) => r.arrayBuffer())).rejects.toThrow();
+    await expect(
+      fetch(`${proxy.url}/lost`, { method: "PUT", body: new Uint8Array(5000) }).then((r) => r.arrayBuffer()),
+    ).rejects.toThrow();
     expect(seen.get("/lost")).toMatchObject({ received: 5000, answered: true });
     expect(proxy.faults("lose")).toHaveLength(1);
   });
@@ -183,7 +205,11 @@ describe("FaultProxy preconditions", () => {
     });
     try {
       const statuses = await Promise.all(
-        Array.from({ length: 5 }, () => fetch(`${proxy.url}/obj`, { method: "PUT", body: "x", headers: { "if-none-match": "*" } }).then((r) => r.status)),
+        Array.from({ length: 5 }, () =>
+          fetch(`${proxy.url}/obj`, { method: "PUT", body: "x", headers: { "if-none-match": "*" } }).then(
+            (r) => r.status,
+          ),
+        ),
       );
       expect(statuses.filter((s) => s === 200)).toHaveLength(1);
       expect(statuses.filter((s) => s === 412)).toHaveLength(4);

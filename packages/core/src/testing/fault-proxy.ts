@@ -1,10 +1,21 @@
-import { type IncomingMessage, type Server, type ServerResponse, createServer, request as httpRequest } from "node:http";
+import {
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+  createServer,
+  request as httpRequest,
+} from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 
 /** What a matching request gets instead of a clean pass-through. */
 export type FaultAction =
   /** Answer with this status (and body) without reaching the server; the request body is drained first. */
-  | { readonly kind: "status"; readonly status: number; readonly body?: string; readonly headers?: Readonly<Record<string, string>> }
+  | {
+      readonly kind: "status";
+      readonly status: number;
+      readonly body?: string;
+      readonly headers?: Readonly<Record<string, string>>;
+    }
   /**
    * Drop the connection: after `afterBytes` of the request body reached the server, or of the
    * response body reached the client (a body no longer than that is passed whole, so
@@ -37,7 +48,11 @@ export type FaultAction =
 
 export interface FaultRule {
   /** Which requests the rule applies to (default: all). */
-  readonly match?: (request: { readonly method: string; readonly url: string; readonly headers: IncomingMessage["headers"] }) => boolean;
+  readonly match?: (request: {
+    readonly method: string;
+    readonly url: string;
+    readonly headers: IncomingMessage["headers"];
+  }) => boolean;
   /** How many matching requests it affects (default 1; `Infinity` for all). */
   readonly times?: number;
   readonly action: FaultAction;
@@ -51,9 +66,17 @@ export interface FaultRule {
  * each other as a real server's would.
  */
 export interface PreconditionEnforcer {
-  key(request: { readonly method: string; readonly url: string; readonly headers: IncomingMessage["headers"] }): string | undefined;
+  key(request: {
+    readonly method: string;
+    readonly url: string;
+    readonly headers: IncomingMessage["headers"];
+  }): string | undefined;
   exists(key: string): Promise<boolean>;
-  readonly conflict: { readonly status: number; readonly body?: string; readonly headers?: Readonly<Record<string, string>> };
+  readonly conflict: {
+    readonly status: number;
+    readonly body?: string;
+    readonly headers?: Readonly<Record<string, string>>;
+  };
 }
 
 export interface FaultProxyOptions {
@@ -125,7 +148,11 @@ export class FaultProxy {
   #take(req: IncomingMessage): FaultAction | undefined {
     for (const entry of this.#rules) {
       if (entry.left <= 0) continue;
-      if (entry.rule.match && !entry.rule.match({ method: req.method ?? "GET", url: req.url ?? "/", headers: req.headers })) continue;
+      if (
+        entry.rule.match &&
+        !entry.rule.match({ method: req.method ?? "GET", url: req.url ?? "/", headers: req.headers })
+      )
+        continue;
       entry.left--;
       return entry.rule.action;
     }
@@ -143,7 +170,12 @@ export class FaultProxy {
     this.#dispatch(req, res);
   }
 
-  async #conditional(key: string, enforcer: PreconditionEnforcer, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async #conditional(
+    key: string,
+    enforcer: PreconditionEnforcer,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<void> {
     const previous = this.#locks.get(key) ?? Promise.resolve();
     let release!: () => void;
     const mine = new Promise<void>((resolve) => (release = resolve));
@@ -286,7 +318,12 @@ export class FaultProxy {
  * Forwards the first `limit` bytes of a body from `source` to `sink`, then calls `drop` (the
  * connection reset); a body no longer than the limit is forwarded whole and ended normally.
  */
-function passThenDrop(source: IncomingMessage, sink: { write(chunk: Buffer): unknown; end(): unknown }, limit: number, drop: () => void): void {
+function passThenDrop(
+  source: IncomingMessage,
+  sink: { write(chunk: Buffer): unknown; end(): unknown },
+  limit: number,
+  drop: () => void,
+): void {
   let passed = 0;
   let dropped = false;
   source.on("data", (chunk: Buffer) => {
@@ -309,7 +346,12 @@ function passThenDrop(source: IncomingMessage, sink: { write(chunk: Buffer): unk
  * Forwards at most the first `limit` bytes of a body from `source` to `sink`, then calls `hold`
  * and forwards nothing more, the body's end included: the receiver waits for bytes that never come.
  */
-function passThenHold(source: IncomingMessage, sink: { write(chunk: Buffer): unknown }, limit: number, hold: () => void): void {
+function passThenHold(
+  source: IncomingMessage,
+  sink: { write(chunk: Buffer): unknown },
+  limit: number,
+  hold: () => void,
+): void {
   let passed = 0;
   const onData = (chunk: Buffer): void => {
     const take = Math.min(chunk.byteLength, limit - passed);

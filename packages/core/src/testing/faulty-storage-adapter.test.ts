@@ -9,12 +9,17 @@ const BYTES = new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]);
 describe("FaultyStorageAdapter", () => {
   it("fails the nth matching call with an errno fault coded as the local adapter codes it, the errno error as cause", async () => {
     const inner = new MapStorage();
-    const storage = new FaultyStorageAdapter(inner, [{ operation: "delete", nth: 2, path: (p) => p.startsWith("3/"), errno: "EACCES" }]);
+    const storage = new FaultyStorageAdapter(inner, [
+      { operation: "delete", nth: 2, path: (p) => p.startsWith("3/"), errno: "EACCES" },
+    ]);
     await storage.write("3/a", BYTES);
     await storage.delete("3/a");
     await storage.delete("4/b");
     const error = (await storage.delete("3/b").catch((e: unknown) => e)) as CheckpointError;
-    expect(error).toMatchObject({ code: "permission_denied", message: expect.stringMatching(/^\[map\] 3\/b: .*\(EACCES\)$/) });
+    expect(error).toMatchObject({
+      code: "permission_denied",
+      message: expect.stringMatching(/^\[map\] 3\/b: .*\(EACCES\)$/),
+    });
     expect(error.cause).toMatchObject({ code: "EACCES", errno: -13, syscall: "unlink", path: "3/b" });
     await storage.delete("3/c");
     expect(storage.calls.delete).toEqual(["3/a", "4/b", "3/b", "3/c"]);
@@ -31,7 +36,10 @@ describe("FaultyStorageAdapter", () => {
   it("codes ENOSPC as no_space and leaves the failed write unwritten", async () => {
     const inner = new MapStorage();
     const storage = new FaultyStorageAdapter(inner, [{ operation: "write", errno: "ENOSPC" }]);
-    await expect(storage.write("x", BYTES)).rejects.toMatchObject({ code: "no_space", cause: { code: "ENOSPC", syscall: "write" } });
+    await expect(storage.write("x", BYTES)).rejects.toMatchObject({
+      code: "no_space",
+      cause: { code: "ENOSPC", syscall: "write" },
+    });
     expect(inner.objects.size).toBe(0);
   });
 
@@ -79,6 +87,8 @@ describe("FaultyStorageAdapter", () => {
     [{ operation: "write", shortRead: 1 }, "shortRead"],
     [{ operation: "stat", stall: true }, "without a signal"],
   ] as const)("refuses a fault that cannot happen: %o", (fault, problem) => {
-    expect(() => new FaultyStorageAdapter(new MapStorage(), [fault])).toThrow(expect.objectContaining({ code: "invalid_argument", message: expect.stringContaining(problem) }));
+    expect(() => new FaultyStorageAdapter(new MapStorage(), [fault])).toThrow(
+      expect.objectContaining({ code: "invalid_argument", message: expect.stringContaining(problem) }),
+    );
   });
 });

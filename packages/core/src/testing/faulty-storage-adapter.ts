@@ -1,6 +1,13 @@
 import { constants } from "node:os";
 import { CheckpointError, type CheckpointErrorCode, cancelledError } from "../errors.js";
-import type { ByteRange, ObjectInfo, ReadOptions, StorageAdapter, WriteBody, WriteOptions } from "../storage/storage-adapter.js";
+import type {
+  ByteRange,
+  ObjectInfo,
+  ReadOptions,
+  StorageAdapter,
+  WriteBody,
+  WriteOptions,
+} from "../storage/storage-adapter.js";
 
 export type FaultyOperation = "read" | "write" | "stat" | "list" | "delete";
 
@@ -35,16 +42,30 @@ export interface Fault {
 }
 
 /** Worth retrying, as the local adapter classifies them. */
-const TRANSIENT_ERRNOS: ReadonlySet<string> = new Set(["EMFILE", "ENFILE", "EAGAIN", "EBUSY", "EINTR", "EIO", "ETIMEDOUT", "ESTALE"]);
+const TRANSIENT_ERRNOS: ReadonlySet<string> = new Set([
+  "EMFILE",
+  "ENFILE",
+  "EAGAIN",
+  "EBUSY",
+  "EINTR",
+  "EIO",
+  "ETIMEDOUT",
+  "ESTALE",
+]);
 
 /**
  * The code an `errno` fault fails with, as `@cairn/storage-local` reports a failure of that
  * errno name from a call about the object (its tests check that the two agree).
  */
-export function errnoFaultCode(errno: string, operation: FaultyOperation): { code: CheckpointErrorCode; transient: boolean } {
-  if (errno === "EROFS" || errno === "EACCES" || errno === "EPERM") return { code: "permission_denied", transient: false };
+export function errnoFaultCode(
+  errno: string,
+  operation: FaultyOperation,
+): { code: CheckpointErrorCode; transient: boolean } {
+  if (errno === "EROFS" || errno === "EACCES" || errno === "EPERM")
+    return { code: "permission_denied", transient: false };
   if (errno === "ENOSPC" || errno === "EDQUOT") return { code: "no_space", transient: false };
-  if ((errno === "ENOENT" || errno === "ENOTDIR") && operation === "read") return { code: "not_found", transient: false };
+  if ((errno === "ENOENT" || errno === "ENOTDIR") && operation === "read")
+    return { code: "not_found", transient: false };
   if (errno === "EEXIST" && operation === "write") return { code: "already_exists", transient: false };
   return { code: "storage", transient: TRANSIENT_ERRNOS.has(errno) || (errno === "ENOENT" && operation === "write") };
 }
@@ -60,10 +81,18 @@ export function errnoError(errno: string, syscall: string, path: string): NodeJS
   });
 }
 
-const SYSCALLS: Readonly<Record<FaultyOperation, string>> = { read: "read", write: "write", stat: "stat", list: "scandir", delete: "unlink" };
+const SYSCALLS: Readonly<Record<FaultyOperation, string>> = {
+  read: "read",
+  write: "write",
+  stat: "stat",
+  list: "scandir",
+  delete: "unlink",
+};
 
 function checkFault(fault: Fault): void {
-  const effects = [fault.error, fault.errno, fault.shortRead, fault.stall].filter((e) => e !== undefined && e !== false).length;
+  const effects = [fault.error, fault.errno, fault.shortRead, fault.stall].filter(
+    (e) => e !== undefined && e !== false,
+  ).length;
   const problem =
     effects > 1
       ? "sets more than one of error, errno, shortRead and stall"
@@ -137,7 +166,8 @@ export class FaultyStorageAdapter implements StorageAdapter {
   #error({ fault, count }: { fault: Fault; count: number }, operation: FaultyOperation, path: string): Error {
     if (fault.error) return fault.error();
     const at = `[${this.protocol}] ${path}: injected failure of ${operation} (call ${count})`;
-    if (fault.errno === undefined) return new CheckpointError("storage", at, { context: { path, protocol: this.protocol, transient: false } });
+    if (fault.errno === undefined)
+      return new CheckpointError("storage", at, { context: { path, protocol: this.protocol, transient: false } });
     const { code, transient } = errnoFaultCode(fault.errno, operation);
     return new CheckpointError(code, `${at} (${fault.errno})`, {
       cause: errnoError(fault.errno, SYSCALLS[operation], path),
@@ -157,7 +187,9 @@ export class FaultyStorageAdapter implements StorageAdapter {
   async write(path: string, body: WriteBody, options?: WriteOptions): Promise<void> {
     const hit = this.#match("write", path);
     if (!hit) return this.#inner.write(path, body, options);
-    const end = hit.fault.stall ? () => stalled(options?.signal, `writing ${path}`) : () => Promise.reject(this.#error(hit, "write", path));
+    const end = hit.fault.stall
+      ? () => stalled(options?.signal, `writing ${path}`)
+      : () => Promise.reject(this.#error(hit, "write", path));
     async function* firstPartThenEnd(): AsyncGenerator<Uint8Array> {
       for await (const part of body instanceof Uint8Array ? [body] : body) {
         yield part;

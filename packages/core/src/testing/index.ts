@@ -1,5 +1,18 @@
 export { storageContractSuite, type StorageContractOptions } from "./storage-contract.js";
-export { FaultyStorageAdapter, type Fault, type FaultyOperation, errnoError, errnoFaultCode } from "./faulty-storage-adapter.js";
-export { FaultProxy, type FaultAction, type FaultRule, type FaultProxyOptions, type PreconditionEnforcer, type ProxiedRequest } from "./fault-proxy.js";
+export {
+  FaultyStorageAdapter,
+  type Fault,
+  type FaultyOperation,
+  errnoError,
+  errnoFaultCode,
+} from "./faulty-storage-adapter.js";
+export {
+  FaultProxy,
+  type FaultAction,
+  type FaultRule,
+  type FaultProxyOptions,
+  type PreconditionEnforcer,
+  type ProxiedRequest,
+} from "./fault-proxy.js";
 export { spawnTypeScript, runTypeScript, rankResults, type RankResult, type TypeScriptRun } from "./run-typescript.js";
 export { type MeasuredWork, cpuSecondsOf, measureWork } from "./measure-work.js";

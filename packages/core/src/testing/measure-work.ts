@@ -33,5 +33,10 @@ export async function measureWork(serverPid: number, work: () => Promise<void>):
   clearInterval(sampler);
   peak = Math.max(peak, process.memoryUsage.rss());
   const used = process.cpuUsage(cpu);
-  return { seconds, peakRiseBytes: peak - before, clientCpu: (used.user + used.system) / 1e6, serverCpu: cpuSecondsOf(serverPid) - serverCpu };
+  return {
+    seconds,
+    peakRiseBytes: peak - before,
+    clientCpu: (used.user + used.system) / 1e6,
+    serverCpu: cpuSecondsOf(serverPid) - serverCpu,
+  };
 }

@@ -8,13 +8,19 @@ const require = createRequire(import.meta.url);
  * the CLI): Node with tsx's loader and the "@cairn/source" export condition, so children run
  * the workspace's sources exactly as vitest does, on a fresh clone, without a build.
  */
-export function spawnTypeScript(script: string, args: readonly string[] = [], options: SpawnOptions = {}): ChildProcess {
+export function spawnTypeScript(
+  script: string,
+  args: readonly string[] = [],
+  options: SpawnOptions = {},
+): ChildProcess {
   const tsx = require.resolve("tsx");
   return spawn(process.execPath, ["--import", tsx, "--conditions=@cairn/source", script, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     ...options,
     // The caller's variables are added to this process's; one given as undefined is removed.
-    env: Object.fromEntries(Object.entries({ ...process.env, ...options.env }).filter(([, value]) => value !== undefined)),
+    env: Object.fromEntries(
+      Object.entries({ ...process.env, ...options.env }).filter(([, value]) => value !== undefined),
+    ),
   });
 }
 
@@ -26,7 +32,11 @@ export interface TypeScriptRun {
 }
 
 /** Runs a TypeScript file to completion and collects its output. */
-export function runTypeScript(script: string, args: readonly string[] = [], options: SpawnOptions = {}): Promise<TypeScriptRun> {
+export function runTypeScript(
+  script: string,
+  args: readonly string[] = [],
+  options: SpawnOptions = {},
+): Promise<TypeScriptRun> {
   const child = spawnTypeScript(script, args, options);
   let stdout = "";
   let stderr = "";

@@ -130,7 +130,8 @@ export function storageContractSuite(name: string, options: StorageContractOptio
       // Past the tuned GCS suite's split threshold (64 KiB), so heads cross parts there.
       const data = pattern(100_000, 13);
       await storage.write("head", data);
-      const same = (got: Uint8Array, from: number, to: number): boolean => Buffer.from(got).equals(data.subarray(from, to));
+      const same = (got: Uint8Array, from: number, to: number): boolean =>
+        Buffer.from(got).equals(data.subarray(from, to));
       const head = new Uint8Array(30_000);
       expect(same(await storage.read("head", { offset: 0, length: 90_000 }, { head }), 30_000, 90_000)).toBe(true);
       expect(same(head, 0, 30_000)).toBe(true);
@@ -139,7 +140,9 @@ export function storageContractSuite(name: string, options: StorageContractOptio
       expect(same(got, 30_005, 90_005)).toBe(true);
       expect(same(head, 5, 30_005)).toBe(true);
       if (got.buffer === into.buffer) expect(got.byteOffset).toBe(into.byteOffset);
-      expect(same(await storage.read("head", { offset: 60_000, length: 90_000 }, { head: head.fill(0) }), 90_000, 100_000)).toBe(true);
+      expect(
+        same(await storage.read("head", { offset: 60_000, length: 90_000 }, { head: head.fill(0) }), 90_000, 100_000),
+      ).toBe(true);
       expect(same(head, 60_000, 90_000)).toBe(true);
       expect((await storage.read("head", { offset: 80_000, length: 90_000 }, { head })).byteLength).toBe(0);
       expect((await storage.read("head", { offset: 100_000, length: 10 }, { head })).byteLength).toBe(0);
@@ -147,9 +150,18 @@ export function storageContractSuite(name: string, options: StorageContractOptio
 
     it("tells, if anything, the object's true size to ReadOptions.onObjectSize, and ObjectReaders sizes from reads", async () => {
       await storage.write("told/f", pattern(100_000, 5));
-      for (const [offset, length, head] of [[10, 20, 0], [0, 100_000, 30_000], [90_000, 50_000, 0], [50_000, 50_000, 8]] as const) {
+      for (const [offset, length, head] of [
+        [10, 20, 0],
+        [0, 100_000, 30_000],
+        [90_000, 50_000, 0],
+        [50_000, 50_000, 8],
+      ] as const) {
         const sizes: number[] = [];
-        await storage.read("told/f", { offset, length }, { ...(head ? { head: new Uint8Array(head) } : {}), onObjectSize: (size) => sizes.push(size) });
+        await storage.read(
+          "told/f",
+          { offset, length },
+          { ...(head ? { head: new Uint8Array(head) } : {}), onObjectSize: (size) => sizes.push(size) },
+        );
         expect(sizes.every((size) => size === 100_000)).toBe(true);
         // Object stores answer every ranged GET with the size: a load needs no request of its own for it.
         if (storage.remote) expect(sizes.length).toBeGreaterThan(0);
@@ -223,7 +235,9 @@ export function storageContractSuite(name: string, options: StorageContractOptio
     });
 
     it("lets exactly one of many racing ifAbsent writers win", async () => {
-      const writers = Array.from({ length: 8 }, (_, i) => storage.write("race", bytes(`writer ${i}`), { ifAbsent: true }));
+      const writers = Array.from({ length: 8 }, (_, i) =>
+        storage.write("race", bytes(`writer ${i}`), { ifAbsent: true }),
+      );
       const results = await Promise.allSettled(writers);
       const won = results.flatMap((r, i) => (r.status === "fulfilled" ? [i] : []));
       expect(won).toHaveLength(1);
@@ -244,7 +258,9 @@ export function storageContractSuite(name: string, options: StorageContractOptio
       expect(listed.map((o) => o.path)).toEqual(names);
       expect(listed.every((o) => o.size === 10)).toBe(true);
       expect((await collect(storage.list("many"))).length).toBe(listCount + 1);
-      expect((await collect(storage.list("many/0001"))).map((o) => o.path)).toEqual(names.filter((n) => n.startsWith("many/0001")));
+      expect((await collect(storage.list("many/0001"))).map((o) => o.path)).toEqual(
+        names.filter((n) => n.startsWith("many/0001")),
+      );
       expect((await collect(storage.list(""))).length).toBe(listCount + 2);
       expect(await collect(storage.list("nothing-here/"))).toEqual([]);
     });
@@ -273,7 +289,11 @@ export function storageContractSuite(name: string, options: StorageContractOptio
       expect(await storage.read("large/blob", { offset: mid, length: 4096 })).toEqual(whole.subarray(mid, mid + 4096));
       // A head longer than an adapter's part of a split read, and a body past several parts.
       const head = new Uint8Array(Math.min(6 << 20, Math.floor(largeBytes / 3)) + 3);
-      const body = await storage.read("large/blob", { offset: 1, length: largeBytes - 2 }, { head, into: new Uint8Array(largeBytes) });
+      const body = await storage.read(
+        "large/blob",
+        { offset: 1, length: largeBytes - 2 },
+        { head, into: new Uint8Array(largeBytes) },
+      );
       expect(Buffer.from(head).equals(whole.subarray(1, 1 + head.byteLength))).toBe(true);
       expect(Buffer.from(body).equals(whole.subarray(1 + head.byteLength, largeBytes - 1))).toBe(true);
     });

@@ -45,12 +45,20 @@ export function managerRunSuite(name: string, options: ManagerRunOptions): void 
     it("saves on the interval (sync and async), keeps the newest by retention, lists and restores bit-exactly", async () => {
       const url = options.url();
       const storageOptions = options.storageOptions?.() ?? {};
-      const mgr = new CheckpointManager(url, 10, { maxToKeep: 2, keepPeriod: 20, storageOptions, checkpointOnPreemption: false });
+      const mgr = new CheckpointManager(url, 10, {
+        maxToKeep: 2,
+        keepPeriod: 20,
+        storageOptions,
+        checkpointOnPreemption: false,
+      });
       const committed: number[] = [];
       mgr.on("committed", ({ step }) => committed.push(step));
       for (let step = 0; step <= 50; step++) {
         if (!mgr.shouldSave(step)) continue;
-        const saved = step % 20 === 0 ? await mgr.save(step, runState(step), { metrics: { loss: 1 / (step + 1) } }) : await mgr.saveAsync(step, runState(step));
+        const saved =
+          step % 20 === 0
+            ? await mgr.save(step, runState(step), { metrics: { loss: 1 / (step + 1) } })
+            : await mgr.saveAsync(step, runState(step));
         expect(saved).toBe(true);
       }
       await mgr.join();
@@ -62,13 +70,17 @@ export function managerRunSuite(name: string, options: ManagerRunOptions): void 
       const reader = new CheckpointManager(url, 10, { readOnly: true, storageOptions });
       expect(await reader.latestStep()).toBe(50);
       expect((await reader.metadata(20)).metrics).toEqual({ loss: 1 / 21 });
-      for (const step of await reader.allSteps()) expect(sameState(await reader.restore(step), runState(step)), `step ${step}`).toBe(true);
+      for (const step of await reader.allSteps())
+        expect(sameState(await reader.restore(step), runState(step)), `step ${step}`).toBe(true);
       const target = runState(0);
       const w = (target.model as { w: HostTensor }).w;
       await reader.restore(40, target);
       expect((target.model as { w: HostTensor }).w).toBe(w);
       expect(sameState(target, runState(40))).toBe(true);
-      await expect(reader.restore(10, runState(0))).rejects.toMatchObject({ code: "not_found", message: expect.stringContaining("committed steps: 0, 20, 40, 50") });
+      await expect(reader.restore(10, runState(0))).rejects.toMatchObject({
+        code: "not_found",
+        message: expect.stringContaining("committed steps: 0, 20, 40, 50"),
+      });
       await reader.close();
     });
   });

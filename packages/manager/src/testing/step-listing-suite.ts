@@ -33,7 +33,11 @@ export function stepListingSuite(name: string, options: StepListingOptions): voi
       await writer.close();
 
       const before = options.listRequests();
-      const mgr = new CheckpointManager(url, 1, { storageOptions: storageOptions(), maxToKeep: 3, checkpointOnPreemption: false });
+      const mgr = new CheckpointManager(url, 1, {
+        storageOptions: storageOptions(),
+        maxToKeep: 3,
+        checkpointOnPreemption: false,
+      });
       expect(await mgr.latestStep()).toBe(held - 1);
       const opening = options.listRequests() - before;
       // Each step is a data file and metadata.json.

@@ -30,14 +30,22 @@ export function tieredRunSuite(name: string, options: TieredRunOptions): void {
       const local = pathToFileURL(join(dir, "local")).href;
       const bucket = options.url();
       const storageOptions = options.storageOptions?.() ?? {};
-      const tiered = { tiers: [{ maxToKeep: 2 }, { maxToKeep: 10 }], replication: { retry: { baseDelayMs: 50, maxDelayMs: 500 } }, storageOptions, checkpointOnPreemption: false };
+      const tiered = {
+        tiers: [{ maxToKeep: 2 }, { maxToKeep: 10 }],
+        replication: { retry: { baseDelayMs: 50, maxDelayMs: 500 } },
+        storageOptions,
+        checkpointOnPreemption: false,
+      };
       try {
         const mgr = new CheckpointManager([local, bucket], 1, tiered);
         const errors: ManagerEvents["error"][] = [];
         const replicated: ManagerEvents["replicated"][] = [];
         mgr.on("error", (e) => errors.push(e));
         mgr.on("replicated", (e) => replicated.push(e));
-        for (let step = 0; step <= 2; step++) expect(step % 2 ? await mgr.saveAsync(step, runState(step)) : await mgr.save(step, runState(step))).toBe(true);
+        for (let step = 0; step <= 2; step++)
+          expect(step % 2 ? await mgr.saveAsync(step, runState(step)) : await mgr.save(step, runState(step))).toBe(
+            true,
+          );
         expect(await mgr.join()).toEqual({ retentionFailures: [], unreplicated: [] });
         expect(replicated.map((r) => r.step).sort()).toEqual([0, 1, 2]);
 

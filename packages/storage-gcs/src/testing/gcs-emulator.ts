@@ -68,10 +68,19 @@ const FIREBASE = "firebase-tools/lib/emulator";
 export async function startGcsEmulator(options: GcsEmulatorOptions = {}): Promise<GcsEmulator> {
   const host = "127.0.0.1";
   const projectId = options.projectId ?? "demo-cairn";
-  const { StorageEmulator } = require(`${FIREBASE}/storage/index.js`) as { StorageEmulator: new (args: object) => StorageEmulatorLike };
-  const { createApp } = require(`${FIREBASE}/storage/server.js`) as { createApp: (projectId: string, emulator: unknown) => Promise<ExpressApp> };
+  const { StorageEmulator } = require(`${FIREBASE}/storage/index.js`) as {
+    StorageEmulator: new (args: object) => StorageEmulatorLike;
+  };
+  const { createApp } = require(`${FIREBASE}/storage/server.js`) as {
+    createApp: (projectId: string, emulator: unknown) => Promise<ExpressApp>;
+  };
   const { EmulatorRegistry } = require(`${FIREBASE}/registry.js`) as {
-    EmulatorRegistry: { isRunning(name: string): boolean; set(name: string, entry: RegistryEntry): void; get(name: string): unknown; clear(name: string): void };
+    EmulatorRegistry: {
+      isRunning(name: string): boolean;
+      set(name: string, entry: RegistryEntry): void;
+      get(name: string): unknown;
+      clear(name: string): void;
+    };
   };
   const { Emulators } = require(`${FIREBASE}/types.js`) as { Emulators: { STORAGE: string } };
 
@@ -83,10 +92,21 @@ export async function startGcsEmulator(options: GcsEmulatorOptions = {}): Promis
       return this.args.blobDir;
     }
   }
-  const emulator = new IsolatedStorageEmulator({ projectId, host, port: options.port ?? 0, blobDir, rules: undefined, auto_download: false });
+  const emulator = new IsolatedStorageEmulator({
+    projectId,
+    host,
+    port: options.port ?? 0,
+    blobDir,
+    rules: undefined,
+    auto_download: false,
+  });
   // The real rules runtime spawns Java; the GCS JSON API (admin path) never consults rules.
   emulator._rulesRuntime = { start: async () => undefined, stop: async () => undefined, alive: false };
-  emulator._rulesManager = { start: async () => ({ errors: [], warnings: [] }), stop: async () => undefined, getRuleset: () => undefined };
+  emulator._rulesManager = {
+    start: async () => ({ errors: [], warnings: [] }),
+    stop: async () => undefined,
+    getRuleset: () => undefined,
+  };
 
   // StorageEmulator.start() treats port 0 as its default port and does not await listen: build the app and listen ourselves.
   const app = await createApp(projectId, emulator);
@@ -106,7 +126,9 @@ export async function startGcsEmulator(options: GcsEmulatorOptions = {}): Promis
     });
   } catch (error) {
     rmSync(blobDir, { recursive: true, force: true });
-    throw new Error(`the Cloud Storage emulator could not listen on ${host}: ${(error as Error).message}`, { cause: error });
+    throw new Error(`the Cloud Storage emulator could not listen on ${host}: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
   const port = (server.address() as AddressInfo).port;
   // Node closes idle keep-alive sockets after 5 s, racing a client that reuses one at that moment
@@ -121,7 +143,10 @@ export async function startGcsEmulator(options: GcsEmulatorOptions = {}): Promis
   // The emulator builds selfLink/mediaLink from a process-wide registry; without an entry every
   // object request throws. With several emulators in one process the links name the first one,
   // which the SDK never follows.
-  const entry: RegistryEntry = { getName: () => Emulators.STORAGE, getInfo: () => ({ name: Emulators.STORAGE, host, port }) };
+  const entry: RegistryEntry = {
+    getName: () => Emulators.STORAGE,
+    getInfo: () => ({ name: Emulators.STORAGE, host, port }),
+  };
   if (!EmulatorRegistry.isRunning(Emulators.STORAGE)) EmulatorRegistry.set(Emulators.STORAGE, entry);
 
   let stopped: Promise<void> | undefined;

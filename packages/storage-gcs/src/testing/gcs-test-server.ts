@@ -42,7 +42,13 @@ export async function startGcsTestServer(options: GcsTestServerOptions = {}): Pr
   return {
     emulator,
     proxy,
-    storageOptions: { gs: { apiEndpoint: proxy.url, projectId: "demo-cairn", retry: options.retry ?? { baseDelayMs: 2, maxDelayMs: 20 } } },
+    storageOptions: {
+      gs: {
+        apiEndpoint: proxy.url,
+        projectId: "demo-cairn",
+        retry: options.retry ?? { baseDelayMs: 2, maxDelayMs: 20 },
+      },
+    },
     location: (name = "root") => `gs://${bucket}/${name}-${process.pid}-${locations++}`,
     stop: async () => {
       await proxy.close();
@@ -67,7 +73,8 @@ function generationZeroEnforcer(emulatorHost: string): PreconditionEnforcer {
       if (bucket === undefined || name === null) return undefined;
       const key = `${decodeURIComponent(bucket)}/${name}`;
       if (method === "POST" && parsed.searchParams.get("ifGenerationMatch") === "0") {
-        if (parsed.searchParams.get("uploadType") === "resumable") conditionalSessions.set(key, (conditionalSessions.get(key) ?? 0) + 1);
+        if (parsed.searchParams.get("uploadType") === "resumable")
+          conditionalSessions.set(key, (conditionalSessions.get(key) ?? 0) + 1);
         return key;
       }
       const sessions = conditionalSessions.get(key) ?? 0;
@@ -80,7 +87,9 @@ function generationZeroEnforcer(emulatorHost: string): PreconditionEnforcer {
     },
     exists: async (key) => {
       const slash = key.indexOf("/");
-      const response = await fetch(`${emulatorHost}/storage/v1/b/${encodeURIComponent(key.slice(0, slash))}/o/${encodeURIComponent(key.slice(slash + 1))}`);
+      const response = await fetch(
+        `${emulatorHost}/storage/v1/b/${encodeURIComponent(key.slice(0, slash))}/o/${encodeURIComponent(key.slice(slash + 1))}`,
+      );
       await response.arrayBuffer();
       if (response.status === 404) return false;
       if (response.ok) return true;
@@ -90,7 +99,11 @@ function generationZeroEnforcer(emulatorHost: string): PreconditionEnforcer {
       status: 412,
       headers: { "content-type": "application/json" },
       body: JSON.stringify({
-        error: { code: 412, message: "At least one of the pre-conditions you specified did not hold.", errors: [{ reason: "conditionNotMet" }] },
+        error: {
+          code: 412,
+          message: "At least one of the pre-conditions you specified did not hold.",
+          errors: [{ reason: "conditionNotMet" }],
+        },
       }),
     },
   };
