@@ -3,7 +3,7 @@ import {
   type StorageAdapter,
   type StorageOptions,
   CheckpointError,
-  isCheckpointError,
+  isGone,
   openStorage,
   readMetadata,
   storageUrl,
@@ -80,7 +80,7 @@ export async function checkpointMetadata(location: Location, signal?: AbortSigna
   try {
     return await readMetadata({ storage: location.storage, path: location.dir, ...(signal ? { signal } : {}) });
   } catch (error) {
-    if (!isCheckpointError(error, "not_found") && !isCheckpointError(error, "not_committed")) throw error;
+    if (!isGone(error)) throw error;
     const steps = new Set<number>();
     const prefix = location.dir === "" ? "" : `${location.dir}/`;
     for await (const object of location.storage.list(prefix)) {

@@ -1,4 +1,4 @@
-import { type CheckpointErrorCode, type StorageAdapter, CheckpointError, readMetadata } from "@cairn/core";
+import { type CheckpointErrorCode, type StorageAdapter, CheckpointError, isGone, readMetadata } from "@cairn/core";
 import { type RetentionOptions, StepStore, parseStep, stepDir, stepsToDelete } from "@cairn/manager";
 import PQueue from "p-queue";
 
@@ -87,9 +87,9 @@ export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepL
               metrics: metricsOf(metadata.user.metrics),
             };
           } catch (error) {
-            const problem = problemOf(step, error);
             // Deleted between the listing and the read (another manager's retention): a leftover now, if anything.
-            if (problem.code === "not_found" || problem.code === "not_committed") return leftover;
+            if (isGone(error)) return leftover;
+            const problem = problemOf(step, error);
             return { ...leftover, committed: true, error: { code: problem.code, message: problem.message } };
           }
         }),

@@ -59,6 +59,85 @@ export function isCheckpointError(error: unknown, code?: CheckpointErrorCode): e
 }
 
 /**
+ * What a failure means for the caller's next move, one category per code: the thing asked for
+ * is `gone`; what is stored is `damaged` (or of a newer format); the request was `refused`
+ * (wrong arguments, a target that does not match, a name taken); the `storage` failed, not the
+ * data; the operation was `interrupted` (cancelled, or the process group broke).
+ */
+type ErrorCategory = "gone" | "damaged" | "refused" | "storage" | "interrupted";
+
+const CATEGORIES: Readonly<Record<CheckpointErrorCode, ErrorCategory>> = {
+  not_found: "gone",
+  not_committed: "gone",
+  corrupt: "damaged",
+  unsupported_version: "damaged",
+  invalid_argument: "refused",
+  mismatch: "refused",
+  already_exists: "refused",
+  unsupported_protocol: "refused",
+  storage: "storage",
+  timeout: "storage",
+  permission_denied: "storage",
+  no_space: "storage",
+  cancelled: "interrupted",
+  process_group: "interrupted",
+};
+
+/** Whether `value` is one of the codes above: for codes another rank or process sends, which nothing trusts unchecked. */
+export function isCheckpointErrorCode(value: unknown): value is CheckpointErrorCode {
+  return typeof value === "string" && Object.hasOwn(CATEGORIES, value);
+}
+
+function inCategory(error: unknown, ...categories: ErrorCategory[]): error is CheckpointError {
+  return error instanceof CheckpointError && categories.includes(CATEGORIES[error.code]);
+}
+
+/** What was asked for is not there (`not_found`, `not_committed`): never written, deleted meanwhile, or never committed. */
+export function isGone(error: unknown): error is CheckpointError {
+  return inCategory(error, "gone");
+}
+
+/** What is stored cannot be used by this Cairn (`corrupt`, `unsupported_version`): damaged bytes or metadata, or a newer format. */
+export function isDamaged(error: unknown): error is CheckpointError {
+  return inCategory(error, "damaged");
+}
+
+/** This copy cannot be read whole: it is gone or damaged (`isGone`, `isDamaged`). Another copy of it may serve. */
+export function isUnusable(error: unknown): error is CheckpointError {
+  return inCategory(error, "gone", "damaged");
+}
+
+/**
+ * The storage failed, not the data (`storage`, `timeout`, `permission_denied`, `no_space`): the
+ * answer is unknown, and the same call may succeed once the outage ends.
+ */
+export function isStorageFailure(error: unknown): error is CheckpointError {
+  return inCategory(error, "storage");
+}
+
+/** The operation was stopped before it finished (`cancelled`, `process_group`): nothing is known about the data. */
+export function isInterrupted(error: unknown): error is CheckpointError {
+  return inCategory(error, "interrupted");
+}
+
+/**
+ * No retry mends it, now or after an outage: the data is gone or damaged, or the request itself
+ * is wrong (`invalid_argument`, `mismatch`, `already_exists`, `unsupported_protocol`). Storage
+ * failures, even those not worth an immediate retry, are not permanent: outages end.
+ */
+export function isPermanent(error: unknown): error is CheckpointError {
+  return inCategory(error, "gone", "damaged", "refused");
+}
+
+/**
+ * Worth retrying the same call now: a storage error its adapter marked transient (a reset, a
+ * 429 or 5xx, a short body, a transfer stalled past its progress deadline).
+ */
+export function isTransient(error: unknown): error is CheckpointError {
+  return isCheckpointError(error, "storage") && error.transient;
+}
+
+/**
  * The error to throw when an `AbortSignal` fired: `cancelled`, carrying the signal's reason.
  * `outcome` says what the cancelled operation left behind: a write committed nothing; a read
  * (`null`) has nothing to add.

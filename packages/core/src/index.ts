@@ -1,6 +1,20 @@
 // @cairn/core: save, load and what a training script or a package built on core needs.
 // Adapter authors: @cairn/core/storage; format readers: @cairn/core/format; tools: @cairn/core/ops.
-export { CheckpointError, isCheckpointError, type CheckpointErrorCode, type CheckpointErrorContext } from "./errors.js";
+export {
+  CheckpointError,
+  isCheckpointError,
+  isCheckpointErrorCode,
+  isGone,
+  isDamaged,
+  isUnusable,
+  isStorageFailure,
+  isInterrupted,
+  isPermanent,
+  isTransient,
+  describeValue,
+  type CheckpointErrorCode,
+  type CheckpointErrorContext,
+} from "./errors.js";
 export { type DType, type DTypeArrays, type TypedArray, DTYPE_NAMES, isDType } from "./state/dtypes.js";
 export {
   type KeyPath,

@@ -1,8 +1,8 @@
-import { CheckpointError, type CheckpointErrorCode } from "@cairn/core";
-import { alreadyExists, notFound } from "@cairn/core/storage";
+import { CheckpointError } from "@cairn/core";
+import { type StorageOperation, alreadyExists, errnoCode, notFound } from "@cairn/core/storage";
 
 /** What the adapter was doing when a file system call failed. */
-export type FsAction = "read" | "write" | "stat" | "list" | "delete";
+export type FsAction = StorageOperation;
 
 /** Where a file system call failed: the object's path under the root and the file it names. */
 export interface FsSite {
@@ -15,40 +15,10 @@ export interface FsSite {
   readonly action: FsAction;
 }
 
-const PERMISSION_CODES: ReadonlySet<string> = new Set(["EROFS", "EACCES", "EPERM"]);
-const NO_SPACE_CODES: ReadonlySet<string> = new Set(["ENOSPC", "EDQUOT"]);
-
-/**
- * Worth retrying: descriptors and kernel resources free up (EMFILE, ENFILE, EAGAIN, EBUSY, EINTR),
- * network file systems recover (ETIMEDOUT, ESTALE), and EIO is retried because a retry rewrites
- * the whole temp file or rereads through a new descriptor, never trusting the failed one; retries are bounded.
- */
-const TRANSIENT_CODES: ReadonlySet<string> = new Set([
-  "EMFILE",
-  "ENFILE",
-  "EAGAIN",
-  "EBUSY",
-  "EINTR",
-  "EIO",
-  "ETIMEDOUT",
-  "ESTALE",
-]);
-
 /** The errno name of a node:fs or memfs failure ("ENOENT"), or "" for anything else. */
 export function errnoOf(error: unknown): string {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === "string" ? code : "";
-}
-
-/**
- * The code a failure with this errno name gets. Whether ENOENT means a missing object is the
- * caller's to decide (`missingObject`); during a write it means a concurrent delete removed the
- * directory between mkdir and open, which a retry repairs.
- */
-export function codeOfErrno(errno: string, action: FsAction): { code: CheckpointErrorCode; transient: boolean } {
-  if (PERMISSION_CODES.has(errno)) return { code: "permission_denied", transient: false };
-  if (NO_SPACE_CODES.has(errno)) return { code: "no_space", transient: false };
-  return { code: "storage", transient: TRANSIENT_CODES.has(errno) || (errno === "ENOENT" && action === "write") };
 }
 
 /** What went wrong and what to do about it, for the errno names worth explaining. */
@@ -100,21 +70,21 @@ function explain(errno: string, site: FsSite, fallback: string): { what: string;
     case "EIO":
       return { what: "an I/O error", todo: `${retried}; if it persists check the disk or network file system (dmesg)` };
     default:
-      return { what: fallback, todo: codeOfErrno(errno, site.action).transient ? retried : "" };
+      return { what: fallback, todo: errnoCode(errno, site.action).transient ? retried : "" };
   }
 }
 
 /**
  * The `CheckpointError` for a failed file system call, keeping the original as `cause`:
  * EROFS/EACCES/EPERM → `permission_denied`, ENOSPC/EDQUOT → `no_space`, else `storage`
- * (transient or not, see `TRANSIENT_CODES`). Missing objects and lost races are the caller's to
+ * (transient or not, see core's `errnoCode`). Missing objects and lost races are the caller's to
  * decide (`missingObject`, `existingObject`), because only it knows whether the call was about
  * the object itself. Messages read `[file] <file>: cannot <action>: <what> (<ERRNO>); <what to do>`.
  */
 export function fsError(error: unknown, site: FsSite): CheckpointError {
   if (error instanceof CheckpointError) return error;
   const errno = errnoOf(error);
-  const { code, transient } = codeOfErrno(errno, site.action);
+  const { code, transient } = errnoCode(errno, site.action);
   const reason = error instanceof Error ? error.message : String(error);
   const { what, todo } = explain(errno, site, reason);
   const message = `[${site.protocol}] ${site.file}: cannot ${site.action}: ${what}${errno ? ` (${errno})` : ""}${todo ? `; ${todo}` : ""}`;

@@ -1,4 +1,4 @@
-import { CheckpointError } from "@cairn/core";
+import { CheckpointError, isGone } from "@cairn/core";
 import { siblingReferences } from "@cairn/core/ops";
 import { joinPath } from "@cairn/core/storage";
 import { METADATA_FILE } from "@cairn/core/format";
@@ -39,7 +39,7 @@ export const rmCommand: CommandSpec = {
     }
     return withCheckpointLocation(context, url!, async (location) => {
       const metadata = await checkpointMetadata(location, context.signal).catch((error: unknown) => {
-        if (error instanceof CheckpointError && (error.code === "not_found" || error.code === "not_committed")) {
+        if (isGone(error)) {
           throw new CheckpointError(
             error.code,
             `${error.message}; to delete steps name them (cairn rm <root> <step>...); leftovers go with cairn gc <root>`,

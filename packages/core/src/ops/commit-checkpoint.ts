@@ -1,4 +1,4 @@
-import { CheckpointError, isCheckpointError } from "../errors.js";
+import { CheckpointError, isDamaged } from "../errors.js";
 import { type CheckpointMetadata, METADATA_FILE } from "../format/metadata.js";
 import { parseMetadata } from "../format/metadata-json.js";
 import { isDataFileName } from "../format/naming.js";
@@ -47,7 +47,7 @@ export async function checkpointDestination(
     // Only its own files: those it referenced in a sibling belong to that sibling.
     return { files: Object.keys(files).filter((f) => files[f]!.dir === undefined) };
   } catch (error) {
-    if (isCheckpointError(error, "corrupt") || isCheckpointError(error, "unsupported_version")) return { files: [] };
+    if (isDamaged(error)) return { files: [] };
     throw error;
   }
 }

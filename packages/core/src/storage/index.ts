@@ -6,6 +6,14 @@ export {
   cancelledError,
   throwIfAborted,
   describeValue,
+  isTransient,
+  isGone,
+  isDamaged,
+  isUnusable,
+  isStorageFailure,
+  isInterrupted,
+  isPermanent,
+  isCheckpointErrorCode,
   type CheckpointErrorCode,
   type CheckpointErrorContext,
 } from "../errors.js";
@@ -24,6 +32,7 @@ export {
   alreadyExists,
 } from "./storage-adapter.js";
 export { ReadTarget, splitHead } from "./read-target.js";
+export { type StorageOperation, errnoCode } from "./errno-codes.js";
 export {
   type StorageFactory,
   type StorageOptions,
@@ -48,7 +57,6 @@ export {
   DEFAULT_RETRY_POLICY,
   TRANSIENT_NETWORK_CODES,
   withRetry,
-  isTransient,
   sleep,
 } from "./retry.js";
 export {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isTransient } from "./retry.js";
+import { isTransient } from "../errors.js";
 import { progressDeadline, touching } from "./progress-deadline.js";
 
 /** A clock and timers moved only by `advance`, so tests decide when a deadline is due. */

@@ -1,4 +1,4 @@
-import { type CheckpointError, cancelledError, isCheckpointError } from "../errors.js";
+import { type CheckpointError, cancelledError, isTransient } from "../errors.js";
 
 /** How transient storage failures are retried: exponential backoff with full jitter, bounded in count and time. */
 export interface RetryPolicy {
@@ -65,14 +65,6 @@ export const TRANSIENT_NETWORK_CODES: ReadonlySet<string> = new Set([
   "ERR_STREAM_PREMATURE_CLOSE",
   "UND_ERR_SOCKET",
 ]);
-
-/**
- * Whether an error is worth retrying: a storage error its adapter marked transient (a reset, a
- * 429 or 5xx, a short body, a transfer stalled past its `progressDeadline`).
- */
-export function isTransient(error: unknown): error is CheckpointError {
-  return isCheckpointError(error, "storage") && error.transient;
-}
 
 /**
  * Runs `operation` until it succeeds, fails permanently, or the policy's bounds are reached;

@@ -8,8 +8,9 @@ import type {
   WriteBody,
   WriteOptions,
 } from "../storage/storage-adapter.js";
+import { type StorageOperation, errnoCode } from "../storage/errno-codes.js";
 
-export type FaultyOperation = "read" | "write" | "stat" | "list" | "delete";
+export type FaultyOperation = StorageOperation;
 
 /**
  * A fault to inject: the `nth` matching call of `operation` (1-based) and, with `times`, the ones
@@ -41,18 +42,6 @@ export interface Fault {
   readonly stall?: boolean;
 }
 
-/** Worth retrying, as the local adapter classifies them. */
-const TRANSIENT_ERRNOS: ReadonlySet<string> = new Set([
-  "EMFILE",
-  "ENFILE",
-  "EAGAIN",
-  "EBUSY",
-  "EINTR",
-  "EIO",
-  "ETIMEDOUT",
-  "ESTALE",
-]);
-
 /**
  * The code an `errno` fault fails with, as `@cairn/storage-local` reports a failure of that
  * errno name from a call about the object (its tests check that the two agree).
@@ -61,13 +50,10 @@ export function errnoFaultCode(
   errno: string,
   operation: FaultyOperation,
 ): { code: CheckpointErrorCode; transient: boolean } {
-  if (errno === "EROFS" || errno === "EACCES" || errno === "EPERM")
-    return { code: "permission_denied", transient: false };
-  if (errno === "ENOSPC" || errno === "EDQUOT") return { code: "no_space", transient: false };
   if ((errno === "ENOENT" || errno === "ENOTDIR") && operation === "read")
     return { code: "not_found", transient: false };
   if (errno === "EEXIST" && operation === "write") return { code: "already_exists", transient: false };
-  return { code: "storage", transient: TRANSIENT_ERRNOS.has(errno) || (errno === "ENOENT" && operation === "write") };
+  return errnoCode(errno, operation);
 }
 
 /** An error shaped like node:fs's for `errno` failing `syscall` on `path`. */
