@@ -1,7 +1,7 @@
 import { CheckpointError, isGone } from "@cairn/core";
 import { siblingReferences } from "@cairn/core/ops";
 import { joinPath } from "@cairn/core/storage";
-import { METADATA_FILE } from "@cairn/core/format";
+import { METADATA_FILE, ownFiles } from "@cairn/core/format";
 import { parseStep } from "@cairn/manager";
 import { UsageError, type CommandSpec } from "../command.js";
 import { checkpointMetadata } from "../location.js";
@@ -53,7 +53,7 @@ export const rmCommand: CommandSpec = {
       });
       // Mark and sweep: metadata.json first, then its own files that no sibling step (an incremental one) references.
       await location.storage.delete(joinPath(location.dir, METADATA_FILE));
-      const own = Object.keys(metadata.files).filter((f) => metadata.files[f]!.dir === undefined);
+      const own = ownFiles(metadata);
       const referenced = await siblingReferences(location.storage, location.dir, context.signal);
       const files = referenced.unknown ? [] : own.filter((f) => !referenced.files.has(f));
       await Promise.all(files.map((f) => location.storage.delete(joinPath(location.dir, f))));

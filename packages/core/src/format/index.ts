@@ -40,6 +40,9 @@ export {
   DEFAULT_BLOCK_SIZE,
   valueOf,
   sharesFiles,
+  isReferencedFile,
+  ownFiles,
+  referencedFiles,
   formatVersionOf,
 } from "./metadata.js";
 export { parseMetadata, encodeMetadata } from "./metadata-json.js";

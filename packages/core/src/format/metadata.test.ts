@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { crc32c } from "./crc32c.js";
-import { FORMAT_NAME } from "./metadata.js";
+import { FORMAT_NAME, ownFiles, referencedFiles, sharesFiles } from "./metadata.js";
 import { encodeMetadata, parseMetadata } from "./metadata-json.js";
 
 const encode = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value));
@@ -170,5 +170,22 @@ describe("metadata.json parsing", () => {
     const { files } = parseMetadata(encode(valid), "m");
     expect(Object.getPrototypeOf(files)).toBeNull();
     expect(files.toString).toBeUndefined();
+  });
+});
+
+describe("own and referenced files", () => {
+  const file = { rank: 0, size: 10, headerLength: 8, headerCrc32c: 0 };
+  it("splits a step's files into those it wrote and those of siblings it uses, as <sibling>/<name>", () => {
+    const files = Object.assign(Object.create(null) as Record<string, typeof file & { dir?: string }>, {
+      "a.safetensors": file,
+      "b.safetensors": { ...file, dir: "100" },
+      "c.safetensors": { ...file, rank: 1 },
+      "d.safetensors": { ...file, dir: "200" },
+    });
+    expect(ownFiles({ files })).toEqual(["a.safetensors", "c.safetensors"]);
+    expect(referencedFiles({ files })).toEqual(["100/b.safetensors", "200/d.safetensors"]);
+    expect(sharesFiles(files)).toBe(true);
+    expect(referencedFiles({ files: { "a.safetensors": file } })).toEqual([]);
+    expect(sharesFiles({ "a.safetensors": file })).toBe(false);
   });
 });

@@ -90,9 +90,34 @@ export interface CheckpointMetadata {
   readonly user: Readonly<Record<string, unknown>>;
 }
 
+/** Whether a data file lives in a sibling checkpoint (format 2.1): referenced, not written, by this one. */
+export function isReferencedFile(file: DataFileMetadata): boolean {
+  return file.dir !== undefined;
+}
+
+/** The data files a checkpoint wrote into its own directory, by name: what deleting it may remove. */
+export function ownFiles(metadata: { readonly files: Readonly<Record<string, DataFileMetadata>> }): string[] {
+  const names: string[] = [];
+  for (const name in metadata.files) if (!isReferencedFile(metadata.files[name]!)) names.push(name);
+  return names;
+}
+
+/**
+ * The data files of sibling checkpoints a checkpoint uses (format 2.1), as `<sibling>/<name>`
+ * paths relative to their common parent: what a deleter of those siblings must keep.
+ */
+export function referencedFiles(metadata: { readonly files: Readonly<Record<string, DataFileMetadata>> }): string[] {
+  const paths: string[] = [];
+  for (const name in metadata.files) {
+    const { dir } = metadata.files[name]!;
+    if (dir !== undefined) paths.push(`${dir}/${name}`);
+  }
+  return paths;
+}
+
 /** Whether any data file lives in a sibling checkpoint (format 2.1). */
 export function sharesFiles(files: Readonly<Record<string, DataFileMetadata>>): boolean {
-  for (const name in files) if (files[name]!.dir !== undefined) return true;
+  for (const name in files) if (isReferencedFile(files[name]!)) return true;
   return false;
 }
 

@@ -1,5 +1,5 @@
 import { CheckpointError, isDamaged } from "../errors.js";
-import { type CheckpointMetadata, METADATA_FILE } from "../format/metadata.js";
+import { type CheckpointMetadata, METADATA_FILE, ownFiles } from "../format/metadata.js";
 import { parseMetadata } from "../format/metadata-json.js";
 import { isDataFileName } from "../format/naming.js";
 import { commitMetadata } from "../save/commit-metadata.js";
@@ -40,12 +40,12 @@ export async function checkpointDestination(
   if ((await withRetry(() => storage.stat(path), { signal })) === null) return undefined;
   if (!force) throw alreadyCommitted(where);
   try {
-    const { files } = parseMetadata(
+    const metadata = parseMetadata(
       await withRetry(() => storage.read(path, undefined, { signal }), { signal }),
       `${where}/${METADATA_FILE}`,
     );
     // Only its own files: those it referenced in a sibling belong to that sibling.
-    return { files: Object.keys(files).filter((f) => files[f]!.dir === undefined) };
+    return { files: ownFiles(metadata) };
   } catch (error) {
     if (isDamaged(error)) return { files: [] };
     throw error;

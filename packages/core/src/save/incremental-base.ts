@@ -5,6 +5,7 @@ import {
   type CheckpointMetadata,
   type DataFileMetadata,
   METADATA_FILE,
+  isReferencedFile,
 } from "../format/metadata.js";
 import { parseMetadata } from "../format/metadata-json.js";
 import { baseName, dataFilePath, isDataFileName, parentDir } from "../format/naming.js";
@@ -206,7 +207,7 @@ export async function checkSharedFiles(
 ): Promise<void> {
   await Promise.all(
     Object.entries(files)
-      .filter(([, info]) => info.dir !== undefined)
+      .filter(([, info]) => isReferencedFile(info))
       .map(async ([name, info]) => {
         const path = dataFilePath(location.dir, name, info);
         const stat = await withRetry(() => location.storage.stat(path), {

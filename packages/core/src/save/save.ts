@@ -15,6 +15,8 @@ import {
   FORMAT_NAME,
   METADATA_FILE,
   formatVersionOf,
+  ownFiles,
+  referencedFiles,
 } from "../format/metadata.js";
 import type { DataFilePlan, GlobalSavePlan, SavePlan, WriteItem } from "../plan/save-planner.js";
 import { checkSharedFiles, readIncrementalBase, skipUnchanged } from "./incremental-base.js";
@@ -201,7 +203,7 @@ export async function writeAndCommit(
   return {
     checkpoint: location.where,
     bytes: outcome.ok ? outcome.bytes : 0,
-    files: outcome.ok ? Object.values(outcome.files).filter((f) => f.dir === undefined).length : 0,
+    files: outcome.ok ? ownFiles(outcome).length : 0,
     entries: commit.entries,
     ...(commit.referenced.length > 0 ? { referenced: commit.referenced } : {}),
   };
@@ -280,10 +282,7 @@ async function commitOnCoordinator(
     () => alreadyCommitted(location),
     options,
   );
-  const referenced = Object.entries(metadata.files).flatMap(([name, file]) =>
-    file.dir === undefined ? [] : [`${file.dir}/${name}`],
-  );
-  return { ok: true, entries: metadata.entries.length, referenced };
+  return { ok: true, entries: metadata.entries.length, referenced: referencedFiles(metadata) };
 }
 
 function buildMetadata(
