@@ -1,4 +1,5 @@
 import { crc32c } from "@cairn/core/format";
+import { type ContentRange, parseContentRange } from "@cairn/core/storage";
 import type { CRC32CValidator } from "@google-cloud/storage";
 
 // How the adapter knows a body arrived whole and unchanged: CRC32C on core's native code, and
@@ -39,12 +40,9 @@ export interface SdkResponse {
  * impossible (an answer not to trust). A body that ends cleanly with fewer bytes (a middlebox
  * that cut it) is caught by it; one cut mid-`Content-Length` never ends, which the progress deadline catches.
  */
-export function announcedRange(response: SdkResponse): { start: number; end: number; size: number } | null | undefined {
+export function announcedRange(response: SdkResponse): ContentRange | null | undefined {
   if (response.statusCode !== 206) return undefined;
-  const match = /^bytes (\d{1,16})-(\d{1,16})\/(\d{1,16})\s*$/.exec(response.headers?.["content-range"] ?? "");
-  if (!match) return null;
-  const [start, end, size] = [Number(match[1]), Number(match[2]), Number(match[3])];
-  return Number.isSafeInteger(size) && start <= end && end < size ? { start, end, size } : null;
+  return parseContentRange(response.headers?.["content-range"]) ?? null;
 }
 
 /** The object's CRC32C from `x-goog-hash`, when the body is the stored bytes as they are (not gzip to be inflated). */

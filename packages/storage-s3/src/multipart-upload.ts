@@ -12,7 +12,6 @@ import { crc32c } from "@cairn/core/format";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
 import { isOwnUpload } from "./own-object.js";
 import { isTransientS3Error, s3CodeOf } from "./s3-error.js";
-import type { Semaphore } from "./semaphore.js";
 
 /** S3 numbers parts 1 to 10,000. */
 export const MAX_PARTS = 10_000;
@@ -24,16 +23,16 @@ export interface MultipartUploadOptions {
   readonly signal?: AbortSignal;
 }
 
-/** The parts of a body: the first already read (holding a permit), the rest still to pull. */
+/** The parts of a body: the first already read (holding its room), the rest still to pull. */
 export interface PartSource {
   readonly first: { readonly bytes: Uint8Array; readonly release: () => void };
   readonly rest: AsyncGenerator<Uint8Array>;
 }
 
 /**
- * Uploads one object as a multipart upload: parts go up in parallel, each holding one of the
- * adapter's transfer permits from before it is read until it is stored, so memory stays
- * bounded by permits × part size whatever the object's size. Each part is buffered, so a
+ * Uploads one object as a multipart upload: parts go up in parallel, each holding room in the
+ * adapter's transfer budget from before it is read until it is stored, so memory stays
+ * bounded by the budget whatever the object's size. Each part is buffered, so a
  * failed part is retried on its own (a streamed body cannot be replayed as a whole). The
  * object appears only when CompleteMultipartUpload succeeds, with `If-None-Match: *` there
  * for `ifAbsent`. On any failure (a part that exhausted its retries, the body's producer
@@ -45,7 +44,8 @@ export interface PartSource {
 export async function multipartUpload(
   client: S3Client,
   context: S3CallContext,
-  limiter: Semaphore,
+  /** Room for one more part in flight, shared with the adapter's other calls; resolves its release. */
+  room: (signal: AbortSignal) => Promise<() => void>,
   site: { readonly key: string; readonly path: string },
   source: PartSource,
   options: MultipartUploadOptions,
@@ -118,7 +118,7 @@ export async function multipartUpload(
     launch(source.first.bytes, source.first.release);
     for (;;) {
       if (failure) break;
-      const release = await limiter.acquire(stop.signal);
+      const release = await room(stop.signal);
       let next: IteratorResult<Uint8Array>;
       try {
         next = await source.rest.next();

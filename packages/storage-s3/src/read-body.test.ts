@@ -1,28 +1,7 @@
 import { Readable } from "node:stream";
 import type { S3Client } from "@aws-sdk/client-s3";
 import { describe, expect, it } from "vitest";
-import { parseContentRange } from "./read-body.js";
 import { S3StorageAdapter } from "./s3-storage-adapter.js";
-
-describe("parseContentRange", () => {
-  it("reads first byte, last byte and total", () => {
-    expect(parseContentRange("bytes 0-4/11")).toEqual({ start: 0, end: 4, size: 11 });
-    expect(parseContentRange("bytes 0-0/0")).toEqual({ start: 0, end: 0, size: 0 });
-  });
-
-  it.each([
-    "",
-    "bytes 0-4/*",
-    "bytes */11",
-    "bytes 5-4/11",
-    "bytes 0-11/11",
-    "bytes 12-12/11",
-    "bytes 0-4/99999999999999999",
-    "items 0-4/11",
-  ])("refuses %j", (header) => {
-    expect(parseContentRange(header)).toBeUndefined();
-  });
-});
 
 describe("an answer's Content-Range", () => {
   /** An adapter whose every GetObject gets this answer for `bytes`. */

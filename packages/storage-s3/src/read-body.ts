@@ -1,19 +1,5 @@
 import type { S3Attempt } from "./s3-call.js";
 
-/** First and last byte and total size from `Content-Range: bytes 0-4/11`, when the server sent one that makes sense. */
-export function parseContentRange(
-  contentRange: string | undefined,
-): { start: number; end: number; size: number } | undefined {
-  const match = /^bytes (\d{1,16})-(\d{1,16})\/(\d{1,16})\s*$/.exec(contentRange ?? "");
-  if (!match) return undefined;
-  const start = Number(match[1]);
-  const end = Number(match[2]);
-  const size = Number(match[3]);
-  if (!Number.isSafeInteger(size) || start > size) return undefined;
-  // An empty object answers "bytes 0-0/0" (s3rver); otherwise the range lies inside the object.
-  return size === 0 || (start <= end && end < size) ? { start, end, size } : undefined;
-}
-
 /** A response body as the SDK hands it over in Node: a readable stream. */
 export type Body = AsyncIterable<Uint8Array> & { destroy?: (error?: Error) => void };
 

@@ -15,9 +15,11 @@ import {
   type WriteBody,
   type WriteOptions,
   DEFAULT_PROGRESS_TIMEOUT_MS,
+  ByteBudget,
   ReadTarget,
   cancelledError,
   checkRelativePath,
+  parseContentRange,
   splitHead,
 } from "@cairn/core/storage";
 import { crc32c } from "@cairn/core/format";
@@ -25,8 +27,7 @@ import { MAX_PARTS, multipartUpload } from "./multipart-upload.js";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
 import { isOwnPut } from "./own-object.js";
 import { httpStatusOf, isTransientS3Error, s3CodeOf } from "./s3-error.js";
-import { Semaphore } from "./semaphore.js";
-import { type Body, parseContentRange, readBody } from "./read-body.js";
+import { type Body, readBody } from "./read-body.js";
 import { sliceParts } from "./slice-parts.js";
 
 /** The smallest part S3 accepts for any part but the last. */
@@ -95,7 +96,8 @@ export class S3StorageAdapter implements StorageAdapter {
   readonly #prefix: string;
   readonly #partSize: number;
   readonly #checksums: { readonly put: boolean; readonly multipart: boolean };
-  readonly #limiter: Semaphore;
+  /** Room for `concurrency` part-sized requests in flight, across every call on this adapter. */
+  readonly #budget: ByteBudget;
   readonly #context: S3CallContext;
   readonly #onClose: () => void;
   #closed = false;
@@ -134,7 +136,7 @@ export class S3StorageAdapter implements StorageAdapter {
     this.root = `s3://${location.bucket}/${location.prefix}`;
     this.#partSize = partSize;
     this.#checksums = { put: options.checksums?.put ?? true, multipart: options.checksums?.multipart ?? true };
-    this.#limiter = new Semaphore(concurrency);
+    this.#budget = new ByteBudget(concurrency * partSize);
     this.#context = { bucket: location.bucket, retry: options.retry ?? {}, progressTimeoutMs };
     this.#onClose = onClose;
   }
@@ -232,7 +234,7 @@ export class S3StorageAdapter implements StorageAdapter {
     target: { into: Uint8Array; etag: string | undefined } | undefined,
     signal: AbortSignal | undefined,
   ): Promise<{ bytes: Uint8Array; size: number; told: boolean; etag: string | undefined } | undefined> {
-    const release = await this.#limiter.acquire(signal);
+    const release = await this.#room(signal);
     try {
       return await s3Call(
         this.#context,
@@ -330,6 +332,11 @@ export class S3StorageAdapter implements StorageAdapter {
     );
   }
 
+  /** Room for one part-sized request in flight; resolves its release. */
+  #room(signal: AbortSignal | undefined): Promise<() => void> {
+    return this.#budget.acquire(this.#partSize, signal);
+  }
+
   async write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {
     const key = this.#key(path);
     const { signal } = options;
@@ -338,8 +345,8 @@ export class S3StorageAdapter implements StorageAdapter {
     // With a known size the part grows (in whole MiB) so the object fits in S3's 10,000 parts.
     const partSize = Math.max(this.#partSize, Math.ceil((options.size ?? 0) / MAX_PARTS / (1 << 20)) * (1 << 20));
     const parts = sliceParts(body instanceof Uint8Array ? [body] : body, partSize);
-    // One permit per part from before it is read: the body is pulled only as fast as parts go up.
-    const release = await this.#limiter.acquire(signal);
+    // Room per part from before it is read: the body is pulled only as fast as parts go up.
+    const release = await this.#room(signal);
     let first: IteratorResult<Uint8Array>;
     try {
       first = await parts.next();
@@ -350,8 +357,8 @@ export class S3StorageAdapter implements StorageAdapter {
       throw error;
     }
     // A part shorter than partSize is the body's last, so it fits one PutObject. A stream of
-    // exactly one part goes multipart: peeking for more would need a second permit while
-    // holding one, which can deadlock writers sharing the limiter.
+    // exactly one part goes multipart: peeking for more would need room for a second part while
+    // holding one, which can deadlock writers sharing the budget.
     if (
       first.done ||
       first.value.byteLength < partSize ||
@@ -367,7 +374,7 @@ export class S3StorageAdapter implements StorageAdapter {
     await multipartUpload(
       this.#client,
       this.#context,
-      this.#limiter,
+      (signal) => this.#room(signal),
       { key, path },
       { first: { bytes: first.value, release }, rest: parts },
       {

@@ -5,6 +5,7 @@ import { CheckpointError, isCheckpointError, throwIfAborted } from "../errors.js
 import type { ReadItem } from "../plan/load-planner.js";
 import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE } from "../format/metadata.js";
 import type { ReadOptions } from "../storage/storage-adapter.js";
+import { ByteBudget } from "../storage/byte-budget.js";
 
 /** Largest piece of a chunk read straight into its destination (a multiple of any power-of-two block size). */
 const DIRECT_READ_BYTES = 64 << 20;
@@ -164,7 +165,7 @@ export async function readRanges(
     // The header and any gap after it, read in this range's request: [0, range.start).
     const head = withHeader.has(range) ? new Uint8Array(range.start) : undefined;
     const held = (direct ? 0 : length) + (head?.byteLength ?? 0);
-    await budget.acquire(held);
+    const release = await budget.acquire(held);
     try {
       const into = direct ?? scratch;
       const data = head
@@ -186,7 +187,7 @@ export async function readRanges(
         }
       }
     } finally {
-      budget.release(held);
+      release();
       if (scratch) pool.push(scratch);
     }
   }
@@ -440,36 +441,6 @@ export function checkBlocks(
         `checksum mismatch in ${chunk.file} for ${key} (block ${block}, file bytes ${from}..${from + end - at}): the data file is damaged`,
         { context: { file: chunk.file, key } },
       );
-    }
-  }
-}
-
-/** Bounds the bytes held by reads in flight; one read larger than the budget still runs, alone. */
-class ByteBudget {
-  #available: number;
-  readonly #limit: number;
-  readonly #waiting: { bytes: number; resolve: () => void }[] = [];
-
-  constructor(limit: number) {
-    this.#limit = limit;
-    this.#available = limit;
-  }
-
-  async acquire(bytes: number): Promise<void> {
-    const wanted = Math.min(bytes, this.#limit);
-    if (this.#waiting.length === 0 && this.#available >= wanted) {
-      this.#available -= wanted;
-      return;
-    }
-    await new Promise<void>((resolve) => this.#waiting.push({ bytes: wanted, resolve }));
-  }
-
-  release(bytes: number): void {
-    this.#available += Math.min(bytes, this.#limit);
-    while (this.#waiting.length > 0 && this.#available >= this.#waiting[0]!.bytes) {
-      const next = this.#waiting.shift()!;
-      this.#available -= next.bytes;
-      next.resolve();
     }
   }
 }

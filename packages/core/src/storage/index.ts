@@ -33,6 +33,8 @@ export {
 } from "./storage-adapter.js";
 export { ReadTarget, splitHead } from "./read-target.js";
 export { type StorageOperation, errnoCode } from "./errno-codes.js";
+export { type ContentRange, parseContentRange } from "./content-range.js";
+export { ByteBudget } from "./byte-budget.js";
 export {
   type StorageFactory,
   type StorageOptions,
@@ -54,7 +56,10 @@ export {
 export {
   type RetryPolicy,
   type RetryOptions,
+  type BackoffPolicy,
+  type Jitter,
   DEFAULT_RETRY_POLICY,
+  backoffDelay,
   TRANSIENT_NETWORK_CODES,
   withRetry,
   sleep,

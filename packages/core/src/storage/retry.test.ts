@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { CheckpointError } from "../errors.js";
-import { withRetry } from "./retry.js";
+import { backoffDelay, withRetry } from "./retry.js";
 
 const transient = (): CheckpointError => new CheckpointError("storage", "blip", { context: { transient: true } });
 const permanent = (): CheckpointError => new CheckpointError("storage", "denied", { context: { transient: false } });
@@ -88,5 +88,20 @@ describe("withRetry", () => {
         { signal: controller.signal, sleep: async () => undefined },
       ),
     ).rejects.toMatchObject({ code: "cancelled" });
+  });
+});
+
+describe("backoffDelay", () => {
+  const policy = { baseDelayMs: 100, maxDelayMs: 1_000 };
+  it("doubles from the base per failure up to the cap, whatever the count", () => {
+    expect([1, 2, 3, 4, 5, 60, 1e6].map((n) => backoffDelay(n, policy, "none"))).toEqual([
+      100, 200, 400, 800, 1_000, 1_000, 1_000,
+    ]);
+    expect(backoffDelay(0, policy, "none")).toBe(100);
+  });
+
+  it("draws full jitter in [0, ceiling) and equal jitter in [ceiling / 2, ceiling)", () => {
+    expect([0, 0.5, 0.999].map((r) => backoffDelay(3, policy, "full", () => r))).toEqual([0, 200, 399]);
+    expect([0, 0.5, 0.999].map((r) => backoffDelay(3, policy, "equal", () => r))).toEqual([200, 300, 399]);
   });
 });

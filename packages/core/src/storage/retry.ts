@@ -17,6 +17,31 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
   maxElapsedMs: 120_000,
 };
 
+/** How a backoff grows: from `baseDelayMs`, doubling per failure, never past `maxDelayMs`. */
+export type BackoffPolicy = Pick<RetryPolicy, "baseDelayMs" | "maxDelayMs">;
+
+/**
+ * How a delay is drawn below the backoff's ceiling: `full` anywhere in [0, ceiling) (callers
+ * retrying at once spread out most), `equal` in [ceiling / 2, ceiling) (never sooner than half),
+ * `none` the ceiling itself.
+ */
+export type Jitter = "full" | "equal" | "none";
+
+/**
+ * THE backoff: the wait after `failures` failures in a row (1 for the first), whose ceiling is
+ * `baseDelayMs · 2^(failures − 1)` capped at `maxDelayMs`, drawn as `jitter` says; whole milliseconds.
+ */
+export function backoffDelay(
+  failures: number,
+  policy: BackoffPolicy,
+  jitter: Jitter = "full",
+  random: () => number = Math.random,
+): number {
+  const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
+  if (jitter === "none") return Math.floor(ceiling);
+  return Math.floor(jitter === "full" ? random() * ceiling : ceiling / 2 + (random() * ceiling) / 2);
+}
+
 export interface RetryOptions {
   readonly policy?: Partial<RetryPolicy>;
   readonly signal?: AbortSignal;
@@ -82,7 +107,7 @@ export async function withRetry<T>(operation: (attempt: number) => Promise<T>, o
       return await operation(attempt);
     } catch (error) {
       if (!isTransient(error) || attempt >= policy.maxAttempts) throw error;
-      const delay = Math.floor(random() * Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1)));
+      const delay = backoffDelay(attempt, policy, "full", random);
       if (now() - started + delay > policy.maxElapsedMs) throw error;
       options.onRetry?.(error, attempt, delay);
       await wait(delay, options.signal);
