@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   type CheckpointErrorCode,
   CheckpointError,
+  describeValue,
   isCheckpointErrorCode,
   isDamaged,
   isGone,
@@ -63,5 +64,36 @@ describe("error categories", () => {
     expect(isTransient(new CheckpointError("storage", "x", { context: { transient: true } }))).toBe(true);
     expect(isTransient(new CheckpointError("storage", "x"))).toBe(false);
     expect(isTransient(new CheckpointError("timeout", "x", { context: { transient: true } }))).toBe(false);
+  });
+});
+
+describe("describeValue", () => {
+  it("shows short primitives with their type, objects by their class, and never walks or throws", () => {
+    const trap = new Proxy(
+      {},
+      {
+        getPrototypeOf: () => {
+          throw new Error("trap");
+        },
+      },
+    );
+    const cases: [unknown, string][] = [
+      [null, "null"],
+      [undefined, "undefined"],
+      ["m", 'the string "m"'],
+      ["x".repeat(100), `the string "${"x".repeat(80)}…"`],
+      [-1, "the number -1"],
+      [5n, "the bigint 5"],
+      [true, "the boolean true"],
+      [() => 1, "a function"],
+      [Symbol("s"), "a symbol"],
+      [[1, 2, 3], "an array of length 3"],
+      [{ a: 1 }, "an object"],
+      [Object.create(null), "an object"],
+      [new Map(), "a Map"],
+      [new Float32Array(2), "a Float32Array"],
+      [trap, "an object"],
+    ];
+    for (const [value, shown] of cases) expect(describeValue(value)).toBe(shown);
   });
 });

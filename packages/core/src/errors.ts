@@ -158,7 +158,11 @@ export function throwIfAborted(signal: AbortSignal | undefined, what: string, ou
   if (signal?.aborted) throw cancelledError(signal, what, outcome);
 }
 
-/** An offending argument as a message shows it: its type, and its value when that is short. */
+/**
+ * THE way a message shows an offending value: its type, and its value when that is a short
+ * primitive; the class of an object ("a LayersModel"). Never throws, and never walks the value,
+ * whatever it is.
+ */
 export function describeValue(value: unknown): string {
   if (value === null) return "null";
   if (value === undefined) return "undefined";
@@ -168,7 +172,12 @@ export function describeValue(value: unknown): string {
     return `the ${typeof value} ${String(value)}`;
   if (typeof value === "function") return "a function";
   if (typeof value === "symbol") return "a symbol";
-  if (Array.isArray(value)) return `an array of length ${value.length}`;
-  const name = (Object.getPrototypeOf(value) as { constructor?: { name?: unknown } } | null)?.constructor?.name;
-  return typeof name === "string" && name !== "Object" ? `a ${name}` : "an object";
+  try {
+    if (Array.isArray(value)) return `an array of length ${value.length}`;
+    const name = (Object.getPrototypeOf(value) as { constructor?: { name?: unknown } } | null)?.constructor?.name;
+    return typeof name === "string" && name !== "Object" && name !== "" ? `a ${name}` : "an object";
+  } catch {
+    // A proxy whose traps throw: its type is all there is to say.
+    return "an object";
+  }
 }

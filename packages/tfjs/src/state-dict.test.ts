@@ -34,7 +34,7 @@ describe("tfjs state dict helpers", () => {
       "getStateDict with a non-optimizer",
       () => getStateDict(model, any({})),
       "invalid_argument",
-      "getStateDict's optimizer must be a tfjs Optimizer or undefined, got {}",
+      "getStateDict's optimizer must be a tfjs Optimizer or undefined, got an object",
     ],
     [
       "setStateDict with a null state dict",
@@ -58,7 +58,7 @@ describe("tfjs state dict helpers", () => {
       "primeOptimizer without a model",
       () => primeOptimizer(tf.train.sgd(0.1), any("m")),
       "invalid_argument",
-      'got "m"',
+      'got the string "m"',
     ],
   ])("%s is a coded error", async (_, call, code, fragment) => {
     const error = await thrown(call);
