@@ -4,7 +4,7 @@
 // the same data files copied unchecked (the same 8 MiB ranged reads and streamed writes, two files
 // at once). Figures: the main thread's busy time during the copy (event-loop utilisation's active
 // time), and the longest event-loop delay seen meanwhile.
-import { monitorEventLoopDelay } from "node:perf_hooks";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { type CheckpointMetadata, type StorageAdapter, openStorage, readMetadata, save } from "@cairn/core";
 import { copyCheckpoint } from "@cairn/core/ops";
 import "@cairn/storage-local";

@@ -30,14 +30,14 @@ const WASM_PAGE = 64 << 10;
 /** The most one WebAssembly memory holds (65,536 pages). */
 export const MAX_PAGE_ALIGNED_BYTES = 65_536 * WASM_PAGE;
 
-/** The part of the WebAssembly API used here; TypeScript declares it only in lib.dom. */
+/** The part of the WebAssembly API used here, typed for shared memory (lib.dom types it as plain). */
 interface WasmMemoryApi {
   Memory: new (descriptor: { initial: number; maximum: number; shared: boolean }) => {
     readonly buffer: SharedArrayBuffer;
   };
 }
 
-const wasmApi = (globalThis as { WebAssembly?: WasmMemoryApi }).WebAssembly;
+const wasmApi = (globalThis as unknown as { WebAssembly?: WasmMemoryApi }).WebAssembly;
 
 /** Whether page-aligned memory can be had: not where WebAssembly is off (node --jitless). */
 export const pageAlignedAvailable = typeof wasmApi?.Memory === "function";
