@@ -63,6 +63,8 @@ describe("the packed packages", () => {
           "./packages/*",
           "--filter",
           "!@cairn/bench",
+          "--filter",
+          "!@cairn/browser-testing",
           "pack",
           "--pack-destination",
           tarballs,
