@@ -37,14 +37,9 @@ import { checkStep, stepDir } from "./step-naming.js";
 import type { RetentionFailure, StepMetadata, StepStore } from "./step-store.js";
 import { Tier, type TierState } from "./tier.js";
 import { tierConfigs } from "./tier-config.js";
-import {
-  allStepsOf,
-  deleteEverywhere,
-  latestStepOf,
-  metadataOf,
-  refuseOnSlowerTiers,
-  tierStates,
-} from "./tiered-steps.js";
+import { allStepsOf, deleteEverywhere, latestStepOf, metadataOf, tierStates } from "./tiered-steps.js";
+import { agreeOnSave, decideSave } from "./save-decision.js";
+import { CHECKPOINT_ID_FIELD, savedIdentity } from "./copy-identity.js";
 import { restoreFromTiers } from "./tiered-restore.js";
 
 export type { CheckpointManagerOptions, CloseOptions } from "./checkpoint-manager-options.js";
@@ -387,25 +382,25 @@ export class CheckpointManager {
     this.#pipeline.throwFailure();
     if (this.#pipeline.isPending(step))
       throw new CheckpointError("already_exists", `step ${step} is already being saved`, { context: { step } });
-    if (this.#tiered && !options.overwrite) await refuseOnSlowerTiers(this.#tiers, step);
-    if (await store.isCommitted(step)) {
-      store.noteCommitted(step);
-      if (forPreemption && !options.overwrite) {
-        this.#preemption.checkpointed(step);
-        return true;
-      }
-      if (!options.overwrite) {
-        throw new CheckpointError(
-          "already_exists",
-          `step ${step} is already committed under ${store.storage.root}; pass { overwrite: true } to replace it`,
-          { context: { step } },
-        );
-      }
-      if (this.#group.rank === 0) await deleteEverywhere(this.#tiers, this.#replication, step);
-    } else if (this.#tiered && options.overwrite && this.#group.rank === 0)
-      await deleteEverywhere(this.#tiers, this.#replication, step);
+    const decision = await agreeOnSave(this.#group.group(`step/${step}`), () =>
+      decideSave(this.#tiers, step, { overwrite: options.overwrite === true, forPreemption }),
+    );
+    if (decision.kind === "refuse")
+      throw new CheckpointError("already_exists", decision.message, { context: { step } });
+    if (decision.kind === "done") {
+      this.#preemption.checkpointed(step);
+      return true;
+    }
+    if (decision.replace && this.#group.rank === 0) await deleteEverywhere(this.#tiers, this.#replication, step);
     const savedAt = new Date(this.#now()).toISOString();
-    const metadata = { step, savedAt, metrics: options.metrics ?? {}, metadata: options.metadata ?? {} };
+    const { checkpointId } = decision;
+    const metadata = {
+      step,
+      savedAt,
+      metrics: options.metrics ?? {},
+      metadata: options.metadata ?? {},
+      [CHECKPOINT_ID_FIELD]: checkpointId,
+    };
     // Each step's collectives get their own tag: with several saves in flight they need no order between them.
     const group = this.#group.group(`step/${step}`);
     const { base, release } = await this.#bases.choose(step, store);
@@ -418,7 +413,7 @@ export class CheckpointManager {
       ...(base === undefined ? {} : { incremental: { base: stepDir(base) } }),
     };
     const committed = (result: SaveResult): Promise<void> =>
-      this.#committed(store, step, savedAt, metadata.metrics, result, group);
+      this.#committed(store, step, savedAt, metadata.metrics, result, group, checkpointId);
     let releaseLater = false;
     try {
       await this.#pipeline.hold(step, async () => {
@@ -453,8 +448,9 @@ export class CheckpointManager {
     metrics: Readonly<Record<string, number>>,
     result: SaveResult,
     group: ProcessGroup,
+    checkpointId: string,
   ): Promise<void> {
-    this.#tiers[0]!.committed(step, Date.parse(savedAt), metrics, result.referenced ?? []);
+    this.#tiers[0]!.committed(step, Date.parse(savedAt), metrics, result.referenced ?? [], savedIdentity(checkpointId));
     this.#bases.committed(step, (result.referenced?.length ?? 0) > 0);
     this.#events.emit("committed", {
       step,

@@ -14,6 +14,7 @@ import { parseStep, stepDir } from "./step-naming.js";
 import type { StepStore } from "./step-store.js";
 import { metricsOf } from "./stored-values.js";
 import type { Tier } from "./tier.js";
+import { identityOf, readableCopy } from "./copy-identity.js";
 import { DEFAULT_REPLICATION_RETRY, type ReplicationOptions } from "./tier-config.js";
 
 export interface ReplicationSetup {
@@ -66,7 +67,8 @@ export class Replication {
         concurrency: setup.options.concurrency ?? DEFAULT_SAVE_CONCURRENCY,
         signal: this.#abort.signal,
         onCopied: (step, tier) => {
-          tier.reached.add(step);
+          // Every rank wrote its files: this rank's index lists the step there (rank 0 commits it).
+          tier.opened?.noteCommitted(step);
           failing.delete(tier.index);
         },
         onFailure: (step, tier, error) => {
@@ -118,19 +120,22 @@ export class Replication {
     for (let i = 0; i < tiers.length - 1; i++) {
       for (const step of listed[i] ?? []) {
         const next = this.#next(i, step);
-        if (next && listed[next.index] !== undefined && !next.reached.has(step)) this.queue.add(step, next.index);
+        if (next && listed[next.index] !== undefined && !next.holdsReplica(step, tiers[i]!.opened?.identityOf(step)))
+          this.queue.add(step, next.index);
       }
     }
   }
 
   /**
    * Whether `tier`'s retention must keep `step`: a copy reads it, or (unless `deleteUnreplicated`)
-   * a slower tier that takes it has not reached it yet.
+   * a slower tier that takes it does not hold a replica of this very checkpoint (same identity,
+   * readable) yet: not copied, not listed, damaged there, or another checkpoint under that number.
    */
   isHeld(tier: number, step: number): boolean {
     if (this.queue.isCopying(step) || this.#reusing.has(`${tier}/${step}`)) return true;
     if (this.#setup.options.deleteUnreplicated) return false;
-    return this.#setup.tiers.slice(tier + 1).some((t) => t.wants(step) && !t.reached.has(step));
+    const identity = this.#setup.tiers[tier]!.opened?.identityOf(step);
+    return this.#setup.tiers.slice(tier + 1).some((t) => t.wants(step) && !t.holdsReplica(step, identity));
   }
 
   /** Stops copying and discovering (on close); what is left stays unreplicated. */
@@ -182,14 +187,7 @@ export class Replication {
         });
         return;
       } catch (error) {
-        if (isCheckpointError(error, "already_exists")) {
-          // Committed there already (an earlier run's copy, or another writer): it has reached that tier.
-          destination.reached.add(step);
-          target.noteCommitted(step);
-          this.committed(step, index);
-          this.#retainUpTo(index, step);
-          return;
-        }
+        if (isCheckpointError(error, "already_exists")) return this.#adopt(step, store, source, destination, signal);
         if (!(isCheckpointError(error) && SOURCE_UNUSABLE.has(error.code))) throw error;
         lastError = error;
       }
@@ -204,6 +202,34 @@ export class Replication {
     );
   }
 
+  /**
+   * The destination already has `step` committed (an earlier process's copy, or someone else's
+   * checkpoint under that number). It counts as the replica only if it is readable and the same
+   * checkpoint as the source's; otherwise the copy fails for good (`mismatch`), nothing there is
+   * replaced, and the faster tier keeps its copy.
+   */
+  async #adopt(step: number, from: StepStore, source: Tier, destination: Tier, signal: AbortSignal): Promise<void> {
+    const to = await destination.open();
+    // The source's metadata alone: with a tier 0 per rank, the other ranks' files are on their disks.
+    const [want, found] = await Promise.all([
+      readMetadata({ storage: from.storage, path: stepDir(step), signal }).then(identityOf),
+      readableCopy(to.storage, step, signal).catch((error: unknown) => ({ error })),
+    ]);
+    if (!("identity" in found) || found.identity !== want) {
+      const why =
+        "identity" in found
+          ? "another checkpoint (a different run's, or an older save) under that step number"
+          : `a copy that cannot be read (${found.error instanceof Error ? found.error.message : String(found.error)})`;
+      throw new CheckpointError(
+        "mismatch",
+        `step ${step} is not replicated to tier ${destination.index}: ${to.storage.root} holds ${why}. It is left as it is, and tier ${source.index} keeps its copy; delete step ${step} there, or save it again with { overwrite: true }`,
+        { context: { step }, ...("identity" in found ? {} : { cause: found.error }) },
+      );
+    }
+    to.noteCommitted(step);
+    this.#reached(step, destination, found.metadata, undefined);
+  }
+
   /** Holds `step` on tier `tier` from its retention until the returned release is called. */
   #hold(tier: number, step: number): () => void {
     const key = `${tier}/${step}`;
@@ -215,7 +241,13 @@ export class Replication {
     };
   }
 
-  #reached(step: number, tier: Tier, metadata: CheckpointMetadata, copied: { bytes: number; seconds: number }): void {
+  /** `step` is committed on `tier` as `metadata` says: by a copy (`copied`), or found there already. */
+  #reached(
+    step: number,
+    tier: Tier,
+    metadata: CheckpointMetadata,
+    copied: { bytes: number; seconds: number } | undefined,
+  ): void {
     const user = metadata.user;
     const saved = typeof user.savedAt === "string" ? Date.parse(user.savedAt) : NaN;
     const referenced = Object.entries(metadata.files).flatMap(([name, file]) =>
@@ -226,14 +258,16 @@ export class Replication {
       Number.isFinite(saved) ? saved : Date.parse(metadata.createdAt) || 0,
       metricsOf(user.metrics),
       referenced,
+      identityOf(metadata),
     );
     const since = this.#committedAt.get(step) ?? (Number.isFinite(saved) ? saved : undefined);
-    this.#setup.events.emit("replicated", {
-      step,
-      tier: tier.index,
-      ...copied,
-      sinceCommit: since === undefined ? 0 : Math.max(0, this.#setup.now() - since),
-    });
+    if (copied)
+      this.#setup.events.emit("replicated", {
+        step,
+        tier: tier.index,
+        ...copied,
+        sinceCommit: since === undefined ? 0 : Math.max(0, this.#setup.now() - since),
+      });
     this.committed(step, tier.index);
     this.#retainUpTo(tier.index, step);
   }

@@ -14,6 +14,7 @@ import { StepFiles } from "./step-files.js";
 import { StepIndex } from "./step-index.js";
 import { parseStep, stepDir } from "./step-naming.js";
 import { hostileJsonCopy, metricsOf } from "./stored-values.js";
+import { type CopyIdentity, identityOf } from "./copy-identity.js";
 
 /** What `metadata(step)` returns, as the manager stores it in each step's user metadata. */
 export interface StepMetadata {
@@ -83,6 +84,10 @@ export class StepStore {
   readonly #index: StepIndex;
   readonly #records = new Map<number, StepRecord>();
   readonly #damaged = new Map<number, CheckpointError>();
+  /** Which checkpoint each committed step is (read with its record, or known from this process's save or copy). */
+  readonly #identities = new Map<number, CopyIdentity>();
+  /** Steps this store's retention deleted, with what they were: they reached this tier and aged out. */
+  readonly #retired = new Map<number, CopyIdentity | undefined>();
   /** Which files of other steps the committed steps use: deletions keep those (mark and sweep). */
   readonly #files = new StepFiles();
   /** Steps this store un-committed whose other objects it could not all delete, with those objects: finished by the next pass whatever their age. */
@@ -139,11 +144,52 @@ export class StepStore {
     );
   }
 
-  /** A step this process committed, with what retention needs of it and the files of other steps it references (an incremental save's `referenced`). */
-  remember(record: StepRecord, referenced: readonly string[] = []): void {
+  /**
+   * A step this process committed, with what retention needs of it, the files of other steps it
+   * references (an incremental save's `referenced`) and which checkpoint it is.
+   */
+  remember(record: StepRecord, referenced: readonly string[], identity: CopyIdentity): void {
     this.#records.set(record.step, record);
     this.#committedElsewhere(record.step);
     this.#files.set(record.step, referenced);
+    this.#identities.set(record.step, identity);
+  }
+
+  /** Whether the root was listed at least once: until then only this process's own commits are known. */
+  get listed(): boolean {
+    return this.#index.listedAt !== undefined;
+  }
+
+  /** Whether the index lists `step` committed (its metadata may still be damaged); false before the first listing. */
+  lists(step: number): boolean {
+    return this.#index.has(step);
+  }
+
+  /** Steps known committed without listing again: the latest listing's, and this process's own commits since. */
+  knownSteps(): number[] {
+    return [...new Set([...this.#index.steps(), ...this.#identities.keys()])].sort((a, b) => a - b);
+  }
+
+  /**
+   * Steps whose directory holds data files `rank` wrote but no metadata.json, at the latest
+   * listing: with a tier 0 per rank, a rank other than 0 holds its files of committed steps so.
+   */
+  filesOfRank(rank: number): number[] {
+    const prefix = `data-r${rank}-`;
+    return this.#index
+      .leftovers()
+      .filter(([, { paths }]) => paths.some((p) => p.slice(p.indexOf("/") + 1).startsWith(prefix)))
+      .map(([step]) => step);
+  }
+
+  /** Which checkpoint `step` is here, once its metadata was read (or this process committed it); undefined otherwise. */
+  identityOf(step: number): CopyIdentity | undefined {
+    return this.#identities.get(step);
+  }
+
+  /** Whether this store's retention deleted `step` as the checkpoint `identity`: it reached here and aged out. */
+  retired(step: number, identity: CopyIdentity): boolean {
+    return this.#retired.has(step) && this.#retired.get(step) === identity;
   }
 
   /** A step found committed by someone else (a lost commit race): listed from now on, its metadata read when needed. */
@@ -154,6 +200,7 @@ export class StepStore {
   /** A step another rank deleted (rank 0's retention): no longer listed here. */
   forget(step: number): void {
     this.#records.delete(step);
+    this.#identities.delete(step);
     this.#damaged.delete(step);
     this.#files.forget(step);
     this.#index.removed(step);
@@ -284,7 +331,9 @@ export class StepStore {
             attempt(step, async () => {
               if (isBusy(step)) return;
               // Every listed step was read (marked) above: no pass over them per deletion.
+              const identity = this.#identities.get(step);
               swept.push(...(await this.#delete(step, false, this.#sweepsByRank)));
+              this.#retired.set(step, identity);
               deleted.push(step);
             }),
           );
@@ -327,6 +376,7 @@ export class StepStore {
 
   #committedElsewhere(step: number): void {
     this.#damaged.delete(step);
+    this.#retired.delete(step);
     this.#unfinished.delete(step);
     this.#index.added(step);
   }
@@ -340,6 +390,7 @@ export class StepStore {
   /** Drops what is known of steps no longer committed (deleted by anyone), so the caches only hold listed steps. */
   #forgetUnlisted(): void {
     for (const step of this.#records.keys()) if (!this.#index.has(step)) this.#records.delete(step);
+    for (const step of this.#identities.keys()) if (!this.#index.has(step)) this.#identities.delete(step);
     for (const step of this.#damaged.keys()) if (!this.#index.has(step)) this.#damaged.delete(step);
     for (const step of this.#files.steps()) if (!this.#index.has(step)) this.#files.forget(step);
   }
@@ -414,6 +465,7 @@ export class StepStore {
     };
     this.#records.set(step, record);
     this.#files.set(step, referencedFiles(metadata));
+    this.#identities.set(step, identityOf(metadata));
     return record;
   }
 }

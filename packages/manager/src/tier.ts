@@ -4,6 +4,7 @@ import { RetentionRunner } from "./retention-runner.js";
 import type { RetentionFailure, SweptFile } from "./step-store.js";
 import { StepStore } from "./step-store.js";
 import type { TierConfig } from "./tier-config.js";
+import type { CopyIdentity } from "./copy-identity.js";
 
 /** One tier's state as `mgr.tiers()` reports it. */
 export interface TierState {
@@ -40,17 +41,17 @@ export interface TierSetup {
 }
 
 /**
- * One location of a manager: its `StepStore` (opened on first use), its own retention runner,
- * and the steps known to have reached it. Tier 0 is where saves commit; slower tiers receive
- * copies. `reached` keeps a step after this tier's retention deleted it, so faster tiers stop
- * holding it. The manager owns one per location, the replication queue reads and fills them.
+ * One location of a manager: its `StepStore` (opened on first use), whose index is this tier's
+ * one index of steps (listed once, then kept up to date by this process's saves, copies and
+ * deletions), and its own retention runner. Tier 0 is where saves commit; slower tiers receive
+ * copies. The manager owns one per location; replication asks it whether it holds a replica.
  */
 export class Tier {
   readonly config: TierConfig;
-  /** Steps committed here, by this process or found listed: never copied here again. */
-  readonly reached = new Set<number>();
   readonly #options: TierSetup;
   #store: Promise<StepStore> | undefined;
+  /** The first listing's attempt, shared: decisions that need the index wait for it once. */
+  #firstListing: Promise<boolean> | undefined;
   #opened: StepStore | undefined;
   #retention: RetentionRunner | undefined;
 
@@ -108,22 +109,45 @@ export class Tier {
     return this.#store;
   }
 
-  /** Committed steps here (listing once), recorded as reached. */
+  /** Committed steps here whose metadata reads back (listing once). */
   async committedSteps(): Promise<number[]> {
-    const steps = await (await this.open()).committedSteps();
-    for (const step of steps) this.reached.add(step);
-    return steps;
+    return (await this.open()).committedSteps();
   }
 
-  /** A step committed here by this process (a save or a copy), with the files of other steps it references (an incremental save's). */
+  /**
+   * Waits for this tier's first listing (and the read of each step's metadata), started once and
+   * shared; resolves whether the index is filled. A tier that cannot be listed resolves false:
+   * the caller decides without it (and its listing is retried in the background).
+   */
+  async indexed(): Promise<boolean> {
+    this.#firstListing ??= this.committedSteps().then(
+      () => true,
+      () => false,
+    );
+    return (await this.#firstListing) || this.#opened?.listed === true;
+  }
+
+  /**
+   * Whether this tier holds the checkpoint `identity` as `step`: committed here with the same
+   * identity (read from its metadata, or known from this process's copy), or deleted by this
+   * tier's retention after it arrived. Anything else (not listed yet, absent, damaged, another
+   * checkpoint under that number) is not a replica, and a faster tier keeps its copy.
+   */
+  holdsReplica(step: number, identity: CopyIdentity | undefined): boolean {
+    const store = this.#opened;
+    if (identity === undefined || store === undefined) return false;
+    return store.identityOf(step) === identity || store.retired(step, identity);
+  }
+
+  /** A step committed here by this process (a save or a copy), with the files of other steps it references and which checkpoint it is. */
   committed(
     step: number,
     time: number,
     metrics: Readonly<Record<string, number>>,
-    referenced: readonly string[] = [],
+    referenced: readonly string[],
+    identity: CopyIdentity,
   ): void {
-    this.reached.add(step);
-    this.#opened?.remember({ step, time, metrics }, referenced);
+    this.#opened?.remember({ step, time, metrics }, referenced, identity);
   }
 
   /** Closes the storage if this tier opened it from a URL (a tier that failed to open has nothing to close). */

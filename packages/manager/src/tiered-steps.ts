@@ -42,32 +42,43 @@ async function acrossTiers<T>(
 }
 
 /**
- * Committed steps on any tier, ascending. With several ranks (a collective): the steps some tier
- * holds on every rank, which are those every rank can restore together.
+ * Committed steps on any tier, ascending. With several ranks (a collective): the steps rank 0
+ * sees committed on some tier where every other rank holds them too (committed, or with a tier
+ * 0 per rank, a directory of its own files of that step), which are those every rank can restore
+ * together.
  */
 export async function allStepsOf(
   tiers: readonly Tier[],
   events: ManagerEmitter,
   group?: ProcessGroup,
 ): Promise<number[]> {
+  const rank = group?.rank ?? 0;
   const lists = await acrossTiers(
     tiers,
     events,
-    async (_store, tier) => [tier.index, await tier.committedSteps()] as const,
+    async (store, tier) => [tier.index, await tier.committedSteps(), store.filesOfRank(rank)] as const,
   );
   if (group === undefined || group.worldSize === 1)
     return [...new Set(lists.flatMap(([, steps]) => steps))].sort((a, b) => a - b);
-  const ranks = await group.allGather(lists.map(([index, steps]) => [index, steps]));
+  const ranks = await group.allGather(lists.map(([index, steps, own]) => [index, steps, own]));
+  // Every rank decides from the same gathered lists, rank 0's first: they all answer alike.
+  const listOf = (r: unknown, index: number): [unknown, unknown, unknown] | undefined =>
+    Array.isArray(r)
+      ? (r.find((e) => Array.isArray(e) && e[0] === index) as [unknown, unknown, unknown] | undefined)
+      : undefined;
+  const has = (list: unknown, step: number): boolean => Array.isArray(list) && list.includes(step);
   const common = new Set<number>();
-  for (const [index, steps] of lists) {
-    for (const step of steps) {
+  for (const tier of tiers) {
+    const first = listOf(ranks[0], tier.index);
+    if (!first || !Array.isArray(first[1])) continue;
+    for (const step of first[1]) {
       // Other ranks' lists, yet checked: a rank trusts no value it did not make.
-      const everywhere = ranks.every(
-        (r) =>
-          Array.isArray(r) &&
-          r.some((e) => Array.isArray(e) && e[0] === index && Array.isArray(e[1]) && e[1].includes(step)),
-      );
-      if (everywhere) common.add(step);
+      if (!Number.isSafeInteger(step)) continue;
+      const everywhere = ranks.every((r, i) => {
+        const list = listOf(r, tier.index);
+        return list !== undefined && (has(list[1], step as number) || (i > 0 && has(list[2], step as number)));
+      });
+      if (everywhere) common.add(step as number);
     }
   }
   return [...common].sort((a, b) => a - b);
@@ -136,7 +147,7 @@ export function tierStates(tiers: readonly Tier[], replication: Replication | un
       try {
         listed = { steps: await tier.committedSteps() };
       } catch (error) {
-        listed = { steps: [...tier.reached].sort((x, y) => x - y), listingFailure: error };
+        listed = { steps: store.knownSteps(), listingFailure: error };
       }
       return {
         index: tier.index,
@@ -152,19 +163,6 @@ export function tierStates(tiers: readonly Tier[], replication: Replication | un
   );
 }
 
-/** A step committed on a slower tier (as far as this manager knows) is not saved again without `overwrite`. */
-export async function refuseOnSlowerTiers(tiers: readonly Tier[], step: number): Promise<void> {
-  for (const tier of tiers.slice(1)) {
-    if (tier.reached.has(step) && (await (await tier.open()).isCommitted(step).catch(() => false))) {
-      throw new CheckpointError(
-        "already_exists",
-        `step ${step} is already committed on tier ${tier.index}; pass { overwrite: true } to replace it`,
-        { context: { step } },
-      );
-    }
-  }
-}
-
 /** Deletes `step` on every tier, the fastest first, and drops its queued copies; every tier is tried, the first failure thrown. */
 export async function deleteEverywhere(
   tiers: readonly Tier[],
@@ -174,7 +172,6 @@ export async function deleteEverywhere(
   replication?.queue.remove(step);
   let failure: unknown;
   for (const tier of tiers) {
-    tier.reached.delete(step);
     try {
       await (await tier.open()).deleteStep(step);
     } catch (error) {

@@ -1,0 +1,71 @@
+import { createHash, randomBytes } from "node:crypto";
+import { CheckpointError, type CheckpointMetadata, type StorageAdapter, readMetadata } from "@cairn/core";
+import { joinPath } from "@cairn/core/storage";
+import { stepDir } from "./step-naming.js";
+
+/**
+ * Which checkpoint a step directory holds, so a copy on another tier counts as this step's
+ * replica only when it is the same checkpoint (docs/tiers.md, "When a copy counts"). A manager
+ * writes a fresh `checkpointId` into each save's user metadata; copies keep it. A step saved
+ * without one (an older Cairn, another tool) is known by a fingerprint of what copies keep too:
+ * its commit time, user metadata and every chunk's box and CRCs (not the data file names).
+ */
+export type CopyIdentity = string;
+
+/** The user-metadata field holding a save's identity. */
+export const CHECKPOINT_ID_FIELD = "checkpointId";
+const ID_PATTERN = /^[0-9a-f]{32}$/;
+
+/** A new identity for a save: 128 random bits. */
+export function newCheckpointId(): string {
+  return randomBytes(16).toString("hex");
+}
+
+/** The identity of the save that wrote `checkpointId` into its metadata. */
+export function savedIdentity(checkpointId: string): CopyIdentity {
+  return `id:${checkpointId}`;
+}
+
+/** Whether `value` is a checkpoint id as `newCheckpointId` makes them. */
+export function isCheckpointId(value: unknown): value is string {
+  return typeof value === "string" && ID_PATTERN.test(value);
+}
+
+/** The identity of a checkpoint from its (parsed, checked) metadata. */
+export function identityOf(metadata: CheckpointMetadata): CopyIdentity {
+  const id = metadata.user[CHECKPOINT_ID_FIELD];
+  if (isCheckpointId(id)) return savedIdentity(id);
+  const hash = createHash("sha256");
+  hash.update(JSON.stringify([metadata.createdAt, metadata.user]));
+  for (const entry of metadata.entries) {
+    if (entry.kind === "value") hash.update(JSON.stringify(entry));
+    else
+      for (const c of entry.chunks)
+        hash.update(JSON.stringify([entry.key, c.offsets, c.sizes, c.byteOffset, c.blockSize, c.crc32c]));
+  }
+  return `fp:${hash.digest("hex")}`;
+}
+
+/**
+ * `step`'s copy on `storage` with its identity, once it is known to be readable: its metadata
+ * parses and checks, and every data file it names is there with its recorded size. Throws
+ * `corrupt` (or what reading threw) otherwise.
+ */
+export async function readableCopy(
+  storage: StorageAdapter,
+  step: number,
+  signal?: AbortSignal,
+): Promise<{ readonly identity: CopyIdentity; readonly metadata: CheckpointMetadata }> {
+  const metadata = await readMetadata({ storage, path: stepDir(step), ...(signal ? { signal } : {}) });
+  for (const [name, file] of Object.entries(metadata.files)) {
+    const path = joinPath(file.dir ?? stepDir(step), name);
+    const info = await storage.stat(path);
+    if (info?.size !== file.size)
+      throw new CheckpointError(
+        "corrupt",
+        `${storage.root}/${path} of step ${step} is ${info ? `${info.size} bytes, not ${file.size}` : "missing"}`,
+        { context: { step, path } },
+      );
+  }
+  return { identity: identityOf(metadata), metadata };
+}
