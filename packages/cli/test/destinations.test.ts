@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { type HostTensor, hostTensor, load, openStorage, readMetadata, save } from "@cairn/core";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
-import { readSafetensorsHeader, safetensorsEntries, writeCheckpoint } from "@cairn/core/ops";
+import { layoutEntries, readSafetensorsLayout, writeCheckpoint } from "@cairn/core/ops";
 import { cairn, cairnProcess, jsonLines, pattern, tempDir, withStorage } from "./helpers.js";
 import { writeSafetensorsSpec } from "./safetensors-reader.js";
 
@@ -175,12 +175,7 @@ describe("nothing that exists is overwritten without --force", () => {
       ),
     );
     const input = await openStorage(url);
-    const { entries } = safetensorsEntries(
-      input,
-      "w.safetensors",
-      await readSafetensorsHeader(input, "w.safetensors", "w"),
-      "w",
-    );
+    const entries = layoutEntries(input, await readSafetensorsLayout(input, "w.safetensors", "w"));
     for (const fault of [
       { operation: "write" as const, path: (p: string) => p.endsWith(".safetensors") },
       { operation: "write" as const, path: (p: string) => p.endsWith("metadata.json") },

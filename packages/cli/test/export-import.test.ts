@@ -17,8 +17,8 @@ import { describe, expect, it } from "vitest";
 import {
   CheckpointReader,
   exportSafetensors,
-  readSafetensorsHeader,
-  safetensorsEntries,
+  layoutEntries,
+  readSafetensorsLayout,
   writeCheckpoint,
 } from "@cairn/core/ops";
 import {
@@ -283,9 +283,12 @@ describe("export and import", () => {
     expect(largest.write).toBeLessThanOrEqual(256 << 10);
     largest.read = largest.write = 0;
     await withStorage(url, async (storage) => {
-      const file = await readSafetensorsHeader(recording(storage), "big.safetensors", "big.safetensors");
-      const { entries, user } = safetensorsEntries(recording(storage), "big.safetensors", file, "big.safetensors");
-      await writeCheckpoint(recording(storage), "again", entries, { user, readBytes: 256 << 10, blockSize: 64 << 10 });
+      const layout = await readSafetensorsLayout(recording(storage), "big.safetensors", "big.safetensors");
+      await writeCheckpoint(recording(storage), "again", layoutEntries(recording(storage), layout), {
+        user: layout.user,
+        readBytes: 256 << 10,
+        blockSize: 64 << 10,
+      });
     });
     expect(largest.read).toBeLessThanOrEqual(256 << 10);
     expect(largest.write).toBeLessThanOrEqual(256 << 10);

@@ -154,7 +154,7 @@ const STAGING_STRATEGIES: ReadonlySet<unknown> = new Set<StagingStrategy>(["copy
 
 /** The options of the call itself: where, and the options only a background save has; save's own are checked once staged, as for `save`. */
 function asyncSaveOptionsOf(idOrOptions: string | AsyncSaveOptions): AsyncSaveOptions {
-  const options = checkpointOptionsOf(idOrOptions, "asyncSave");
+  const options = checkpointOptionsOf(idOrOptions, "asyncSave", "write");
   const prefix = "asyncSave: option ";
   checkOption(
     options,

@@ -29,6 +29,7 @@ import {
 } from "../state/state-dict.js";
 import { type HostTensor, type VariableLike } from "../state/tensors.js";
 import { joinPath } from "../storage/storage-adapter.js";
+import { layoutMetadata, readSafetensorsLayout } from "./safetensors-layout.js";
 import { type TfjsModule, tfjsModule } from "./tfjs.js";
 
 /** On remote storage, a gap up to this size between two needed ranges costs less to read than one more request. */
@@ -83,10 +84,18 @@ function cancelledOr(error: unknown, signal: AbortSignal | undefined, what: stri
   return signal?.aborted ? cancelledError(signal, what, null) : error;
 }
 
+/**
+ * The metadata of what `location` holds, and the directory its data files are in. An `hf+`
+ * location's is its safetensors layout's (`layoutMetadata`), whose files carry no block checksums.
+ */
 async function readCheckpointMetadata(
   location: OpenedCheckpoint,
   options: CheckpointOptions,
-): Promise<{ metadata: CheckpointMetadata; bytes: number }> {
+): Promise<{ metadata: CheckpointMetadata; bytes: number; dir: string; checksums: boolean }> {
+  if (location.safetensors) {
+    const layout = await readSafetensorsLayout(location.storage, location.dir, location.where, options.signal);
+    return { metadata: layoutMetadata(layout), bytes: layout.bytesRead, dir: layout.dir, checksums: false };
+  }
   const path = joinPath(location.dir, METADATA_FILE);
   let bytes: Uint8Array;
   try {
@@ -112,6 +121,8 @@ async function readCheckpointMetadata(
   return {
     metadata: parseMetadata(bytes, `${location.where.replace(/\/$/, "")}/${METADATA_FILE}`),
     bytes: bytes.byteLength,
+    dir: location.dir,
+    checksums: true,
   };
 }
 
@@ -127,6 +138,10 @@ async function readCheckpointMetadata(
  * may be partly filled.
  *
  * Without a target, resolves the whole state dict as host tensors and values.
+ *
+ * `hf+<url>` loads from a Hugging Face safetensors layout without importing it (see
+ * `readSafetensorsLayout`): tensors keyed by their names split at dots, only the ranges a target
+ * needs read. Its files carry no checksums: their headers and sizes are checked, not their data.
  *
  * Throws `not_found`, `not_committed`, `unsupported_version`, `mismatch` (a key missing or of
  * another dtype or shape), `corrupt` (checksum, truncation, malformed metadata), `cancelled`, `storage`.
@@ -177,11 +192,11 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
   let readers: ObjectReaders | undefined;
   try {
     throwIfAborted(options.signal, "the load", null);
-    const { metadata, bytes: metadataBytes } = await readCheckpointMetadata(location, options);
-    const opened = new ObjectReaders(location.storage, location.dir, {
+    const { metadata, bytes: metadataBytes, dir, checksums } = await readCheckpointMetadata(location, options);
+    const opened = new ObjectReaders(location.storage, dir, {
       retry: options.retry,
       signal: options.signal,
-      pathOf: (name) => dataFilePath(location.dir, name, metadata.files[name]),
+      pathOf: (name) => dataFilePath(dir, name, metadata.files[name]),
     });
     readers = opened;
     const tf = flattened?.leaves.some((l) => l.leaf.kind === "tensor" && l.leaf.source.kind === "tfjs")
@@ -222,6 +237,7 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
         concurrency: options.concurrency ?? 8,
         maxReadBytes: options.maxReadBytes ?? 8 << 20,
         maxInflightBytes: options.maxInflightBytes ?? 64 << 20,
+        verifyBlocks: checksums,
         ...(options.signal ? { signal: options.signal } : {}),
       },
     );

@@ -69,6 +69,11 @@ export interface RangeReadOptions {
   readonly checkedFiles?: Set<string>;
   /** Reads a range into several buffers in order, resolving the bytes read; undefined where it cannot (see `ObjectReaders.readScattered`). */
   readonly readScattered?: (file: string, offset: number, parts: readonly Uint8Array[]) => Promise<number | undefined>;
+  /**
+   * False only for files that carry no block checksums (a Hugging Face safetensors layout, chosen
+   * by the caller's `hf+` URL, never by anything stored): sizes and headers are still checked.
+   */
+  readonly verifyBlocks?: boolean;
   readonly signal?: AbortSignal;
 }
 
@@ -104,6 +109,7 @@ export async function readRanges(
   read: ReadFn,
   options: RangeReadOptions,
 ): Promise<{ files: number }> {
+  const verify = options.verifyBlocks !== false;
   const { ranges, maxRead } = planRanges(items, destinations, options.maxReadBytes, options.coalesceGapBytes ?? 0);
   const firstRanges = new Map<string, RangeRead>();
   for (const range of ranges) if (!firstRanges.has(range.file)) firstRanges.set(range.file, range);
@@ -179,7 +185,7 @@ export async function readRanges(
       if (data.byteLength < length) throw truncated(range, range.start + data.byteLength);
       for (const piece of range.pieces) {
         const bytes = data.subarray(piece.start - range.start, piece.end - range.start);
-        verifyPiece(piece, bytes, destinations);
+        if (verify) verifyPiece(piece, bytes, destinations);
         if (direct && data.buffer === direct.buffer && data.byteOffset === direct.byteOffset) continue;
         for (const { item, layout } of piece.consumers) {
           const destination = destinations[item.request]!;
@@ -213,7 +219,7 @@ export async function readRanges(
       for (const { at, length, data } of reads) {
         const bytes = await data;
         if (bytes.byteLength < length) throw truncated(range, at + bytes.byteLength);
-        checkBlocks(piece.chunk, key, at - piece.chunk.byteOffset, bytes);
+        if (verify) checkBlocks(piece.chunk, key, at - piece.chunk.byteOffset, bytes);
         const place = into.subarray(at - range.start, at - range.start + length);
         if (bytes.buffer !== place.buffer || bytes.byteOffset !== place.byteOffset) place.set(bytes);
       }
@@ -233,7 +239,7 @@ export async function readRanges(
     const got = await options.readScattered!(range.file, range.start, parts);
     if (got === undefined) return false;
     if (got < range.end - range.start) throw truncated(range, range.start + got);
-    for (const [i, piece] of range.pieces.entries()) verifyPiece(piece, parts[i]!, destinations);
+    if (verify) for (const [i, piece] of range.pieces.entries()) verifyPiece(piece, parts[i]!, destinations);
     return true;
   }
 

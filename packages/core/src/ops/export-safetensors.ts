@@ -1,24 +1,12 @@
 import { CheckpointError } from "../errors.js";
-import type { ValueEntry } from "../format/metadata.js";
+import { CAIRN_METADATA_KEY, type ExportedLayout } from "../format/exported-layout.js";
 import { layoutSafetensors, uniqueTensorNames } from "../format/safetensors.js";
 import { itemSize } from "../state/dtypes.js";
-import { type KeyPath, displayKey } from "../state/state-dict.js";
+import { displayKey } from "../state/state-dict.js";
 import { withRetry } from "../storage/retry.js";
 import type { StorageAdapter } from "../storage/storage-adapter.js";
 import type { CheckpointReader } from "./checkpoint-reader.js";
 import { tensorPieces } from "./source-tensor.js";
-
-/** The `__metadata__` field that lets `importSafetensors` rebuild a checkpoint exactly: key paths, kinds, values, user metadata. */
-export const CAIRN_METADATA_KEY = "cairn";
-
-/** What `__metadata__.cairn` holds (a JSON string, as safetensors metadata values are strings). */
-export interface ExportedLayout {
-  readonly version: 1;
-  readonly entries: readonly (
-    { readonly name: string; readonly key: KeyPath; readonly kind: "tensor" | "bytes" } | ValueEntry
-  )[];
-  readonly user: Readonly<Record<string, unknown>>;
-}
 
 export interface ExportOptions {
   readonly signal?: AbortSignal;

@@ -6,7 +6,8 @@ import { hostTensor } from "../state/tensors.js";
 import { MapStorage } from "../../test/map-storage.js";
 import { CheckpointReader } from "./checkpoint-reader.js";
 import { exportSafetensors } from "./export-safetensors.js";
-import { importSafetensors, readSafetensorsHeader } from "./import-safetensors.js";
+import { readSafetensorsLayout } from "../load/safetensors-layout.js";
+import { importSafetensors } from "./import-safetensors.js";
 
 /** A safetensors file of uint8 tensors, laid out by core, with `metadata` as its __metadata__. */
 function safetensorsFile(tensors: Record<string, number[]>, metadata: Record<string, string> = {}): Uint8Array {
@@ -22,8 +23,8 @@ function safetensorsFile(tensors: Record<string, number[]>, metadata: Record<str
 }
 
 async function importFile(storage: MapStorage, name: string, dir: string) {
-  const file = await readSafetensorsHeader(storage, name, `map://${name}`);
-  return importSafetensors({ storage, name, where: `map://${name}`, file }, { storage, dir });
+  const layout = await readSafetensorsLayout(storage, name, `map://${name}`);
+  return importSafetensors({ storage, layout }, { storage, dir });
 }
 
 describe("exportSafetensors and importSafetensors", () => {

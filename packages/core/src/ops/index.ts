@@ -2,25 +2,18 @@ export { type CheckpointReaderOptions, CheckpointReader } from "./checkpoint-rea
 export { type ReplacedCheckpoint, checkpointDestination, commitCheckpoint } from "./commit-checkpoint.js";
 export { type CopyOptions, type CopyResult, copyCheckpoint } from "./copy-checkpoint.js";
 export { refuseInsideSource } from "./destination-inside-source.js";
-export {
-  type ExportOptions,
-  type ExportedLayout,
-  CAIRN_METADATA_KEY,
-  exportSafetensors,
-} from "./export-safetensors.js";
-export {
-  type SafetensorsFile,
-  importSafetensors,
-  readSafetensorsHeader,
-  safetensorsEntries,
-} from "./import-safetensors.js";
+export { type ExportOptions, exportSafetensors } from "./export-safetensors.js";
+export { CAIRN_METADATA_KEY, type ExportedLayout } from "../format/exported-layout.js";
+export { importSafetensors, layoutEntries } from "./import-safetensors.js";
+export { type SafetensorsFile, readSafetensorsHeader } from "../load/safetensors-file.js";
+export { type LaidOutTensor, type SafetensorsLayout, readSafetensorsLayout } from "../load/safetensors-layout.js";
 export { type ReusableCheckpoint, type ReusedFile, reusableFiles } from "./reuse-files.js";
 export { type SiblingReferences, siblingReferences } from "./files-in-use.js";
 export { type CheckpointSummary, type InspectedEntry, dataBytes, inspectCheckpoint } from "./inspect-checkpoint.js";
 export { prefetched } from "./prefetch.js";
 export { rangeBoxes } from "./row-major.js";
 export { type EntrySource, type SourceTensor, tensorPieces } from "./source-tensor.js";
-export { checkKeyPath, forbiddenKeyReason, parseStoredJson } from "./stored-keys.js";
+export { checkKeyPath, forbiddenKeyReason, parseStoredJson } from "../format/stored-keys.js";
 export {
   type Damage,
   type VerifyOptions,

@@ -47,7 +47,7 @@ type RankOutcome =
  */
 export async function save(stateDict: StateDict, checkpointIdOrOptions: string | SaveOptions): Promise<SaveResult> {
   const started = performance.now();
-  const options = checkpointOptionsOf(checkpointIdOrOptions, "save");
+  const options = checkpointOptionsOf(checkpointIdOrOptions, "save", "write");
   checkSaveOptions(options, "save: option ");
   return saveLeaves(await flattenStateDict(stateDict), options, started);
 }

@@ -23,6 +23,8 @@ export interface CheckpointOptions {
 
 export interface OpenedCheckpoint {
   readonly storage: StorageAdapter;
+  /** Opened through `hf+`: `dir` names a Hugging Face safetensors layout, not a Cairn checkpoint. */
+  readonly safetensors?: boolean;
   /** The checkpoint's directory relative to the adapter's root ("" for the root itself). */
   readonly dir: string;
   /** For messages: the URL or root and path. */
@@ -33,11 +35,30 @@ export interface OpenedCheckpoint {
 }
 
 /**
+ * `hf+<storage URL>` names a Hugging Face safetensors layout where a checkpoint is read
+ * (`hf+file:///models/llama`, `hf+s3://bucket/model`, any registered protocol): the directory
+ * holding `model.safetensors.index.json` or `model.safetensors`, the index, or one file.
+ */
+export const SAFETENSORS_URL_PREFIX = "hf+";
+
+/** The storage URL inside an `hf+` location, or undefined for any other. */
+function safetensorsInner(checkpointId: string | undefined): string | undefined {
+  return checkpointId?.startsWith(SAFETENSORS_URL_PREFIX)
+    ? checkpointId.slice(SAFETENSORS_URL_PREFIX.length)
+    : undefined;
+}
+
+/**
  * Every entry point takes a URL or path, or options: this makes options of either, and refuses
  * anything else, or options of the wrong types, with `invalid_argument` (`call` names the
- * entry point in messages).
+ * entry point in messages). A call that writes (`access: "write"`) refuses an `hf+` location,
+ * which is read-only.
  */
-export function checkpointOptionsOf<T extends CheckpointOptions>(idOrOptions: string | T, call = "openCheckpoint"): T {
+export function checkpointOptionsOf<T extends CheckpointOptions>(
+  idOrOptions: string | T,
+  call = "openCheckpoint",
+  access: "read" | "write" = "read",
+): T {
   if (typeof idOrOptions === "string") {
     if (idOrOptions === "") throw invalidArgument(`${call}: the checkpoint URL or path is empty`);
     return { checkpointId: idOrOptions } as T;
@@ -82,6 +103,11 @@ export function checkpointOptionsOf<T extends CheckpointOptions>(idOrOptions: st
   if (idOrOptions.checkpointId === undefined && idOrOptions.storage === undefined) {
     throw invalidArgument(
       `${call}: say where the checkpoint is: pass a URL or path, or { checkpointId }, or { storage, path }`,
+    );
+  }
+  if (access === "write" && safetensorsInner(idOrOptions.checkpointId) !== undefined) {
+    throw invalidArgument(
+      `${call}: ${idOrOptions.checkpointId} is a Hugging Face safetensors layout (${SAFETENSORS_URL_PREFIX}), which is read, never written; save a checkpoint and write the layout with cairn export <checkpoint> <dir> --hf`,
     );
   }
   return idOrOptions;
@@ -139,6 +165,10 @@ function isRetryPolicy(value: unknown): boolean {
   return numbers && (value.maxAttempts === undefined || (value.maxAttempts as number) >= 1);
 }
 
+/**
+ * Opens where a checkpoint is. An `hf+` location opens the storage inside it, with `safetensors`
+ * set: `dir` then names the layout (see `readSafetensorsLayout`).
+ */
 export async function openCheckpoint(idOrOptions: string | CheckpointOptions): Promise<OpenedCheckpoint> {
   const options = checkpointOptionsOf(idOrOptions);
   const group = options.processGroup ?? new SingleProcessGroup();
@@ -152,20 +182,31 @@ export async function openCheckpoint(idOrOptions: string | CheckpointOptions): P
       release: async () => undefined,
     };
   }
+  const inner = safetensorsInner(options.checkpointId);
+  const id = inner ?? options.checkpointId!;
+  const scheme = inner === undefined ? "" : SAFETENSORS_URL_PREFIX;
   // Rooted at the parent, so the checkpoint's siblings (an incremental step's base, format 2.1) are in reach.
-  const split = splitLastSegment(options.checkpointId!);
+  const split = splitLastSegment(id);
   if (split) {
     const storage = await openStorage(split.parent, options.storageOptions);
     return {
       storage,
+      safetensors: inner !== undefined,
       dir: split.name,
-      where: `${storage.root.replace(/\/$/, "")}/${split.segment}`,
+      where: `${scheme}${storage.root.replace(/\/$/, "")}/${split.segment}`,
       group,
       release: () => storage.close(),
     };
   }
-  const storage = await openStorage(options.checkpointId!, options.storageOptions);
-  return { storage, dir: "", where: storage.root, group, release: () => storage.close() };
+  const storage = await openStorage(id, options.storageOptions);
+  return {
+    storage,
+    safetensors: inner !== undefined,
+    dir: "",
+    where: `${scheme}${storage.root}`,
+    group,
+    release: () => storage.close(),
+  };
 }
 
 /**
