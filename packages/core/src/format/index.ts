@@ -46,5 +46,14 @@ export {
   formatVersionOf,
 } from "./metadata.js";
 export { parseMetadata, encodeMetadata } from "./metadata-json.js";
+export {
+  type SafetensorsIndex,
+  SAFETENSORS_INDEX_FILE,
+  SAFETENSORS_SINGLE_FILE,
+  encodeSafetensorsIndex,
+  isSafetensorsLayoutFile,
+  parseSafetensorsIndex,
+  shardFileName,
+} from "./safetensors-index.js";
 export { chunkBlockSize, MIN_BLOCK_SIZE } from "./checksum-blocks.js";
 export { dataFileName, dataFilePath, isDataFileName, isFileOfAttempt, tensorName } from "./naming.js";

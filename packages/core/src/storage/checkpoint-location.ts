@@ -61,7 +61,7 @@ export function checkpointOptionsOf<T extends CheckpointOptions>(
 ): T {
   if (typeof idOrOptions === "string") {
     if (idOrOptions === "") throw invalidArgument(`${call}: the checkpoint URL or path is empty`);
-    return { checkpointId: idOrOptions } as T;
+    return refuseWritingSafetensors({ checkpointId: idOrOptions } as T, call, access);
   }
   if (typeof idOrOptions !== "object" || idOrOptions === null || Array.isArray(idOrOptions)) {
     throw invalidArgument(
@@ -105,12 +105,16 @@ export function checkpointOptionsOf<T extends CheckpointOptions>(
       `${call}: say where the checkpoint is: pass a URL or path, or { checkpointId }, or { storage, path }`,
     );
   }
-  if (access === "write" && safetensorsInner(idOrOptions.checkpointId) !== undefined) {
+  return refuseWritingSafetensors(idOrOptions, call, access);
+}
+
+function refuseWritingSafetensors<T extends CheckpointOptions>(options: T, call: string, access: "read" | "write"): T {
+  if (access === "write" && safetensorsInner(options.checkpointId) !== undefined) {
     throw invalidArgument(
-      `${call}: ${idOrOptions.checkpointId} is a Hugging Face safetensors layout (${SAFETENSORS_URL_PREFIX}), which is read, never written; save a checkpoint and write the layout with cairn export <checkpoint> <dir> --hf`,
+      `${call}: ${options.checkpointId} is a Hugging Face safetensors layout (${SAFETENSORS_URL_PREFIX}), which is read, never written; save a checkpoint and write the layout with cairn export <checkpoint> <dir> --hf`,
     );
   }
-  return idOrOptions;
+  return options;
 }
 
 function invalidArgument(message: string): CheckpointError {
