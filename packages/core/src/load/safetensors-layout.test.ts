@@ -36,6 +36,12 @@ function sharded(storage: MapStorage, dir = "m"): void {
   );
 }
 
+/** Replaces m/'s index with one mapping each tensor to shard number n of 2 (total_size 6). */
+function reindex(storage: MapStorage, shards: Record<string, number>): void {
+  const map = new Map(Object.entries(shards).map(([name, n]) => [name, `model-0000${n}-of-00002.safetensors`]));
+  storage.objects.set("m/model.safetensors.index.json", encodeSafetensorsIndex(6, map));
+}
+
 describe("readSafetensorsLayout", () => {
   it("reads a sharded layout from its directory or its index: tensors keyed by dotted names, shard by shard", async () => {
     const storage = new MapStorage();
@@ -101,18 +107,7 @@ describe("readSafetensorsLayout", () => {
     ],
     [
       "a shard holding a tensor the index maps to another shard",
-      (s) =>
-        s.objects.set(
-          "m/model.safetensors.index.json",
-          encodeSafetensorsIndex(
-            6,
-            new Map([
-              ["a.x", "model-00001-of-00002.safetensors"],
-              ["a.y", "model-00002-of-00002.safetensors"],
-              ["b", "model-00002-of-00002.safetensors"],
-            ]),
-          ),
-        ),
+      (s) => reindex(s, { "a.x": 1, "a.y": 2, b: 2 }),
       /model-00001-of-00002\.safetensors holds tensor "a\.y", which the index maps to model-00002-of-00002\.safetensors/,
     ],
     [
@@ -127,19 +122,7 @@ describe("readSafetensorsLayout", () => {
     ],
     [
       "an index naming a tensor no shard holds",
-      (s) =>
-        s.objects.set(
-          "m/model.safetensors.index.json",
-          encodeSafetensorsIndex(
-            6,
-            new Map([
-              ["a.x", "model-00001-of-00002.safetensors"],
-              ["a.y", "model-00001-of-00002.safetensors"],
-              ["b", "model-00002-of-00002.safetensors"],
-              ["gone", "model-00002-of-00002.safetensors"],
-            ]),
-          ),
-        ),
+      (s) => reindex(s, { "a.x": 1, "a.y": 1, b: 2, gone: 2 }),
       /the index maps tensor "gone" to model-00002-of-00002\.safetensors, which does not hold it/,
     ],
     [
