@@ -24,6 +24,7 @@ export {
   type StateDict,
   displayKey,
 } from "./state/state-dict.js";
+export { bfloat16ToNumber, elementValues, float16ToNumber } from "./state/element-values.js";
 export { type HostTensor, type TensorLike, type VariableLike, hostTensor } from "./state/tensors.js";
 export { type Shard, type ShardedTensor, shardedTensor, isShardedTensor } from "./state/sharded-tensor.js";
 export {

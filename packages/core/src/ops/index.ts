@@ -9,6 +9,16 @@ export { type SafetensorsFile, readSafetensorsHeader } from "../load/safetensors
 export { type LaidOutTensor, type SafetensorsLayout, readSafetensorsLayout } from "../load/safetensors-layout.js";
 export { type ReusableCheckpoint, type ReusedFile, reusableFiles } from "./reuse-files.js";
 export { type SiblingReferences, siblingReferences } from "./files-in-use.js";
+export { type CheckpointDiff, type DiffOptions, type EntryDiff, diffCheckpoints } from "./diff-checkpoints.js";
+export { selectEntries } from "./select-entries.js";
+export {
+  type Histogram,
+  type StatsOptions,
+  type TensorStats,
+  binEdge,
+  checkpointStats,
+  tensorStats,
+} from "./tensor-stats.js";
 export { type CheckpointSummary, type InspectedEntry, dataBytes, inspectCheckpoint } from "./inspect-checkpoint.js";
 export { prefetched } from "./prefetch.js";
 export { rangeBoxes } from "./row-major.js";
