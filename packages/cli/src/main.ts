@@ -2,12 +2,14 @@ import { inspect, parseArgs } from "node:util";
 import { type StorageOptions, CheckpointError } from "@cairn/core";
 import { type CommandSpec, type OptionSpec, UsageError, makeContext } from "./command.js";
 import { cpCommand } from "./commands/cp.js";
+import { diffCommand } from "./commands/diff.js";
 import { exportCommand } from "./commands/export.js";
 import { gcCommand } from "./commands/gc.js";
 import { importCommand } from "./commands/import.js";
 import { inspectCommand } from "./commands/inspect.js";
 import { lsCommand } from "./commands/ls.js";
 import { rmCommand } from "./commands/rm.js";
+import { statsCommand } from "./commands/stats.js";
 import { fromTfjsCommand, toTfjsCommand } from "./commands/tfjs.js";
 import { verifyCommand } from "./commands/verify.js";
 import type { Output } from "./progress-bar.js";
@@ -22,6 +24,8 @@ export const COMMANDS: readonly CommandSpec[] = [
   lsCommand,
   inspectCommand,
   verifyCommand,
+  statsCommand,
+  diffCommand,
   exportCommand,
   importCommand,
   cpCommand,
