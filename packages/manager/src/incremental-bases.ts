@@ -36,7 +36,8 @@ export class IncrementalBases {
       if (left > 0) this.#held.set(base, left);
       else this.#held.delete(base);
     };
-    if (!(await store.isCommitted(base))) {
+    // Held first, then checked: a retention pass deleting it now, or done with it, makes this a full save.
+    if (store.isDeleting(base) || !(await store.isCommitted(base))) {
       release();
       return none;
     }

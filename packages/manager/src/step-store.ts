@@ -92,6 +92,8 @@ export class StepStore {
   readonly #files = new StepFiles();
   /** Steps this store un-committed whose other objects it could not all delete, with those objects: finished by the next pass whatever their age. */
   readonly #unfinished = new Map<number, readonly string[]>();
+  /** Steps whose metadata.json a deletion is removing now. */
+  readonly #deleting = new Set<number>();
   readonly #onDamaged: DamagedStepListener | undefined;
   readonly #now: () => number;
   readonly #openedAt: number;
@@ -236,21 +238,39 @@ export class StepStore {
     await this.#delete(step, listed, false);
   }
 
+  /** Whether a deletion of `step` has begun un-committing it: a save must not take it as its base. */
+  isDeleting(step: number): boolean {
+    return this.#deleting.has(step);
+  }
+
   /**
    * `deleteStep` once every step is marked (a retention pass marks once for all its deletions).
    * With `byRank`, resolves every rank's data files its sweep takes, read from its metadata first.
+   * `claim` is asked right before the metadata goes (in the same turn that marks the step as being
+   * deleted): false leaves the step alone and resolves undefined.
    */
-  async #delete(step: number, listed: boolean, byRank: boolean): Promise<SweptFile[]> {
+  async #delete(
+    step: number,
+    listed: boolean,
+    byRank: boolean,
+    claim: () => boolean = () => true,
+  ): Promise<SweptFile[] | undefined> {
     const dir = stepDir(step);
     const listing = listed ? undefined : this.#index.objectsOf(step)?.paths;
     // Its metadata, read before it is deleted, names its objects when no listing does, and every rank's files.
     const table = byRank || (!listed && !listing) ? await readFileTable(this.storage, step) : [];
     const known = listed ? undefined : (listing ?? table.filter((file) => file.own).map((file) => file.path));
     const ownReferences = this.#files.referencedBy(step);
-    await this.storage.delete(joinPath(dir, METADATA_FILE)).catch((error: unknown) => {
-      if (!isNotFound(error)) throw error;
-    });
-    this.forget(step);
+    if (!claim()) return undefined;
+    this.#deleting.add(step);
+    try {
+      await this.storage.delete(joinPath(dir, METADATA_FILE)).catch((error: unknown) => {
+        if (!isNotFound(error)) throw error;
+      });
+      this.forget(step);
+    } finally {
+      this.#deleting.delete(step);
+    }
     // Files of other steps it referenced: those of a step still committed (or being deleted, not yet forgotten) are that step's own, swept with it.
     const ownerGone = (path: string): boolean => {
       const owner = parseStep(path.slice(0, path.indexOf("/")));
@@ -329,10 +349,12 @@ export class StepStore {
         if (!isBusy(step) && !this.#unfinished.has(step))
           work.push(
             attempt(step, async () => {
-              if (isBusy(step)) return;
               // Every listed step was read (marked) above: no pass over them per deletion.
               const identity = this.#identities.get(step);
-              swept.push(...(await this.#delete(step, false, this.#sweepsByRank)));
+              // Busy is asked again in the turn the metadata goes: a save taking it as base meanwhile keeps it.
+              const gone = await this.#delete(step, false, this.#sweepsByRank, () => !isBusy(step));
+              if (gone === undefined) return;
+              swept.push(...gone);
               this.#retired.set(step, identity);
               deleted.push(step);
             }),
