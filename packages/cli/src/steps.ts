@@ -1,4 +1,5 @@
 import { type CheckpointErrorCode, type StorageAdapter, CheckpointError, isGone, readMetadata } from "@cairn/core";
+import { checkpointFingerprint } from "@cairn/core/format";
 import { type RetentionOptions, StepStore, parseStep, stepDir, stepsToDelete } from "@cairn/manager";
 import PQueue from "p-queue";
 
@@ -19,6 +20,11 @@ export interface StepListing {
   /** Committed: when it was saved (the manager's `savedAt`, else the commit time). Leftover: its newest object's time, if storage knows every object's. */
   readonly time?: string;
   readonly metrics: Readonly<Record<string, number>>;
+  /**
+   * Committed: its fingerprint (`checkpointFingerprint`: equal for steps with identical tensors),
+   * null for a step saved before content hashes (format 2.1 or older).
+   */
+  readonly fingerprint?: string | null;
   /** Set when the step has a metadata.json that cannot be read (damaged, foreign, unreadable): why. */
   readonly error?: { readonly code: StepProblem["code"]; readonly message: string };
 }
@@ -85,6 +91,7 @@ export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepL
               committed: true,
               time: typeof savedAt === "string" ? savedAt : metadata.createdAt,
               metrics: metricsOf(metadata.user.metrics),
+              fingerprint: (await checkpointFingerprint(metadata)) ?? null,
             };
           } catch (error) {
             // Deleted between the listing and the read (another manager's retention): a leftover now, if anything.

@@ -37,6 +37,8 @@ export {
   FORMAT_MAJOR,
   FORMAT_MINOR,
   FORMAT_MINOR_SHARED,
+  FORMAT_MINOR_HASHED,
+  CONTENT_HASH_ALGORITHM,
   DEFAULT_BLOCK_SIZE,
   valueOf,
   sharesFiles,
@@ -44,7 +46,10 @@ export {
   ownFiles,
   referencedFiles,
   formatVersionOf,
+  hasContentHashes,
 } from "./metadata.js";
+export { type Xxh128, type Xxh128Stream, loadXxh128 } from "./xxh128.js";
+export { checkpointFingerprint } from "./fingerprint.js";
 export { parseMetadata, encodeMetadata } from "./metadata-json.js";
 export {
   type SafetensorsIndex,

@@ -3,7 +3,7 @@ import { CheckpointError, describeValue } from "../errors.js";
 import { type CheckpointMetadata, FORMAT_MAJOR, FORMAT_NAME, METADATA_FILE } from "./metadata.js";
 import { corrupt, isCount, isRecord, refuseForbiddenKeys } from "./metadata-checks.js";
 import { decodeV1 } from "./metadata-v1.js";
-import { decodeV2, writeV2 } from "./metadata-v2.js";
+import { CONTENT_HASHES, decodeV2, writeV2 } from "./metadata-v2.js";
 import { JsonBytes } from "./json-bytes.js";
 
 /**
@@ -25,10 +25,11 @@ const CHECKSUM_PREFIX = new RegExp(`^\\{"${CHECKSUM_FIELD}":(\\d{1,10}),`);
 export function encodeMetadata(metadata: CheckpointMetadata): Uint8Array {
   const {
     [CHECKSUM_FIELD]: _stale,
+    [CONTENT_HASHES]: _table,
     files,
     entries,
     ...rest
-  } = metadata as CheckpointMetadata & { [CHECKSUM_FIELD]?: unknown };
+  } = metadata as CheckpointMetadata & { [CHECKSUM_FIELD]?: unknown; [CONTENT_HASHES]?: unknown };
   if (majorOf(metadata.version) !== FORMAT_MAJOR) {
     throw new CheckpointError(
       "invalid_argument",
@@ -131,6 +132,8 @@ export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetad
   if (raw.user !== undefined && !isRecord(raw.user)) throw corrupt(where, "user must be an object");
   const { files, entries } =
     major >= 2 ? decodeV2(raw, checksum.blockSize, where) : decodeV1(raw, checksum.blockSize, where);
+  // Held by the chunks now (`ChunkMetadata.hash`); the table is written again from them.
+  delete raw[CONTENT_HASHES];
   return {
     ...(raw as unknown as CheckpointMetadata),
     files,

@@ -2,7 +2,7 @@ import { type DType, byteSize, isDType } from "../state/dtypes.js";
 import { CheckpointError } from "../errors.js";
 import { type KeyPath, displayKey } from "../state/state-dict.js";
 import { decodeChecksums, encodeChecksums } from "./checksum-blocks.js";
-import type { ChunkMetadata, DataFileMetadata, EntryMetadata } from "./metadata.js";
+import { type ChunkMetadata, type DataFileMetadata, type EntryMetadata, CONTENT_HASH_ALGORITHM } from "./metadata.js";
 import {
   checkChunks,
   checkFile,
@@ -24,6 +24,8 @@ import type { JsonBytes } from "./json-bytes.js";
  * previous entry's; a chunk covering its whole tensor with the default block and name is
  * `[file, byteOffset, crc32c]`, others add offsets, sizes, block size and name.
  */
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 const FILE_FIELDS: ReadonlySet<string> = new Set(["name", "rank", "size", "headerLength", "headerCrc32c", "dir"]);
 
@@ -54,6 +56,8 @@ export function writeV2(
     );
   }
   out.text('],"entries":[');
+  /** Every chunk's content hash in order, while every chunk has one (format 2.2). */
+  let hashes: string[] | undefined = [];
   let previous: KeyPath = [];
   for (let e = 0; e < entries.length; e++) {
     const entry = entries[e]!;
@@ -95,6 +99,13 @@ export function writeV2(
           `a chunk of ${key.join(".")} is in ${chunk.file}, which the metadata's files do not list`,
         );
       const fields = chunkFields(chunk, key, shape, defaultBlockSize);
+      if (chunk.hash === undefined) hashes = undefined;
+      else if (!HEX_DIGEST.test(chunk.hash))
+        throw new CheckpointError(
+          "invalid_argument",
+          `a chunk of ${key.join(".")} has the content hash ${JSON.stringify(chunk.hash)}, not 32 lowercase hex digits`,
+        );
+      else hashes?.push(chunk.hash);
       out.text(c > 0 ? ",[" : "[");
       out.integer(file);
       out.byte(0x2c);
@@ -121,6 +132,35 @@ export function writeV2(
     out.text("]]");
   }
   out.byte(0x5d);
+  if (hashes && hashes.length > 0) {
+    out.text(`,"${CONTENT_HASHES}":{"algorithm":"${CONTENT_HASH_ALGORITHM}","chunks":"`);
+    out.text(Buffer.from(hashes.join(""), "hex").toString("base64"));
+    out.text('"}');
+  }
+}
+
+/** The field of format 2.2 holding every chunk's content hash, in the order `entries` lists the chunks. */
+export const CONTENT_HASHES = "contentHashes";
+const HEX_DIGEST = /^[0-9a-f]{32}$/;
+
+/**
+ * The content hashes of `raw.contentHashes` as one hex string (32 digits per chunk), undefined
+ * when there are none or their algorithm is one this Cairn does not know (the chunks are then
+ * read without hashes); `corrupt` when the field is malformed.
+ */
+function decodeContentHashes(raw: Record<string, unknown>, where: string): string | undefined {
+  const table = raw[CONTENT_HASHES];
+  if (table === undefined) return undefined;
+  if (!isRecord(table) || typeof table.algorithm !== "string" || typeof table.chunks !== "string")
+    throw corrupt(where, `${CONTENT_HASHES} must be { algorithm, chunks } with two strings`);
+  if (table.algorithm !== CONTENT_HASH_ALGORITHM) return undefined;
+  const text = table.chunks;
+  // Checked before decoding, so a hostile string never decodes to more than whole 16-byte digests.
+  if (text.length % 4 !== 0 || !BASE64.test(text)) throw corrupt(where, `${CONTENT_HASHES}.chunks is not base64`);
+  const bytes = Buffer.from(text, "base64");
+  if (bytes.byteLength % 16 !== 0 || Math.ceil((bytes.byteLength * 4) / 3 / 4) * 4 !== text.length)
+    throw corrupt(where, `${CONTENT_HASHES}.chunks is not a whole number of 16-byte hashes`);
+  return bytes.toString("hex");
 }
 
 function numbers(out: JsonBytes, values: readonly number[]): void {
@@ -234,6 +274,9 @@ export function decodeV2(
     names.push(file.name);
   }
   if (!Array.isArray(raw.entries)) throw corrupt(where, "entries must be an array");
+  const hashes = decodeContentHashes(raw, where);
+  /** Chunks read so far: the next one's hash is at `32 * chunkCount` in `hashes`. */
+  let chunkCount = 0;
   let previous: KeyPath = [];
   const entries = (raw.entries as unknown[]).map((entry): EntryMetadata => {
     if (!Array.isArray(entry) || typeof entry[0] !== "string" || !Array.isArray(entry[1]))
@@ -248,6 +291,8 @@ export function decodeV2(
     checkKey(key, where);
     return decodeEntry(entry, key);
   });
+  if (hashes !== undefined && hashes.length !== 32 * chunkCount)
+    throw corrupt(where, `${CONTENT_HASHES} holds ${hashes.length / 32} hashes for ${chunkCount} chunks`);
   return { files, entries };
 
   function decodeEntry(entry: unknown[], key: KeyPath): EntryMetadata {
@@ -306,15 +351,22 @@ export function decodeV2(
         : undefined;
       if (!crc32c) throw corrupt(where, `entry ${name()} has a chunk whose checksums do not match its sizes`);
       const box = { offsets, sizes };
+      const stored = ownName ?? tensorName(key, shape, box);
+      const at = 32 * chunkCount++;
+      if (hashes === undefined)
+        return { offsets, sizes, file: names[file]!, tensorName: stored, byteOffset, byteLength, blockSize, crc32c };
+      if (at >= hashes.length) throw corrupt(where, `${CONTENT_HASHES} holds fewer hashes than there are chunks`);
+      const hash = hashes.slice(at, at + 32);
       return {
         offsets,
         sizes,
         file: names[file]!,
-        tensorName: ownName ?? tensorName(key, shape, box),
+        tensorName: stored,
         byteOffset,
         byteLength,
         blockSize,
         crc32c,
+        hash,
       };
     });
     checkChunks(key, dtype, shape, chunks, files, where);

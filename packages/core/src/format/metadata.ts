@@ -9,6 +9,10 @@ export const FORMAT_MAJOR = 2;
 export const FORMAT_MINOR = 0;
 /** 2.1: a file may live in a sibling checkpoint (`DataFileMetadata.dir`); written only when one does. */
 export const FORMAT_MINOR_SHARED = 1;
+/** 2.2: every chunk has its content hash (`ChunkMetadata.hash`, stored in `contentHashes`); a 2.0 or 2.1 reader ignores them. */
+export const FORMAT_MINOR_HASHED = 2;
+/** The content hash of chunks in format 2.2. */
+export const CONTENT_HASH_ALGORITHM = "xxh3-128";
 /** The largest checksum block a writer uses unless told otherwise; each chunk's own is chosen from its row size. */
 export const DEFAULT_BLOCK_SIZE = 1 << 20;
 
@@ -28,6 +32,11 @@ export interface ChunkMetadata {
   readonly blockSize: number;
   /** CRC32C of each `blockSize` block of the chunk's bytes, from the chunk's first byte. */
   readonly crc32c: readonly number[];
+  /**
+   * Format 2.2: XXH3-128 of the chunk's bytes, 32 lowercase hex digits (`xxhsum -H2`'s form), what
+   * an incremental save compares to decide a chunk is unchanged; absent in checkpoints written before.
+   */
+  readonly hash?: string;
 }
 
 export interface TensorEntry {
@@ -121,9 +130,32 @@ export function sharesFiles(files: Readonly<Record<string, DataFileMetadata>>): 
   return false;
 }
 
-/** The version a writer gives metadata with these files: 2.1 only when a file is shared, so full saves stay 2.0. */
-export function formatVersionOf(files: Readonly<Record<string, DataFileMetadata>>): string {
-  return `${FORMAT_MAJOR}.${sharesFiles(files) ? FORMAT_MINOR_SHARED : FORMAT_MINOR}`;
+/** Whether there are chunks and every one has its content hash (format 2.2). */
+export function hasContentHashes(entries: readonly EntryMetadata[]): boolean {
+  let chunks = 0;
+  for (const entry of entries) {
+    if (entry.kind === "value") continue;
+    for (const chunk of entry.chunks) if (chunk.hash === undefined) return false;
+    chunks += entry.chunks.length;
+  }
+  return chunks > 0;
+}
+
+/**
+ * The version a writer gives this metadata: 2.2 when every chunk has its content hash (what
+ * every save writes), else 2.1 when a file is shared and 2.0 when none is (a copy of an older
+ * checkpoint keeps what it had).
+ */
+export function formatVersionOf(
+  files: Readonly<Record<string, DataFileMetadata>>,
+  entries: readonly EntryMetadata[],
+): string {
+  const minor = hasContentHashes(entries)
+    ? FORMAT_MINOR_HASHED
+    : sharesFiles(files)
+      ? FORMAT_MINOR_SHARED
+      : FORMAT_MINOR;
+  return `${FORMAT_MAJOR}.${minor}`;
 }
 
 export function encodeSpecialNumber(value: number): ValueEntry["special"] {

@@ -165,15 +165,11 @@ export async function copyCheckpoint(
     // The copy holds every byte it needs (files a source step referenced in a sibling are its own), unless reused beside it.
     for (const [file, { dir: _dir, ...info }] of Object.entries(metadata.files))
       files[names.get(file)!] = reused.get(file)?.file ?? info;
-    const copied: CheckpointMetadata = {
-      ...metadata,
-      // Written in this version's layout: a copy of a 1.x checkpoint is a 2.x one holding the same bytes.
-      version: formatVersionOf(files),
-      files,
-      entries: metadata.entries.map((e) =>
-        e.kind === "value" ? e : { ...e, chunks: e.chunks.map((c) => ({ ...c, file: names.get(c.file)! })) },
-      ),
-    };
+    const entries = metadata.entries.map((e) =>
+      e.kind === "value" ? e : { ...e, chunks: e.chunks.map((c) => ({ ...c, file: names.get(c.file)! })) },
+    );
+    // Written in this version's layout: a copy of a 1.x checkpoint is a 2.x one holding the same bytes (and hashes, if it had them).
+    const copied: CheckpointMetadata = { ...metadata, version: formatVersionOf(files, entries), files, entries };
     if (!commits) return { bytes, files: written.length, metadata: copied, leftFiles: [] };
     if (options.readBack ?? true) {
       throwIfDamaged(

@@ -24,6 +24,8 @@ export type InspectedEntry =
         byteOffset: number;
         byteLength: number;
         blockSize: number;
+        /** Its content hash (XXH3-128, format 2.2). */
+        hash?: string;
       }[];
       /** The data files its chunks are in, each once. */
       readonly files: readonly string[];
@@ -69,13 +71,14 @@ export function inspectCheckpoint(metadata: CheckpointMetadata): CheckpointSumma
           kind: e.kind,
           dtype: e.kind === "tensor" ? e.dtype : "uint8",
           shape: e.kind === "tensor" ? e.shape : [e.byteLength],
-          chunks: e.chunks.map(({ offsets, sizes, file, byteOffset, byteLength, blockSize }) => ({
+          chunks: e.chunks.map(({ offsets, sizes, file, byteOffset, byteLength, blockSize, hash }) => ({
             offsets,
             sizes,
             file,
             byteOffset,
             byteLength,
             blockSize,
+            ...(hash !== undefined ? { hash } : {}),
           })),
           files: [...new Set(e.chunks.map((c) => c.file))],
         },

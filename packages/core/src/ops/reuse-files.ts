@@ -17,7 +17,7 @@ function fileKey(file: DataFileMetadata): string {
   return `${file.rank}|${file.size}|${file.headerLength}|${file.headerCrc32c}`;
 }
 
-/** Every chunk of `metadata` by the file holding it: key, box, place in the file, block size and CRCs. */
+/** Every chunk of `metadata` by the file holding it: key, box, place in the file, block size, CRCs and content hash (if any). */
 function chunksByFile(metadata: CheckpointMetadata): Map<string, string[]> {
   const byFile = new Map<string, string[]>();
   for (const entry of metadata.entries) {
@@ -25,7 +25,7 @@ function chunksByFile(metadata: CheckpointMetadata): Map<string, string[]> {
     for (const c of entry.chunks) {
       const list = byFile.get(c.file) ?? [];
       list.push(
-        `${pathId(entry.key)}|${c.offsets.join(",")}|${c.sizes.join(",")}|${c.byteOffset}|${c.blockSize}|${c.crc32c.join(",")}`,
+        `${pathId(entry.key)}|${c.offsets.join(",")}|${c.sizes.join(",")}|${c.byteOffset}|${c.blockSize}|${c.crc32c.join(",")}|${c.hash ?? ""}`,
       );
       byFile.set(c.file, list);
     }
@@ -37,7 +37,8 @@ function chunksByFile(metadata: CheckpointMetadata): Map<string, string[]> {
  * Which of the source's data files are already beside the destination (an incremental step's
  * base, copied there before): a candidate file matches when its rank, size, header length and
  * header CRC are the source file's and it holds every chunk the source reads from that file, at
- * the same offset with the same CRCs. Matched by content, never by name; unmatched files are copied.
+ * the same offset with the same CRCs and content hash (a candidate written before content hashes
+ * never matches a source that has them). Matched by content, never by name; unmatched files are copied.
  */
 export function reusableFiles(
   source: CheckpointMetadata,

@@ -128,7 +128,7 @@ export async function checkPieceAsync(
   const chunk = piece.chunk;
   if (!chunk || !(bytes.buffer instanceof SharedArrayBuffer) || bytes.byteLength < piece.end - piece.start)
     return checkPiece(metadata, file, piece, bytes);
-  const [sums] = await blockChecksumsAsync([bytes], [chunk.meta.blockSize]);
+  const [sums] = (await blockChecksumsAsync([bytes], [chunk.meta.blockSize], false)).sums;
   return checkPiece(metadata, file, piece, bytes, sums);
 }
 

@@ -8,10 +8,10 @@ import {
   type DataFileMetadata,
   type EntryMetadata,
   DEFAULT_BLOCK_SIZE,
-  FORMAT_MAJOR,
-  FORMAT_MINOR,
   FORMAT_NAME,
+  formatVersionOf,
 } from "../format/metadata.js";
+import { loadXxh128 } from "../format/xxh128.js";
 import { dataFileName } from "../format/naming.js";
 import { dataFileLayout } from "../plan/data-file-layout.js";
 import type { WriteItem } from "../plan/save-planner.js";
@@ -96,6 +96,7 @@ export async function writeCheckpoint(
   );
   const files: Record<string, DataFileMetadata> = {};
   const chunks = new Map<EntrySource, ChunkMetadata>();
+  const xxh = await loadXxh128();
   const written: string[] = [];
   let bytes = 0;
   try {
@@ -106,6 +107,7 @@ export async function writeCheckpoint(
         yield layout.header;
         for (const [i, { tensor }] of group.entries()) {
           const sums: number[] = [];
+          const hash = await xxh.stream();
           const block = chunkBlockSize(tensor.dtype, tensor.shape, blockSize);
           for await (const data of tensorPieces(
             tensor,
@@ -114,6 +116,7 @@ export async function writeCheckpoint(
           )) {
             for (let b = 0; b < data.byteLength; b += block)
               sums.push(crc32c(data.subarray(b, Math.min(data.byteLength, b + block))));
+            hash.update(data);
             yield data;
             options.onWrite?.(data.byteLength);
           }
@@ -126,6 +129,7 @@ export async function writeCheckpoint(
             byteLength: tensor.byteLength,
             blockSize: block,
             crc32c: sums,
+            hash: hash.digest(),
           });
         }
       };
@@ -143,20 +147,21 @@ export async function writeCheckpoint(
       bytes += layout.fileSize;
     }
     throwIfAborted(options.signal, "the write");
+    const stored = entries.map((e): EntryMetadata => {
+      if (e.kind === "value") return e;
+      const chunk = chunks.get(e)!;
+      return e.kind === "tensor"
+        ? { kind: "tensor", key: e.key, dtype: e.dtype, shape: e.shape, chunks: [chunk] }
+        : { kind: "bytes", key: e.key, byteLength: e.byteLength, chunks: [chunk] };
+    });
     const metadata: CheckpointMetadata = {
       format: FORMAT_NAME,
-      version: `${FORMAT_MAJOR}.${FORMAT_MINOR}`,
+      version: formatVersionOf(files, stored),
       worldSize: 1,
       createdAt: options.createdAt ?? new Date().toISOString(),
       checksum: { algorithm: "crc32c", blockSize },
       files,
-      entries: entries.map((e): EntryMetadata => {
-        if (e.kind === "value") return e;
-        const chunk = chunks.get(e)!;
-        return e.kind === "tensor"
-          ? { kind: "tensor", key: e.key, dtype: e.dtype, shape: e.shape, chunks: [chunk] }
-          : { kind: "bytes", key: e.key, byteLength: e.byteLength, chunks: [chunk] };
-      }),
+      entries: stored,
       user: options.user ?? {},
     };
     const leftFiles = await commitCheckpoint(storage, dir, metadata, attempt, where, replacing, options.signal);

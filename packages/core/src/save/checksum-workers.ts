@@ -2,34 +2,75 @@ import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import { Worker, isMainThread } from "node:worker_threads";
 import { crc32c } from "../format/crc32c.js";
+import { loadXxh128 } from "../format/xxh128.js";
 
 /**
  * The worker is plain CommonJS evaluated from a string, so it runs the same under vitest, tsx
- * and built output; it loads @node-rs/crc32 from the path the main thread resolved.
+ * and built output; it loads @node-rs/crc32 and XXH3-128 (xxhash-addon, or hash-wasm where that
+ * does not load: the same digests) from the paths the main thread resolved. Each chunk's blocks
+ * are CRC'd and fed to its XXH3-128 one block at a time, so each byte is read from memory once.
  */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
 const { crc32c } = require(workerData.crc32);
-parentPort.on("message", ({ id, parts, regions }) => {
+const hasher = (async () => {
+  try {
+    const { XXHash128 } = require(workerData.xxhashAddon);
+    const seed = new Uint8Array(8);
+    const state = new XXHash128(seed);
+    XXHash128.hash(seed);
+    return {
+      one: (bytes, out, at) => out.set(XXHash128.hash(bytes), at),
+      begin: () => state.reset(),
+      update: (bytes) => state.update(bytes),
+      end: (out, at) => out.set(state.digest(), at),
+    };
+  } catch {
+    const h = await require(workerData.hashWasm).createXXHash128();
+    return {
+      one: (bytes, out, at) => { h.init(); h.update(bytes); out.set(h.digest("binary"), at); },
+      begin: () => h.init(),
+      update: (bytes) => h.update(bytes),
+      end: (out, at) => out.set(h.digest("binary"), at),
+    };
+  }
+})();
+/** CRC32C of each block of bytes[start, end) into sums from n, its XXH3-128 into hashes at 16 * k (if hashes); the next n. */
+function region(xxh, bytes, start, end, blockSize, sums, n, hashes, k) {
+  if (end - start <= blockSize) {
+    const all = bytes.subarray(start, end);
+    if (end > start) sums[n++] = crc32c(all) >>> 0;
+    if (hashes) xxh.one(all, hashes, 16 * k);
+    return n;
+  }
+  if (hashes) xxh.begin();
+  for (let at = start; at < end; at += blockSize) {
+    const block = bytes.subarray(at, Math.min(at + blockSize, end));
+    sums[n++] = crc32c(block) >>> 0;
+    if (hashes) xxh.update(block);
+  }
+  if (hashes) xxh.end(hashes, 16 * k);
+  return n;
+}
+parentPort.on("message", async ({ id, parts, regions, withHashes }) => {
+  const xxh = await hasher;
   if (regions) {
     const { buffer, starts, lengths, blockSizes, count } = regions;
     const bytes = Buffer.from(buffer);
     const sums = new Uint32Array(count);
+    const hashes = withHashes ? new Uint8Array(16 * starts.length) : undefined;
     let n = 0;
-    for (let i = 0; i < starts.length; i++) {
-      const start = starts[i], end = start + lengths[i], blockSize = blockSizes[i];
-      for (let at = start; at < end; at += blockSize) sums[n++] = crc32c(bytes.subarray(at, Math.min(at + blockSize, end))) >>> 0;
-    }
-    parentPort.postMessage({ id, sums }, [sums.buffer]);
+    for (let i = 0; i < starts.length; i++) n = region(xxh, bytes, starts[i], starts[i] + lengths[i], blockSizes[i], sums, n, hashes, i);
+    parentPort.postMessage({ id, sums, hashes }, hashes ? [sums.buffer, hashes.buffer] : [sums.buffer]);
     return;
   }
-  const sums = parts.map(({ buffer, offset, length, blockSize }) => {
-    const bytes = Buffer.from(buffer, offset, length);
+  const hashes = withHashes ? new Uint8Array(16 * parts.length) : undefined;
+  const sums = parts.map(({ buffer, offset, length, blockSize }, k) => {
     const out = new Array(Math.ceil(length / blockSize));
-    for (let b = 0; b < out.length; b++) out[b] = crc32c(bytes.subarray(b * blockSize, Math.min((b + 1) * blockSize, length))) >>> 0;
+    region(xxh, Buffer.from(buffer, offset, length), 0, length, blockSize, out, 0, hashes, k);
     return out;
   });
-  parentPort.postMessage({ id, sums });
+  parentPort.postMessage({ id, sums, hashes }, hashes ? [hashes.buffer] : []);
 });
 `;
 
@@ -42,16 +83,36 @@ const SLICE_BYTES = 16 << 20;
 
 interface Job {
   readonly worker: Worker;
-  readonly resolve: (sums: never) => void;
+  readonly resolve: (result: never) => void;
   readonly reject: (error: unknown) => void;
 }
 
+/** Block CRC32Cs of buffers, each buffer's XXH3-128 too when asked for (32 hex digits each). */
+export interface BlockChecksums {
+  readonly sums: number[][];
+  readonly hashes?: string[];
+}
+
+/** Block CRC32Cs of regions of one memory, all in a row, and each region's XXH3-128 (16 bytes each) when asked for. */
+export interface RegionChecksums {
+  readonly sums: Uint32Array;
+  readonly hashes?: Uint8Array;
+}
+
+/** `count` digests of 16 bytes as hex strings (slices of one string: no copy each). */
+export function hexDigests(bytes: Uint8Array, count: number): string[] {
+  const hex = Buffer.from(bytes.buffer, bytes.byteOffset, 16 * count).toString("hex");
+  const out = new Array<string>(count);
+  for (let k = 0; k < count; k++) out[k] = hex.slice(32 * k, 32 * k + 32);
+  return out;
+}
+
 /**
- * CRC32C of each block of a buffer, off the training thread where possible. On the main
- * thread, bytes in a SharedArrayBuffer (what staging copies into) are hashed by worker threads
- * without being copied; other bytes, and every byte on a worker thread, are hashed on the
- * calling thread in slices of a few MiB between which the event loop runs, so no save ever
- * holds the main thread for long.
+ * CRC32C of each block of a buffer and XXH3-128 of the whole, in one pass, off the training
+ * thread where possible. On the main thread, bytes in a SharedArrayBuffer (what staging copies
+ * into) are hashed by worker threads without being copied; other bytes, and every byte on a
+ * worker thread, are hashed on the calling thread in slices of a few MiB between which the
+ * event loop runs, so no save ever holds the main thread for long.
  */
 class ChecksumWorkers {
   #workers: Worker[] = [];
@@ -63,16 +124,24 @@ class ChecksumWorkers {
   #spawn(): Worker[] {
     if (this.#workers.length > 0) return this.#workers;
     const count = Math.max(1, Math.min(4, availableParallelism() - 1));
-    const crc32 = createRequire(import.meta.url).resolve("@node-rs/crc32");
+    const require = createRequire(import.meta.url);
+    const crc32 = require.resolve("@node-rs/crc32");
+    const hashWasm = require.resolve("hash-wasm");
+    let xxhashAddon: string | undefined;
+    try {
+      xxhashAddon = require.resolve("xxhash-addon");
+    } catch {
+      // An optional dependency: where it did not install, the workers use hash-wasm.
+    }
     for (let i = 0; i < count; i++) {
-      const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { crc32 } });
+      const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { crc32, hashWasm, xxhashAddon } });
       // Idle workers must not keep a finished program alive; busy ones must (see #track).
       worker.unref();
-      worker.on("message", ({ id, sums }: { id: number; sums: number[][] | Uint32Array }) => {
-        const job = this.#jobs.get(id);
-        this.#jobs.delete(id);
+      worker.on("message", (result: { id: number }) => {
+        const job = this.#jobs.get(result.id);
+        this.#jobs.delete(result.id);
         if (job) this.#track(job.worker, -1);
-        job?.resolve(sums as never);
+        job?.resolve(result as never);
       });
       worker.on("error", (error) => this.#failAll(error));
       worker.on("exit", () => {
@@ -99,85 +168,115 @@ class ChecksumWorkers {
     this.#jobs.clear();
   }
 
-  /**
-   * The block checksums of many regions of one shared memory (region i: `lengths[i]` bytes from
-   * `starts[i]`, in blocks of `blockSizes[i]`), all in one worker round trip with no object per
-   * region: every region's sums in order, `ceil(length / blockSize)` each.
-   */
-  regionChecksums(
-    memory: SharedArrayBuffer,
-    starts: Float64Array,
-    lengths: Float64Array,
-    blockSizes: Float64Array,
-  ): Promise<Uint32Array> {
-    let count = 0;
-    for (let i = 0; i < starts.length; i++) count += Math.ceil(lengths[i]! / blockSizes[i]!);
+  #post<T>(message: Record<string, unknown>, transfer: ArrayBuffer[]): Promise<T> {
     const workers = this.#spawn();
     const worker = workers[this.#turn++ % workers.length]!;
     const id = this.#next++;
-    return new Promise<Uint32Array>((resolve, reject) => {
-      this.#jobs.set(id, { worker, resolve: resolve as (sums: never) => void, reject });
+    return new Promise<T>((resolve, reject) => {
+      this.#jobs.set(id, { worker, resolve: resolve as (result: never) => void, reject });
       this.#track(worker, 1);
-      worker.postMessage({ id, regions: { buffer: memory, starts, lengths, blockSizes, count } }, [
-        starts.buffer as ArrayBuffer,
-        lengths.buffer as ArrayBuffer,
-        blockSizes.buffer as ArrayBuffer,
-      ]);
+      worker.postMessage({ id, ...message }, transfer);
     });
   }
 
   /**
-   * The block checksums of several buffers, each with its own block size. When all are in shared memory, one worker hashes
-   * them in one round trip (a background save makes as few event-loop round trips as it can,
-   * since a busy training loop may grant it only one per step).
+   * The block checksums of many regions of one shared memory (region i: `lengths[i]` bytes from
+   * `starts[i]`, in blocks of `blockSizes[i]`), all in one worker round trip with no object per
+   * region: every region's sums in order, `ceil(length / blockSize)` each, and with `withHashes`
+   * each region's XXH3-128.
    */
-  async blockChecksums(parts: readonly Uint8Array[], blockSizes: readonly number[]): Promise<number[][]> {
+  async regionChecksums(
+    memory: SharedArrayBuffer,
+    starts: Float64Array,
+    lengths: Float64Array,
+    blockSizes: Float64Array,
+    withHashes: boolean,
+  ): Promise<RegionChecksums> {
+    let count = 0;
+    for (let i = 0; i < starts.length; i++) count += Math.ceil(lengths[i]! / blockSizes[i]!);
+    const { sums, hashes } = await this.#post<{ sums: Uint32Array; hashes?: Uint8Array }>(
+      { regions: { buffer: memory, starts, lengths, blockSizes, count }, withHashes },
+      [starts.buffer as ArrayBuffer, lengths.buffer as ArrayBuffer, blockSizes.buffer as ArrayBuffer],
+    );
+    return hashes ? { sums, hashes } : { sums };
+  }
+
+  /**
+   * The block checksums of several buffers, each with its own block size, and with `withHashes`
+   * each buffer's XXH3-128. When all are in shared memory, one worker hashes them in one round
+   * trip (a background save makes as few event-loop round trips as it can, since a busy training
+   * loop may grant it only one per step).
+   */
+  async blockChecksums(
+    parts: readonly Uint8Array[],
+    blockSizes: readonly number[],
+    withHashes: boolean,
+  ): Promise<BlockChecksums> {
     // Off the main thread (the upload worker) hashing in place costs the training loop nothing.
     const shared = isMainThread && parts.every((p) => p.buffer instanceof SharedArrayBuffer);
     if (shared && parts.some((p) => p.byteLength > 0)) {
-      const workers = this.#spawn();
-      const worker = workers[this.#turn++ % workers.length]!;
-      const id = this.#next++;
-      return new Promise<number[][]>((resolve, reject) => {
-        this.#jobs.set(id, { worker, resolve: resolve as (sums: never) => void, reject });
-        this.#track(worker, 1);
-        worker.postMessage({
-          id,
+      const { sums, hashes } = await this.#post<{ sums: number[][]; hashes?: Uint8Array }>(
+        {
           parts: parts.map((p, i) => ({
             buffer: p.buffer,
             offset: p.byteOffset,
             length: p.byteLength,
             blockSize: blockSizes[i],
           })),
-        });
-      });
+          withHashes,
+        },
+        [],
+      );
+      return hashes ? { sums, hashes: hexDigests(hashes, parts.length) } : { sums };
     }
+    const xxh = withHashes ? await loadXxh128() : undefined;
     const all: number[][] = [];
+    const hashes: string[] = [];
     let sinceYield = 0;
     for (const [i, bytes] of parts.entries()) {
       const blockSize = blockSizes[i]!;
       const sums: number[] = [];
-      for (let start = 0; start < bytes.byteLength; start += blockSize) {
-        const end = Math.min(start + blockSize, bytes.byteLength);
-        // A buffer of one block is hashed as it is: a view per 1 KiB tensor costs more than its hash.
-        sums.push(crc32c(start === 0 && end === bytes.byteLength ? bytes : bytes.subarray(start, end)));
-        sinceYield += end - start;
-        if (sinceYield >= SLICE_BYTES) {
-          sinceYield = 0;
-          await new Promise((r) => setImmediate(r));
+      // A buffer of one block is hashed as it is: a view per 1 KiB tensor costs more than its hash.
+      if (bytes.byteLength <= blockSize) {
+        if (bytes.byteLength > 0) sums.push(crc32c(bytes));
+        if (xxh) hashes.push(xxh.hash(bytes));
+        sinceYield += bytes.byteLength;
+      } else {
+        const stream = await xxh?.stream();
+        for (let start = 0; start < bytes.byteLength; start += blockSize) {
+          const block = bytes.subarray(start, Math.min(start + blockSize, bytes.byteLength));
+          sums.push(crc32c(block));
+          stream?.update(block);
+          sinceYield += block.byteLength;
+          if (sinceYield >= SLICE_BYTES) {
+            sinceYield = 0;
+            await new Promise((r) => setImmediate(r));
+          }
         }
+        if (stream) hashes.push(stream.digest());
+      }
+      if (sinceYield >= SLICE_BYTES) {
+        sinceYield = 0;
+        await new Promise((r) => setImmediate(r));
       }
       all.push(sums);
     }
-    return all;
+    return xxh ? { sums: all, hashes } : { sums: all };
   }
 }
 
 const workers = new ChecksumWorkers();
 
-/** CRC32C of each `blockSizes[i]` block of each buffer `parts[i]`, off the calling thread where the bytes are shared. */
-export function blockChecksumsAsync(parts: readonly Uint8Array[], blockSizes: readonly number[]): Promise<number[][]> {
-  return workers.blockChecksums(parts, blockSizes);
+/**
+ * CRC32C of each `blockSizes[i]` block of each buffer `parts[i]`, and (unless `withHashes` is
+ * false) each buffer's XXH3-128, off the calling thread where the bytes are shared.
+ */
+export function blockChecksumsAsync(
+  parts: readonly Uint8Array[],
+  blockSizes: readonly number[],
+  withHashes = true,
+): Promise<BlockChecksums> {
+  return workers.blockChecksums(parts, blockSizes, withHashes);
 }
 
 /** `ChecksumWorkers.regionChecksums`: many regions of one shared memory hashed on a worker thread in one round trip. */
@@ -186,6 +285,7 @@ export function regionChecksumsAsync(
   starts: Float64Array,
   lengths: Float64Array,
   blockSizes: Float64Array,
-): Promise<Uint32Array> {
-  return workers.regionChecksums(memory, starts, lengths, blockSizes);
+  withHashes = true,
+): Promise<RegionChecksums> {
+  return workers.regionChecksums(memory, starts, lengths, blockSizes, withHashes);
 }

@@ -7,13 +7,15 @@ vi.mock("./checksum-workers.js", async (original) => {
   const real = await original<typeof ChecksumWorkers>();
   return {
     ...real,
-    blockChecksumsAsync: (parts: readonly Uint8Array[], blockSizes: readonly number[]) => {
+    blockChecksumsAsync: (parts: readonly Uint8Array[], blockSizes: readonly number[], withHashes?: boolean) => {
       for (const part of parts) hashed.bytes += part.byteLength;
-      return real.blockChecksumsAsync(parts, blockSizes);
+      return real.blockChecksumsAsync(parts, blockSizes, withHashes);
     },
   };
 });
 import { load, readMetadata } from "../load/load.js";
+import { blockChecksums, crc32c } from "../format/crc32c.js";
+import type { TensorEntry } from "../format/metadata.js";
 import { copyCheckpoint } from "../ops/copy-checkpoint.js";
 import { verifyCheckpoint } from "../ops/verify-checkpoint.js";
 import { CheckpointReader } from "../ops/checkpoint-reader.js";
@@ -48,6 +50,38 @@ function filled(dtype: "float32", shape: number[], seed: number) {
   return t;
 }
 
+/**
+ * `bytes` with a few of the first 64 bits of `[from, from + length)` flipped so that the CRC32C of
+ * that range stays the same: CRC32C is affine, so the flips whose CRC differences XOR to zero
+ * are found by Gaussian elimination over GF(2) (33 candidates already guarantee some).
+ */
+function crc32cCollision(bytes: Uint8Array, from: number, length: number): Uint8Array {
+  const block = bytes.subarray(from, from + length);
+  const original = crc32c(block);
+  /** Reduced CRC differences with distinct leading bits, largest first, and the flips making each. */
+  const basis: { vector: number; bits: number[] }[] = [];
+  for (let bit = 0; bit < 64; bit++) {
+    const flipped = block.slice();
+    flipped[bit >> 3]! ^= 1 << (bit & 7);
+    let vector = (crc32c(flipped) ^ original) >>> 0;
+    let bits = [bit];
+    for (const b of basis) {
+      if ((vector ^ b.vector) >>> 0 < vector) {
+        vector = (vector ^ b.vector) >>> 0;
+        bits = bits.filter((i) => !b.bits.includes(i)).concat(b.bits.filter((i) => !bits.includes(i)));
+      }
+    }
+    if (vector === 0) {
+      const out = bytes.slice();
+      for (const i of bits) out[from + (i >> 3)]! ^= 1 << (i & 7);
+      return out;
+    }
+    basis.push({ vector, bits });
+    basis.sort((a, b) => b.vector - a.vector);
+  }
+  throw new Error("no CRC32C collision among 64 bit flips (impossible: the space has 32 dimensions)");
+}
+
 /** A state of a large frozen tensor, a small trained one, an opaque blob and a value. */
 function state(seed: number) {
   return {
@@ -70,14 +104,14 @@ describe("incremental save", () => {
     expect(storage.dataBytes).toBeLessThan(64 * 64 * 4 + 1024);
     expect(result.bytes).toBe(storage.dataBytes);
     const metadata = await readMetadata({ storage, path: "run/2" });
-    expect(metadata.version).toBe("2.1");
+    expect(metadata.version).toBe("2.2");
     expect(Object.values(metadata.files).filter((f) => f.dir === "1").length).toBeGreaterThan(0);
     expect(Object.values(metadata.files).filter((f) => f.dir === undefined)).toHaveLength(1);
     expect(await load({ storage, path: "run/2" })).toEqual(state(2));
     expect(await load({ storage, path: "run/1" })).toEqual(state(1));
   });
 
-  it("hashes every tensor once: the CRCs compared with the base's are the ones written", async () => {
+  it("hashes every tensor once: the hashes and CRCs compared with the base's are the ones written", async () => {
     const storage = new CountingStorage();
     await save(state(1), { storage, path: "1" });
     hashed.bytes = 0;
@@ -93,11 +127,30 @@ describe("incremental save", () => {
     const changed = { ...state(3), frozen: filled("float32", [256, 256], 7), rng: Uint8Array.of(9) };
     await save(changed, { storage, path: "2", incremental: { base: "1" } });
     expect(storage.dataBytes).toBeGreaterThanOrEqual(full - 8);
-    expect((await readMetadata({ storage, path: "2" })).version).toBe("2.0");
+    expect(Object.values((await readMetadata({ storage, path: "2" })).files).every((f) => f.dir === undefined)).toBe(
+      true,
+    );
     storage.reset();
     await save(changed, { storage, path: "3", incremental: { base: "2" } });
     expect(storage.dataFiles).toEqual([]);
     expect(await load({ storage, path: "3" })).toEqual(changed);
+  });
+
+  it("writes a chunk whose every block CRC32C equals the base's but whose bytes differ", async () => {
+    const storage = new CountingStorage();
+    const before = filled("float32", [1024], 3);
+    await save({ w: before }, { storage, path: "1" });
+    const chunk = (await readMetadata({ storage, path: "1" })).entries[0] as TensorEntry;
+    expect(chunk.chunks[0]!.crc32c).toHaveLength(4);
+    // Block 2 of 4 (1 KiB blocks) changed with its CRC32C kept: every block's CRC matches the base's.
+    const bytes = crc32cCollision(new Uint8Array(before.data.buffer), 2048, 1024);
+    const after = hostTensor("float32", [1024], new Float32Array(bytes.buffer));
+    expect(blockChecksums(bytes, 1024)).toEqual(chunk.chunks[0]!.crc32c);
+    expect(after.data).not.toEqual(before.data);
+    storage.reset();
+    await save({ w: after }, { storage, path: "2", incremental: { base: "1" } });
+    expect(storage.dataBytes).toBeGreaterThanOrEqual(4096);
+    expect(await load({ storage, path: "2" })).toEqual({ w: after });
   });
 
   it("rewrites a tensor whose dtype, shape or box changed though its bytes did not", async () => {
@@ -200,7 +253,8 @@ describe("incremental save", () => {
       { storage, dir: "2", metadata, where: "map://2" },
       { storage, dir: "copy", where: "map://copy" },
     );
-    expect(copy.metadata.version).toBe("2.0");
+    expect(copy.metadata.version).toBe("2.2");
+    expect(Object.values(copy.metadata.files).every((f) => f.dir === undefined)).toBe(true);
     for (const path of [...storage.objects.keys()]) if (path.startsWith("1/")) storage.objects.delete(path);
     expect(await load({ storage, path: "copy" })).toEqual(state(2));
     await expect(load({ storage, path: "2" })).rejects.toMatchObject({ code: "corrupt" });

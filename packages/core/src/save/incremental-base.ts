@@ -17,7 +17,7 @@ import { withRetry } from "../storage/retry.js";
 import { joinPath } from "../storage/storage-adapter.js";
 import { blockChecksumsAsync } from "./checksum-workers.js";
 import type { SaveOptions } from "./save-options.js";
-import type { WrittenChunk } from "./write-data-file.js";
+import type { KnownChecksums, WrittenChunk } from "./write-data-file.js";
 
 /** A committed sibling checkpoint an incremental save compares its chunks with. */
 export interface IncrementalBase {
@@ -104,9 +104,11 @@ const GROUP_BYTES = 64 << 20;
 
 /**
  * Splits a rank's files into what it must write and the chunks it references: an item whose key,
- * dtype, box, block size and every block CRC32C equal a chunk of the base is not written; its
- * chunk points at the base's bytes. The CRCs are computed once here: `sums` hands those of
- * changed items to the writer, so nothing is hashed twice. A file left with no items is dropped.
+ * dtype, box and content hash (XXH3-128) equal a chunk of the base is not written; its chunk
+ * points at the base's bytes. A base written before content hashes (format 2.1 or older) has
+ * none to compare with, so every item is written (a full save that the next one can use as its
+ * base). The hashes and CRCs are computed once here: `sums` hands those of changed items to the
+ * writer, so nothing is hashed twice. A file left with no items is dropped.
  */
 export async function skipUnchanged(
   files: readonly DataFilePlan[],
@@ -118,32 +120,31 @@ export async function skipUnchanged(
   files: DataFilePlan[];
   referenced: WrittenChunk[];
   sharedFiles: Record<string, DataFileMetadata>;
-  sums: Map<WriteItem, readonly number[]>;
+  sums: Map<WriteItem, KnownChecksums>;
 }> {
   const candidates: {
     item: WriteItem;
-    chunk: ChunkMetadata;
+    chunk: ChunkMetadata & { readonly hash: string };
     file: DataFileMetadata & { dir: string };
     blockSize: number;
   }[] = [];
   for (const file of files) {
     for (const item of file.items) {
       const found = base.chunks.get(chunkId(item.key, item.chunk.offsets, item.chunk.sizes));
+      const hash = found?.chunk.hash;
       if (
         !found ||
+        hash === undefined ||
         found.dtype !== item.dtype ||
         found.chunk.byteLength !== item.byteLength ||
         found.chunk.sizes.length !== item.chunk.sizes.length
       )
         continue;
       const own = chunkBlockSize(item.dtype, item.chunk.sizes, blockSize);
-      // A chunk of one block has one checksum under any block at least its size (the format writes it with the default).
-      const sameBlocks =
-        own === found.chunk.blockSize || (item.byteLength <= own && item.byteLength <= found.chunk.blockSize);
-      if (sameBlocks) candidates.push({ item, chunk: found.chunk, file: found.file, blockSize: own });
+      candidates.push({ item, chunk: { ...found.chunk, hash }, file: found.file, blockSize: own });
     }
   }
-  const sums = new Map<WriteItem, readonly number[]>();
+  const sums = new Map<WriteItem, KnownChecksums>();
   const unchanged = new Set<WriteItem>();
   const referenced: WrittenChunk[] = [];
   const sharedFiles = Object.create(null) as Record<string, DataFileMetadata>;
@@ -156,19 +157,14 @@ export async function skipUnchanged(
     const group = candidates.slice(start, end);
     start = end;
     const datas = await Promise.all(group.map(({ item }) => leafBytes(leaves[item.leafIndex]!)));
-    const groupSums = await blockChecksumsAsync(
+    const computed = await blockChecksumsAsync(
       datas,
       group.map((c) => c.blockSize),
     );
     group.forEach((candidate, k) => {
-      const got = groupSums[k]!;
-      const want = candidate.chunk.crc32c;
-      if (
-        datas[k]!.byteLength !== candidate.item.byteLength ||
-        got.length !== want.length ||
-        got.some((sum, b) => sum !== want[b])
-      ) {
-        sums.set(candidate.item, got);
+      const hash = computed.hashes![k]!;
+      if (datas[k]!.byteLength !== candidate.item.byteLength || hash !== candidate.chunk.hash) {
+        sums.set(candidate.item, { sums: computed.sums[k]!, hash });
         return;
       }
       unchanged.add(candidate.item);

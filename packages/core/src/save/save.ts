@@ -23,7 +23,7 @@ import { checkSharedFiles, readIncrementalBase, skipUnchanged } from "./incremen
 import { type KeyPath, type StateDict, pathId } from "../state/state-dict.js";
 import { joinPath } from "../storage/storage-adapter.js";
 import { isDataFileName } from "../format/naming.js";
-import { type WrittenChunk, writeDataFile } from "./write-data-file.js";
+import { type KnownChecksums, type WrittenChunk, writeDataFile } from "./write-data-file.js";
 
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */
 type RankOutcome =
@@ -221,7 +221,7 @@ async function writeRankFiles(
   const chunks: WrittenChunk[] = [];
   let bytes = 0;
   let toWrite = prepared.myFiles;
-  let known: ReadonlyMap<WriteItem, readonly number[]> | undefined;
+  let known: ReadonlyMap<WriteItem, KnownChecksums> | undefined;
   if (options.incremental) {
     const base = await readIncrementalBase(location, options.incremental.base, options);
     const skipped = await skipUnchanged(prepared.myFiles, prepared.leaves, base, options, blockSize);
@@ -293,14 +293,15 @@ function buildMetadata(
 ): CheckpointMetadata {
   const files = Object.create(null) as Record<string, DataFileMetadata>;
   for (const outcome of outcomes) Object.assign(files, outcome.files);
+  const entries = buildEntries(outcomes, prepared);
   return {
     format: FORMAT_NAME,
-    version: formatVersionOf(files),
+    version: formatVersionOf(files, entries),
     worldSize: outcomes.length,
     createdAt: new Date().toISOString(),
     checksum: { algorithm: "crc32c", blockSize },
     files,
-    entries: buildEntries(outcomes, prepared),
+    entries,
     user: options.metadata ?? {},
   };
 }

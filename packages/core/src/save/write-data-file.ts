@@ -1,5 +1,5 @@
 import { isMainThread } from "node:worker_threads";
-import { blockChecksumsAsync, regionChecksumsAsync } from "./checksum-workers.js";
+import { blockChecksumsAsync, hexDigests, regionChecksumsAsync } from "./checksum-workers.js";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { crc32c } from "../format/crc32c.js";
 import { chunkBlockSize } from "../format/checksum-blocks.js";
@@ -21,6 +21,18 @@ import { joinPath } from "../storage/storage-adapter.js";
 export interface WrittenChunk {
   readonly item: WriteItem;
   readonly chunk: ChunkMetadata;
+}
+
+/** An item's block CRC32Cs and content hash, computed before its file is written. */
+export interface KnownChecksums {
+  readonly sums: readonly number[];
+  readonly hash: string;
+}
+
+/** Block CRC32Cs and content hashes of items, in their order. */
+interface ItemChecksums {
+  readonly sums: readonly (readonly number[])[];
+  readonly hashes?: readonly string[];
 }
 
 /** Items are read and checksummed in groups of up to this many bytes (one item if larger). */
@@ -158,8 +170,8 @@ export async function writeDataFile(
   options: SaveOptions,
   blockSize: number,
   distinctNames = false,
-  /** Block checksums already computed (an incremental save's comparison), not computed again. */
-  known?: ReadonlyMap<WriteItem, readonly number[]>,
+  /** Checksums already computed (an incremental save's comparison), not computed again. */
+  known?: ReadonlyMap<WriteItem, KnownChecksums>,
 ): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[] }> {
   const { names, layout } = dataFileLayout(file.items, distinctNames);
   const rank = location.group.rank;
@@ -184,7 +196,7 @@ export async function writeDataFile(
   };
   const prepare = async (
     group: readonly number[],
-  ): Promise<{ group: readonly number[]; datas: Uint8Array[]; blockSizes: number[]; sums: (readonly number[])[] }> => {
+  ): Promise<{ group: readonly number[]; datas: Uint8Array[]; blockSizes: number[] } & ItemChecksums> => {
     throwIfAborted(options.signal, "the save");
     const datas: Uint8Array[] = [];
     for (const i of group) {
@@ -221,33 +233,35 @@ export async function writeDataFile(
       else datas.push(data);
     }
     const blockSizes = group.map((i) => chunkBlockSize(file.items[i]!.dtype, file.items[i]!.chunk.sizes, blockSize));
-    const hash = (
-      items: readonly number[],
-      parts: Uint8Array[],
-      sizes: readonly number[],
-    ): Promise<(readonly number[])[]> =>
+    const hash = (items: readonly number[], parts: Uint8Array[], sizes: readonly number[]): Promise<ItemChecksums> =>
       packed ? packedChecksums(packed, items, sizes) : blockChecksumsAsync(parts, sizes);
-    if (!known) return { group, datas, blockSizes, sums: await hash(group, datas, blockSizes) };
+    if (!known) return { group, datas, blockSizes, ...(await hash(group, datas, blockSizes)) };
     // An incremental save hashed the items it compared with its base already: only the others are hashed.
     const todo = group.flatMap((i, k) => (known.has(file.items[i]!) ? [] : [k]));
     const computed =
       todo.length === 0
-        ? []
+        ? { sums: [], hashes: [] }
         : await hash(
             todo.map((k) => group[k]!),
             packed ? [] : todo.map((k) => datas[k]!),
             todo.map((k) => blockSizes[k]!),
           );
     let next = 0;
-    const sums = group.map((i) => known.get(file.items[i]!) ?? computed[next++]!);
-    return { group, datas, blockSizes, sums };
+    const sums: (readonly number[])[] = [];
+    const hashes: string[] = [];
+    for (const i of group) {
+      const own = known.get(file.items[i]!);
+      sums.push(own ? own.sums : computed.sums[next]!);
+      hashes.push(own ? own.hash : computed.hashes![next++]!);
+    }
+    return { group, datas, blockSizes, sums, hashes };
   };
   /** The group's items hashed where they were packed, on a worker thread, in one round trip. */
   const packedChecksums = async (
     memory: Uint8Array,
     group: readonly number[],
     blockSizes: readonly number[],
-  ): Promise<number[][]> => {
+  ): Promise<ItemChecksums> => {
     const starts = new Float64Array(group.length);
     const lengths = new Float64Array(group.length);
     group.forEach((i, k) => {
@@ -264,10 +278,10 @@ export async function writeDataFile(
     let at = 0;
     for (let k = 0; k < group.length; k++) {
       const count = Math.ceil(file.items[group[k]!]!.byteLength / blockSizes[k]!);
-      sums[k] = count === 1 ? [flat[at]!] : Array.from(flat.subarray(at, at + count));
+      sums[k] = count === 1 ? [flat.sums[at]!] : Array.from(flat.sums.subarray(at, at + count));
       at += count;
     }
-    return sums;
+    return { sums, hashes: hexDigests(flat.hashes!, group.length) };
   };
   let chunks: WrittenChunk[] = [];
   /** The last group being prepared: a failed write may leave it running, still copying into packed memory. */
@@ -300,6 +314,7 @@ export async function writeDataFile(
             byteLength: item.byteLength,
             blockSize: current.blockSizes[k]!,
             crc32c: current.sums[k]!,
+            hash: current.hashes![k]!,
           },
         });
       });
