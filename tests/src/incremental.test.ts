@@ -86,7 +86,7 @@ describe("incremental saves across real processes", () => {
         expect(r.incremental as number).toBeLessThan(shardBytes + 512);
         expect((r.referenced as string[]).every((p) => p.startsWith("1/"))).toBe(true);
       }
-      expect(await readFile(join(root, "2", "metadata.json"), "utf8")).toContain('"version":"2.1"');
+      expect(await readFile(join(root, "2", "metadata.json"), "utf8")).toContain('"version":"2.2"');
       const back = (await load(`file://${root}/2`)) as Record<string, HostTensor>;
       const rows = (seed: number): Float32Array =>
         Float32Array.from([...shard(0, 2, 64, seed), ...shard(1, 2, 64, seed)]);

@@ -114,7 +114,7 @@ describe("docs/format.md is enough to read a checkpoint with json and numpy", ()
     expect(lines()).toContain(digest);
   });
 
-  it("docs/read_checkpoint.py reads an incremental step (2.1) from its base's files, and refuses a dir that is not a plain name", async ({
+  it("docs/read_checkpoint.py reads an incremental step (2.1, 2.2) from its base's files, and refuses a dir that is not a plain name", async ({
     skip,
   }) => {
     const python = pythonWithNumpy(skip);
@@ -124,7 +124,7 @@ describe("docs/format.md is enough to read a checkpoint with json and numpy", ()
     const trained = sampleTensor("float32", [8], 3);
     await save({ frozen, trained }, { checkpointId: join(root, "2"), incremental: { base: "1" } });
     const text = await readFile(join(root, "2", "metadata.json"), "utf8");
-    expect(text).toContain('"version":"2.1"');
+    expect(text).toContain('"version":"2.2"');
     expect(text).toContain('"dir":"1"');
     const output = execFileSync(python, [reader, join(root, "2"), "--json", "--verify", "--check-safetensors"], {
       encoding: "utf8",

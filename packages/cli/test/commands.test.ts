@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
-import { readFile, readdir, rm, truncate, utimes, writeFile, mkdir } from "node:fs/promises";
+import { cp, readFile, readdir, rm, truncate, utimes, writeFile, mkdir } from "node:fs/promises";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { type HostTensor, hostTensor, load, readMetadata, save } from "@cairn/core";
 import { CheckpointManager } from "@cairn/manager";
 import { describe, expect, it } from "vitest";
@@ -101,6 +102,40 @@ describe("cairn ls, inspect", () => {
       { step: 30, tiers: ["committed", "-"] },
     ]);
     expect(json.tiers).toHaveLength(2);
+  });
+
+  it("ls --json and inspect show each step's fingerprint: equal for identical tensors, null before content hashes", async () => {
+    const root = join(await tempDir(), "run");
+    const mgr = new CheckpointManager(root, 10, { checkpointOnPreemption: false });
+    // 10 and 20 hold the same tensors (their step values differ); 30 changes one.
+    for (const [step, seed] of [
+      [10, 1],
+      [20, 1],
+      [30, 2],
+    ] as const)
+      await mgr.save(step, { model: { w: tensor(seed), b: tensor(7, [8]) }, step });
+    await mgr.close();
+    await cp(fileURLToPath(new URL("../../../tests/fixtures/incremental-2.1/1", import.meta.url)), join(root, "40"), {
+      recursive: true,
+    });
+    const json = jsonLines(await cairn(["ls", root, "--json"]))[0] as {
+      steps: { step: number; fingerprint: string | null }[];
+    };
+    const [ten, twenty, thirty, old] = json.steps.map((s) => s.fingerprint);
+    expect(ten).toMatch(/^[0-9a-f]{32}$/);
+    expect(twenty).toBe(ten);
+    expect(thirty).toMatch(/^[0-9a-f]{32}$/);
+    expect(thirty).not.toBe(ten);
+    expect(old).toBeNull();
+    const inspected = await cairn(["inspect", join(root, "20")]);
+    expect(inspected.stdout).toContain(`fingerprint: ${ten}`);
+    const inspectedJson = jsonLines(await cairn(["inspect", join(root, "30"), "--json"]))[0] as {
+      fingerprint: string;
+      entries: { chunks: { hash: string }[] }[];
+    };
+    expect(inspectedJson.fingerprint).toBe(thirty);
+    expect(inspectedJson.entries[0]!.chunks[0]!.hash).toMatch(/^[0-9a-f]{32}$/);
+    expect((await cairn(["inspect", join(root, "40")])).stdout).toContain("fingerprint: none");
   });
 
   it("ls of a location holding nothing fails with exit 1", async () => {

@@ -53,7 +53,9 @@ describe("the CLI on incremental steps", () => {
     const exported = join(await tempDir(), "model.safetensors");
     const ex = await run(["export", join(root, "3"), exported]);
     expect(ex.code, ex.stderr).toBe(0);
-    expect((await readMetadata(copy)).version).toBe("2.0");
+    const copied = await readMetadata(copy);
+    expect(copied.version).toBe("2.2");
+    expect(Object.values(copied.files).every((f) => f.dir === undefined)).toBe(true);
     // The source root goes entirely: the copy and the export still hold every byte.
     expect((await run(["rm", root, "1", "2", "3"])).code).toBe(0);
     expect(await filesUnder(root)).toEqual([]);

@@ -70,7 +70,7 @@ describe("a root holding damaged and foreign step directories", () => {
     await writer.close();
     // Step 3 is a newer Cairn's: its metadata.json (a valid checksum, version 3.0) may reference step 1's and 2's files in ways this Cairn cannot see.
     const text = new TextDecoder().decode(await storage.read("2/metadata.json"));
-    const body = text.replace(/^\{"metadataCrc32c":\d+,/, "{").replace('"version":"2.1"', '"version":"3.0"');
+    const body = text.replace(/^\{"metadataCrc32c":\d+,/, "{").replace('"version":"2.2"', '"version":"3.0"');
     await storage.write(
       "3/metadata.json",
       new TextEncoder().encode(`{"metadataCrc32c":${crc32c(new TextEncoder().encode(body))},${body.slice(1)}`),

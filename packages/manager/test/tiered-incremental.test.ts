@@ -49,7 +49,8 @@ describe("incremental steps over two tiers", () => {
     expect(replicated.map((r) => r.step).sort()).toEqual([1, 2, 3, 4, 5]);
     for (const step of [4, 5]) {
       const metadata = await readMetadata({ storage: t1, path: String(step) });
-      expect(metadata.version).toBe("2.1");
+      expect(metadata.version).toBe("2.2");
+      expect(Object.values(metadata.files).some((f) => f.dir !== undefined)).toBe(true);
       expect(sameState(await load({ storage: t1, path: String(step) }), state(step))).toBe(true);
     }
     // Tier 0 gone: tier 1 restores alone, its steps referencing only its own files.
@@ -79,7 +80,8 @@ describe("incremental steps over two tiers", () => {
     // Tier 0: the last two steps, incremental, loading whole though steps 1..3 are gone.
     for (const step of [4, 5]) {
       const metadata = await readMetadata(`${t0}/${step}`);
-      expect(metadata.version).toBe("2.1");
+      expect(metadata.version).toBe("2.2");
+      expect(Object.values(metadata.files).some((f) => f.dir !== undefined)).toBe(true);
       expect(sameState(await load(`${t0}/${step}`), state(step))).toBe(true);
     }
     // Tier 1: every step, each materialized: no file is referenced elsewhere.
