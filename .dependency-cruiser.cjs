@@ -1,7 +1,7 @@
 // Import rules checked by `pnpm lint` (depcruise): no cycles, core depends on no other package,
 // and each folder of core imports only the folders below it in the flow (see each folder's README).
 
-/** What each folder of packages/core/src may import, besides itself and the root's errors.ts and process-group.ts. */
+/** What each folder of packages/core/src may import, besides itself and the root's errors.ts, process-group.ts and rank-outcome.ts. */
 const CORE_LAYERS = {
   storage: [],
   state: [],
@@ -17,11 +17,11 @@ const CORE_LAYERS = {
 const layerRules = Object.entries(CORE_LAYERS).map(([folder, below]) => ({
   name: `core-${folder}-imports-below`,
   severity: "error",
-  comment: `core/src/${folder} may import only: ${below.join(", ") || "nothing else of core"} (and errors.ts, process-group.ts).`,
+  comment: `core/src/${folder} may import only: ${below.join(", ") || "nothing else of core"} (and errors.ts, process-group.ts, rank-outcome.ts).`,
   from: { path: `^packages/core/src/${folder}/`, pathNot: "\\.test\\.ts$" },
   to: {
     path: "^packages/core/src/",
-    pathNot: `^packages/core/src/(${[folder, ...below].join("|")})/|^packages/core/src/(errors|process-group)\\.ts$`,
+    pathNot: `^packages/core/src/(${[folder, ...below].join("|")})/|^packages/core/src/(errors|process-group|rank-outcome)\\.ts$`,
   },
 }));
 

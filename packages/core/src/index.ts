@@ -50,6 +50,14 @@ export {
 } from "./storage/index.js";
 export { type ProcessGroup, type CoordinatedProcessGroup, SingleProcessGroup, isCoordinated } from "./process-group.js";
 export {
+  type RankOutcome,
+  type RankFailure,
+  rankFailure,
+  failureOf,
+  firstFailedRank,
+  agreeAcrossRanks,
+} from "./rank-outcome.js";
+export {
   type SavePlanner,
   type SavePlan,
   type WriteItem,

@@ -5,6 +5,7 @@ import { DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveO
 import { commitMetadata } from "./commit-metadata.js";
 import { DefaultSavePlanner } from "../plan/default-save-planner.js";
 import { CheckpointError, cancelledError, throwIfAborted } from "../errors.js";
+import { type RankOutcome, failureOf, firstFailedRank, rankFailure } from "../rank-outcome.js";
 import { type Leaf, flattenStateDict } from "../state/flatten.js";
 import {
   type ChunkMetadata,
@@ -26,14 +27,15 @@ import { isDataFileName } from "../format/naming.js";
 import { type KnownChecksums, type WrittenChunk, writeDataFile } from "./write-data-file.js";
 
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */
-type RankOutcome =
-  | {
-      readonly ok: true;
-      readonly files: Record<string, DataFileMetadata>;
-      readonly chunks: WrittenChunk[];
-      readonly bytes: number;
-    }
-  | { readonly ok: false; readonly code: CheckpointError["code"]; readonly message: string };
+type WriteOutcome = RankOutcome<{
+  readonly files: Record<string, DataFileMetadata>;
+  readonly chunks: WrittenChunk[];
+  readonly bytes: number;
+}>;
+type Written = Extract<WriteOutcome, { ok: true }>;
+
+/** What the coordinator tells every rank after committing, or why it did not. */
+type CommitOutcome = RankOutcome<{ readonly entries: number; readonly referenced: string[] }>;
 
 /**
  * Saves a state dict as a checkpoint, like `torch.distributed.checkpoint.save`. Every rank of
@@ -158,54 +160,47 @@ export async function writeAndCommit(
 ): Promise<Omit<SaveResult, "seconds">> {
   const { group } = location;
   const blockSize = options.blockSize ?? DEFAULT_BLOCK_SIZE;
-  let outcome: RankOutcome;
+  let outcome: WriteOutcome;
   try {
     outcome = await writeRankFiles(prepared, location, options, blockSize);
   } catch (error) {
-    const e =
-      error instanceof CheckpointError
-        ? error
-        : new CheckpointError("storage", (error as Error).message, { cause: error });
-    outcome = { ok: false, code: e.code, message: e.message };
+    outcome = rankFailure(error);
   }
-  let outcomes: RankOutcome[];
-  let commit:
-    { ok: true; entries: number; referenced: string[] } | { ok: false; code: CheckpointError["code"]; message: string };
+  let outcomes: WriteOutcome[];
+  let commit: CommitOutcome;
   try {
     outcomes = await group.allGather(outcome);
     if (group.rank === 0) {
       try {
         commit = await commitOnCoordinator(outcomes, prepared, location, options, blockSize);
       } catch (error) {
-        const e =
-          error instanceof CheckpointError
-            ? error
-            : new CheckpointError("storage", (error as Error).message, { cause: error });
-        commit = { ok: false, code: e.code, message: e.message };
+        commit = rankFailure(error);
       }
       commit = await group.broadcast(commit);
     } else {
-      commit = await group.broadcast<typeof commit>(undefined);
+      commit = await group.broadcast<CommitOutcome>(undefined);
     }
   } catch (error) {
     // The process group broke (a rank died or timed out): nobody can commit this attempt, so its files go.
     await removeFiles(location, prepared.myFiles);
     throw error;
   }
-  if (!commit.ok) {
+  const refused = failureOf(commit);
+  if (refused) {
     await removeFiles(location, prepared.myFiles);
-    const failed = outcomes.findIndex((o) => !o.ok);
+    const failed = firstFailedRank(outcomes);
     if (!outcome.ok && options.signal?.aborted) throw cancelledError(options.signal, "the save");
-    throw new CheckpointError(commit.code, commit.message, {
-      context: { path: location.where, ...(failed >= 0 ? { rank: failed } : {}) },
+    throw new CheckpointError(refused.code, refused.message, {
+      context: { path: location.where, ...(failed ? { rank: failed.rank } : {}) },
     });
   }
+  const committed = commit as Extract<CommitOutcome, { ok: true }>;
   return {
     checkpoint: location.where,
     bytes: outcome.ok ? outcome.bytes : 0,
     files: outcome.ok ? ownFiles(outcome).length : 0,
-    entries: commit.entries,
-    ...(commit.referenced.length > 0 ? { referenced: commit.referenced } : {}),
+    entries: committed.entries,
+    ...(committed.referenced.length > 0 ? { referenced: committed.referenced } : {}),
   };
 }
 
@@ -214,7 +209,7 @@ async function writeRankFiles(
   location: OpenedCheckpoint,
   options: SaveOptions,
   blockSize: number,
-): Promise<RankOutcome> {
+): Promise<Written> {
   const queue = new PQueue({ concurrency: Math.max(1, options.concurrency ?? DEFAULT_SAVE_CONCURRENCY) });
   // Null prototype: a planner names the files, and a name is a key here.
   const files = Object.create(null) as Record<string, DataFileMetadata>;
@@ -256,22 +251,19 @@ async function writeRankFiles(
 }
 
 async function commitOnCoordinator(
-  outcomes: readonly RankOutcome[],
+  outcomes: readonly WriteOutcome[],
   prepared: PreparedSave,
   location: OpenedCheckpoint,
   options: SaveOptions,
   blockSize: number,
-): Promise<
-  { ok: true; entries: number; referenced: string[] } | { ok: false; code: CheckpointError["code"]; message: string }
-> {
-  const failed = outcomes.findIndex((o) => !o.ok);
-  if (failed >= 0) {
-    const o = outcomes[failed] as Extract<RankOutcome, { ok: false }>;
-    const prefix = outcomes.length > 1 ? `rank ${failed} failed: ` : "";
-    return { ok: false, code: o.code, message: `${prefix}${o.message}; nothing was committed` };
+): Promise<CommitOutcome> {
+  const failed = firstFailedRank(outcomes);
+  if (failed) {
+    const prefix = outcomes.length > 1 ? `rank ${failed.rank} failed: ` : "";
+    return { ...failed.failure, message: `${prefix}${failed.failure.message}; nothing was committed` };
   }
   throwIfAborted(options.signal, "the save");
-  const metadata = buildMetadata(outcomes as Extract<RankOutcome, { ok: true }>[], prepared, options, blockSize);
+  const metadata = buildMetadata(outcomes as Written[], prepared, options, blockSize);
   // Again right before the commit: a base file deleted since the start must not leave a committed step without its bytes.
   if (options.incremental) await checkSharedFiles(location, metadata.files, options);
   await commitMetadata(
@@ -286,7 +278,7 @@ async function commitOnCoordinator(
 }
 
 function buildMetadata(
-  outcomes: readonly Extract<RankOutcome, { ok: true }>[],
+  outcomes: readonly Written[],
   prepared: PreparedSave,
   options: SaveOptions,
   blockSize: number,
@@ -314,10 +306,7 @@ type BuiltEntry = EntryMetadata & { chunks?: ChunkMetadata[] };
  * Keys get a slot in that order, and each rank's leaves an array of slots, so a chunk finds its
  * entry by its item's leaf index instead of by a string id.
  */
-function buildEntries(
-  outcomes: readonly Extract<RankOutcome, { ok: true }>[],
-  prepared: PreparedSave,
-): EntryMetadata[] {
+function buildEntries(outcomes: readonly Written[], prepared: PreparedSave): EntryMetadata[] {
   const distinct =
     prepared.plan.distinctKeys === true && outcomes.length === 1 && prepared.plans.length === 1
       ? entriesByLeaf(outcomes[0]!.chunks, prepared.plans[0]!)
