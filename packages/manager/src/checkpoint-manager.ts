@@ -188,7 +188,9 @@ export class CheckpointManager {
    * notice (with several ranks: at the agreed step, or when this call must join the agreement).
    */
   shouldSave(step: number): boolean {
-    return checkStep(step) % this.saveInterval === 0 || this.#preemption.mayBeDue(step);
+    checkStep(step);
+    this.#pipeline.startWorker();
+    return step % this.saveInterval === 0 || this.#preemption.mayBeDue(step);
   }
 
   /** True once a preemption notice arrived and its checkpoint is committed at `step` or before: stop training. */
@@ -281,6 +283,19 @@ export class CheckpointManager {
     checkStep(step);
     checkRestoreArguments(target, options);
     this.#pipeline.throwFailure();
+    try {
+      return await this.#restore(step, target, options);
+    } finally {
+      // Training, and its saves, follow a restore: the upload worker loads now, not during it.
+      this.#pipeline.startWorker();
+    }
+  }
+
+  async #restore(
+    step: number,
+    target: StateDict | undefined,
+    options: RestoreOptions,
+  ): Promise<LoadResult | StateDict> {
     const store = await this.#open();
     if (this.#tiered)
       return restoreFromTiers(this.#tiers, this.#events, step, target, {
@@ -372,6 +387,7 @@ export class CheckpointManager {
     checkStep(step);
     checkStateDict(stateDict);
     checkSaveStepOptions(options);
+    this.#pipeline.startWorker();
     this.#preemption.enter(step);
     this.#pipeline.throwFailure();
     const forPreemption = await this.#preemption.isDue(step);

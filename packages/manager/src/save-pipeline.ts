@@ -59,11 +59,19 @@ export class SavePipeline {
     this.#options = options;
     this.#pool = new StagingPool(options.stagingBudget === undefined ? {} : { maxBytes: options.stagingBudget });
     this.#uploads = new PQueue({ concurrency: options.maxPendingAsync ?? 1 });
-    // Started now so the first saveAsync does not wait for the thread to load.
-    if (options.writable && options.uploadWorker !== false && writtenByWorker(options.location)) {
-      startUploadWorker();
-      this.#workerStarted = true;
-    }
+  }
+
+  /**
+   * Starts loading the upload worker, if background saves here use one, so the first saveAsync
+   * does not wait for it. Not at construction: a restarted job restores first, and the thread's
+   * loading would take a core and fresh memory from that restore.
+   */
+  startWorker(): void {
+    const options = this.#options;
+    if (this.#workerStarted || !options.writable || options.uploadWorker === false) return;
+    if (!writtenByWorker(options.location)) return;
+    startUploadWorker();
+    this.#workerStarted = true;
   }
 
   /** Whether a save of `step` is staged or being written here: retention leaves such a step alone. */
@@ -117,6 +125,7 @@ export class SavePipeline {
 
   /** Readies the staging buffers for saveAsync of state dicts shaped like `stateDict`, from another thread (see `prepareAsyncSave`), and waits for the upload worker to be up. */
   async prepare(stateDict: StateDict, save: Pick<SaveOptions, "concurrency">): Promise<void> {
+    this.startWorker();
     await Promise.all([
       prepareAsyncSave(stateDict, {
         concurrency: save.concurrency,
