@@ -317,3 +317,21 @@ describe("a cancelled load", () => {
     }
   });
 });
+
+describe("readRanges: staging for reads that cannot land in place", () => {
+  it("is memory kept for the process: a second load stages in the buffers the first one used", async () => {
+    const { storage, saved: s } = await saved(1);
+    const stagingOf = async (): Promise<Set<ArrayBufferLike>> => {
+      const remote = behind(storage, true);
+      const target = emptyLike(s);
+      await load(target, { ...LOAD, storage: remote });
+      for (const key of Object.keys(s)) expect(same(target[key]!, s[key]!)).toBe(true);
+      const targets = new Set<ArrayBufferLike>(Object.values(target).map((t) => t.data.buffer));
+      return new Set(remote.dataReads().flatMap((r) => (r.into && !targets.has(r.into.buffer) ? [r.into.buffer] : [])));
+    };
+    const first = await stagingOf();
+    expect(first.size).toBeGreaterThan(0);
+    const second = await stagingOf();
+    expect([...second].every((buffer) => first.has(buffer))).toBe(true);
+  });
+});

@@ -6,6 +6,7 @@ import type { ReadItem } from "../plan/load-planner.js";
 import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE } from "../format/metadata.js";
 import type { ReadOptions } from "../storage/storage-adapter.js";
 import { ByteBudget } from "../storage/byte-budget.js";
+import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
 
 /** Largest piece of a chunk read straight into its destination (a multiple of any power-of-two block size). */
 const DIRECT_READ_BYTES = 64 << 20;
@@ -94,8 +95,8 @@ export type SizeFn = (file: string) => Promise<number | null>;
  * pieces (so each block read is verified), neighbouring pieces of a file are merged into one
  * range read, and verified bytes are copied
  * into their destinations. A read that lands in one contiguous run of a destination is read
- * straight into it; others use a small pool of reusable buffers, so a load's extra memory is
- * bounded by concurrency × maxReadBytes (plus headers).
+ * straight into it; others are staged in the process's reusable memory (kept between loads), so
+ * a load's extra memory is bounded by concurrency × maxReadBytes (plus headers).
  *
  * A header is read on its own, or, with `headerInFirstRange`, by extending the file's first
  * range back to byte 0 with the bytes before the range going to a buffer of their own
@@ -122,7 +123,6 @@ export async function readRanges(
   }
   const queue = new PQueue({ concurrency: Math.max(1, options.concurrency) });
   const budget = new ByteBudget(options.maxInflightBytes);
-  const pool: Uint8Array[] = [];
   const tasks: Promise<void>[] = [];
   for (const [file, range] of firstRanges) {
     if (options.checkedFiles?.has(file)) continue;
@@ -167,11 +167,12 @@ export async function readRanges(
     if (direct && !withHeader.has(range)) return readDirect(range, direct);
     if (!withHeader.has(range) && (await readScattered(range))) return;
     const length = range.end - range.start;
-    const scratch = direct ? undefined : (pool.pop() ?? new Uint8Array(maxRead));
     // The header and any gap after it, read in this range's request: [0, range.start).
     const head = withHeader.has(range) ? new Uint8Array(range.start) : undefined;
     const held = (direct ? 0 : length) + (head?.byteLength ?? 0);
     const release = await budget.acquire(held);
+    // Staging for bytes that cannot land in place: the process's reusable memory, not memory of this call.
+    const scratch = direct ? undefined : takeReusableMemory(maxRead);
     try {
       const into = direct ?? scratch;
       const data = head
@@ -194,7 +195,7 @@ export async function readRanges(
       }
     } finally {
       release();
-      if (scratch) pool.push(scratch);
+      if (scratch) giveBackReusableMemory(scratch);
     }
   }
 

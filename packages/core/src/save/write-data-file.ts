@@ -4,7 +4,7 @@ import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { crc32c } from "../format/crc32c.js";
 import { chunkBlockSize } from "../format/checksum-blocks.js";
 import { isPageAligned, pageAlignedAvailable } from "../storage/page-aligned.js";
-import { giveBackPackingMemory, takePackingMemory } from "./packing-pool.js";
+import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
 import { dataFileLayout } from "../plan/data-file-layout.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { type Leaf, hostDataOf, tensorBytes } from "../state/flatten.js";
@@ -125,7 +125,7 @@ function packedSegment(file: DataFilePlan, layout: SafetensorsLayout): Uint8Arra
   if (!isMainThread || !pageAlignedAvailable || layout.fileSize > PACK_FILE_BELOW || file.items.length < 2)
     return undefined;
   for (const item of file.items) if (item.byteLength >= COALESCE_BELOW) return undefined;
-  const segment = takePackingMemory(layout.fileSize);
+  const segment = takeReusableMemory(layout.fileSize);
   segment.set(layout.header, 0);
   return segment;
 }
@@ -337,7 +337,7 @@ export async function writeDataFile(
     // The write settled, so the storage holds no part of it any more; nor may a group still being prepared.
     if (packed) {
       await preparing?.catch(() => undefined);
-      giveBackPackingMemory(packed);
+      giveBackReusableMemory(packed);
     }
   }
   const headerLength = layout.header.byteLength - 8;
