@@ -1,5 +1,3 @@
-import { createXXHash128 } from "hash-wasm";
-
 /**
  * XXH3-128 (seed 0) of a chunk's bytes as the 32 lowercase hex digits `xxhsum -H2` prints (the
  * canonical, big-endian form): the content hash incremental saves compare (docs/format.md,
@@ -22,6 +20,8 @@ export interface Xxh128Stream {
 
 /** XXH3-128 in WebAssembly (hash-wasm): no `node:` import, so browsers and workers of any kind run it. */
 export async function portableXxh128(): Promise<Xxh128> {
+  // Imported when needed: the module carries every hash-wasm binary (270 KB), only this one is used.
+  const { createXXHash128 } = await import("hash-wasm");
   const one = await createXXHash128();
   return {
     implementation: "portable",
