@@ -53,6 +53,8 @@ describe("format versions", () => {
     const result = await load({ model: { layers: [{ w }] } }, { checkpointId: STORED_1_1, partial: true });
     expect(result.entries).toBe(1);
     expect(w.data).toEqual(expected.model.layers[0]!.w.data);
+    // The metadata readMetadata gave, handed back: a 1.x checkpoint's is checked and used as read.
+    expect(await load({ checkpointId: STORED_1_1, metadata: await readMetadata(STORED_1_1) })).toEqual(expected);
   });
 
   it("reads a 1.0 checkpoint without its checksum, finds a damaged block of a 1.1 one", async () => {

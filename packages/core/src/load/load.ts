@@ -7,6 +7,7 @@ import {
   hasMembers,
   isPositiveInteger,
   openCheckpoint,
+  SAFETENSORS_URL_PREFIX,
 } from "../storage/checkpoint-location.js";
 import { DefaultLoadPlanner } from "../plan/default-load-planner.js";
 import { type DType, allocate, bytesOf, itemSize, numel } from "../state/dtypes.js";
@@ -14,8 +15,15 @@ import { CheckpointError, cancelledError, describeValue, isCheckpointError, thro
 import { readRanges } from "./read-ranges.js";
 import { type FlattenedTarget, type Leaf, flattenTarget, leafBox, tfjsDType } from "../state/flatten.js";
 import type { LoadPlanner, LoadRequest } from "../plan/load-planner.js";
-import { type CheckpointMetadata, type EntryMetadata, METADATA_FILE, valueOf } from "../format/metadata.js";
-import { parseMetadata } from "../format/metadata-json.js";
+import {
+  type CheckpointMetadata,
+  type EntryMetadata,
+  FORMAT_MAJOR,
+  METADATA_FILE,
+  formatVersionOf,
+  valueOf,
+} from "../format/metadata.js";
+import { encodeMetadata, parseMetadata } from "../format/metadata-json.js";
 import { withRetry } from "../storage/retry.js";
 import { ObjectReaders } from "../storage/object-readers.js";
 import { dataFilePath } from "../format/naming.js";
@@ -47,6 +55,13 @@ export interface LoadOptions extends CheckpointOptions {
   readonly maxInflightBytes?: number;
   /** The tfjs module to make tensors with; by default `@tensorflow/tfjs-core` is imported. */
   readonly tf?: TfjsModule;
+  /**
+   * The checkpoint's metadata, when the caller has it already (another rank sent it, a
+   * `readMetadata` before): `metadata.json` is then not read. Bytes of a `metadata.json` or a
+   * `CheckpointMetadata`; either is checked exactly as a read one would be (`corrupt`,
+   * `unsupported_version`), and the data files are read from the location as named there.
+   */
+  readonly metadata?: Uint8Array | CheckpointMetadata;
 }
 
 export interface LoadResult {
@@ -90,8 +105,12 @@ function cancelledOr(error: unknown, signal: AbortSignal | undefined, what: stri
  */
 async function readCheckpointMetadata(
   location: OpenedCheckpoint,
-  options: CheckpointOptions,
+  options: CheckpointOptions & Pick<LoadOptions, "metadata">,
 ): Promise<{ metadata: CheckpointMetadata; bytes: number; dir: string; checksums: boolean }> {
+  if (options.metadata !== undefined) {
+    const where = `${location.where.replace(/\/$/, "")}/${METADATA_FILE} (given as option metadata)`;
+    return { metadata: givenMetadata(options.metadata, where), bytes: 0, dir: location.dir, checksums: true };
+  }
   if (location.safetensors) {
     const layout = await readSafetensorsLayout(location.storage, location.dir, location.where, options.signal);
     return { metadata: layoutMetadata(layout), bytes: layout.bytesRead, dir: layout.dir, checksums: false };
@@ -124,6 +143,40 @@ async function readCheckpointMetadata(
     dir: location.dir,
     checksums: true,
   };
+}
+
+/**
+ * Metadata a caller handed over, checked as read metadata is: an object goes through the bytes
+ * this version would store it as (one of an older major version, as `readMetadata` gives it, too).
+ */
+function givenMetadata(given: Uint8Array | CheckpointMetadata, where: string): CheckpointMetadata {
+  if (given instanceof Uint8Array) return parseMetadata(given, where);
+  const major = typeof given.version === "string" ? /^(\d+)\.\d+$/.exec(given.version)?.[1] : undefined;
+  if (major === undefined) {
+    throw new CheckpointError("corrupt", `${where}: version ${JSON.stringify(given.version)} is not "major.minor"`, {
+      context: { path: where },
+    });
+  }
+  if (Number(major) > FORMAT_MAJOR) {
+    throw new CheckpointError(
+      "unsupported_version",
+      `${where}: format version ${given.version} is newer than this Cairn reads (${FORMAT_MAJOR}.x); upgrade @cairn/core`,
+      { context: { path: where } },
+    );
+  }
+  let bytes: Uint8Array;
+  try {
+    const current =
+      Number(major) === FORMAT_MAJOR ? given : { ...given, version: formatVersionOf(given.files, given.entries) };
+    bytes = encodeMetadata(current);
+  } catch (cause) {
+    if (isCheckpointError(cause)) throw cause;
+    throw new CheckpointError("corrupt", `${where}: not a checkpoint's metadata (${(cause as Error).message})`, {
+      cause,
+      context: { path: where },
+    });
+  }
+  return parseMetadata(bytes, where);
 }
 
 /**
@@ -174,6 +227,19 @@ function loadOptionsOf(idOrOptions: string | LoadOptions): LoadOptions {
   for (const name of ["concurrency", "maxReadBytes", "maxInflightBytes"])
     checkOption(options, name, isPositiveInteger, "a positive whole number", prefix);
   checkOption(options, "tf", hasMembers(["tensor"]), "the tfjs module (with tensor())", prefix);
+  checkOption(
+    options,
+    "metadata",
+    (v) => v instanceof Uint8Array || (typeof v === "object" && v !== null && !Array.isArray(v)),
+    "the bytes of a metadata.json or a CheckpointMetadata",
+    prefix,
+  );
+  if (options.metadata !== undefined && options.checkpointId?.startsWith(SAFETENSORS_URL_PREFIX)) {
+    throw new CheckpointError(
+      "invalid_argument",
+      `load: option metadata is a Cairn checkpoint's, and ${options.checkpointId} is a Hugging Face layout; drop one of them`,
+    );
+  }
   return options;
 }
 
