@@ -13,6 +13,8 @@ export interface PhaseRun {
   readonly seconds: number;
   readonly cpuSeconds: number;
   readonly peakRss: number;
+  /** cairn-load only: seconds of one thread's CRC32C of the same bytes, in the same process. */
+  readonly crcSeconds?: number;
 }
 
 /** Runs a phase of `local-phase.ts` (Cairn, node:fs, safetensors-style, direct write, dd read). */

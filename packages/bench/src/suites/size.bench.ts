@@ -3,9 +3,9 @@
 // and peak RSS over the state's size, each phase in its own process, rounds alternating.
 import { join } from "node:path";
 import { type PhaseRun, PhaseRuns, nodePhaseRun, reportRates } from "../local/phases.js";
-import { type StateSpec, describeState, stateSpec } from "../local/state-spec.js";
+import { type StateSpec, describeState, stateBytes, stateSpec } from "../local/state-spec.js";
 import { report } from "../report.js";
-import { quick, rounds, warmCache, withTempDir } from "../support.js";
+import { MiB, median, quick, rounds, warmCache, withTempDir } from "../support.js";
 
 const suite = "size";
 const specs: StateSpec[] = quick
@@ -15,6 +15,7 @@ const n = rounds(3);
 
 for (const spec of specs) {
   const what = describeState(spec);
+  const bytes = stateBytes(spec);
   const runs = new PhaseRuns();
   console.log(`${what}, ${n} round(s)`);
   for (let round = 0; round < n; round++) {
@@ -46,6 +47,22 @@ for (const spec of specs) {
     cairn: "cairn-load",
     baseline: "fs-read",
     baselineName: "node:fs read into place",
+  });
+  const crc = median(runs.get("cairn-load").map((r) => r.crcSeconds!));
+  const loadSeconds = median(runs.get("cairn-load").map((r) => r.seconds));
+  report({
+    suite,
+    name: `warm load ${what}, every block verified, against its limit`,
+    value: runs.rate("cairn-load"),
+    unit: "MiB/s",
+    baseline: {
+      name: "one thread's CRC32C of the same bytes (only it can read the targets)",
+      value: bytes / MiB / crc,
+    },
+    ratio: crc / loadSeconds,
+    better: "higher",
+    target: 0.8,
+    extra: { crcSeconds: runs.get("cairn-load").map((r) => +r.crcSeconds!.toFixed(4)) },
   });
   for (const [op, cairn, baseline] of [
     ["save", "cairn-save", "fs-write"],
