@@ -100,11 +100,6 @@ export function writeV2(
         );
       const fields = chunkFields(chunk, key, shape, defaultBlockSize);
       if (chunk.hash === undefined) hashes = undefined;
-      else if (!HEX_DIGEST.test(chunk.hash))
-        throw new CheckpointError(
-          "invalid_argument",
-          `a chunk of ${key.join(".")} has the content hash ${JSON.stringify(chunk.hash)}, not 32 lowercase hex digits`,
-        );
       else hashes?.push(chunk.hash);
       out.text(c > 0 ? ",[" : "[");
       out.integer(file);
@@ -133,8 +128,16 @@ export function writeV2(
   }
   out.byte(0x5d);
   if (hashes && hashes.length > 0) {
+    const hex = hashes.join("");
+    // Buffer.from stops at the first character that is not hex: one length check covers every hash.
+    const bytes = Buffer.from(hex, "hex");
+    if (hex.length !== 32 * hashes.length || bytes.byteLength !== 16 * hashes.length)
+      throw new CheckpointError(
+        "invalid_argument",
+        `a chunk's content hash is not 32 hex digits (${hashes.find((h) => !HEX_DIGEST.test(h))})`,
+      );
     out.text(`,"${CONTENT_HASHES}":{"algorithm":"${CONTENT_HASH_ALGORITHM}","chunks":"`);
-    out.text(Buffer.from(hashes.join(""), "hex").toString("base64"));
+    out.text(bytes.toString("base64"));
     out.text('"}');
   }
 }

@@ -7,7 +7,7 @@ import { blockChecksumsAsync, regionChecksumsAsync } from "./checksum-workers.js
 describe("checksum workers", () => {
   it("the checksum workers hash each part and region in the pass that CRCs its blocks", async () => {
     const xxh = await loadXxh128();
-    const sizes = [0, 5, 1024, 3000, 65539, (1 << 20) + 17];
+    const sizes = [0, 5, 1024, 2048, 2049, 3000, 65539, (1 << 20) + 17];
     const memory = new SharedArrayBuffer(sizes.reduce((n, s) => n + s, 0));
     const parts: Uint8Array[] = [];
     let at = 0;

@@ -6,33 +6,42 @@ import { loadXxh128 } from "../format/xxh128.js";
 
 /**
  * The worker is plain CommonJS evaluated from a string, so it runs the same under vitest, tsx
- * and built output; it loads @node-rs/crc32 and XXH3-128 (xxhash-addon, or hash-wasm where that
- * does not load: the same digests) from the paths the main thread resolved. Each chunk's blocks
+ * and built output; it loads @node-rs/crc32 and XXH3-128 (xxhash-addon, and hash-wasm for small
+ * inputs and where xxhash-addon does not load: the same digests) from the paths the main thread resolved. Each chunk's blocks
  * are CRC'd and fed to its XXH3-128 one block at a time, so each byte is read from memory once.
  */
+/**
+ * Inputs up to this size are hashed by the WebAssembly XXH3-128 even where the native one loads:
+ * a native call costs about 1 µs for a 1 KiB chunk (most of it making the digest's Buffer), the
+ * WebAssembly one 0.7 µs; from about 3 KiB the native one's AVX2 wins (18 against 4.3 GB/s).
+ */
+const WASM_BELOW = 2048;
+
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
 const { crc32c } = require(workerData.crc32);
 const hasher = (async () => {
+  // hash-wasm's WebAssembly: the fallback, and faster than a native call for small inputs (no Buffer per digest).
+  const h = await require(workerData.hashWasm).createXXHash128();
+  const wasm = {
+    one: (bytes, out, at) => { h.init(); h.update(bytes); out.set(h.digest("binary"), at); },
+    begin: () => h.init(),
+    update: (bytes) => h.update(bytes),
+    end: (out, at) => out.set(h.digest("binary"), at),
+  };
   try {
     const { XXHash128 } = require(workerData.xxhashAddon);
     const seed = new Uint8Array(8);
     const state = new XXHash128(seed);
     XXHash128.hash(seed);
     return {
-      one: (bytes, out, at) => out.set(XXHash128.hash(bytes), at),
+      one: (bytes, out, at) => (bytes.length <= ${WASM_BELOW} ? wasm.one(bytes, out, at) : out.set(XXHash128.hash(bytes), at)),
       begin: () => state.reset(),
       update: (bytes) => state.update(bytes),
       end: (out, at) => out.set(state.digest(), at),
     };
   } catch {
-    const h = await require(workerData.hashWasm).createXXHash128();
-    return {
-      one: (bytes, out, at) => { h.init(); h.update(bytes); out.set(h.digest("binary"), at); },
-      begin: () => h.init(),
-      update: (bytes) => h.update(bytes),
-      end: (out, at) => out.set(h.digest("binary"), at),
-    };
+    return wasm;
   }
 })();
 /** CRC32C of each block of bytes[start, end) into sums from n, its XXH3-128 into hashes at 16 * k (if hashes); the next n. */
@@ -126,7 +135,8 @@ class ChecksumWorkers {
     const count = Math.max(1, Math.min(4, availableParallelism() - 1));
     const require = createRequire(import.meta.url);
     const crc32 = require.resolve("@node-rs/crc32");
-    const hashWasm = require.resolve("hash-wasm");
+    // The one algorithm's build (20 KB), not the package's index, which holds every hash-wasm binary.
+    const hashWasm = require.resolve("hash-wasm/dist/xxhash128.umd.min.js");
     let xxhashAddon: string | undefined;
     try {
       xxhashAddon = require.resolve("xxhash-addon");
@@ -267,6 +277,17 @@ class ChecksumWorkers {
 
 const workers = new ChecksumWorkers();
 
+/** Whether saves compute content hashes by default; off only to measure what they cost (`setContentHashing`). */
+let contentHashing = true;
+
+/**
+ * For benchmarks: while false, saves compute block CRC32Cs alone and write chunks without content
+ * hashes (format 2.0 / 2.1), as Cairn did before 2.2. Exported by `@cairn/core/testing` only.
+ */
+export function setContentHashing(enabled: boolean): void {
+  contentHashing = enabled;
+}
+
 /**
  * CRC32C of each `blockSizes[i]` block of each buffer `parts[i]`, and (unless `withHashes` is
  * false) each buffer's XXH3-128, off the calling thread where the bytes are shared.
@@ -274,7 +295,7 @@ const workers = new ChecksumWorkers();
 export function blockChecksumsAsync(
   parts: readonly Uint8Array[],
   blockSizes: readonly number[],
-  withHashes = true,
+  withHashes = contentHashing,
 ): Promise<BlockChecksums> {
   return workers.blockChecksums(parts, blockSizes, withHashes);
 }
@@ -285,7 +306,7 @@ export function regionChecksumsAsync(
   starts: Float64Array,
   lengths: Float64Array,
   blockSizes: Float64Array,
-  withHashes = true,
+  withHashes = contentHashing,
 ): Promise<RegionChecksums> {
   return workers.regionChecksums(memory, starts, lengths, blockSizes, withHashes);
 }

@@ -162,9 +162,9 @@ export async function skipUnchanged(
       group.map((c) => c.blockSize),
     );
     group.forEach((candidate, k) => {
-      const hash = computed.hashes![k]!;
+      const hash = computed.hashes?.[k];
       if (datas[k]!.byteLength !== candidate.item.byteLength || hash !== candidate.chunk.hash) {
-        sums.set(candidate.item, { sums: computed.sums[k]!, hash });
+        sums.set(candidate.item, hash === undefined ? { sums: computed.sums[k]! } : { sums: computed.sums[k]!, hash });
         return;
       }
       unchanged.add(candidate.item);

@@ -26,13 +26,14 @@ export interface WrittenChunk {
 /** An item's block CRC32Cs and content hash, computed before its file is written. */
 export interface KnownChecksums {
   readonly sums: readonly number[];
-  readonly hash: string;
+  /** Absent only while content hashing is off (`setContentHashing`). */
+  readonly hash?: string;
 }
 
 /** Block CRC32Cs and content hashes of items, in their order. */
 interface ItemChecksums {
   readonly sums: readonly (readonly number[])[];
-  readonly hashes?: readonly string[];
+  readonly hashes?: readonly (string | undefined)[];
 }
 
 /** Items are read and checksummed in groups of up to this many bytes (one item if larger). */
@@ -111,6 +112,8 @@ const ELEMENT_TYPES = new Map<object, TypedArrayType>(
     BigUint64Array,
   ].map((type) => [type.prototype, type as unknown as TypedArrayType]),
 );
+/** Packed items are sent to the checksum workers in batches of about this many bytes, so hashing overlaps packing. */
+const HASH_BATCH_BYTES = 4 << 20;
 /** A file of small items up to this size is packed whole into page-aligned memory (see `packedSegment`). */
 const PACK_FILE_BELOW = 64 << 20;
 
@@ -199,7 +202,35 @@ export async function writeDataFile(
   ): Promise<{ group: readonly number[]; datas: Uint8Array[]; blockSizes: number[] } & ItemChecksums> => {
     throwIfAborted(options.signal, "the save");
     const datas: Uint8Array[] = [];
-    for (const i of group) {
+    const blockSizes = group.map((i) => chunkBlockSize(file.items[i]!.dtype, file.items[i]!.chunk.sizes, blockSize));
+    // An incremental save hashed the items it compared with its base already: only the others are hashed.
+    const todo = known ? group.flatMap((i, k) => (known.has(file.items[i]!) ? [] : [k])) : group.map((_, k) => k);
+    /** Packed: batches of items already copied in, each sent to a worker while the next ones are copied. */
+    const batches: Promise<ItemChecksums>[] = [];
+    let posted = 0;
+    let packedTodo = 0;
+    let waiting = 0;
+    const post = (): void => {
+      const ks = todo.slice(posted, packedTodo);
+      posted = packedTodo;
+      waiting = 0;
+      const batch = packedChecksums(
+        packed!,
+        ks.map((k) => group[k]!),
+        ks.map((k) => blockSizes[k]!),
+      );
+      batch.catch(() => undefined);
+      batches.push(batch);
+    };
+    /** Counts the items before `k` (all copied in) that need hashing; sends a batch once it is large enough. */
+    const packedUpTo = (k: number): void => {
+      while (packedTodo < todo.length && todo[packedTodo]! < k)
+        waiting += file.items[group[todo[packedTodo++]!]!]!.byteLength;
+      if (waiting >= HASH_BATCH_BYTES) post();
+    };
+    for (let k = 0; k < group.length; k++) {
+      if (packed) packedUpTo(k);
+      const i = group[k]!;
       const item = file.items[i]!;
       const leaf = leaves[item.leafIndex]!;
       // Packed, a host tensor is copied by its own element type, without a byte view made for it.
@@ -232,27 +263,39 @@ export async function writeDataFile(
       if (packed) packed.set(data, layout.offsets[i]!);
       else datas.push(data);
     }
-    const blockSizes = group.map((i) => chunkBlockSize(file.items[i]!.dtype, file.items[i]!.chunk.sizes, blockSize));
-    const hash = (items: readonly number[], parts: Uint8Array[], sizes: readonly number[]): Promise<ItemChecksums> =>
-      packed ? packedChecksums(packed, items, sizes) : blockChecksumsAsync(parts, sizes);
-    if (!known) return { group, datas, blockSizes, ...(await hash(group, datas, blockSizes)) };
-    // An incremental save hashed the items it compared with its base already: only the others are hashed.
-    const todo = group.flatMap((i, k) => (known.has(file.items[i]!) ? [] : [k]));
-    const computed =
-      todo.length === 0
-        ? { sums: [], hashes: [] }
-        : await hash(
-            todo.map((k) => group[k]!),
-            packed ? [] : todo.map((k) => datas[k]!),
-            todo.map((k) => blockSizes[k]!),
-          );
+    let computed: ItemChecksums;
+    if (packed) {
+      packedUpTo(group.length);
+      if (posted < todo.length) post();
+      const parts = await Promise.all(batches);
+      const all = parts.every((p) => p.hashes !== undefined);
+      computed = {
+        sums: parts.flatMap((p) => p.sums),
+        ...(all ? { hashes: parts.flatMap((p) => p.hashes!) } : {}),
+      };
+    } else {
+      computed =
+        todo.length === 0
+          ? { sums: [], hashes: [] }
+          : await blockChecksumsAsync(
+              todo.map((k) => datas[k]!),
+              todo.map((k) => blockSizes[k]!),
+            );
+    }
+    if (!known) return { group, datas, blockSizes, ...computed };
     let next = 0;
     const sums: (readonly number[])[] = [];
-    const hashes: string[] = [];
+    const hashes: (string | undefined)[] = [];
     for (const i of group) {
       const own = known.get(file.items[i]!);
-      sums.push(own ? own.sums : computed.sums[next]!);
-      hashes.push(own ? own.hash : computed.hashes![next++]!);
+      if (own) {
+        sums.push(own.sums);
+        hashes.push(own.hash);
+      } else {
+        sums.push(computed.sums[next]!);
+        hashes.push(computed.hashes?.[next]);
+        next++;
+      }
     }
     return { group, datas, blockSizes, sums, hashes };
   };
@@ -281,7 +324,7 @@ export async function writeDataFile(
       sums[k] = count === 1 ? [flat.sums[at]!] : Array.from(flat.sums.subarray(at, at + count));
       at += count;
     }
-    return { sums, hashes: hexDigests(flat.hashes!, group.length) };
+    return flat.hashes ? { sums, hashes: hexDigests(flat.hashes, group.length) } : { sums };
   };
   let chunks: WrittenChunk[] = [];
   /** The last group being prepared: a failed write may leave it running, still copying into packed memory. */
@@ -303,6 +346,7 @@ export async function writeDataFile(
       next?.catch(() => undefined);
       current.group.forEach((i, k) => {
         const item = file.items[i]!;
+        const hash = current.hashes?.[k];
         chunks.push({
           item,
           chunk: {
@@ -314,7 +358,7 @@ export async function writeDataFile(
             byteLength: item.byteLength,
             blockSize: current.blockSizes[k]!,
             crc32c: current.sums[k]!,
-            hash: current.hashes![k]!,
+            ...(hash !== undefined ? { hash } : {}),
           },
         });
       });
