@@ -7,10 +7,12 @@ export interface OptionSpec {
   readonly short?: string;
   /** Shown in help: `--keep <n>`. */
   readonly value?: string;
+  /** May be given more than once; its value is then the list (`--keys model --keys head`). */
+  readonly multiple?: boolean;
   readonly help: string;
 }
 
-export type OptionValues = Readonly<Record<string, string | boolean | undefined>>;
+export type OptionValues = Readonly<Record<string, string | boolean | readonly string[] | undefined>>;
 
 /** What a command gets to work with; everything a test needs to control is here. */
 export interface CommandContext {
@@ -79,6 +81,31 @@ export function integerOption(values: OptionValues, name: string, allowZero = fa
     );
   }
   return n;
+}
+
+const SIZE_UNITS: Readonly<Record<string, number>> = {
+  "": 1,
+  b: 1,
+  kb: 1e3,
+  mb: 1e6,
+  gb: 1e9,
+  tb: 1e12,
+  kib: 2 ** 10,
+  mib: 2 ** 20,
+  gib: 2 ** 30,
+  tib: 2 ** 40,
+};
+
+/** A size like `5GB` (10⁹ bytes, as huggingface_hub reads it), `1GiB` (2³⁰), `500MB` or plain bytes, in bytes. */
+export function sizeOption(values: OptionValues, name: string): number | undefined {
+  const raw = values[name];
+  if (raw === undefined) return undefined;
+  const match = typeof raw === "string" ? /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(raw.trim()) : null;
+  const scale = match ? SIZE_UNITS[match[2]!.toLowerCase()] : undefined;
+  const bytes = match && scale !== undefined ? Math.floor(Number(match[1]) * scale) : NaN;
+  if (!Number.isSafeInteger(bytes) || bytes <= 0)
+    throw new UsageError(`--${name} takes a size like 5GB, 1GiB or 500MB, got ${JSON.stringify(raw)}`);
+  return bytes;
 }
 
 /** A duration like `90s`, `30m`, `24h`, `7d` or plain milliseconds, in ms. */

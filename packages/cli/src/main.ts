@@ -1,6 +1,6 @@
 import { inspect, parseArgs } from "node:util";
 import { type StorageOptions, CheckpointError } from "@cairn/core";
-import { type CommandSpec, type OptionSpec, UsageError, makeContext } from "./command.js";
+import { type CommandSpec, type OptionSpec, type OptionValues, UsageError, makeContext } from "./command.js";
 import { cpCommand } from "./commands/cp.js";
 import { diffCommand } from "./commands/diff.js";
 import { exportCommand } from "./commands/export.js";
@@ -110,7 +110,7 @@ function oneLine(message: string): string {
   return message.replace(/\s*\n\s*/g, " ").trim();
 }
 
-function storageOptionsOf(raw: string | boolean | undefined): StorageOptions {
+function storageOptionsOf(raw: OptionValues[string]): StorageOptions {
   if (raw === undefined) return {};
   let parsed: unknown;
   try {
@@ -178,7 +178,7 @@ async function runOne(argv: readonly string[], io: CliIO, signal: AbortSignal, l
     );
   }
   try {
-    const { values, positionals } = (() => {
+    const { values: parsed, positionals } = (() => {
       try {
         return parseArgs({
           args: [...rest],
@@ -190,6 +190,8 @@ async function runOne(argv: readonly string[], io: CliIO, signal: AbortSignal, l
         throw new UsageError((error as Error).message.replace(/\. To specify a positional.*$/s, ""));
       }
     })();
+    // Only string options are `multiple`, so a list is of strings.
+    const values = parsed as OptionValues;
     if (values.help) {
       io.stdout.write(`${commandUsage(command)}\n`);
       return EXIT.ok;

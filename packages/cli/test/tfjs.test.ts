@@ -2,7 +2,8 @@ import { readFile, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { cairnIO } from "@cairn/tfjs";
+import { save } from "@cairn/core";
+import { cairnIO, getStateDict } from "@cairn/tfjs";
 import * as tf from "@tensorflow/tfjs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { cairn, tempDir } from "./helpers.js";
@@ -166,6 +167,36 @@ describe("cairn from-tfjs and to-tfjs", () => {
       expect.stringContaining(
         'holds no tfjs model (no user metadata "tfjs" with a modelTopology); save one with model.save(cairnIO(url)) or cairn from-tfjs',
       ),
+    ]);
+  });
+
+  it("export --hf --names tfjs writes a model's weights under torch's names, kernels transposed", async () => {
+    const dir = await tempDir();
+    const model = smallModel();
+    await save(await getStateDict(model, model.optimizer), join(dir, "ckpt"));
+    const run = await cairn([
+      "export",
+      join(dir, "ckpt"),
+      join(dir, "hf"),
+      "--hf",
+      "--keys",
+      "model",
+      "--names",
+      "tfjs",
+    ]);
+    expect(run.code, run.stderr).toBe(0);
+    const index = JSON.parse(await readFile(join(dir, "hf", "model.safetensors.index.json"), "utf8")) as {
+      weight_map: Record<string, string>;
+    };
+    expect(Object.keys(index.weight_map)).toEqual([
+      "model.layers.0.weight",
+      "model.layers.0.bias",
+      "model.layers.1.weight",
+      "model.layers.1.bias",
+      "model.layers.1.running_mean",
+      "model.layers.1.running_var",
+      "model.layers.2.weight",
+      "model.layers.2.bias",
     ]);
   });
 });

@@ -5,3 +5,4 @@ export { type CairnIOOptions, cairnIO } from "./cairn-io.js";
 export { MODEL_FILE, WEIGHTS_FILE, tfjsModelEntries, writeTfjsModel } from "./model-files.js";
 export { type TfjsModelInfo, WEIGHTS_KEY, USER_KEY } from "./model-layout.js";
 export { ROUTER_PREFIX, registerCairnRouters } from "./io-router.js";
+export { torchStyleNames } from "./torch-names.js";

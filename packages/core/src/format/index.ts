@@ -13,6 +13,7 @@ export {
   safetensorsDType,
   bytesOf,
 } from "../state/dtypes.js";
+export { FLOAT_DTYPES, convertFloats, isFloatDType } from "../state/float-convert.js";
 export { type KeyPath, displayKey, isForbiddenKey, pathId } from "../state/state-dict.js";
 export { type Box, type RowLayout, intersectBoxes, rowLayout, rowSpan, copyRows } from "../state/box.js";
 export { crc32c, blockChecksums } from "./crc32c.js";

@@ -3,6 +3,7 @@ import { CheckpointError, throwIfAborted } from "../errors.js";
 import { readRanges } from "../load/read-ranges.js";
 import { DefaultLoadPlanner } from "../plan/default-load-planner.js";
 import type { LoadRequest } from "../plan/load-planner.js";
+import type { Box } from "../state/box.js";
 import { type DType, itemSize, numel } from "../state/dtypes.js";
 import { displayKey } from "../state/state-dict.js";
 import { ObjectReaders } from "../storage/object-readers.js";
@@ -70,19 +71,41 @@ export class CheckpointReader {
     };
   }
 
-  async #read(
+  /**
+   * The elements of `box` of a stored tensor (or blob), in row-major order of the box: what a
+   * reader reordering dimensions (an export transposing a kernel) reads a band at a time.
+   */
+  readBox(entry: TensorEntry | BytesEntry, box: Box): Promise<Uint8Array> {
+    const { dtype, shape } = this.tensor(entry);
+    return this.#readBoxes(entry, dtype, shape, [box], `elements ${JSON.stringify(box)}`);
+  }
+
+  #read(
     entry: TensorEntry | BytesEntry,
     dtype: DType,
     shape: readonly number[],
     offset: number,
     length: number,
   ): Promise<Uint8Array> {
+    const size = itemSize(dtype);
+    const boxes = rangeBoxes(shape, offset / size, (offset + length) / size);
+    return this.#readBoxes(entry, dtype, shape, boxes, `bytes ${offset}..${offset + length}`);
+  }
+
+  /** The boxes' elements, one after another, each in row-major order. */
+  async #readBoxes(
+    entry: TensorEntry | BytesEntry,
+    dtype: DType,
+    shape: readonly number[],
+    boxes: readonly Box[],
+    what: string,
+  ): Promise<Uint8Array> {
     const { signal, onRead } = this.#options;
     throwIfAborted(signal, "the read");
     const size = itemSize(dtype);
+    const length = boxes.reduce((n, box) => n + numel(box.sizes) * size, 0);
     const out = new Uint8Array(length);
     const key = displayKey(entry.key);
-    const boxes = rangeBoxes(shape, offset / size, (offset + length) / size);
     const requests = boxes.map((box): LoadRequest => ({ key: entry.key, kind: entry.kind, dtype, shape, box }));
     // The plan of this entry alone: the planner indexes every entry it is given.
     const plan = PLANNER.createLoadPlan({ ...this.metadata, entries: [entry] }, requests, { partial: false });
@@ -90,7 +113,7 @@ export class CheckpointReader {
     if (filled !== length) {
       throw new CheckpointError(
         "corrupt",
-        `${key}: its chunks overlap in bytes ${offset}..${offset + length} of the tensor; the checkpoint's metadata is damaged`,
+        `${key}: its chunks overlap in ${what} of the tensor; the checkpoint's metadata is damaged`,
         { context: { key } },
       );
     }

@@ -3,6 +3,15 @@ export { type ReplacedCheckpoint, checkpointDestination, commitCheckpoint } from
 export { type CopyOptions, type CopyResult, copyCheckpoint } from "./copy-checkpoint.js";
 export { refuseInsideSource } from "./destination-inside-source.js";
 export { type ExportOptions, exportSafetensors } from "./export-safetensors.js";
+export {
+  type LayoutCandidate,
+  type LayoutExportOptions,
+  type LayoutExportResult,
+  type LayoutName,
+  type LayoutNaming,
+  DEFAULT_MAX_SHARD_BYTES,
+  exportSafetensorsLayout,
+} from "./export-safetensors-layout.js";
 export { CAIRN_METADATA_KEY, type ExportedLayout } from "../format/exported-layout.js";
 export { importSafetensors, layoutEntries } from "./import-safetensors.js";
 export { type SafetensorsFile, readSafetensorsHeader } from "../load/safetensors-file.js";
@@ -21,7 +30,7 @@ export {
 } from "./tensor-stats.js";
 export { type CheckpointSummary, type InspectedEntry, dataBytes, inspectCheckpoint } from "./inspect-checkpoint.js";
 export { prefetched } from "./prefetch.js";
-export { rangeBoxes } from "./row-major.js";
+export { permuteDims, rangeBoxes } from "./row-major.js";
 export { type EntrySource, type SourceTensor, tensorPieces } from "./source-tensor.js";
 export { checkKeyPath, forbiddenKeyReason, parseStoredJson } from "../format/stored-keys.js";
 export {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { copyRows, intersectBoxes, rowLayout, rowSpan } from "../state/box.js";
-import { rangeBoxes } from "./row-major.js";
+import { permuteDims, rangeBoxes } from "./row-major.js";
 
 function numel(sizes: readonly number[]): number {
   return sizes.reduce((a, b) => a * b, 1);
@@ -74,5 +74,62 @@ describe("copying a region as the reader does: only the chunk's span read, then 
 
   it("finds no overlap between disjoint boxes", () => {
     expect(intersectBoxes({ offsets: [0, 0], sizes: [2, 2] }, { offsets: [2, 0], sizes: [2, 2] })).toBeNull();
+  });
+});
+
+describe("permuteDims", () => {
+  it("reorders dimensions as numpy's transpose does, for every element size, aligned or not", () => {
+    const cases: [number[], number[]][] = [
+      [
+        [3, 5],
+        [1, 0],
+      ],
+      [
+        [2, 3, 4],
+        [2, 1, 0],
+      ],
+      [
+        [2, 3, 4, 5],
+        [3, 2, 0, 1],
+      ],
+      [
+        [4, 1, 3],
+        [0, 1, 2],
+      ],
+      [[6], [0]],
+      [
+        [0, 3],
+        [1, 0],
+      ],
+    ];
+    for (const [sizes, permutation] of cases) {
+      for (const itemSize of [1, 2, 4, 8]) {
+        for (const offset of [0, 1]) {
+          const count = numel(sizes);
+          const backing = new Uint8Array(count * itemSize + offset);
+          for (let i = 0; i < backing.length; i++) backing[i] = (i * 37 + 11) & 0xff;
+          const bytes = backing.subarray(offset);
+          const out = permuteDims(bytes, sizes, permutation, itemSize);
+          // Element at output index j (row-major over the permuted sizes) is the input at the permuted index.
+          const outSizes = permutation.map((p) => sizes[p]!);
+          for (let j = 0; j < count; j++) {
+            const outIndex: number[] = [];
+            let rest = j;
+            for (let d = outSizes.length - 1; d >= 0; d--) {
+              outIndex[d] = rest % outSizes[d]!;
+              rest = Math.floor(rest / outSizes[d]!);
+            }
+            const inIndex: number[] = [];
+            permutation.forEach((p, d) => (inIndex[p] = outIndex[d]!));
+            let flat = 0;
+            for (let d = 0; d < sizes.length; d++) flat = flat * sizes[d]! + inIndex[d]!;
+            expect(
+              out.subarray(j * itemSize, (j + 1) * itemSize),
+              JSON.stringify({ sizes, permutation, itemSize, j }),
+            ).toEqual(bytes.subarray(flat * itemSize, (flat + 1) * itemSize));
+          }
+        }
+      }
+    }
   });
 });

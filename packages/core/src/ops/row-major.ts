@@ -48,3 +48,52 @@ export function rangeBoxes(shape: readonly number[], start: number, end: number)
   walk([], shape, start, end);
   return boxes;
 }
+
+/**
+ * The elements of a row-major array of `sizes` (`itemSize` bytes each) with its dimensions
+ * reordered: dimension `i` of the result is dimension `permutation[i]` of the input, as numpy's
+ * `transpose(permutation)` (a Keras kernel `[in, out]` as torch's `[out, in]`: `[1, 0]`). Bytes
+ * are copied as they are, NaN payloads included.
+ */
+export function permuteDims(
+  bytes: Uint8Array,
+  sizes: readonly number[],
+  permutation: readonly number[],
+  itemSize: number,
+): Uint8Array {
+  const rank = sizes.length;
+  const strides = sizes.map((_, d) => numel(sizes.slice(d + 1)));
+  const outSizes = permutation.map((p) => sizes[p]!);
+  const outStrides = permutation.map((p) => strides[p]!);
+  const count = numel(sizes);
+  const out = new Uint8Array(bytes.byteLength);
+  // Whole elements move as one or two words (unless the input is not aligned for them).
+  const unit = Math.min(itemSize, 4);
+  const words = itemSize / unit;
+  const source = bytes.byteOffset % unit === 0 && itemSize % unit === 0 ? wordsOf(bytes, unit) : undefined;
+  const target = wordsOf(out, unit);
+  const index = new Array<number>(rank).fill(0);
+  let from = 0;
+  for (let i = 0; i < count; i++) {
+    if (source) {
+      for (let w = 0; w < words; w++) target[i * words + w] = source[from * words + w]!;
+    } else {
+      out.set(bytes.subarray(from * itemSize, (from + 1) * itemSize), i * itemSize);
+    }
+    // Next output index, row-major, and the input element it comes from.
+    for (let d = rank - 1; d >= 0; d--) {
+      from += outStrides[d]!;
+      if (++index[d]! < outSizes[d]!) break;
+      from -= outStrides[d]! * outSizes[d]!;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+function wordsOf(bytes: Uint8Array, unit: number): Uint8Array | Uint16Array | Uint32Array {
+  if (unit === 1) return bytes;
+  return unit === 2
+    ? new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2)
+    : new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+}

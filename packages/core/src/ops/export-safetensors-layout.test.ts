@@ -1,0 +1,123 @@
+import { describe, expect, it } from "vitest";
+import { parseSafetensorsHeader } from "../format/safetensors.js";
+import { readMetadata } from "../load/load.js";
+import { save } from "../save/save.js";
+import { shardedTensor } from "../state/sharded-tensor.js";
+import { hostTensor } from "../state/tensors.js";
+import type { StorageAdapter } from "../storage/storage-adapter.js";
+import { MapStorage } from "../../test/map-storage.js";
+import { CheckpointReader } from "./checkpoint-reader.js";
+import { exportSafetensorsLayout } from "./export-safetensors-layout.js";
+
+/** Every write and delete through `storage`, in order, and the largest piece a streamed write was given. */
+function recording(storage: MapStorage): { storage: StorageAdapter; log: string[]; largest: () => number } {
+  const log: string[] = [];
+  let largest = 0;
+  return {
+    log,
+    largest: () => largest,
+    storage: {
+      protocol: storage.protocol,
+      root: storage.root,
+      read: (path, range) => storage.read(path, range),
+      stat: (path) => storage.stat(path),
+      list: (prefix) => storage.list(prefix),
+      close: () => storage.close(),
+      delete: async (path) => {
+        log.push(`delete ${path}`);
+        await storage.delete(path);
+      },
+      write: async (path, body, options) => {
+        const pieces = async function* (): AsyncGenerator<Uint8Array> {
+          for await (const piece of body instanceof Uint8Array ? [body] : body) {
+            largest = Math.max(largest, piece.byteLength);
+            yield piece;
+          }
+        };
+        await storage.write(path, pieces(), options);
+        log.push(`write ${path}`);
+      },
+    },
+  };
+}
+
+/** The tensor `name` of a safetensors file held in `storage`. */
+function tensorOf(storage: MapStorage, path: string, name: string): { shape: number[]; bytes: Uint8Array } {
+  const file = storage.objects.get(path)!;
+  const header = parseSafetensorsHeader(file);
+  const t = header.tensors.get(name)!;
+  const start = 8 + header.headerLength;
+  return { shape: t.shape, bytes: file.subarray(start + t.dataOffsets[0], start + t.dataOffsets[1]) };
+}
+
+describe("exportSafetensorsLayout", () => {
+  it("writes shards, then the index; with force deletes the old layout's index first; a piece at a time", async () => {
+    const storage = new MapStorage();
+    const w = hostTensor("float32", [256, 64]);
+    w.data.forEach((_, i) => (w.data[i] = i));
+    await save({ a: w, b: hostTensor("int8", [1000]), rng: new Uint8Array(9), step: 3 }, { storage, path: "ckpt" });
+    const reader = new CheckpointReader(storage, "ckpt", await readMetadata({ storage, path: "ckpt" }));
+    const first = recording(storage);
+    const result = await exportSafetensorsLayout(
+      reader,
+      { storage: first.storage, dir: "out", where: "map://out" },
+      { maxShardBytes: 65536, readBytes: 4096 },
+    );
+    expect(result).toMatchObject({ tensors: 2, totalSize: 65536 + 1000, skipped: 2 });
+    expect(first.log).toEqual([
+      "write out/model-00001-of-00002.safetensors",
+      "write out/model-00002-of-00002.safetensors",
+      "write out/model.safetensors.index.json",
+    ]);
+    expect(first.largest()).toBeLessThanOrEqual(4096);
+    await expect(exportSafetensorsLayout(reader, { storage, dir: "out", where: "map://out" })).rejects.toMatchObject({
+      code: "already_exists",
+    });
+    const second = recording(storage);
+    await exportSafetensorsLayout(reader, { storage: second.storage, dir: "out", where: "map://out" }, { force: true });
+    expect(second.log).toEqual([
+      "delete out/model.safetensors.index.json",
+      "delete out/model-00001-of-00002.safetensors",
+      "delete out/model-00002-of-00002.safetensors",
+      "write out/model-00001-of-00001.safetensors",
+      "write out/model.safetensors.index.json",
+    ]);
+    await reader.close();
+  });
+
+  it("reorders dimensions a preset asks for, band by band, from a column-sharded tensor, and converts dtypes", async () => {
+    const storage = new MapStorage();
+    const [rows, cols] = [37, 12];
+    const value = (r: number, c: number): number => r * 100 + c;
+    const shards = [0, 5, 9].map((start, i, starts) => {
+      const width = (starts[i + 1] ?? cols) - start;
+      const t = hostTensor("float32", [rows, width]);
+      for (let r = 0; r < rows; r++) for (let c = 0; c < width; c++) t.data[r * width + c] = value(r, start + c);
+      return { offsets: [0, start], tensor: t };
+    });
+    await save({ kernel: shardedTensor("float32", [rows, cols], shards) }, { storage, path: "ckpt", blockSize: 64 });
+    const reader = new CheckpointReader(storage, "ckpt", await readMetadata({ storage, path: "ckpt" }));
+    const out = recording(storage);
+    await exportSafetensorsLayout(
+      reader,
+      { storage: out.storage, dir: "out", where: "map://out" },
+      { names: (ts) => ts.map(() => ({ name: "weight", permutation: [1, 0] })), readBytes: 200, dtype: "float64" },
+    );
+    const written = tensorOf(storage, "out/model-00001-of-00001.safetensors", "weight");
+    expect(written.shape).toEqual([cols, rows]);
+    const doubles = new Float64Array(written.bytes.slice().buffer);
+    for (let c = 0; c < cols; c++) for (let r = 0; r < rows; r++) expect(doubles[c * rows + r]).toBe(value(r, c));
+    // Bands of whole output rows, each within the read size (as float32) or one row: converted to float64, twice that.
+    expect(out.largest()).toBeLessThanOrEqual(2 * Math.max(200, rows * 4));
+    await expect(
+      exportSafetensorsLayout(
+        reader,
+        { storage, dir: "bad", where: "map://bad" },
+        {
+          names: (ts) => ts.map(() => ({ name: "w", permutation: [0, 0] })),
+        },
+      ),
+    ).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringContaining("does not reorder") });
+    await reader.close();
+  });
+});
