@@ -356,7 +356,7 @@ describe("help and usage errors", () => {
     const count = await cairn(["export", "only-one"]);
     expect([count.code, count.stderr]).toEqual([
       2,
-      "cairn export: expected <checkpoint> <file.safetensors>, got 1 argument; see cairn export --help\n",
+      "cairn export: expected <checkpoint> <file.safetensors | dir>, got 1 argument; see cairn export --help\n",
     ]);
     const option = await cairn(["verify", "x", "--fast"]);
     expect([option.code, option.stderr]).toEqual([
