@@ -1,17 +1,19 @@
 // The machine's limits that load and save figures are judged against (issue 34): CRC32C (core's
-// native one) on one thread and on every core at once, memcpy on one thread, and the disk's read
-// speed with several readers at once against one `dd` reading the same files one after another,
-// cold (as root: the page cache dropped) and warm. Throughput in MiB/s over resident memory.
+// native one) on one thread and on every core at once, XXH3-128 (the content hash), one checksum
+// call for a 1 KiB tensor, memcpy on one thread, the disk's write speed with several writers at
+// once against the same writes one after another, and its read speed with several readers at once
+// against one `dd` reading the same files one after another, cold (as root: the page cache
+// dropped) and warm. Throughput in MiB/s over resident memory.
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
-import { open } from "node:fs/promises";
+import { open, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
-import { crc32c } from "@cairn/core/format";
+import { crc32c, loadXxh128 } from "@cairn/core/format";
 import { alignedBytes, ddRead, directWrite, fillRandom } from "../disk.js";
 import { report } from "../report.js";
-import { GiB, MiB, dropCaches, median, quick, rounds, withTempDir } from "../support.js";
+import { GiB, KiB, MiB, dropCaches, median, quick, rounds, withTempDir } from "../support.js";
 
 const SUITE = "limits";
 const BYTES = quick ? 128 * MiB : GiB;
@@ -131,7 +133,71 @@ report({
   better: "higher",
 });
 
+// The content hash a save computes with the CRC32C (format 2.2), streamed in the same 1 MiB blocks.
+const xxh = await loadXxh128();
+const xxhOne = await best(async () => {
+  const stream = await xxh.stream();
+  for (let at = 0; at < BYTES; at += BLOCK) stream.update(data.subarray(at, at + BLOCK));
+  stream.digest();
+});
+report({
+  suite: SUITE,
+  name: `XXH3-128 (${xxh.implementation}), one thread, ${size} in 1 MiB blocks`,
+  unit: "MiB/s",
+  ...rates(xxhOne),
+  baseline: { name: "CRC32C, one thread", value: rate(BYTES, crcOne.wall) },
+  ratio: crcOne.wall / xxhOne.wall,
+  better: "higher",
+});
+// A small tensor's checksums are one call each: what 100k tensors of 1 KiB cost the checksum workers.
+const small = data.subarray(0, KiB);
+const CALLS = 100_000;
+for (const [label, fn] of [
+  ["CRC32C", () => crc32c(small)],
+  [`XXH3-128 (${xxh.implementation})`, () => xxh.hash(small)],
+] as const) {
+  const t = await best(() => {
+    for (let i = 0; i < CALLS; i++) fn();
+  });
+  report({
+    suite: SUITE,
+    name: `${label} of one 1 KiB input, one thread, per call`,
+    value: (t.wall / CALLS) * 1e6,
+    unit: "µs",
+    extra: { calls: CALLS, cpuMicroseconds: +((t.cpu / CALLS) * 1e6).toFixed(3) },
+  });
+}
+
 await withTempDir(async (dir) => {
+  // The disk with several writers at once, as a save's files go out: O_DIRECT 16 MiB writes + fsync each.
+  const written: Record<"sequential" | "parallel", number[]> = { sequential: [], parallel: [] };
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const how of r % 2 === 0 ? (["sequential", "parallel"] as const) : (["parallel", "sequential"] as const)) {
+      const targets = Array.from({ length: FILES }, (_, i) => join(dir, `w${r}-${how}-${i}`));
+      const share = BYTES / FILES;
+      const piece = (i: number): Uint8Array => data.subarray(i * share, (i + 1) * share);
+      const started = performance.now();
+      if (how === "parallel") await Promise.all(targets.map((t, i) => directWrite(t, piece(i))));
+      else for (const [i, t] of targets.entries()) await directWrite(t, piece(i));
+      written[how].push((performance.now() - started) / 1000);
+      await Promise.all(targets.map((t) => rm(t)));
+    }
+  }
+  report({
+    suite: SUITE,
+    name: `disk, write + fsync of ${size} in ${FILES} files by ${FILES} writers at once (O_DIRECT, 16 MiB writes)`,
+    value: rate(BYTES, median(written.parallel)),
+    unit: "MiB/s",
+    baseline: { name: "the same writes, one file after another", value: rate(BYTES, median(written.sequential)) },
+    ratio: median(written.sequential) / median(written.parallel),
+    better: "higher",
+    extra: {
+      rounds: ROUNDS,
+      secondsParallel: written.parallel.map((s) => +s.toFixed(4)),
+      secondsSequential: written.sequential.map((s) => +s.toFixed(4)),
+    },
+  });
+
   const paths = Array.from({ length: FILES }, (_, i) => join(dir, `file-${i}`));
   const share = BYTES / FILES;
   for (const [i, path] of paths.entries()) await directWrite(path, data.subarray(i * share, (i + 1) * share));
