@@ -1,9 +1,54 @@
-import { DefaultSavePlanner, type HostTensor, asyncSave, hostTensor, load } from "@cairn/core";
+import {
+  type GlobalPlanContext,
+  type GlobalSavePlan,
+  type HostTensor,
+  type Leaf,
+  type SavePlan,
+  type SavePlanner,
+  type WriteItem,
+  DefaultSavePlanner,
+  asyncSave,
+  hostTensor,
+  load,
+} from "@cairn/core";
+import { dataFileName } from "@cairn/core/format";
 import { connectTcpProcessGroup, freePort } from "@cairn/distributed";
 import { describe, expect, it } from "vitest";
 import { openRecording } from "./fixtures/recording-file-storage.js";
 import { sampleTensor, tempDir } from "./helpers.js";
 import { dataFileWrites, writesSoFar } from "./recorded-writes.js";
+
+/** A planner of its own: each rank writes one file, its items in reverse leaf order; `rankFiles` says so. */
+class OneFilePlanner implements SavePlanner {
+  readonly #local = new DefaultSavePlanner();
+
+  createLocalPlan(leaves: readonly Leaf[], rank: number): SavePlan {
+    return this.#local.createLocalPlan(leaves, rank);
+  }
+
+  rankFiles(plan: SavePlan): WriteItem[][] {
+    return [[...plan.items].reverse()];
+  }
+
+  createGlobalPlan(plans: readonly SavePlan[], context: GlobalPlanContext): GlobalSavePlan {
+    return {
+      attempt: context.attempt,
+      files: plans.map((plan) => [
+        { name: dataFileName(plan.rank, 0, context.attempt), items: this.rankFiles(plan)[0]! },
+      ]),
+      values: plans.flatMap((plan) => plan.values.map((v) => v.entry)),
+    };
+  }
+}
+
+/** The same plans, from a planner that does not say which files a rank writes. */
+const silentPlanner = (): SavePlanner => {
+  const planner = new OneFilePlanner();
+  return {
+    createLocalPlan: (leaves, rank) => planner.createLocalPlan(leaves, rank),
+    createGlobalPlan: (plans, context) => planner.createGlobalPlan(plans, context),
+  };
+};
 
 /**
  * Spread over three files by the default planner (largest first onto the emptiest file, then in
@@ -70,12 +115,33 @@ describe("copy staging lays data files out as they are written", () => {
     },
   );
 
+  it("stages a custom planner's files as it says it plans them, and writes them from that memory", async () => {
+    const url = new URL(`file://${await tempDir()}/ckpt`);
+    const before = writesSoFar();
+    // 4 MiB and more: the file is not one the calling thread would pack of small tensors by itself.
+    const saved = { a: sampleTensor("float32", [1 << 20], 7), b: sampleTensor("int32", [1000], 8) };
+    const options = { storage: openRecording(url), uploadWorker: false, planner: new OneFilePlanner() };
+    await (
+      await asyncSave(saved, options)
+    ).done;
+    const [write] = await dataFileWrites(before, 1);
+    expect(write!.pageAligned).toBe(true);
+    let at = 0;
+    for (const part of write!.parts) {
+      expect(part).toMatchObject({ shared: true, byteOffset: at });
+      at += part.byteLength;
+    }
+    const back = (await load(url.href)) as Record<string, HostTensor>;
+    for (const [key, value] of Object.entries(saved))
+      expect(Buffer.from(back[key]!.data.buffer).equals(Buffer.from(value.data.buffer)), key).toBe(true);
+  });
+
   it.each([
     ["files are small", { x: hostTensor("float32", [1000], new Float32Array(1000).fill(3)) }, {}],
     [
-      "the plan comes from a planner object",
-      { x: sampleTensor("float32", [1 << 19], 6) },
-      { planner: new DefaultSavePlanner() },
+      "the planner does not say which files a rank writes",
+      { x: sampleTensor("float32", [1 << 20], 6), y: sampleTensor("int32", [1000], 9) },
+      { planner: silentPlanner() },
     ],
   ])("stages leaf by leaf where %s", async (_, small, options) => {
     const url = new URL(`file://${await tempDir()}/ckpt`);

@@ -31,6 +31,7 @@ export {
   type Leaf,
   type TensorSource,
   type ShardPlacement,
+  type StagedPlace,
   flattenStateDict,
   isTensorLike,
   isStateful,

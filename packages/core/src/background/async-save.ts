@@ -1,6 +1,6 @@
 import { type Leaf, flattenStateDict } from "../state/flatten.js";
 import { checkOption, checkpointOptionsOf } from "../storage/checkpoint-location.js";
-import { type CommitLeaves, planAndCommit, saveLeaves } from "../save/save.js";
+import { type CommitLeaves, planAndCommit, saveLeaves, savePlannerOf } from "../save/save.js";
 import { DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions } from "../save/save-options.js";
 import {
   type StagedLeaves,
@@ -120,7 +120,9 @@ export async function asyncSave(
  */
 export async function prepareAsyncSave(
   stateDict: StateDict,
-  options: Pick<AsyncSaveOptions, "staging" | "planner" | "concurrency"> & { readonly pool: StagingPool },
+  options: Pick<AsyncSaveOptions, "staging" | "planner" | "concurrency" | "processGroup"> & {
+    readonly pool: StagingPool;
+  },
 ): Promise<void> {
   await prepareStaging(
     await flattenStateDict(stateDict),
@@ -130,9 +132,13 @@ export async function prepareAsyncSave(
   );
 }
 
-/** With the default planner, copies are staged in the data files' layout (see stageLeaves): as many files as `save` will write. */
-function stagingLayoutOf(options: Pick<AsyncSaveOptions, "planner" | "concurrency">): StagingLayout | undefined {
-  return options.planner === undefined ? { filesPerRank: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY } : undefined;
+/** Copies are staged in the layout of the data files the save's planner gives this rank (see stageLeaves). */
+function stagingLayoutOf(options: Pick<AsyncSaveOptions, "planner" | "concurrency" | "processGroup">): StagingLayout {
+  return {
+    planner: savePlannerOf(options),
+    rank: options.processGroup?.rank ?? 0,
+    filesPerRank: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY,
+  };
 }
 
 type Snapshot = StagedLeaves & { readonly inPlace?: true };

@@ -14,9 +14,8 @@ export interface UploadJob {
   readonly where: string;
   readonly rank: number;
   readonly worldSize: number;
+  /** Staged leaves: those copy staging laid out as a planned file carry their place in it (`Leaf.staged`). */
   readonly leaves: readonly Leaf[];
-  /** The staging segments among the leaves' buffers: page-aligned, which the worker cannot tell by itself. */
-  readonly pageAligned: readonly SharedArrayBuffer[];
   readonly options: PortableSaveOptions;
 }
 

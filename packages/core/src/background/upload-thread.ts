@@ -2,7 +2,6 @@ import { Worker } from "node:worker_threads";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { CheckpointError } from "../errors.js";
 import { type Leaf, hostDataOf } from "../state/flatten.js";
-import { isPageAligned } from "../storage/page-aligned.js";
 import type { ProcessGroup } from "../process-group.js";
 import type { SaveOptions, SaveResult } from "../save/save-options.js";
 import { type FromUploadWorker, type ToUploadWorker, errorFromWire, errorToWire } from "./upload-protocol.js";
@@ -44,16 +43,6 @@ interface Job {
   readonly resolve: (result: Written) => void;
   readonly reject: (error: unknown) => void;
   readonly cleanup: () => void;
-}
-
-/** The page-aligned buffers (staging segments) that leaves' bytes are in. */
-function pageAlignedBuffers(leaves: readonly Leaf[]): SharedArrayBuffer[] {
-  const buffers = new Set<SharedArrayBuffer>();
-  for (const leaf of leaves) {
-    const buffer = hostDataOf(leaf)?.buffer;
-    if (buffer instanceof SharedArrayBuffer && isPageAligned(buffer)) buffers.add(buffer);
-  }
-  return [...buffers];
 }
 
 function shared(leaf: Leaf): boolean {
@@ -110,7 +99,6 @@ class UploadThread {
         rank: group.rank,
         worldSize: group.worldSize,
         leaves,
-        pageAligned: pageAlignedBuffers(leaves),
         options: {
           blockSize: options.blockSize,
           concurrency: options.concurrency,

@@ -6,7 +6,6 @@ import { setPriority } from "node:os";
 import { parentPort } from "node:worker_threads";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { CheckpointError } from "../errors.js";
-import { markPageAligned } from "../storage/page-aligned.js";
 import { type ProcessGroup, SingleProcessGroup } from "../process-group.js";
 import { planAndCommit } from "../save/save.js";
 import type { PortableStorage, StorageAdapter } from "../storage/storage-adapter.js";
@@ -92,8 +91,6 @@ async function run(job: UploadJob): Promise<void> {
   aborts.set(job.job, controller);
   let storage: StorageAdapter | undefined;
   let reply: FromUploadWorker;
-  // The same memory the calling thread marked; identity holds within the message.
-  for (const buffer of job.pageAligned) markPageAligned(buffer);
   try {
     storage = await openPortable(job.storage);
     const group = job.worldSize === 1 ? new SingleProcessGroup() : new ForwardedGroup(job.job, job.rank, job.worldSize);

@@ -69,4 +69,12 @@ export interface GlobalPlanContext {
 export interface SavePlanner {
   createLocalPlan(leaves: readonly Leaf[], rank: number): SavePlan;
   createGlobalPlan(plans: readonly SavePlan[], context: GlobalPlanContext): GlobalSavePlan;
+  /**
+   * Optional: the data files `createGlobalPlan` gives `plan`'s rank when it leaves that rank every
+   * item of its local plan (always so with one rank), as the items of each file in file order.
+   * A background save asks it before the save is planned, to stage its copies laid out as those
+   * files, which are then written from that memory without another copy; without it, copies
+   * are staged leaf by leaf.
+   */
+  rankFiles?(plan: SavePlan, context: GlobalPlanContext): readonly (readonly WriteItem[])[];
 }

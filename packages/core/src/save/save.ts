@@ -19,7 +19,7 @@ import {
   ownFiles,
   referencedFiles,
 } from "../format/metadata.js";
-import type { DataFilePlan, GlobalSavePlan, SavePlan, WriteItem } from "../plan/save-planner.js";
+import type { DataFilePlan, GlobalSavePlan, SavePlan, SavePlanner, WriteItem } from "../plan/save-planner.js";
 import { checkSharedFiles, readIncrementalBase, skipUnchanged } from "./incremental-base.js";
 import { type KeyPath, type StateDict, pathId } from "../state/state-dict.js";
 import { joinPath } from "../storage/storage-adapter.js";
@@ -89,6 +89,11 @@ export async function planAndCommit(
   return writeAndCommit(await planSave(leaves, location, options), location, options);
 }
 
+/** The planner a save with these options plans with. */
+export function savePlannerOf(options: Pick<SaveOptions, "planner">): SavePlanner {
+  return options.planner ?? new DefaultSavePlanner();
+}
+
 /** A plan agreed by every rank, ready to write. */
 export interface PreparedSave {
   readonly leaves: readonly Leaf[];
@@ -106,7 +111,7 @@ export async function planSave(
 ): Promise<PreparedSave> {
   const { group } = location;
   throwIfAborted(options.signal, "the save");
-  const planner = options.planner ?? new DefaultSavePlanner();
+  const planner = savePlannerOf(options);
   // Checked before any byte is written, so a save onto a committed checkpoint fails fast; the ifAbsent commit still decides races.
   const exists = group.rank === 0 && (await location.storage.stat(joinPath(location.dir, METADATA_FILE))) !== null;
   const plans = await group.allGather(planner.createLocalPlan(leaves, group.rank));

@@ -3,11 +3,11 @@ import { blockChecksumsAsync, hexDigests, regionChecksumsAsync } from "./checksu
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { crc32c } from "../format/crc32c.js";
 import { chunkBlockSize } from "../format/checksum-blocks.js";
-import { isPageAligned, pageAlignedAvailable } from "../storage/page-aligned.js";
+import { pageAlignedAvailable } from "../storage/page-aligned.js";
 import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
 import { dataFileLayout } from "../plan/data-file-layout.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
-import { type Leaf, hostDataOf, tensorBytes } from "../state/flatten.js";
+import { type Leaf, hostDataOf, stagedPlaceOf, tensorBytes } from "../state/flatten.js";
 import { type TypedArray, bytesOf } from "../state/dtypes.js";
 import type { ChunkMetadata, DataFileMetadata } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";
@@ -134,25 +134,22 @@ function packedSegment(file: DataFilePlan, layout: SafetensorsLayout): Uint8Arra
 }
 
 /**
- * The page-aligned staging segment that holds this file exactly as laid out (its header, then
- * its items back to back, file offset = segment offset), when copy staging predicted the plan.
+ * The page-aligned memory copy staging laid this file out in (its header, then its items back
+ * to back, file offset = memory offset): when the plan gives this rank the very file staging
+ * asked the planner for (`SavePlanner.rankFiles`), the same items in the same order.
  */
 function stagedSegment(file: DataFilePlan, leaves: readonly Leaf[], layout: SafetensorsLayout): Uint8Array | undefined {
-  let buffer: ArrayBufferLike | undefined;
-  for (const [i, item] of file.items.entries()) {
-    const data = hostDataOf(leaves[item.leafIndex]!);
-    if (
-      !data ||
-      data.byteOffset !== layout.offsets[i] ||
-      data.byteLength !== item.byteLength ||
-      (buffer !== undefined && data.buffer !== buffer)
-    )
-      return undefined;
-    buffer = data.buffer;
+  const first = file.items[0] && leaves[file.items[0].leafIndex];
+  const segment = stagedPlaceOf(first)?.segment;
+  if (segment === undefined) return undefined;
+  for (const [index, item] of file.items.entries()) {
+    const leaf = leaves[item.leafIndex]!;
+    const staged = stagedPlaceOf(leaf);
+    if (staged?.segment !== segment || staged.index !== index || staged.count !== file.items.length) return undefined;
+    // A planner whose global plan cut a leaf that its rankFiles kept whole breaks its contract: written the plain way.
+    if (hostDataOf(leaf)?.byteLength !== item.byteLength) return undefined;
   }
-  if (buffer === undefined || !isPageAligned(buffer) || buffer.byteLength < layout.fileSize) return undefined;
-  const segment = new Uint8Array(buffer, 0, layout.fileSize);
-  return Buffer.from(segment.buffer, 0, layout.header.byteLength).equals(layout.header) ? segment : undefined;
+  return new Uint8Array(hostDataOf(first!)!.buffer, 0, layout.fileSize);
 }
 
 /**

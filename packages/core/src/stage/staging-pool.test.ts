@@ -3,6 +3,7 @@ import { flattenStateDict } from "../state/flatten.js";
 import { hostTensor } from "../state/tensors.js";
 import { prepareStaging, stageLeaves } from "./staging.js";
 import { StagingPool } from "./staging-pool.js";
+import { DefaultSavePlanner } from "../plan/default-save-planner.js";
 
 describe("StagingPool.prepare", () => {
   it("readies buffers that a later acquire of the same sizes takes without allocating", async () => {
@@ -61,10 +62,11 @@ describe("prepareStaging", () => {
     };
     const pool = new StagingPool();
     const leaves = await flattenStateDict(state);
-    await prepareStaging(leaves, "copy", pool, { filesPerRank: 2 });
+    const layout = { planner: new DefaultSavePlanner(), rank: 0, filesPerRank: 2 };
+    await prepareStaging(leaves, "copy", pool, layout);
     const allocated = pool.allocatedBytes;
     expect(allocated).toBeGreaterThan(1 << 21);
-    const staged = await stageLeaves(leaves, "copy", pool, undefined, { filesPerRank: 2 });
+    const staged = await stageLeaves(leaves, "copy", pool, undefined, layout);
     expect(pool.allocatedBytes).toBe(allocated);
     expect(pool.inUseBytes).toBe(allocated);
     const big = staged.leaves.find((leaf) => leaf.path[0] === "big");

@@ -1,11 +1,11 @@
 import { arrayConstructorFor, byteSize } from "../state/dtypes.js";
 import { throwIfAborted } from "../errors.js";
-import { type Leaf, tensorBytes } from "../state/flatten.js";
-import { DefaultSavePlanner } from "../plan/default-save-planner.js";
+import { type Leaf, type StagedPlace, tensorBytes } from "../state/flatten.js";
 import { MAX_PAGE_ALIGNED_BYTES, pageAlignedAvailable } from "../storage/page-aligned.js";
 import type { StagingPool } from "./staging-pool.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
-import type { WriteItem } from "../plan/save-planner.js";
+import { dataFileLayout } from "../plan/data-file-layout.js";
+import type { SavePlanner, WriteItem } from "../plan/save-planner.js";
 import type { HostTensor, TensorLike } from "../state/tensors.js";
 
 /**
@@ -37,8 +37,11 @@ export interface StagedLeaves {
   dropReferences(): void;
 }
 
-/** How the save that follows will lay out this rank's data files, so copies can be staged in that layout. */
+/** Who plans the save that follows, so copies can be staged laid out as its data files. */
 export interface StagingLayout {
+  /** The save's planner: its `rankFiles` says which files this rank writes (none: leaf by leaf). */
+  readonly planner: SavePlanner;
+  readonly rank: number;
   /** Data files per rank (`SaveOptions.concurrency`, default `DEFAULT_SAVE_CONCURRENCY`). */
   readonly filesPerRank: number;
 }
@@ -55,15 +58,25 @@ interface Segment {
 }
 
 /**
- * The data files the default planner gives this rank if it writes every item it holds (always,
- * with one rank; with several, unless replicated items go to another rank), as staging segments:
- * those big enough to gain, small enough for one WebAssembly memory, and whose items' offsets
- * suit their typed arrays.
+ * The data files the planner gives this rank if it writes every item it holds (always, with one
+ * rank; with several, unless replicated items go to another rank), laid out as the save will
+ * write them, as staging segments: those big enough to gain, small enough for one WebAssembly
+ * memory, whose items are whole leaves, each once, at offsets that suit their typed arrays.
  */
-function plannedSegments(leaves: readonly Leaf[], filesPerRank: number): Segment[] {
-  if (!pageAlignedAvailable) return [];
-  return new DefaultSavePlanner()
-    .predictFiles(leaves, filesPerRank)
+function plannedSegments(leaves: readonly Leaf[], layout: StagingLayout): Segment[] {
+  const { planner, rank, filesPerRank } = layout;
+  if (!pageAlignedAvailable || planner.rankFiles === undefined) return [];
+  const files = planner.rankFiles(planner.createLocalPlan(leaves, rank), { attempt: "staging", filesPerRank });
+  const seen = new Set<number>();
+  const wholeLeaf = (item: WriteItem): boolean => {
+    const leaf = leaves[item.leafIndex];
+    if (seen.has(item.leafIndex) || leaf === undefined || leaf.kind === "value") return false;
+    seen.add(item.leafIndex);
+    return item.byteLength === (leaf.kind === "bytes" ? leaf.data.byteLength : byteSize(leaf.dtype, leaf.shape));
+  };
+  return files
+    .filter((items) => items.every(wholeLeaf))
+    .map((items) => ({ items, layout: dataFileLayout(items).layout }))
     .filter(
       ({ items, layout }) =>
         layout.fileSize >= SEGMENT_MIN_BYTES &&
@@ -162,8 +175,8 @@ interface StagingPlan {
   /** Whether a leaf is held by reference rather than copied. */
   readonly byReference: (leaf: Leaf) => boolean;
   readonly segments: readonly Segment[];
-  /** Leaf index → where in which segment its bytes go. */
-  readonly placed: ReadonlyMap<number, { segment: number; offset: number }>;
+  /** Leaf index → where in which segment its bytes go, and which of the segment's file items it is. */
+  readonly placed: ReadonlyMap<number, StagedPlace & { offset: number }>;
   /** The buffers to acquire: one per segment, then one per copied leaf in no segment, in leaf order. */
   readonly sizes: readonly number[];
   readonly copiedBytes: number;
@@ -177,10 +190,12 @@ function stagingPlan(
 ): StagingPlan {
   const byReference = (leaf: Leaf): boolean =>
     strategy === "reference" && leaf.kind === "tensor" && leaf.source.kind === "tfjs" && cloneable(leaf.source.tensor);
-  const segments = layout && strategy === "copy" ? plannedSegments(leaves, layout.filesPerRank) : [];
-  const placed = new Map<number, { segment: number; offset: number }>();
+  const segments = layout && strategy === "copy" ? plannedSegments(leaves, layout) : [];
+  const placed = new Map<number, StagedPlace & { offset: number }>();
   segments.forEach(({ items, layout }, segment) =>
-    items.forEach((item, i) => placed.set(item.leafIndex, { segment, offset: layout.offsets[i]! })),
+    items.forEach((item, index) =>
+      placed.set(item.leafIndex, { segment, index, count: items.length, offset: layout.offsets[index]! }),
+    ),
   );
   const sizes = segments.map((s) => s.layout.fileSize);
   let copiedBytes = 0;
@@ -247,6 +262,11 @@ async function stage(
       const place = placed.get(index);
       return place ? buffers[place.segment]!.subarray(place.offset, place.offset + bytes) : buffers[next++]!;
     };
+    /** A staged leaf's place in its planned file, which the write takes as the file's memory (none: its own buffer). */
+    const placeOf = (index: number): StagedPlace | undefined => {
+      const place = placed.get(index);
+      return place && { segment: place.segment, index: place.index, count: place.count };
+    };
     const staged: Leaf[] = [];
     for (const [index, leaf] of leaves.entries()) {
       throwIfAborted(signal, pace ? "the save (copying held tensors in the background)" : "staging");
@@ -255,11 +275,11 @@ async function stage(
       } else if (leaf.kind === "bytes") {
         const buffer = target(index, leaf.data.byteLength);
         copyMs += await copyInto(buffer, leaf.data, pace);
-        staged.push({ kind: "bytes", path: leaf.path, data: buffer });
+        staged.push({ kind: "bytes", path: leaf.path, data: buffer, staged: placeOf(index) });
       } else if (byReference(leaf)) {
         const clone = (leaf.source.tensor as Cloneable).clone();
         clones.push(clone);
-        staged.push({ ...leaf, source: { kind: "tfjs", tensor: clone } });
+        staged.push({ ...leaf, source: { kind: "tfjs", tensor: clone }, staged: undefined });
       } else {
         const buffer = target(index, byteSize(leaf.dtype, leaf.shape));
         copyMs += await copyInto(buffer, await tensorBytes(leaf), pace);
@@ -269,7 +289,7 @@ async function stage(
           buffer.byteLength / arrayConstructorFor(leaf.dtype).BYTES_PER_ELEMENT,
         );
         const tensor = { dtype: leaf.dtype, shape: leaf.shape, data } as HostTensor;
-        staged.push({ ...leaf, source: { kind: "host", tensor } });
+        staged.push({ ...leaf, source: { kind: "host", tensor }, staged: placeOf(index) });
       }
     }
     return { leaves: staged, copiedBytes, copySeconds: copyMs / 1000, release, dropReferences };

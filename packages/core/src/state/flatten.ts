@@ -26,9 +26,21 @@ export type Leaf =
       readonly shape: readonly number[];
       readonly source: TensorSource;
       readonly shard?: ShardPlacement;
+      readonly staged?: StagedPlace;
     }
-  | { readonly kind: "bytes"; readonly path: KeyPath; readonly data: Uint8Array }
+  | { readonly kind: "bytes"; readonly path: KeyPath; readonly data: Uint8Array; readonly staged?: StagedPlace }
   | { readonly kind: "value"; readonly path: KeyPath; readonly value: JsonPrimitive | EmptyContainer };
+
+/**
+ * Set by background staging on a leaf it copied into the staged memory of a planned data file
+ * (its header, then its items back to back): the leaf is item `index` of the `count` items of
+ * that file, whose memory is `segment` of that staging.
+ */
+export interface StagedPlace {
+  readonly segment: number;
+  readonly index: number;
+  readonly count: number;
+}
 
 /** Where a shard lies in its global tensor. */
 export interface ShardPlacement {
@@ -372,6 +384,11 @@ export async function flattenTarget(stateDict: StateDict): Promise<FlattenedTarg
 }
 
 /** What a leaf holds in host memory: a blob, or a host tensor's data; nothing for tfjs tensors and values. */
+/** Where staging put a leaf's bytes in a planned file's memory, if it did. */
+export function stagedPlaceOf(leaf: Leaf | undefined): StagedPlace | undefined {
+  return leaf === undefined || leaf.kind === "value" ? undefined : leaf.staged;
+}
+
 export function hostDataOf(leaf: Leaf): ArrayBufferView | undefined {
   if (leaf.kind === "bytes") return leaf.data;
   return leaf.kind === "tensor" && leaf.source.kind === "host" ? leaf.source.tensor.data : undefined;

@@ -1,8 +1,7 @@
 /**
  * Buffers known to start on a page boundary: staging segments, which are WebAssembly memories
  * (V8 maps those on page boundaries; Node gives no other way to align an ArrayBuffer). JavaScript
- * cannot see an address, so whoever allocates such a buffer says so here, per thread: the upload
- * worker marks the segments a job brings.
+ * cannot see an address, so whoever allocates such a buffer says so here, per thread.
  */
 const pageAligned = new WeakSet<ArrayBufferLike>();
 
@@ -16,10 +15,6 @@ export function pageAlignedSharedBytes(bytes: number): Uint8Array {
   const buffer = new wasmApi!.Memory({ initial: pages, maximum: pages, shared: true }).buffer;
   pageAligned.add(buffer);
   return new Uint8Array(buffer, 0, bytes);
-}
-
-export function markPageAligned(buffer: ArrayBufferLike): void {
-  pageAligned.add(buffer);
 }
 
 export function isPageAligned(buffer: ArrayBufferLike): boolean {
