@@ -283,19 +283,6 @@ export class CheckpointManager {
     checkStep(step);
     checkRestoreArguments(target, options);
     this.#pipeline.throwFailure();
-    try {
-      return await this.#restore(step, target, options);
-    } finally {
-      // Training, and its saves, follow a restore: the upload worker loads now, not during it.
-      this.#pipeline.startWorker();
-    }
-  }
-
-  async #restore(
-    step: number,
-    target: StateDict | undefined,
-    options: RestoreOptions,
-  ): Promise<LoadResult | StateDict> {
     const store = await this.#open();
     if (this.#tiered)
       return restoreFromTiers(this.#tiers, this.#events, step, target, {

@@ -63,7 +63,8 @@ export class SavePipeline {
 
   /**
    * Starts loading the upload worker, if background saves here use one, so the first saveAsync
-   * does not wait for it. Not at construction: a restarted job restores first, and the thread's
+   * does not wait for it: at the first save, saveAsync, shouldSave or prepare, which a training
+   * loop calls every step. Not at construction: a restarted job restores first, and the thread's
    * loading would take a core and fresh memory from that restore.
    */
   startWorker(): void {
