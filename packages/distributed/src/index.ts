@@ -6,6 +6,7 @@ export { type TcpProcessGroupOptions, connectTcpProcessGroup } from "./tcp-proce
 export { type TcpStoreOptions, TcpStore } from "./tcp-store.js";
 export { type TcpStoreServerOptions, TcpStoreServer } from "./tcp-store-server.js";
 export { type Store, type StoreOptions, DEFAULT_LEASE_MS } from "./store.js";
+export { STORE_DEADLINE_MS, withDeadline } from "./store-deadline.js";
 export { type StoreFactory, registerStore, openStore } from "./store-registry.js";
 export { type StoreProcessGroupOptions, StoreProcessGroup } from "./store-process-group.js";
 export { type InitProcessGroupOptions, type InitializedProcessGroup, initProcessGroup } from "./init-process-group.js";

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import { createServer } from "node:net";
 import { CheckpointError } from "@cairn/core";
+import { MAX_TIMER_MS, checkDuration } from "@cairn/core/storage";
 
 export interface LaunchOptions {
   /** Ranks to start on this host (torchrun's `--nproc-per-node`). */
@@ -55,6 +56,7 @@ export async function launchRanks(
   if (!Number.isSafeInteger(nodeRank) || nodeRank < 0 || nodeRank >= nnodes) {
     throw new CheckpointError("invalid_argument", `--node-rank must be in 0..${nnodes - 1}, got ${nodeRank}`);
   }
+  if (options.graceMs !== undefined) checkDuration(options.graceMs, "graceMs", { max: MAX_TIMER_MS });
   if (options.command.length === 0)
     throw new CheckpointError("invalid_argument", "no command to run: give the script (or program) each rank runs");
   if (nnodes > 1 && options.masterPort === undefined) {

@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { CheckpointError, type CoordinatedProcessGroup, type ProcessGroup } from "@cairn/core";
+import { MAX_TIMER_MS, checkDuration } from "@cairn/core/storage";
 import type { Store } from "./store.js";
 
 export interface StoreProcessGroupOptions {
@@ -30,6 +31,8 @@ class Session {
   readonly collected = new Map<string, number>();
   readonly listeners = new Map<string, Set<Listener>>();
   readonly abort = new AbortController();
+  /** Ranks whose claim was seen without a liveness key by the latest check: gone if the next check agrees. */
+  readonly suspects = new Set<number>();
   broken: CheckpointError | undefined;
   closed = false;
 
@@ -79,7 +82,11 @@ class Session {
     );
     if (broken !== undefined) this.fail(broken, false);
     if (left !== undefined) this.fail(`rank ${rank} closed the process group before reaching ${what}`);
-    if (claimed !== undefined && alive === undefined) {
+    // A rank claims, then sets its liveness key: seen between the two once, it is not dead yet.
+    const gone = claimed !== undefined && alive === undefined;
+    if (gone && !this.suspects.has(rank)) this.suspects.add(rank);
+    else if (!gone) this.suspects.delete(rank);
+    else {
       this.fail(
         `rank ${rank} disconnected: its liveness key on ${this.store.where} is gone (its process exited or crashed, or lost its connection or lease)`,
       );
@@ -219,6 +226,7 @@ export class StoreProcessGroup implements CoordinatedProcessGroup {
     const timeoutMs = options.timeoutMs ?? 300_000;
     const session = new Session(store, runId, rank, worldSize, timeoutMs);
     try {
+      checkDuration(timeoutMs, "the process group's timeoutMs", { min: 1, max: MAX_TIMER_MS });
       if (!Number.isSafeInteger(worldSize) || worldSize < 1)
         throw new CheckpointError("invalid_argument", `WORLD_SIZE must be a positive integer, got ${worldSize}`);
       if (!Number.isSafeInteger(rank) || rank < 0 || rank >= worldSize) {
@@ -319,6 +327,8 @@ export class StoreProcessGroup implements CoordinatedProcessGroup {
     session.closed = true;
     session.abort.abort();
     try {
+      // A group broken by its store (or a rank) says goodbye to nobody: the store may not answer.
+      if (session.broken) return;
       await session.store.set(session.key(`left/${session.rank}`), "1");
       if ((await session.store.add(session.key("closed"), 1)) === session.worldSize)
         await session.store.deletePrefix(`${session.runId}/`);

@@ -1,7 +1,7 @@
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { CheckpointError, redactUrl } from "@cairn/core/storage";
+import { CheckpointError, MAX_TIMER_MS, checkDuration, redactUrl } from "@cairn/core/storage";
 import type { Store, StoreOptions } from "./store.js";
 
 /** Opens a store for a parsed URL; registered by a store package when it is imported. */
@@ -37,6 +37,8 @@ export async function openStore(url: string, options: StoreOptions = {}): Promis
       { cause: error },
     );
   }
+  if (options.leaseMs !== undefined)
+    checkDuration(options.leaseMs, "the store's leaseMs", { min: 1, max: MAX_TIMER_MS });
   const protocol = parsed.protocol.slice(0, -1);
   const known = KNOWN[protocol];
   if (!factories.has(protocol) && known) await importPackage(known);

@@ -1,9 +1,11 @@
-import { connect } from "node:net";
+import { readdir } from "node:fs/promises";
+import { type Socket, connect } from "node:net";
 import type { StoreProcessGroup } from "./store-process-group.js";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { initProcessGroup } from "./init-process-group.js";
 import { freePort } from "./launch-ranks.js";
 import { connectTcpProcessGroup } from "./tcp-process-group.js";
+import { TcpStoreServer } from "./tcp-store-server.js";
 
 const open: StoreProcessGroup[] = [];
 
@@ -131,6 +133,30 @@ describe("the embedded TCP store", () => {
         code: "process_group",
         message: expect.stringMatching(/allGather #1 failed: .*longer than the limit of 65536/),
       });
+  });
+
+  it("closes every refused client's socket, even one that never closes its own side (issue 30, item 7)", async () => {
+    const server = await TcpStoreServer.listen("127.0.0.1", 0, { token: "job-secret" });
+    const fds = async (): Promise<number> => (await readdir("/proc/self/fd")).length;
+    const before = await fds();
+    const clients = await Promise.all(
+      Array.from(
+        { length: 200 },
+        () =>
+          new Promise<Socket>((resolve) => {
+            // allowHalfOpen: the client keeps its side open after the server's FIN, as a careless or hostile one would.
+            const socket = connect({ host: "127.0.0.1", port: server.port, allowHalfOpen: true }, () =>
+              socket.write(`${JSON.stringify({ op: "hello", token: "wrong" })}\n`),
+            );
+            socket.on("error", () => undefined);
+            socket.once("data", () => resolve(socket));
+          }),
+      ),
+    );
+    // The clients' 200 descriptors stay; the server's must go.
+    await vi.waitFor(async () => expect((await fds()) - before).toBeLessThan(200 + 20), { timeout: 5_000 });
+    for (const socket of clients) socket.destroy();
+    await server.close(0);
   });
 
   it("gives up connecting when rank 0 never listens", async () => {

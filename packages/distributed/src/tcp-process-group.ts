@@ -1,4 +1,5 @@
 import { CheckpointError } from "@cairn/core";
+import { MAX_TIMER_MS, checkDuration } from "@cairn/core/storage";
 import { StoreProcessGroup } from "./store-process-group.js";
 import { TcpStore } from "./tcp-store.js";
 import { TcpStoreServer } from "./tcp-store-server.js";
@@ -27,6 +28,7 @@ export interface TcpProcessGroupOptions {
 export async function connectTcpProcessGroup(options: TcpProcessGroupOptions): Promise<StoreProcessGroup> {
   const { rank, worldSize, host, port, token } = options;
   const timeoutMs = options.timeoutMs ?? 300_000;
+  checkDuration(timeoutMs, "the process group's timeoutMs", { min: 1, max: MAX_TIMER_MS });
   if (!Number.isSafeInteger(port) || port < 0 || port > 65535 || (port === 0 && worldSize > 1)) {
     throw new CheckpointError("invalid_argument", `MASTER_PORT must be a TCP port (1..65535), got ${port}`);
   }

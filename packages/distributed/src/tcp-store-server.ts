@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { type Server, type Socket, createServer } from "node:net";
 import { CheckpointError } from "@cairn/core";
+import { longTimer } from "@cairn/core/storage";
 import { DEFAULT_MAX_MESSAGE_BYTES, onJsonLines, sendJsonLine } from "./json-lines.js";
 
 /** Requests from a `TcpStore`, after its hello; every one is answered with its `id`. */
@@ -29,7 +30,10 @@ export interface TcpStoreServerOptions {
 const HELLO_MAX_BYTES = 64 * 1024;
 const HELLO_TIMEOUT_MS = 10_000;
 const MAX_KEY_CHARS = 1024;
-const MAX_WAIT_MS = 24 * 3600 * 1000;
+/** The longest wait a client may ask for. */
+export const MAX_WAIT_MS = 24 * 3600 * 1000;
+/** How long a refused client's socket may take to receive the reason before it is closed anyway. */
+const REFUSAL_GRACE_MS = 1_000;
 
 /**
  * The embedded store rank 0 hosts, like torch's `TCPStore`: a key-value map in memory that the
@@ -77,10 +81,9 @@ export class TcpStoreServer {
   async close(timeoutMs: number): Promise<void> {
     if (this.#clients.size > 0) {
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, timeoutMs);
-        timer.unref();
+        const cancel = longTimer(resolve, timeoutMs);
         this.#drained = () => {
-          clearTimeout(timer);
+          cancel();
           resolve();
         };
       });
@@ -214,7 +217,10 @@ function sameSecret(given: unknown, expected: string): boolean {
   return timingSafeEqual(digest(given), digest(expected));
 }
 
+/** Sends the reason and closes the socket, whether or not the client ever closes its side. */
 function refuse(socket: Socket, message: string): void {
+  if (socket.destroyed) return;
   sendJsonLine(socket, { op: "error", message });
-  socket.end();
+  socket.end(() => socket.destroy());
+  setTimeout(() => socket.destroy(), REFUSAL_GRACE_MS).unref();
 }

@@ -1,9 +1,11 @@
 import { type Socket, connect } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { CheckpointError } from "@cairn/core";
+import { MAX_TIMER_MS, checkDuration, longTimer } from "@cairn/core/storage";
 import { DEFAULT_MAX_MESSAGE_BYTES, onJsonLines, sendJsonLine } from "./json-lines.js";
 import type { Store } from "./store.js";
-import type { TcpStoreRequest, TcpStoreServer } from "./tcp-store-server.js";
+import { MAX_WAIT_MS, type TcpStoreRequest, type TcpStoreServer } from "./tcp-store-server.js";
+import { STORE_DEADLINE_MS } from "./store-deadline.js";
 
 export interface TcpStoreOptions {
   readonly host: string;
@@ -22,11 +24,11 @@ type Request = TcpStoreRequest extends infer R ? (R extends TcpStoreRequest ? Om
 interface Pending {
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: Error) => void;
-  readonly timer: NodeJS.Timeout;
+  readonly cancel: () => void;
 }
 
 /** How long a request may go unanswered (beyond a wait's own timeout) before the server counts as gone. */
-const ANSWER_DEADLINE_MS = 30_000;
+const ANSWER_DEADLINE_MS = STORE_DEADLINE_MS;
 
 /**
  * A `Store` on rank 0's embedded `TcpStoreServer`: the default when no `CAIRN_STORE` is given.
@@ -52,6 +54,7 @@ export class TcpStore implements Store {
 
   /** Connects (retrying until the server listens or `timeoutMs` passes) and shows the token. */
   static async connect(options: TcpStoreOptions): Promise<TcpStore> {
+    checkDuration(options.timeoutMs, "the TCP store's timeoutMs", { min: 1, max: MAX_TIMER_MS });
     const where = `tcp://${options.host}:${options.port}`;
     const socket = await connectWithRetries(options.host, options.port, options.timeoutMs, where);
     const store = new TcpStore(socket, where, options);
@@ -59,7 +62,7 @@ export class TcpStore implements Store {
       store.#pending.set(0, {
         resolve: () => resolve(),
         reject,
-        timer: setTimeout(
+        cancel: longTimer(
           () => store.#fail(`no answer to the hello within ${ANSWER_DEADLINE_MS} ms`),
           ANSWER_DEADLINE_MS,
         ),
@@ -107,6 +110,7 @@ export class TcpStore implements Store {
 
   async wait(key: string, timeoutMs: number, signal?: AbortSignal): Promise<string | undefined> {
     if (signal?.aborted) return undefined;
+    checkDuration(timeoutMs, "a wait's timeoutMs", { max: MAX_WAIT_MS });
     const answer = this.#request({ op: "wait", key, timeoutMs: Math.ceil(timeoutMs) }, timeoutMs);
     if (!signal) return text(await answer);
     // An abort answers now; the server's own timeout ends its side of the wait.
@@ -139,16 +143,15 @@ export class TcpStore implements Store {
       return Promise.reject(new CheckpointError("process_group", `[tcp] the store client for ${this.where} is closed`));
     const id = this.#next++;
     return new Promise<unknown>((resolve, reject) => {
-      const timer = setTimeout(
+      const cancel = longTimer(
         () => this.#fail(`no answer to ${request.op} ${request.key} within ${ANSWER_DEADLINE_MS + waitMs} ms`),
         ANSWER_DEADLINE_MS + waitMs,
       );
-      timer.unref();
-      this.#pending.set(id, { resolve, reject, timer });
+      this.#pending.set(id, { resolve, reject, cancel });
       try {
         sendJsonLine(this.#socket, { ...request, id }, this.#maxBytes);
       } catch (error) {
-        clearTimeout(timer);
+        cancel();
         this.#pending.delete(id);
         reject(
           new CheckpointError(
@@ -166,7 +169,7 @@ export class TcpStore implements Store {
     const id = message.op === "ready" ? 0 : message.id;
     const pending = typeof id === "number" ? this.#pending.get(id) : undefined;
     if (!pending) return;
-    clearTimeout(pending.timer);
+    pending.cancel();
     this.#pending.delete(id as number);
     if (message.error !== undefined)
       pending.reject(new CheckpointError("process_group", `[tcp] ${String(message.error)} on ${this.where}`));
@@ -177,7 +180,7 @@ export class TcpStore implements Store {
     if (this.#closed && this.#pending.size === 0) return;
     this.#lost ??= new CheckpointError("process_group", `[tcp] rank 0's store at ${this.where}: ${reason}`);
     for (const [id, pending] of this.#pending) {
-      clearTimeout(pending.timer);
+      pending.cancel();
       this.#pending.delete(id);
       pending.reject(this.#lost);
     }

@@ -23,6 +23,8 @@ export interface TestServer {
   readonly url: string;
   /** A new client of this server, as one rank would open it (leases of 2 s). */
   open(): Promise<Store>;
+  /** Sends the server process a signal (SIGSTOP freezes it, SIGKILL kills it): chaos tests. */
+  signal(signal: NodeJS.Signals): void;
   stop(): Promise<void>;
 }
 
@@ -128,7 +130,12 @@ export async function startEtcd(): Promise<TestServer> {
     dir,
   );
   const url = `etcd://127.0.0.1:${client}/cairn-test`;
-  return { url, open: () => openStore(url, { leaseMs: 2_000 }), stop: () => stopper(child, dir) };
+  return {
+    url,
+    open: () => openStore(url, { leaseMs: 2_000 }),
+    signal: (signal) => void child.kill(signal),
+    stop: () => stopper(child, dir),
+  };
 }
 
 /** A Redis with no persistence on a free port. */
@@ -142,7 +149,12 @@ export async function startRedis(): Promise<TestServer> {
     dir,
   );
   const url = `redis://127.0.0.1:${port}/cairn-test`;
-  return { url, open: () => openStore(url, { leaseMs: 2_000 }), stop: () => stopper(child, dir) };
+  return {
+    url,
+    open: () => openStore(url, { leaseMs: 2_000 }),
+    signal: (signal) => void child.kill(signal),
+    stop: () => stopper(child, dir),
+  };
 }
 
 /** The embedded TCP store, as rank 0 hosts it, with a job token. */
@@ -152,6 +164,9 @@ export async function startTcpStore(): Promise<TestServer> {
   return {
     url: `tcp://127.0.0.1:${server.port}`,
     open: () => TcpStore.connect({ host: "127.0.0.1", port: server.port, token, timeoutMs: 5_000 }),
+    signal: () => {
+      throw new Error("the embedded TCP store runs in this process: it cannot be sent a signal");
+    },
     stop: () => server.close(0),
   };
 }

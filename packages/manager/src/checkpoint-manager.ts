@@ -11,6 +11,7 @@ import {
   load,
   save,
 } from "@cairn/core";
+import { checkDuration } from "@cairn/core/storage";
 import "@cairn/storage-local";
 import {
   type CheckpointManagerOptions,
@@ -339,11 +340,7 @@ export class CheckpointManager {
   async close(options: CloseOptions = {}): Promise<JoinResult> {
     if (this.#closed) return this.#closed;
     const timeoutMs = options.timeoutMs;
-    if (timeoutMs !== undefined && (typeof timeoutMs !== "number" || !(timeoutMs >= 0)))
-      throw new CheckpointError(
-        "invalid_argument",
-        `close option timeoutMs must be a number of ms >= 0, got ${String(timeoutMs)}`,
-      );
+    if (timeoutMs !== undefined) checkDuration(timeoutMs, "close option timeoutMs", { infinite: true });
     this.#preemption.stop();
     let result: JoinResult = this.#joinResult();
     try {

@@ -1,4 +1,5 @@
 import { CheckpointError } from "@cairn/core";
+import { MAX_TIMER_MS } from "@cairn/core/storage";
 import { ImdsSession } from "./imds-session.js";
 import { invalid } from "./manager-arguments.js";
 import { type MetadataAnswer, type MetadataSession, requestMetadata, unexpectedAnswer } from "./metadata-request.js";
@@ -48,8 +49,8 @@ function checkSourceOptions(options: MetadataPreemptionOptions): void {
   checkUrl("url", options.url);
   for (const name of ["intervalMs", "timeoutMs"] as const) {
     const value = options[name];
-    if (value !== undefined && (typeof value !== "number" || !Number.isFinite(value) || value <= 0))
-      throw invalid(`MetadataPreemptionSource ${name}`, "a positive number of ms", value);
+    if (value !== undefined && (typeof value !== "number" || !(value > 0) || !(value <= MAX_TIMER_MS)))
+      throw invalid(`MetadataPreemptionSource ${name}`, `a positive number of ms up to ${MAX_TIMER_MS}`, value);
   }
   for (const name of ["isNotice", "isQuiet", "fetch"] as const) {
     if (options[name] !== undefined && typeof options[name] !== "function")

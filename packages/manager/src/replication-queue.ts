@@ -1,4 +1,5 @@
 import { isCheckpointError } from "@cairn/core";
+import { longTimer } from "@cairn/core/storage";
 
 /** A step not (yet) copied to a tier: queued, being copied, waiting to retry, or given up on (`permanent`). */
 export interface UnreplicatedStep {
@@ -128,14 +129,14 @@ export class ReplicationQueue {
 
   /** Resolves once every copy succeeded or was given up on, or after `timeoutMs`. */
   async drained(timeoutMs: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
+    let cancel = (): void => undefined;
     await Promise.race([
       this.#until(() => [...this.#jobs.values()].every((j) => j.permanent)),
       new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, timeoutMs);
+        cancel = longTimer(resolve, timeoutMs, { ref: true });
       }),
     ]);
-    clearTimeout(timer);
+    cancel();
   }
 
   /** Stops: no new copy starts, running ones are aborted, timers cleared. */

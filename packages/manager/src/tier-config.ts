@@ -1,4 +1,5 @@
 import { type StorageAdapter, checkStorageUrl, storageUrl } from "@cairn/core";
+import { MAX_TIMER_MS, checkDuration } from "@cairn/core/storage";
 import { invalid } from "./manager-arguments.js";
 import type { RetentionOptions } from "./retention-policy.js";
 
@@ -112,8 +113,12 @@ export function checkTierOptions(tiers: unknown, replication: unknown, locations
     if (typeof r.retry !== "object" || r.retry === null)
       throw invalid("CheckpointManager option replication.retry", "an object", r.retry);
     const retry = r.retry as Record<string, unknown>;
-    count(retry.baseDelayMs, 1, "CheckpointManager option replication.retry.baseDelayMs");
-    count(retry.maxDelayMs, 1, "CheckpointManager option replication.retry.maxDelayMs");
+    for (const name of ["baseDelayMs", "maxDelayMs"] as const)
+      if (retry[name] !== undefined)
+        checkDuration(retry[name], `CheckpointManager option replication.retry.${name}`, {
+          min: 1,
+          max: MAX_TIMER_MS,
+        });
   }
 }
 

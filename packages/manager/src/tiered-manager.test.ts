@@ -372,3 +372,27 @@ describe("CheckpointManager over tiers", () => {
     );
   });
 });
+
+describe("durations that reach a timer (issue 30, item 6)", () => {
+  it("close({ timeoutMs: Infinity }) waits for the copies instead of giving up at once", async () => {
+    const t1 = await outage();
+    t1.down = true;
+    const mgr = manager([memoryRoot(), t1], 1, { replication: { retry: fast } });
+    mgr.on("error", () => undefined);
+    await mgr.save(1, state(1));
+    setTimeout(() => (t1.down = false), 300);
+    const result = await mgr.close({ timeoutMs: Infinity });
+    expect(result.unreplicated).toEqual([]);
+    expect(await stepsOn(t1)).toEqual([1]);
+  });
+
+  it("refuses durations a timer cannot hold, and negative or non-numeric ones", async () => {
+    const mgr = manager([memoryRoot(), memoryRoot()], 1);
+    for (const timeoutMs of [-1, Number.NaN, "5" as never])
+      await expect(mgr.close({ timeoutMs })).rejects.toMatchObject({ code: "invalid_argument" });
+    for (const baseDelayMs of [2 ** 31, Infinity])
+      expect(
+        () => new CheckpointManager(["memory://a", "memory://b"], 1, { replication: { retry: { baseDelayMs } } }),
+      ).toThrow(/baseDelayMs must be a number of ms from 1 to 2147483647/);
+  });
+});

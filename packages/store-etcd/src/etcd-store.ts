@@ -1,9 +1,8 @@
 import { CheckpointError } from "@cairn/core";
-import { DEFAULT_LEASE_MS, type Store, type StoreOptions } from "@cairn/distributed";
-import { Etcd3, type Lease, type Namespace } from "etcd3";
-
-/** Deadline of every unary etcd call; watches are streams and have none. */
-const CALL_DEADLINE_MS = 10_000;
+import { DEFAULT_LEASE_MS, STORE_DEADLINE_MS, type Store, type StoreOptions, withDeadline } from "@cairn/distributed";
+import { longTimer } from "@cairn/core/storage";
+import { noop as noRetries } from "cockatiel";
+import { Etcd3, type Lease, type Namespace, type Watcher } from "etcd3";
 
 /**
  * A `Store` on etcd v3 through the `etcd3` client: `etcd://host:2379[,host2:2379]/prefix`
@@ -15,6 +14,8 @@ export class EtcdStore implements Store {
   readonly #client: Etcd3;
   readonly #kv: Namespace;
   readonly #lease: Lease;
+  /** Set once a call went unanswered past its deadline: teardown then no longer waits for etcd. */
+  #unresponsive = false;
 
   constructor(url: URL, options: StoreOptions = {}) {
     const scheme = url.protocol === "etcds:" ? "https" : "http";
@@ -26,7 +27,9 @@ export class EtcdStore implements Store {
       ...(url.username
         ? { auth: { username: decodeURIComponent(url.username), password: decodeURIComponent(url.password) } }
         : {}),
-      defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + CALL_DEADLINE_MS }),
+      defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + STORE_DEADLINE_MS }),
+      // One attempt per call: every call has its own deadline (withDeadline), which retries would stretch.
+      faultHandling: { global: noRetries, host: () => noRetries },
     });
     this.#kv = this.#client.namespace(prefix === "/" ? "cairn/" : prefix);
     this.#lease = this.#kv.lease(Math.max(1, Math.ceil((options.leaseMs ?? DEFAULT_LEASE_MS) / 1000)), {
@@ -72,12 +75,17 @@ export class EtcdStore implements Store {
 
   async wait(key: string, timeoutMs: number, signal?: AbortSignal): Promise<string | undefined> {
     if (signal?.aborted) return undefined;
-    const watcher = await this.#call(`watch ${key}`, () => this.#kv.watch().key(key).create());
+    // Teardown has a deadline too, but nobody waits for it: the answer (or the failure) is already known.
+    const cancelWatch = (w: Watcher): void =>
+      void withDeadline(`[etcd] cancel the watch of ${key} on ${this.where}`, w.cancel()).catch(() => undefined);
+    const watcher = await this.#call(`watch ${key}`, () => this.#kv.watch().key(key).create(), {
+      late: cancelWatch,
+    });
     try {
       return await new Promise<string | undefined>((resolve, reject) => {
-        const timer = setTimeout(() => done(undefined), timeoutMs);
+        const cancel = longTimer(() => done(undefined), timeoutMs);
         const done = (value: string | undefined): void => {
-          clearTimeout(timer);
+          cancel();
           signal?.removeEventListener("abort", onAbort);
           resolve(value);
         };
@@ -85,10 +93,16 @@ export class EtcdStore implements Store {
         signal?.addEventListener("abort", onAbort);
         watcher.on("put", (kv) => done(kv.value.toString()));
         // Watching first, then reading, so a write between the two is never missed.
-        this.get(key).then((value) => value !== undefined && done(value), reject);
+        this.get(key).then(
+          (value) => value !== undefined && done(value),
+          (error: unknown) => {
+            cancel();
+            reject(error instanceof Error ? error : new Error(String(error)));
+          },
+        );
       });
     } finally {
-      await watcher.cancel().catch(() => undefined);
+      cancelWatch(watcher);
     }
   }
 
@@ -96,14 +110,19 @@ export class EtcdStore implements Store {
     await this.#call(`delete ${prefix}*`, () => this.#kv.delete().prefix(prefix).exec());
   }
 
+  /** Revokes the lease (waiting for it only while etcd answers), then closes the client. */
   async close(): Promise<void> {
-    await this.#lease.revoke().catch(() => undefined);
+    const revoked = withDeadline(`[etcd] revoke the lease on ${this.where}`, this.#lease.revoke()).catch(
+      () => undefined,
+    );
+    if (!this.#unresponsive) await revoked;
     this.#client.close();
   }
 
-  async #call<T>(what: string, call: () => Promise<T>): Promise<T> {
+  /** One etcd call, with the store's deadline; any failure is a `process_group` error naming the call. */
+  async #call<T>(what: string, call: () => Promise<T>, options: { late?: (value: T) => void } = {}): Promise<T> {
     try {
-      return await call();
+      return await withDeadline(what, call(), { ...options, onExpired: () => (this.#unresponsive = true) });
     } catch (error) {
       throw new CheckpointError("process_group", `[etcd] ${what} on ${this.where}: ${(error as Error).message}`, {
         cause: error,

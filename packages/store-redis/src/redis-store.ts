@@ -1,9 +1,7 @@
 import { CheckpointError } from "@cairn/core";
-import { DEFAULT_LEASE_MS, type Store, type StoreOptions } from "@cairn/distributed";
+import { longTimer } from "@cairn/core/storage";
+import { DEFAULT_LEASE_MS, STORE_DEADLINE_MS, type Store, type StoreOptions, withDeadline } from "@cairn/distributed";
 import { Redis } from "ioredis";
-
-/** Deadline of every command; a stalled server fails the call instead of hanging it. */
-const COMMAND_TIMEOUT_MS = 10_000;
 
 /** Sets KEYS[1] to ARGV[3] if it is absent (ARGV[1] = "0") or equals ARGV[2] (ARGV[1] = "1"), and wakes its waiters. */
 const COMPARE_AND_SET = `local cur = redis.call('GET', KEYS[1])
@@ -27,6 +25,8 @@ export class RedisStore implements Store {
   readonly #leased = new Set<string>();
   readonly #leaseMs: number;
   readonly #renewal: NodeJS.Timeout;
+  /** Set once a command went unanswered past its deadline: teardown then no longer waits for Redis. */
+  #unresponsive = false;
 
   constructor(url: URL, options: StoreOptions = {}) {
     const prefix = decodeURIComponent(url.pathname).replace(/^\/+|\/+$/g, "");
@@ -45,8 +45,8 @@ export class RedisStore implements Store {
       ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
       ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
       ...(url.protocol === "rediss:" ? { tls: {} } : {}),
-      commandTimeout: COMMAND_TIMEOUT_MS,
-      connectTimeout: COMMAND_TIMEOUT_MS,
+      commandTimeout: STORE_DEADLINE_MS,
+      connectTimeout: STORE_DEADLINE_MS,
       maxRetriesPerRequest: 3,
     });
     this.#client.on("error", () => undefined);
@@ -111,8 +111,12 @@ export class RedisStore implements Store {
     let wake = (): void => undefined;
     const waker = (): void => wake();
     entry.wakers.add(waker);
-    const deadline = Date.now() + timeoutMs;
-    const timer = setTimeout(waker, timeoutMs);
+    // The timer's own flag, not a clock comparison: a timer may fire a little before Date.now() says it is due.
+    let timedOut = false;
+    const cancel = longTimer(() => {
+      timedOut = true;
+      waker();
+    }, timeoutMs);
     signal?.addEventListener("abort", waker);
     try {
       // Subscribed first, then read, so a write between the two is never missed.
@@ -120,16 +124,18 @@ export class RedisStore implements Store {
       for (;;) {
         const woken = new Promise<void>((resolve) => (wake = resolve));
         const value = await this.get(key);
-        if (value !== undefined || Date.now() >= deadline || signal?.aborted) return value;
+        if (value !== undefined || timedOut || signal?.aborted) return value;
         await woken;
       }
     } finally {
-      clearTimeout(timer);
+      cancel();
       signal?.removeEventListener("abort", waker);
       entry.wakers.delete(waker);
       if (entry.wakers.size === 0 && this.#waiters.get(channel) === entry) {
         this.#waiters.delete(channel);
-        await entry.subscribed.then(() => this.#subscriber.unsubscribe(channel)).catch(() => undefined);
+        await entry.subscribed
+          .then(() => this.#call(`unwatch ${key}`, () => this.#subscriber.unsubscribe(channel)))
+          .catch(() => undefined);
       }
     }
   }
@@ -146,16 +152,20 @@ export class RedisStore implements Store {
     } while (cursor !== "0");
   }
 
+  /** Deletes the leased keys and quits (waiting only while Redis answers); the connections end either way. */
   async close(): Promise<void> {
     clearInterval(this.#renewal);
-    if (this.#leased.size > 0) await this.#client.del(...this.#leased).catch(() => undefined);
     this.#subscriber.disconnect();
-    await this.#client.quit().catch(() => this.#client.disconnect());
+    if (this.#unresponsive) return this.#client.disconnect();
+    if (this.#leased.size > 0)
+      await this.#call("delete the leased keys", () => this.#client.del(...this.#leased)).catch(() => undefined);
+    await this.#call("quit", () => this.#client.quit()).catch(() => this.#client.disconnect());
   }
 
+  /** One Redis command, with the store's deadline; any failure is a `process_group` error naming it. */
   async #call<T>(what: string, call: () => Promise<T>): Promise<T> {
     try {
-      return await call();
+      return await withDeadline(what, call(), { onExpired: () => (this.#unresponsive = true) });
     } catch (error) {
       throw new CheckpointError("process_group", `[redis] ${what} on ${this.where}: ${(error as Error).message}`, {
         cause: error,

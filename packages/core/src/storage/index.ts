@@ -53,6 +53,7 @@ export {
   progressDeadline,
   touching,
 } from "./progress-deadline.js";
+export { MAX_TIMER_MS, checkDuration, longTimer } from "./timers.js";
 export {
   type RetryPolicy,
   type RetryOptions,

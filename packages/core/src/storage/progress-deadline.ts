@@ -1,3 +1,4 @@
+import { longTimer } from "./timers.js";
 import { CheckpointError, type CheckpointErrorContext } from "../errors.js";
 
 /** How long a storage request may go without progress (a byte sent or received, an answer) before it is aborted. */
@@ -52,7 +53,8 @@ export function progressDeadline(ms: number, options: ProgressDeadlineOptions = 
     );
   }
   const now = options.now ?? (() => performance.now());
-  const setTimer = options.setTimer ?? unrefTimer;
+  // A deadline never keeps the process alive by itself: the request it watches does, while it lasts.
+  const setTimer = options.setTimer ?? longTimer;
   const controller = new AbortController();
   const what = options.what ?? "a storage request";
   const error = new CheckpointError(
@@ -114,11 +116,4 @@ export async function* touching<T>(
     deadline.touch();
     yield chunk;
   }
-}
-
-// A deadline never keeps the process alive by itself: the request it watches does, while it lasts.
-function unrefTimer(callback: () => void, ms: number): () => void {
-  const timer = setTimeout(callback, ms);
-  timer.unref();
-  return () => clearTimeout(timer);
 }

@@ -1,0 +1,106 @@
+// Issue 30, item 3: a store that stops answering (SIGSTOP) or dies (SIGKILL) mid-save or
+// mid-rendezvous fails every rank with a process_group error naming the store call, within the
+// documented deadline (docs/multi-node.md, "Deadlines"), instead of hanging it.
+import { type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { rankResults, spawnTypeScript } from "@cairn/core/testing";
+import { STORE_DEADLINE_MS } from "@cairn/distributed";
+import { type TestServer, startEtcd, startRedis } from "@cairn/distributed/testing";
+import { afterEach, describe, expect, it } from "vitest";
+import { tempDir } from "./helpers.js";
+
+const RANK = new URL("./fixtures/store-chaos-rank.ts", import.meta.url).pathname;
+/** docs/multi-node.md: a rank waiting on a store that stopped answering fails within 2.5 deadlines, and its close() takes at most 1.5 more. */
+const FAIL_WITHIN_MS = 2.5 * STORE_DEADLINE_MS;
+const EXIT_WITHIN_MS = FAIL_WITHIN_MS + 1.5 * STORE_DEADLINE_MS;
+
+interface Rank {
+  readonly child: ChildProcess;
+  output: string;
+  readonly exited: Promise<number>;
+}
+
+function startRank(rank: number, url: string, runId: string, root: string): Rank {
+  const child = spawnTypeScript(RANK, [root], {
+    env: {
+      ...process.env,
+      RANK: String(rank),
+      WORLD_SIZE: "2",
+      CAIRN_STORE: url,
+      CAIRN_RUN_ID: runId,
+      CAIRN_STORE_LEASE_MS: "2000",
+    },
+  });
+  const r: Rank = {
+    child,
+    output: "",
+    exited: new Promise((resolve) => child.once("exit", () => resolve(Date.now()))),
+  };
+  child.stdout!.on("data", (d: Buffer) => (r.output += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (r.output += d.toString()));
+  return r;
+}
+
+async function until(rank: Rank, text: string): Promise<void> {
+  while (!rank.output.includes(text)) {
+    if (rank.child.exitCode !== null) throw new Error(`the rank exited before "${text}":\n${rank.output}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const servers: TestServer[] = [];
+const ranks: Rank[] = [];
+afterEach(async () => {
+  for (const r of ranks.splice(0)) r.child.kill("SIGKILL");
+  await Promise.all(servers.splice(0).map((s) => s.stop()));
+});
+
+describe.each([
+  ["etcd", startEtcd],
+  ["redis", startRedis],
+])("ranks on a real %s store that stops", (name, startServer) => {
+  for (const signal of ["SIGSTOP", "SIGKILL"] as const) {
+    for (const moment of ["mid-save", "mid-rendezvous"] as const) {
+      it(`${signal} ${moment}: every rank ends within the deadline with a process_group error naming the store`, async () => {
+        const server = await startServer();
+        servers.push(server);
+        const root = `file://${await tempDir()}`;
+        const runId = randomUUID();
+        const first = startRank(0, server.url, runId, root);
+        ranks.push(first);
+        let second: Rank | undefined;
+        if (moment === "mid-save") {
+          second = startRank(1, server.url, runId, root);
+          ranks.push(second);
+          await until(first, "saving");
+          await until(second, "saving");
+          await new Promise((r) => setTimeout(r, 300));
+        } else await until(first, "joining");
+        // Rank 0 is waiting for rank 1 to join (or saving): the store goes away under it.
+        await new Promise((r) => setTimeout(r, moment === "mid-rendezvous" ? 1500 : 0));
+        const stoppedAt = Date.now();
+        server.signal(signal);
+        if (!second) {
+          second = startRank(1, server.url, runId, root);
+          ranks.push(second);
+        }
+        const exits = await Promise.all([first.exited, second.exited]);
+        const results = rankResults<{ rank: number; code: string; message: string; failedAt: number }>(
+          first.output + second.output,
+        );
+        expect(results.map((r) => r.rank)).toEqual([0, 1]);
+        for (const r of results) {
+          expect(r, `rank ${r.rank}`).toMatchObject({
+            code: "process_group",
+            message: expect.stringContaining(`[${name}]`),
+          });
+          expect(
+            r.failedAt - stoppedAt,
+            `rank ${r.rank} failed ${r.failedAt - stoppedAt} ms after the ${signal}`,
+          ).toBeLessThan(FAIL_WITHIN_MS);
+        }
+        for (const exit of exits) expect(exit - stoppedAt).toBeLessThan(EXIT_WITHIN_MS);
+      }, 120_000);
+    }
+  }
+});
