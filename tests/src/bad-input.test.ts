@@ -77,6 +77,26 @@ describe("bad input to save is invalid_argument and writes nothing", () => {
     await expect(readdir(dir)).rejects.toMatchObject({ code: "ENOENT" });
   });
 
+  it("a state dict nested 10,000 levels deep (or its user metadata) is invalid_argument, not a RangeError (issue 30, item 9)", async () => {
+    const dir = join(await tempDir(), "ckpt");
+    let deep: Record<string, unknown> = { w: hostTensor("float32", [2]) };
+    for (let i = 0; i < 10_000; i++) deep = { a: deep };
+    let list: unknown = [1];
+    for (let i = 0; i < 10_000; i++) list = [list];
+    for (const state of [deep, { list }] as StateDict[]) {
+      await expect(save(state, dir)).rejects.toMatchObject({
+        code: "invalid_argument",
+        message: expect.stringMatching(/nests containers deeper than 512 levels/),
+      });
+      await expect(flattenStateDict(state)).rejects.toMatchObject({ code: "invalid_argument" });
+      await expect(load(state, dir)).rejects.toMatchObject({ code: "invalid_argument" });
+    }
+    await expect(save({ x: 1 }, { checkpointId: dir, metadata: { deep } })).rejects.toMatchObject({
+      code: "invalid_argument",
+    });
+    await expect(readdir(dir)).rejects.toMatchObject({ code: "ENOENT" });
+  });
+
   it("a tfjs tensor disposed while the save runs fails the save without committing", async () => {
     const dir = join(await tempDir(), "ckpt");
     const t = { shape: [2], dtype: "float32", isDisposed: false, data: async () => new Float32Array(2) };

@@ -2,7 +2,7 @@ import { type CheckpointOptions, checkOption, hasMembers, isPositiveInteger } fr
 import { CheckpointError, describeValue } from "../errors.js";
 import { DEFAULT_BLOCK_SIZE } from "../format/metadata.js";
 import type { SavePlanner } from "../plan/save-planner.js";
-import { isForbiddenKey } from "../state/state-dict.js";
+import { MAX_STATE_DEPTH, isForbiddenKey } from "../state/state-dict.js";
 
 export interface SaveOptions extends CheckpointOptions {
   /** User metadata stored in `metadata.json` (step, metrics, anything JSON). */
@@ -108,6 +108,7 @@ function checkUserMetadata(value: unknown, where: string, ancestors = new Set<ob
   if (!Array.isArray(value) && proto !== Object.prototype && proto !== null)
     throw refuse("must be a plain object of JSON values");
   if (ancestors.has(value)) throw refuse("contains a cycle");
+  if (ancestors.size >= MAX_STATE_DEPTH) throw refuse(`nests deeper than ${MAX_STATE_DEPTH} levels`);
   ancestors.add(value);
   for (const [key, child] of Object.entries(value)) {
     if (isForbiddenKey(key))

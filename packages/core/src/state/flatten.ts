@@ -9,6 +9,7 @@ import {
   type StateValue,
   type Stateful,
   displayKey,
+  MAX_STATE_DEPTH,
   isForbiddenKey,
 } from "./state-dict.js";
 import { type HostTensor, type TensorLike, checkHostData } from "./tensors.js";
@@ -253,6 +254,12 @@ async function walk(
       return undefined;
     }
     const object = value as object;
+    if (path.length >= MAX_STATE_DEPTH)
+      throw new CheckpointError(
+        "invalid_argument",
+        `state dict key ${displayKey(path.slice(0, 8))}…: the state dict nests containers deeper than ${MAX_STATE_DEPTH} levels`,
+        { context: { key: displayKey(path.slice(0, 8)) } },
+      );
     if (ancestors.has(object)) throw invalid(path, "the state dict contains a cycle; a value must not contain itself");
     ancestors.add(object);
     if (classified.type === "stateful") return visitStateful(classified.object, object, path);

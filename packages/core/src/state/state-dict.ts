@@ -46,3 +46,6 @@ export function isForbiddenKey(key: string | number): boolean {
 export function pathId(path: KeyPath): string {
   return JSON.stringify(path);
 }
+
+/** Containers (and user metadata) nested deeper than this are refused on save: every walk over them stays well within the stack. */
+export const MAX_STATE_DEPTH = 512;
