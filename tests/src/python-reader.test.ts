@@ -6,38 +6,17 @@ import { fileURLToPath } from "node:url";
 import { type HostTensor, load, save } from "@cairn/core";
 import { describe, expect, it } from "vitest";
 import { DTYPE_NAMES, rewriteMetadata, sampleTensor, tempDir } from "./helpers.js";
+import { pythonWithNumpy } from "./python.js";
 
 const reader = fileURLToPath(new URL("../../docs/read_checkpoint.py", import.meta.url));
 
 const ENABLE = "needs python3 with numpy: `sudo apt-get install python3-numpy` or `pip install numpy`";
 
-/** A Python that has numpy (the image's python3, or Debian's), or undefined. */
-function findPythonWithNumpy(): string | undefined {
-  for (const python of ["python3", "/usr/bin/python3"]) {
-    try {
-      execFileSync(python, ["-c", "import numpy"], { stdio: "ignore" });
-      return python;
-    } catch {
-      // try the next one
-    }
-  }
-  return undefined;
-}
-const foundPython = findPythonWithNumpy();
-const inCI = process.env.CI !== undefined && !["", "0", "false"].includes(process.env.CI);
-
-/** The Python to run. Without one the test is skipped, naming the command that enables it; in CI (CI=true) it fails instead. */
-function pythonWithNumpy(skip: (condition: boolean, note: string) => void): string {
-  skip(foundPython === undefined && !inCI, ENABLE);
-  if (foundPython === undefined) throw new Error(`CI=true and this test ${ENABLE} (.ci/run installs it)`);
-  return foundPython;
-}
-
 describe("docs/format.md is enough to read a checkpoint with json and numpy", () => {
   it("docs/read_checkpoint.py reads every dtype bit-exact, verifies every CRC32C and finds valid safetensors files", async ({
     skip,
   }) => {
-    const python = pythonWithNumpy(skip);
+    const python = pythonWithNumpy(skip, ENABLE);
     const dir = join(await tempDir(), "ckpt");
     const tensors: Record<string, HostTensor> = {};
     for (const dtype of DTYPE_NAMES) {
@@ -77,7 +56,7 @@ describe("docs/format.md is enough to read a checkpoint with json and numpy", ()
   it("docs/read_checkpoint.py checks metadata.json's own checksum: a changed value fails it, as it fails load", async ({
     skip,
   }) => {
-    const python = pythonWithNumpy(skip);
+    const python = pythonWithNumpy(skip, ENABLE);
     const dir = join(await tempDir(), "ckpt");
     await save({ step: 42, w: sampleTensor("float32", [4]) }, dir);
     const path = join(dir, "metadata.json");
@@ -99,7 +78,7 @@ describe("docs/format.md is enough to read a checkpoint with json and numpy", ()
   it("docs/read_checkpoint.py reads and verifies a stored format 1.1 checkpoint, and one of 1.0 without the checksum", async ({
     skip,
   }) => {
-    const python = pythonWithNumpy(skip);
+    const python = pythonWithNumpy(skip, ENABLE);
     const dir = join(await tempDir(), "old");
     await cp(fileURLToPath(new URL("../fixtures/checkpoint-1.1", import.meta.url)), dir, { recursive: true });
     const lines = (): string =>
@@ -117,7 +96,7 @@ describe("docs/format.md is enough to read a checkpoint with json and numpy", ()
   it("docs/read_checkpoint.py reads an incremental step (2.1, 2.2) from its base's files, and refuses a dir that is not a plain name", async ({
     skip,
   }) => {
-    const python = pythonWithNumpy(skip);
+    const python = pythonWithNumpy(skip, ENABLE);
     const root = await tempDir();
     const frozen = sampleTensor("float32", [64, 32], 1);
     await save({ frozen, trained: sampleTensor("float32", [8], 2) }, join(root, "1"));
