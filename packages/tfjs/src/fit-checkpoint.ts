@@ -30,6 +30,13 @@ function trained(position: FitPosition, epochs: number, batchesPerEpoch: number 
   );
 }
 
+/** Where a run is, for messages: epochs done, or how far into one. */
+function progress(position: FitPosition, epochs: number): string {
+  return position.batch === 0
+    ? `${position.epoch} of ${epochs} epochs done`
+    : `epoch ${position.epoch + 1} of ${epochs}, ${position.batch} batches into it`;
+}
+
 /** The manager never saves on its own: the callback forces every save it decides on. */
 const NEVER = Number.MAX_SAFE_INTEGER;
 
@@ -213,14 +220,12 @@ export class FitCheckpoint {
       const cursor = cursorFor(position.seed);
       if (trained(position, epochs, layout.batchesPerEpoch ?? cursor.dataset().size)) {
         this.#log(
-          `training under ${this.#where} already ${position.finished ? "finished" : "reached"} step ${position.step} (epoch ${Math.min(position.epoch + 1, epochs)} of ${epochs}): nothing to train; the model holds that step`,
+          `training under ${this.#where} already ${position.finished ? "finished" : "reached"} step ${position.step} (${progress(position, epochs)}): nothing to train; the model holds that step`,
         );
         return await this.#emptyHistory(epochs);
       }
       if (resumedFrom !== undefined)
-        this.#log(
-          `resumed from step ${resumedFrom} under ${this.#where} (epoch ${position.epoch + 1}, ${position.batch} batches into it)`,
-        );
+        this.#log(`resumed from step ${resumedFrom} under ${this.#where} (${progress(position, epochs)})`);
       position.epochs = epochs;
       position.finished = false;
       cursor.loadStateDict({ ...position.data });

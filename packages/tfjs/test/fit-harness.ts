@@ -13,6 +13,7 @@ export interface TrainOptions extends Omit<FitCheckpointOptions, "signalTarget" 
   readonly stopBefore?: number;
   readonly epochs?: number;
   readonly model?: tf.LayersModel;
+  /** More arguments for fit (or, of those it shares, fitDataset); `callbacks` replace the harness's (no `stopBefore` then). */
   readonly args?: Partial<tf.ModelFitArgs>;
 }
 
@@ -37,7 +38,7 @@ export async function train(root: string, mode: FitMode, options: TrainOptions =
     log: (line) => logs.push(line),
   });
   ckpt.manager.on("committed", ({ step }) => committed.push(step));
-  const callbacks = {
+  const callbacks = args.callbacks ?? {
     // Before batch g, g batches are trained: the step the checkpoint counts.
     onBatchBegin: async () => {
       if (stopBefore !== undefined && ckpt.step === stopBefore) signals.emit("SIGTERM", "SIGTERM");
@@ -48,7 +49,7 @@ export async function train(root: string, mode: FitMode, options: TrainOptions =
     if (mode === "fit") {
       const { xs, ys } = fitTensors();
       try {
-        history = await ckpt.fit(xs, ys, { epochs, batchSize: BATCH, verbose: 0, callbacks, ...args });
+        history = await ckpt.fit(xs, ys, { epochs, batchSize: BATCH, verbose: 0, ...args, callbacks });
       } finally {
         tf.dispose([xs, ys]);
       }

@@ -44,14 +44,14 @@ describe.each(["fitDataset", "fit"] as const)("%s stopped and resumed", (mode) =
     straight = await train(root(), mode, {});
     expect(straight.step).toBe(TOTAL);
     expect(straight.history.epoch).toEqual([0, 1, 2]);
-  }, 120_000);
+  });
 
   it("in the middle of epoch 2 ends with the weights of an uninterrupted run, bit for bit", async () => {
     const { last, runs } = await stopAndResume(mode, [BATCHES_PER_EPOCH + 7], "epoch");
     expect(runs[0]!.history.epoch).toEqual([0, 1]);
     expect(last.history.epoch).toEqual([1, 2]);
     expect(last.logs[0]).toMatch(
-      /^resumed from step 28 under memory:\/\/fit-resume-\d+ \(epoch 2, 8 batches into it\)$/,
+      /^resumed from step 28 under memory:\/\/fit-resume-\d+ \(epoch 2 of 3, 8 batches into it\)$/,
     );
     expect(last.crcs).toEqual(straight.crcs);
     // Not by accident: the run stopped with other weights.
@@ -85,7 +85,7 @@ describe.each(["fitDataset", "fit"] as const)("%s stopped and resumed", (mode) =
     expect(again.committed).toEqual([]);
     expect(again.logs).toEqual([
       expect.stringMatching(
-        /^training under memory:\/\/fit-resume-\d+ already finished step 60 \(epoch 3 of 3\): nothing to train/,
+        /^training under memory:\/\/fit-resume-\d+ already finished step 60 \(3 of 3 epochs done\): nothing to train/,
       ),
     ]);
     expect(again.crcs).toEqual(straight.crcs);
@@ -95,5 +95,15 @@ describe.each(["fitDataset", "fit"] as const)("%s stopped and resumed", (mode) =
     expect(more.step).toBe(TOTAL + BATCHES_PER_EPOCH);
     const longer = await train(root(), mode, { epochs: 4 });
     expect(more.crcs).toEqual(longer.crcs);
+  });
+
+  it("beside tfjs's own callbacks: an early stop marks the run finished", async () => {
+    const where = root();
+    const early = (): tf.Callback[] => [tf.callbacks.earlyStopping({ monitor: "loss", minDelta: 1e9, patience: 0 })];
+    const stopped = await train(where, mode, { args: { callbacks: early() } });
+    expect(stopped.history.epoch).toEqual([0, 1]);
+    expect(stopped.committed).toEqual([20, 40]);
+    const again = await train(where, mode, { args: { callbacks: early() } });
+    expect(again.logs[0]).toMatch(/already finished step 40 \(2 of 3 epochs done\): nothing to train/);
   });
 });
