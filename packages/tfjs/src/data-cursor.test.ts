@@ -101,7 +101,7 @@ describe("DataCursor over a tf.data dataset", () => {
 
   it("refuses a dataset that is not one, and one that is empty", async () => {
     expect(() => new DataCursor({} as DatasetLike<number>)).toThrow(
-      "DataCursor's dataset must be a tf.data.Dataset or an object with iterator(), got {}",
+      "DataCursor's dataset must be a tf.data.Dataset or an object with iterator(), got an object",
     );
     const empty = new DataCursor(tf.data.array<number>([]));
     await expect(empty.next()).rejects.toThrow("yielded no elements in a whole pass");
@@ -154,7 +154,7 @@ describe("DataCursor over tensorBatches", () => {
   it("in order without shuffle; refuses tensors of unequal samples and a shuffle without a seed", () => {
     const xs = tf.zeros([6, 2]);
     expect(() => tensorBatches(xs, tf.zeros([5, 1]), { shuffle: false })).toThrow(
-      "tensorBatches' tensors must be all of 6 samples (their first dimension), got [5,1]",
+      "tensorBatches' tensors must all hold 6 samples (their first dimension); one has shape [5,1]",
     );
     expect(() => tensorBatches(xs, tf.zeros([6, 1]))).toThrow(
       "tensorBatches' seed must be a safe integer (shuffle: true needs one)",

@@ -44,7 +44,7 @@ describe("SeededRandom", () => {
   });
 
   it("refuses a seed that is not a safe integer", () => {
-    expect(() => new SeededRandom(1.5)).toThrow("SeededRandom's seed must be a safe integer, got 1.5");
+    expect(() => new SeededRandom(1.5)).toThrow("SeededRandom's seed must be a safe integer, got the number 1.5");
   });
 });
 

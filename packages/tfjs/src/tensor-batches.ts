@@ -1,5 +1,5 @@
 import type * as tf from "@tensorflow/tfjs";
-import { tfjsModule } from "@cairn/core";
+import { CheckpointError, tfjsModule } from "@cairn/core";
 import type { DataIterator, SeekableDataset } from "./data-cursor.js";
 import { invalid } from "./invalid-argument.js";
 import { SeededRandom, derivedSeed } from "./seeded-random.js";
@@ -56,7 +56,11 @@ export function tensorBatches(xs: TensorsLike, ys: TensorsLike, options: TensorB
     throw invalid("tensorBatches' xs and ys", "tensors (or arrays or maps of them) of rank ≥ 1", "something else");
   const samples = all[0]!.shape[0]!;
   const other = all.find((t) => t.shape[0] !== samples);
-  if (other) throw invalid("tensorBatches' tensors", `all of ${samples} samples (their first dimension)`, other.shape);
+  if (other)
+    throw new CheckpointError(
+      "invalid_argument",
+      `tensorBatches' tensors must all hold ${samples} samples (their first dimension); one has shape ${JSON.stringify(other.shape)}`,
+    );
   const { batchSize = 32, shuffle = true, seed } = options;
   if (!Number.isSafeInteger(batchSize) || batchSize < 1)
     throw invalid("tensorBatches' batchSize", "an integer ≥ 1", batchSize);
