@@ -3,7 +3,7 @@ import { numel } from "../state/dtypes.js";
 import { CheckpointError } from "../errors.js";
 import type { LoadPlan, LoadPlanner, LoadRequest, ReadItem } from "./load-planner.js";
 import type { CheckpointMetadata, EntryMetadata } from "../format/metadata.js";
-import { displayKey, pathId } from "../state/state-dict.js";
+import { type KeyPath, displayKey, pathId } from "../state/state-dict.js";
 
 function describe(entry: EntryMetadata): string {
   if (entry.kind === "tensor") return `a ${entry.dtype} tensor of shape ${JSON.stringify(entry.shape)}`;
@@ -21,6 +21,30 @@ function mismatch(request: LoadRequest, message: string): CheckpointError {
   });
 }
 
+function sameKey(a: KeyPath, b: KeyPath): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * The entry each request (by index) names. A target shaped as the state that was saved asks for
+ * exactly the checkpoint's entries in their order: then request i is entry i, with no key id
+ * built or hashed for either (100k tensors: 200k strings and a map of them). Otherwise entries
+ * are looked up by key id, the last of any entries with the same key winning.
+ */
+function entryLookup(
+  entries: readonly EntryMetadata[],
+  requests: readonly LoadRequest[],
+): (request: number) => EntryMetadata | undefined {
+  // Requests' keys are distinct (they are a state dict's leaves), so entries matching them one to one have no duplicates.
+  if (entries.length === requests.length && requests.every((r, i) => sameKey(r.key, entries[i]!.key)))
+    return (i) => entries[i];
+  const byId = new Map<string, EntryMetadata>();
+  for (const entry of entries) byId.set(pathId(entry.key), entry);
+  return (i) => byId.get(pathId(requests[i]!.key));
+}
+
 /**
  * Matches each request to the entry with the same key path and reads the overlap of every
  * saved chunk with the requested box: any saved sharding loads into any requested one.
@@ -31,11 +55,11 @@ export class DefaultLoadPlanner implements LoadPlanner {
     requests: readonly LoadRequest[],
     options: { readonly partial: boolean },
   ): LoadPlan {
-    const entries = new Map(metadata.entries.map((e) => [pathId(e.key), e]));
+    const entryFor = entryLookup(metadata.entries, requests);
     const items: ReadItem[] = [];
     const missing: number[] = [];
     requests.forEach((request, index) => {
-      const entry = entries.get(pathId(request.key));
+      const entry = entryFor(index);
       if (!entry) {
         if (options.partial) {
           missing.push(index);

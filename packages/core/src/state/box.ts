@@ -28,15 +28,29 @@ export function intersectBoxes(a: Box, b: Box): Box | null {
  * that `region` spans in full in both buffers are merged, so an identical layout is one run.
  */
 export interface RowLayout {
-  /** Element offsets of each run in the source and destination buffers, ascending in the source. */
+  /** Element offsets of each run in the source and destination buffers, ascending in the source (never written to: layouts share them). */
   readonly src: Float64Array;
   readonly dst: Float64Array;
   /** Elements per run. */
   readonly run: number;
 }
 
+/** The one run at offset 0 of a layout whose three boxes are the same (read only, so shared). */
+const AT_ORIGIN = Float64Array.of(0);
+
+function sameBoxes(a: Box, b: Box): boolean {
+  for (let d = 0; d < a.sizes.length; d++) if (a.sizes[d] !== b.sizes[d] || a.offsets[d] !== b.offsets[d]) return false;
+  return a.sizes.length === b.sizes.length;
+}
+
 export function rowLayout(srcBox: Box, dstBox: Box, region: Box): RowLayout {
   const n = region.sizes.length;
+  // A whole chunk into a whole tensor (most loads, one per tensor): one run, nothing to allocate.
+  if (sameBoxes(region, srcBox) && sameBoxes(region, dstBox)) {
+    let run = 1;
+    for (let d = 0; d < n; d++) run *= region.sizes[d]!;
+    return { src: AT_ORIGIN, dst: AT_ORIGIN, run };
+  }
   // k: first dimension of the merged run; dimensions after k are spanned in full by region, src and dst.
   let k = n - 1;
   while (k > 0 && region.sizes[k] === srcBox.sizes[k] && region.sizes[k] === dstBox.sizes[k]) k--;
