@@ -236,3 +236,48 @@ await withTempDir(async (dir) => {
     });
   }
 }, "cairn-limits-");
+
+// What reading tfjs tensors costs a save that copies them out (copy staging, the async-training
+// suite): tfjs's data() of every tensor of the async-training state (three quarters in 3 tensors,
+// a quarter in 2,000), on the cpu backend, against a memcpy of the same bytes. On this backend
+// data() hands out the backend's own arrays, so the copy staging makes is the memcpy.
+{
+  const tf = await import("@tensorflow/tfjs");
+  await tf.setBackend("cpu");
+  const quarter = BYTES / 4;
+  const tensors = [
+    ...Array.from({ length: 3 }, (_, i) => tf.variable(tf.fill([quarter / 4], i + 0.5))),
+    ...Array.from({ length: 2000 }, (_, i) => tf.variable(tf.fill([Math.floor(quarter / 2000 / 4)], i))),
+  ];
+  const tensorBytes = tensors.reduce((n, t) => n + t.size * 4, 0);
+  let arrays: ArrayBufferView[] = [];
+  const read = await best(async () => {
+    arrays = (await Promise.all(tensors.map((t) => t.data()))) as ArrayBufferView[];
+  });
+  const readSync = await best(() => {
+    for (const t of tensors) t.dataSync();
+  });
+  const copy = await best(() => {
+    let at = 0;
+    for (const a of arrays) {
+      other.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), at);
+      at += a.byteLength;
+    }
+  });
+  const own = (await tensors[0]!.data()) === (await tensors[0]!.data());
+  report({
+    suite: SUITE,
+    name: `tfjs data() of ${tensors.length} tensors (cpu backend), ${(tensorBytes / MiB).toFixed(0)} MiB`,
+    value: read.wall * 1000,
+    unit: "ms",
+    baseline: { name: "memcpy of the same bytes", value: copy.wall * 1000 },
+    ratio: read.wall / copy.wall,
+    better: "lower",
+    extra: {
+      dataSyncMs: +(readSync.wall * 1000).toFixed(2),
+      cpuMs: +(read.cpu * 1000).toFixed(2),
+      returnsBackendArrays: String(own),
+    },
+  });
+  for (const t of tensors) t.dispose();
+}
