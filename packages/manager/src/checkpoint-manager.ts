@@ -391,7 +391,7 @@ export class CheckpointManager {
       this.#preemption.checkpointed(step);
       return true;
     }
-    if (decision.replace && this.#group.rank === 0) await deleteEverywhere(this.#tiers, this.#replication, step);
+    if (decision.replace && this.#group.rank === 0) await deleteEverywhere(this.#tiers, this.#replication, step, true);
     const savedAt = new Date(this.#now()).toISOString();
     const { checkpointId } = decision;
     const metadata = {

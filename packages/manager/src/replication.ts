@@ -47,6 +47,8 @@ export class Replication {
   #stopped = false;
   readonly #abort = new AbortController();
   #unfollow: (() => void) | undefined;
+  /** `tier/step` a save with `overwrite` could not delete there: its copy replaces what it finds. */
+  readonly #replacing = new Set<string>();
   /** Steps on a slower tier whose files a copy in flight references (`tier/step`), with how many copies do: held from that tier's retention. */
   readonly #reusing = new Map<string, number>();
 
@@ -138,6 +140,11 @@ export class Replication {
     return this.#setup.tiers.slice(tier + 1).some((t) => t.wants(step) && !t.holdsReplica(step, identity));
   }
 
+  /** A save with `overwrite` could not delete `step` on `tier` (down): its copy there replaces the old one. */
+  replaces(step: number, tier: number): void {
+    this.#replacing.add(`${tier}/${step}`);
+  }
+
   /** Stops copying and discovering (on close); what is left stays unreplicated. */
   stop(): void {
     this.#stopped = true;
@@ -172,6 +179,7 @@ export class Replication {
           readBack: options.readBack ?? false,
           concurrency: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY,
           signal,
+          force: this.#replacing.has(`${index}/${step}`),
         };
         const result =
           this.#setup.group.worldSize > 1
@@ -181,6 +189,7 @@ export class Replication {
                 incremental: options.incremental ?? true,
                 hold: (base) => this.#hold(index, base),
               });
+        this.#replacing.delete(`${index}/${step}`);
         this.#reached(step, destination, result.metadata, {
           bytes: result.bytes,
           seconds: (performance.now() - started) / 1000,
@@ -292,6 +301,7 @@ async function copyAlone(
     readBack: boolean;
     concurrency: number;
     signal: AbortSignal;
+    force: boolean;
     incremental: boolean;
     hold: (step: number) => () => void;
   },

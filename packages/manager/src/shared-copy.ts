@@ -53,7 +53,7 @@ export async function leadCopy(
   source: Tier,
   destination: Tier,
   step: number,
-  options: { readBack: boolean; concurrency: number; signal: AbortSignal },
+  options: { readBack: boolean; concurrency: number; signal: AbortSignal; force: boolean },
 ): Promise<CopyResult> {
   const request: CopyRequest = {
     step,
@@ -82,6 +82,7 @@ export async function leadCopy(
       readBack: options.readBack,
       concurrency: options.concurrency,
       offThread: true,
+      force: options.force,
       share: { attempt: request.attempt, rank: 0, agree: agreement(collective, step) },
     },
   );

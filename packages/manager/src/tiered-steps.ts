@@ -163,11 +163,16 @@ export function tierStates(tiers: readonly Tier[], replication: Replication | un
   );
 }
 
-/** Deletes `step` on every tier, the fastest first, and drops its queued copies; every tier is tried, the first failure thrown. */
+/**
+ * Deletes `step` on every tier, the fastest first, and drops its queued copies; every tier is
+ * tried, the first failure thrown. With `replacing` (a save with `overwrite`), a slower tier
+ * that fails is left as it is: the save goes on, and its copy replaces the old one there later.
+ */
 export async function deleteEverywhere(
   tiers: readonly Tier[],
   replication: Replication | undefined,
   step: number,
+  replacing = false,
 ): Promise<void> {
   replication?.queue.remove(step);
   let failure: unknown;
@@ -175,7 +180,8 @@ export async function deleteEverywhere(
     try {
       await (await tier.open()).deleteStep(step);
     } catch (error) {
-      failure ??= error;
+      if (replacing && tier.index > 0) replication?.replaces(step, tier.index);
+      else failure ??= error;
     }
   }
   if (failure !== undefined) throw failure;

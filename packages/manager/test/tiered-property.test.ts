@@ -1,0 +1,224 @@
+// Issue 30: a seeded property test of tiered managers, in the spirit of incremental-gc.test.ts.
+// Random sessions of saves (some incremental, some after a rollback, some while tier 1 is down),
+// other runs' and damaged copies planted on tier 1, and SIGKILLed saving processes. After every
+// operation: every step either tier lists restores with bytes that were saved for that step
+// number (on tier 0, the latest save's), and every step's latest save still has a good copy on
+// some tier (no tier deleted its last one).
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { CheckpointError, type StorageAdapter, load, openStorage, save } from "@cairn/core";
+import type { ByteRange, ObjectInfo, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
+import { FaultyStorageAdapter, spawnTypeScript } from "@cairn/core/testing";
+import { afterAll, describe, expect, it } from "vitest";
+import { random } from "./seeded-random.js";
+import { CheckpointManager } from "../src/checkpoint-manager.js";
+import { StepStore } from "../src/step-store.js";
+import { smallState } from "../src/testing/small-state.js";
+
+const child = fileURLToPath(new URL("./fixtures/tiered-property-child.ts", import.meta.url));
+const SEEDS = (process.env.CAIRN_TIERED_SEEDS ?? "31,32,33").split(",").map(Number);
+const OPERATIONS = 16;
+const fast = { baseDelayMs: 20, maxDelayMs: 100 };
+const dirs: string[] = [];
+afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
+
+/** Tier 1 that can be taken down: every call fails, not transiently, until it is back. */
+class Outage extends FaultyStorageAdapter {
+  down = false;
+  #check(path: string): void {
+    if (this.down)
+      throw new CheckpointError("storage", `[${this.protocol}] ${path}: down (injected)`, {
+        context: { path, transient: false },
+      });
+  }
+  override async read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array> {
+    this.#check(path);
+    return super.read(path, range, options);
+  }
+  override async write(path: string, body: WriteBody, options?: WriteOptions): Promise<void> {
+    this.#check(path);
+    return super.write(path, body, options);
+  }
+  override async stat(path: string): Promise<ObjectInfo | null> {
+    this.#check(path);
+    return super.stat(path);
+  }
+  override async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    this.#check(prefix);
+    yield* super.list(prefix);
+  }
+}
+
+/** The value a step's copy holds, checking the whole state is that one value. */
+async function valueOf(storage: StorageAdapter, step: number): Promise<number> {
+  const state = (await load({ storage, path: String(step) })) as unknown as { w: { data: Float32Array }; step: number };
+  const values = new Set([...state.w.data, state.step]);
+  if (values.size !== 1) throw new Error(`step ${step} under ${storage.root} mixes values ${[...values].join(",")}`);
+  return state.step;
+}
+
+async function listed(storage: StorageAdapter): Promise<Map<number, number>> {
+  const out = new Map<number, number>();
+  for (const step of await new StepStore(storage).committedSteps()) out.set(step, await valueOf(storage, step));
+  return out;
+}
+
+async function killAtRandom(args: string[], waitMs: number): Promise<void> {
+  const proc = spawnTypeScript(child, args);
+  let stdout = "";
+  let stderr = "";
+  proc.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+  await new Promise<void>((resolve, reject) => {
+    proc.stdout?.on("data", (d: Buffer) => {
+      stdout += d.toString();
+      if (stdout.includes("ready\n")) resolve();
+    });
+    proc.once("exit", (code) => reject(new Error(`the saving child exited early (${code}): ${stderr}`)));
+  });
+  await new Promise((r) => setTimeout(r, waitMs));
+  const exited = new Promise((r) => proc.once("exit", r));
+  proc.kill("SIGKILL");
+  await exited;
+}
+
+describe("tiered managers under saves, rollbacks, planted copies, outages and kills (property)", () => {
+  for (const seed of SEEDS) {
+    it(
+      `seed ${seed}: after each of ${OPERATIONS} random operations every listed copy holds its step's bytes, and no last good copy is gone`,
+      {
+        timeout: 300_000,
+      },
+      async () => {
+        const next = random(seed);
+        const pick = (n: number): number => Math.floor(next() * n);
+        const dir = await mkdtemp(join(tmpdir(), "cairn-tiered-property-"));
+        dirs.push(dir);
+        const [local, bucket] = [pathToFileURL(join(dir, "local")).href, pathToFileURL(join(dir, "bucket")).href];
+        const t0 = await openStorage(local);
+        const t1 = await openStorage(bucket);
+        /** Per step: the values any save (or planted copy) gave it since it was last overwritten. */
+        const allowed = new Map<number, Set<number>>();
+        /** Per step: the value of its latest save by a manager of this run. */
+        const current = new Map<number, number>();
+        const log: string[] = [];
+        let generation = 1;
+        const allow = (step: number, value: number, reset = false): void => {
+          const set = reset ? new Set<number>() : (allowed.get(step) ?? new Set<number>());
+          set.add(value);
+          allowed.set(step, set);
+        };
+        const newest = (): number => Math.max(0, ...allowed.keys());
+        try {
+          for (let op = 0; op < OPERATIONS; op++) {
+            const roll = next();
+            generation++;
+            if (roll < 0.5) {
+              const bucketNow = new Outage(t1);
+              const mgr = new CheckpointManager([t0, bucketNow], 1, {
+                checkpointOnPreemption: false,
+                tiers: [{ maxToKeep: 1 + pick(3) }],
+                ...(next() < 0.4 ? { incremental: true } : {}),
+                replication: { retry: fast },
+              });
+              mgr.on("error", () => undefined);
+              const outage = next() < 0.3;
+              const downAt = outage ? pick(3) : -1;
+              let start = ((await mgr.latestStep()) ?? 0) + 1;
+              let overwrite = false;
+              if (start > 3 && next() < 0.3) {
+                const back = 1 + pick(start - 2);
+                const restored = (await mgr.restore(back)) as { step: number };
+                expect(
+                  allowed.get(back)?.has(restored.step),
+                  `seed ${seed}: restore(${back}) after ${log.join("; ")}`,
+                ).toBe(true);
+                overwrite = next() < 0.6;
+                start = back + 1;
+                log.push(`rollback to ${back}${overwrite ? " with overwrite" : ""}`);
+              }
+              const saves = 1 + pick(3);
+              for (let i = 0; i < saves; i++) {
+                if (i === downAt) bucketNow.down = true;
+                const step = start + i;
+                const value = generation * 1000 + step;
+                const saving =
+                  next() < 0.5
+                    ? mgr.save(step, smallState(value), { overwrite })
+                    : mgr.saveAsync(step, smallState(value), { overwrite });
+                const ok = await saving.then(
+                  () => true,
+                  (error: unknown) => {
+                    if (!(error instanceof CheckpointError && error.code === "already_exists")) throw error;
+                    return false;
+                  },
+                );
+                if (ok) {
+                  allow(step, value, overwrite);
+                  current.set(step, value);
+                }
+                log.push(`${ok ? "saved" : "refused"} ${step}${bucketNow.down ? " (tier 1 down)" : ""}`);
+              }
+              if (outage && next() < 0.5) bucketNow.down = false;
+              await mgr.join().catch(() => undefined);
+              await mgr.close({ timeoutMs: bucketNow.down ? 100 : 10_000 });
+            } else if (roll < 0.75) {
+              const step = newest() + 1 + pick(3);
+              if (next() < 0.5) {
+                const value = 900_000 + step;
+                await save(smallState(value), { storage: t1, path: String(step) });
+                allow(step, value);
+                log.push(`another run's ${step} on tier 1`);
+              } else {
+                const scratch = await openStorage(`memory://tiered-property/${seed}-${op}`);
+                await save(smallState(-1), { storage: scratch, path: "x" });
+                const bytes = await scratch.read("x/metadata.json");
+                await t1.write(`${step}/metadata.json`, bytes.subarray(0, bytes.length >> 1));
+                await scratch.close();
+                allowed.set(step, allowed.get(step) ?? new Set());
+                log.push(`damaged ${step} on tier 1`);
+              }
+            } else {
+              const from = newest() + 1;
+              const count = 2 + pick(3);
+              const waitMs = 300 + pick(1500);
+              await killAtRandom(
+                [local, bucket, String(from), String(count), String(generation), String(1 + pick(2))],
+                waitMs,
+              );
+              const [on0, on1] = [await listed(t0), await listed(t1)];
+              for (let step = from; step < from + count; step++) {
+                const value = generation * 1000 + step;
+                if (on0.get(step) === value || on1.get(step) === value) {
+                  allow(step, value);
+                  current.set(step, value);
+                }
+              }
+              log.push(`kill after ${waitMs} ms saving ${from}..${from + count - 1}`);
+            }
+            const what = `seed ${seed}, after ${log.join("; ")}`;
+            const [on0, on1] = [await listed(t0), await listed(t1)];
+            for (const [tier, copies] of [
+              [0, on0],
+              [1, on1],
+            ] as const) {
+              for (const [step, value] of copies) {
+                expect(allowed.get(step)?.has(value), `${what}: tier ${tier} step ${step} holds ${value}`).toBe(true);
+                if (tier === 0 && current.has(step))
+                  expect(value, `${what}: tier 0 step ${step} is not its latest save`).toBe(current.get(step));
+              }
+            }
+            for (const [step, value] of current)
+              expect(
+                on0.get(step) === value || on1.get(step) === value,
+                `${what}: step ${step} (${value}) has no copy left`,
+              ).toBe(true);
+          }
+        } finally {
+          await Promise.all([t0.close(), t1.close()]);
+        }
+      },
+    );
+  }
+});
