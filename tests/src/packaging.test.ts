@@ -119,6 +119,20 @@ describe("the packed packages", () => {
         ["1", "committed"],
         ["2", "committed"],
       ]);
+
+      // A TypeScript rank script on a Node that cannot run one alone, with no tsx installed: refused up front, naming the fix.
+      if (!(process.features as { typescript?: unknown }).typescript) {
+        await writeFile(join(project, "train.ts"), "const rank: number = 0;\nconsole.log(rank);\n");
+        const refused = await run(
+          "npx",
+          ["--no", "--", "cairn-run", "--nproc-per-node", "1", "train.ts"],
+          project,
+        ).then(
+          () => undefined,
+          (error: { code?: number; stderr?: string }) => error,
+        );
+        expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining("npm install --save-dev tsx") });
+      }
     },
   );
 });

@@ -1,6 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
+import { createRequire } from "node:module";
 import { createServer } from "node:net";
+import { join } from "node:path";
 import { CheckpointError } from "@cairn/core";
 import { MAX_TIMER_MS, checkDuration } from "@cairn/core/storage";
 
@@ -17,7 +19,11 @@ export interface LaunchOptions {
   readonly store?: string;
   /** The job's id on the store, the same on every host (torchrun's `--rdzv-id`); one host alone gets a fresh one. Sets `CAIRN_RUN_ID`. */
   readonly runId?: string;
-  /** What each rank runs. A `.js`, `.mjs`, `.cjs` or `.ts` file first runs under this Node, with this process's `execArgv` (so tsx carries over). */
+  /**
+   * What each rank runs. A `.js`, `.mjs`, `.cjs` or `.ts` file first runs under this Node, with
+   * this process's `execArgv` (so tsx carries over); a `.ts` file on a Node that cannot run
+   * TypeScript (20) runs with tsx's loader, which must then be installed.
+   */
   readonly command: readonly string[];
   /** How long ranks get to exit after SIGTERM before SIGKILL (default 30 000 ms). */
   readonly graceMs?: number;
@@ -149,7 +155,8 @@ export const LAUNCH_USAGE = `usage: cairn-run --nproc-per-node N [--nnodes M --n
 
 Starts N ranks of a script with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT set, as torchrun does; the script joins with initProcessGroup() from @cairn/distributed.
-A .js/.mjs/.ts script runs under this Node with its flags; anything else runs as a program.
+A .js/.mjs/.ts script runs under this Node with its flags (a .ts one on Node 20 with tsx, which
+must be installed); anything else runs as a program.
 Ranks meet on rank 0's embedded TCP server, admitted by CAIRN_JOB_TOKEN (a fresh one on one host;
 several hosts must share one in their environment), or with --store (CAIRN_STORE) on etcd or Redis
 under --run-id (CAIRN_RUN_ID, the same on every host). SIGTERM and SIGINT are passed to every rank; if a rank fails the others are stopped, and
@@ -196,11 +203,38 @@ export function parseLaunchArgs(argv: readonly string[]): LaunchOptions | "help"
   return { ...(options as Omit<LaunchOptions, "command">), command: argv.slice(i) } as LaunchOptions;
 }
 
-/** A script file runs under this Node with this process's flags; anything else runs as given. */
-function commandLine(command: readonly string[]): string[] {
+/**
+ * A script file runs under this Node with this process's flags; anything else runs as given. A
+ * TypeScript script on a Node that cannot run it alone (20) runs with tsx's loader, found beside
+ * cairn-run or in the working directory's project; without one, it is refused up front.
+ */
+export function commandLine(command: readonly string[], cwd = process.cwd()): string[] {
   const [first, ...rest] = command;
-  if (/\.(m?js|cjs|ts|mts)$/.test(first!)) return [process.execPath, ...process.execArgv, first!, ...rest];
-  return [...command];
+  if (!/\.(m?js|cjs|ts|mts|cts)$/.test(first!)) return [...command];
+  const node = [process.execPath, ...process.execArgv];
+  const typescript = /\.(ts|mts|cts)$/.test(first!);
+  const canStrip = Boolean((process.features as { typescript?: unknown }).typescript);
+  if (!typescript || canStrip || process.execArgv.some((arg) => arg.includes("tsx"))) return [...node, first!, ...rest];
+  return [...node, "--import", tsxLoader(cwd), first!, ...rest];
+}
+
+/** tsx's loader for `--import`: beside cairn-run, else from the project in `cwd`; refused naming the fix when neither has it. */
+function tsxLoader(cwd: string): string {
+  try {
+    return import.meta.resolve("tsx");
+  } catch {
+    // Not beside cairn-run: perhaps in the user's own project.
+  }
+  try {
+    createRequire(join(cwd, "noop.js")).resolve("tsx/package.json");
+    return "tsx";
+  } catch (error) {
+    throw new CheckpointError(
+      "invalid_argument",
+      `cairn-run runs a TypeScript script on Node ${process.versions.node} with tsx, which is not installed: add it to your project (npm install --save-dev tsx), run a .js build of the script, or use Node 22.18 or later`,
+      { cause: error },
+    );
+  }
 }
 
 function prefixLines(input: NodeJS.ReadableStream, prefix: string, output: NodeJS.WritableStream): void {
