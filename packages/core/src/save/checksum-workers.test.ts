@@ -2,7 +2,8 @@ import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { blockChecksums } from "../format/crc32c.js";
 import { loadXxh128 } from "../format/xxh128.js";
-import { blockChecksumsAsync, regionChecksumsAsync } from "./checksum-workers.js";
+import { Worker } from "node:worker_threads";
+import { WORKER_SOURCE, blockChecksumsAsync, regionChecksumsAsync, workerModules } from "./checksum-workers.js";
 
 describe("checksum workers", () => {
   it("the checksum workers hash each part and region in the pass that CRCs its blocks", async () => {
@@ -35,5 +36,36 @@ describe("checksum workers", () => {
     expect(Array.from(regions.sums)).toEqual(parts.flatMap((p) => blockChecksums(p, 1024)));
     for (const [i, part] of parts.entries())
       expect(Buffer.from(regions.hashes!.subarray(16 * i, 16 * i + 16)).toString("hex")).toBe(xxh.hash(part));
+  });
+
+  it("a worker where xxhash-addon does not load hashes with hash-wasm, to the same digests", async () => {
+    const xxh = await loadXxh128();
+    const worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: { ...workerModules(), xxhashAddon: "/nonexistent/xxhash-addon" },
+    });
+    try {
+      const sizes = [0, 7, 1024, 4096, 70_000];
+      const memory = new SharedArrayBuffer(sizes.reduce((n, s) => n + s, 0));
+      let at = 0;
+      const parts = sizes.map((size) => {
+        const part = new Uint8Array(memory, at, size);
+        part.set(randomBytes(size));
+        at += size;
+        return { buffer: memory, offset: part.byteOffset, length: size, blockSize: 1024, part };
+      });
+      const reply = new Promise<{ sums: number[][]; hashes: Uint8Array }>((resolve, reject) => {
+        worker.once("message", resolve);
+        worker.once("error", reject);
+      });
+      worker.postMessage({ id: 1, parts: parts.map(({ part: _, ...p }) => p), withHashes: true });
+      const { sums, hashes } = await reply;
+      for (const [i, { part }] of parts.entries()) {
+        expect(sums[i]).toEqual(blockChecksums(part, 1024));
+        expect(Buffer.from(hashes.subarray(16 * i, 16 * i + 16)).toString("hex")).toBe(xxh.hash(part));
+      }
+    } finally {
+      await worker.terminate();
+    }
   });
 });

@@ -17,7 +17,7 @@ import { loadXxh128 } from "../format/xxh128.js";
  */
 const WASM_BELOW = 2048;
 
-const WORKER_SOURCE = `
+export const WORKER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
 const { crc32c } = require(workerData.crc32);
 const hasher = (async () => {
@@ -90,6 +90,20 @@ parentPort.on("message", async ({ id, parts, regions, withHashes }) => {
  */
 const SLICE_BYTES = 16 << 20;
 
+/** Where the worker loads its modules from (the main thread resolves them; the worker only requires paths). */
+export function workerModules(): { crc32: string; hashWasm: string; xxhashAddon?: string } {
+  const require = createRequire(import.meta.url);
+  const crc32 = require.resolve("@node-rs/crc32");
+  // The one algorithm's build (20 KB), not the package's index, which holds every hash-wasm binary.
+  const hashWasm = require.resolve("hash-wasm/dist/xxhash128.umd.min.js");
+  try {
+    return { crc32, hashWasm, xxhashAddon: require.resolve("xxhash-addon") };
+  } catch {
+    // An optional dependency: where it did not install, the workers use hash-wasm.
+    return { crc32, hashWasm };
+  }
+}
+
 interface Job {
   readonly worker: Worker;
   readonly resolve: (result: never) => void;
@@ -133,18 +147,9 @@ class ChecksumWorkers {
   #spawn(): Worker[] {
     if (this.#workers.length > 0) return this.#workers;
     const count = Math.max(1, Math.min(4, availableParallelism() - 1));
-    const require = createRequire(import.meta.url);
-    const crc32 = require.resolve("@node-rs/crc32");
-    // The one algorithm's build (20 KB), not the package's index, which holds every hash-wasm binary.
-    const hashWasm = require.resolve("hash-wasm/dist/xxhash128.umd.min.js");
-    let xxhashAddon: string | undefined;
-    try {
-      xxhashAddon = require.resolve("xxhash-addon");
-    } catch {
-      // An optional dependency: where it did not install, the workers use hash-wasm.
-    }
+    const workerData = workerModules();
     for (let i = 0; i < count; i++) {
-      const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { crc32, hashWasm, xxhashAddon } });
+      const worker = new Worker(WORKER_SOURCE, { eval: true, workerData });
       // Idle workers must not keep a finished program alive; busy ones must (see #track).
       worker.unref();
       worker.on("message", (result: { id: number }) => {
