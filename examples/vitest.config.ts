@@ -1,3 +1,4 @@
 import { cairnProject } from "../vitest.shared.js";
 
-export default cairnProject("examples");
+// Each example runs as a child process that imports tfjs first: seconds on a loaded machine.
+export default cairnProject("examples", { testTimeout: 60_000 });

@@ -1,14 +1,15 @@
 // A tfjs training loop that checkpoints with Cairn and resumes where it stopped.
 //   pnpm demo [--path <url or dir>] [--steps N] [--interval N]
 // Defaults: ./checkpoints, 300 steps, a checkpoint every 50. Everything random is seeded and the
-// batch of a step depends only on the step, so a run stopped (Ctrl-C, SIGTERM) and run again ends
-// with the same final weights as one uninterrupted run: compare the crc32c it prints last.
+// position in the data is part of each checkpoint, so a run stopped (Ctrl-C, SIGTERM) and run again
+// ends with the same final weights as one uninterrupted run: compare the crc32c it prints last.
+// (model.fit and fitDataset users: see fit.ts, which does all of this through cairnCheckpoint.)
 // Any registered URL works as --path (memory://, file://, s3:// or gs:// with their package).
 import { parseArgs } from "node:util";
 import * as tf from "@tensorflow/tfjs";
 import { crc32c } from "@cairn/core/format";
 import { CheckpointManager } from "@cairn/manager";
-import { getStateDict, primeOptimizer, setStateDict } from "@cairn/tfjs";
+import { DataCursor, getStateDict, primeOptimizer, setStateDict, tensorBatches } from "@cairn/tfjs";
 
 const argv = process.argv.slice(2);
 const { values } = parseArgs({
@@ -47,23 +48,9 @@ const [xs, ys] = tf.tidy(() => {
   return [x, y];
 });
 
-// Each epoch visits the samples in its own seeded order, so the batch of a step is a function of the step.
-let order: { epoch: number; indices: tf.Tensor1D } | undefined;
-function batch(step: number): { x: tf.Tensor; y: tf.Tensor } {
-  const epoch = Math.floor((step * BATCH) / SAMPLES);
-  if (order?.epoch !== epoch) {
-    order?.indices.dispose();
-    const indices = tf.tidy(
-      () => tf.topk(tf.randomUniform([SAMPLES], 0, 1, "float32", SEED.shuffle + epoch), SAMPLES).indices as tf.Tensor1D,
-    );
-    order = { epoch, indices };
-  }
-  const { indices } = order;
-  return tf.tidy(() => {
-    const rows = indices.slice((step * BATCH) % SAMPLES, BATCH);
-    return { x: xs.gather(rows), y: ys.gather(rows) };
-  });
-}
+// Each epoch visits the samples in its own seeded order (tensorBatches), and the cursor over those
+// batches is part of every checkpoint (a Stateful): a resumed run reads on from the next batch.
+const data = new DataCursor(tensorBatches(xs, ys, { batchSize: BATCH, seed: SEED.shuffle }));
 
 // Kernels get seeded initialisers; biases start at zero (the default), so nothing else is random.
 const model = tf.sequential({
@@ -99,7 +86,7 @@ const latest = await manager.latestStep();
 if (latest !== undefined) {
   await primeOptimizer(optimizer, model); // optimizer state is created lazily: make it exist, then overwrite it
   const state = await getStateDict(model, optimizer);
-  await manager.restore(latest, state);
+  await manager.restore(latest, { ...state, data }); // the data cursor restores itself
   await setStateDict(model, optimizer, state);
   start = latest + 1;
   console.log(`resumed from step ${latest} in ${path}`);
@@ -109,7 +96,7 @@ if (start >= totalSteps) console.log(`already trained ${start} steps; pass a lar
 let lastTrained = start - 1;
 let stoppedAt: number | undefined;
 for (let step = start; step < totalSteps; step++) {
-  const { x, y } = batch(step);
+  const { xs: x, ys: y } = (await data.next()).value as { xs: tf.Tensor; ys: tf.Tensor };
   const loss = optimizer.minimize(
     () => tf.losses.meanSquaredError(y, model.predict(x) as tf.Tensor) as tf.Scalar,
     true,
@@ -121,7 +108,11 @@ for (let step = start; step < totalSteps; step++) {
   if (manager.shouldSave(step) || last) {
     losses.set(step, value);
     // Resolves once the state is staged; the upload goes on while training continues.
-    await manager.saveAsync(step, await getStateDict(model, optimizer), { force: last, metrics: { loss: value } });
+    await manager.saveAsync(
+      step,
+      { ...(await getStateDict(model, optimizer)), data },
+      { force: last, metrics: { loss: value } },
+    );
   }
   if (manager.reachedPreemption(step)) {
     stoppedAt = step;
