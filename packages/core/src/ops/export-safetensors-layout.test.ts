@@ -120,4 +120,25 @@ describe("exportSafetensorsLayout", () => {
     ).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringContaining("does not reorder") });
     await reader.close();
   });
+
+  it("reads each tensor's bytes once: a column-sharded tensor in row-aligned pieces reads its bytes, no more", async () => {
+    const storage = new MapStorage();
+    const [rows, cols] = [64, 96];
+    const cuts = [0, 32, 64, 96];
+    const shards = cuts.slice(0, -1).map((start, i) => {
+      const t = hostTensor("float32", [rows, cuts[i + 1]! - start]);
+      t.data.forEach((_, j) => (t.data[j] = start * 1000 + j));
+      return { offsets: [0, start], tensor: t };
+    });
+    await save({ w: shardedTensor("float32", [rows, cols], shards) }, { storage, path: "ckpt", blockSize: 1024 });
+    const reader = new CheckpointReader(storage, "ckpt", await readMetadata({ storage, path: "ckpt" }));
+    const before = storage.reads.length;
+    // Pieces of 8 rows (3 KiB): each chunk's rows in a piece are 1 KiB, one whole checksum block.
+    await exportSafetensorsLayout(reader, { storage, dir: "out", where: "map://out" }, { readBytes: 8 * cols * 4 });
+    await reader.close();
+    // Every read past a file's header is tensor data: together exactly the tensor's bytes, none twice.
+    const data = storage.reads.slice(before).filter((r) => r.path.startsWith("ckpt/") && r.offset > 0);
+    expect(data.reduce((n, r) => n + r.length, 0)).toBe(rows * cols * 4);
+    expect(new Set(data.map((r) => `${r.path}@${r.offset}`)).size).toBe(data.length);
+  });
 });
