@@ -6,6 +6,7 @@ import { shardedTensor } from "../state/sharded-tensor.js";
 import { hostTensor } from "../state/tensors.js";
 import type { StorageAdapter } from "../storage/storage-adapter.js";
 import { MapStorage } from "../../test/map-storage.js";
+import { FaultyStorageAdapter } from "../testing/faulty-storage-adapter.js";
 import { CheckpointReader } from "./checkpoint-reader.js";
 import { exportSafetensorsLayout } from "./export-safetensors-layout.js";
 
@@ -64,11 +65,12 @@ describe("exportSafetensorsLayout", () => {
       { maxShardBytes: 65536, readBytes: 4096 },
     );
     expect(result).toMatchObject({ tensors: 2, totalSize: 65536 + 1000, skipped: 2 });
-    expect(first.log).toEqual([
+    // The shards (written at once, finishing in any order), then the index.
+    expect(first.log.slice(0, 2).sort()).toEqual([
       "write out/model-00001-of-00002.safetensors",
       "write out/model-00002-of-00002.safetensors",
-      "write out/model.safetensors.index.json",
     ]);
+    expect(first.log[2]).toBe("write out/model.safetensors.index.json");
     expect(first.largest()).toBeLessThanOrEqual(4096);
     await expect(exportSafetensorsLayout(reader, { storage, dir: "out", where: "map://out" })).rejects.toMatchObject({
       code: "already_exists",
@@ -140,5 +142,23 @@ describe("exportSafetensorsLayout", () => {
     const data = storage.reads.slice(before).filter((r) => r.path.startsWith("ckpt/") && r.offset > 0);
     expect(data.reduce((n, r) => n + r.length, 0)).toBe(rows * cols * 4);
     expect(new Set(data.map((r) => `${r.path}@${r.offset}`)).size).toBe(data.length);
+  });
+
+  it("a shard that fails stops the others and removes every shard written: no layout, no index", async () => {
+    const storage = new MapStorage();
+    const state = Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`t${i}`, hostTensor("float32", [1024])]));
+    await save(state, { storage, path: "ckpt" });
+    const reader = new CheckpointReader(storage, "ckpt", await readMetadata({ storage, path: "ckpt" }));
+    for (const failing of ["model-00001-of-00003", "model-00003-of-00003", "model.safetensors.index"]) {
+      const faulty = new FaultyStorageAdapter(storage, [{ operation: "write", path: (p) => p.includes(failing) }]);
+      await expect(
+        exportSafetensorsLayout(reader, { storage: faulty, dir: "out", where: "map://out" }, { maxShardBytes: 8192 }),
+      ).rejects.toThrow(/injected/);
+      expect(
+        [...storage.objects.keys()].filter((k) => k.startsWith("out/")),
+        failing,
+      ).toEqual([]);
+    }
+    await reader.close();
   });
 });

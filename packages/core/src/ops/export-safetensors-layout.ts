@@ -1,4 +1,5 @@
-import { CheckpointError } from "../errors.js";
+import PQueue from "p-queue";
+import { CheckpointError, throwIfAborted } from "../errors.js";
 import type { TensorEntry } from "../format/metadata.js";
 import { layoutSafetensors } from "../format/safetensors.js";
 import {
@@ -55,6 +56,8 @@ export interface LayoutExportOptions {
   readonly force?: boolean;
   /** Bytes of a tensor read, converted and written at once (default 8 MiB). */
   readonly readBytes?: number;
+  /** Shards written at once (default 2, as `copyCheckpoint` copies files). */
+  readonly concurrency?: number;
   /** Called once the tensors are chosen, with the bytes they will be written as (for a progress bar). */
   readonly onPlan?: (totalSize: number) => void;
   readonly onWrite?: (bytes: number) => void;
@@ -178,9 +181,10 @@ function writtenPieces(
       sizes: t.entry.shape.map((s, d) => (d === lead ? Math.min(band, s - at) : s)),
     });
   }
-  return prefetched(bands, 2, async (box) =>
-    convert(permuteDims(await reader.readBox(t.entry, box), box.sizes, permutation, size)),
-  );
+  return prefetched(bands, 2, async (box) => {
+    throwIfAborted(signal, "the export");
+    return convert(permuteDims(await reader.readBox(t.entry, box), box.sizes, permutation, size));
+  });
 }
 
 async function* mapped(
@@ -212,7 +216,7 @@ async function existingLayout(storage: StorageAdapter, dir: string, signal?: Abo
  * once through `reader` (every block verified) and written `readBytes` at a time, so memory stays
  * bounded whatever the checkpoint's size. Blobs and values are not weights and are left out.
  *
- * Committed like a checkpoint: shards first, each an atomic create, the index last, so the
+ * Committed like a checkpoint: shards first (`concurrency` at once), each an atomic create, the index last, so the
  * directory holds a layout only once it is complete; a failure removes the shards written. A
  * directory that already holds a layout is `already_exists` unless `force` (then the old layout's
  * files are deleted first, its index first). Other files there (config.json, a tokenizer) are
@@ -253,42 +257,61 @@ export async function exportSafetensorsLayout(
   const totalSize = tensors.reduce((n, t) => n + t.byteLength, 0);
   options.onPlan?.(totalSize);
   const readBytes = options.readBytes ?? 8 << 20;
+  const files = shards.map((_, i) => shardFileName(i + 1, shards.length));
   const created: string[] = [];
-  const weightMap = new Map<string, string>();
-  let bytes = 0;
+  // The first failure stops the other shards; every write has settled before the failed export removes its shards.
+  const stop = new AbortController();
+  const writing = signal ? AbortSignal.any([signal, stop.signal]) : stop.signal;
+  let firstFailure: unknown;
+  const queue = new PQueue({ concurrency: options.concurrency ?? 2 });
   try {
-    for (const [i, shard] of shards.entries()) {
-      const file = shardFileName(i + 1, shards.length);
-      const layout = layoutSafetensors(
-        shard.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape, byteLength: t.byteLength })),
-        { format: "pt" },
-      );
-      const body = async function* (): AsyncGenerator<Uint8Array> {
-        yield layout.header;
-        for (const t of shard) {
-          for await (const piece of writtenPieces(reader, t, readBytes, signal)) {
-            yield piece;
-            options.onWrite?.(piece.byteLength);
+    const settled = await Promise.allSettled(
+      shards.map((shard, i) =>
+        queue.add(async () => {
+          const layout = layoutSafetensors(
+            shard.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape, byteLength: t.byteLength })),
+            { format: "pt" },
+          );
+          const body = async function* (): AsyncGenerator<Uint8Array> {
+            yield layout.header;
+            for (const t of shard) {
+              for await (const piece of writtenPieces(reader, t, readBytes, writing)) {
+                yield piece;
+                options.onWrite?.(piece.byteLength);
+              }
+            }
+          };
+          try {
+            const path = joinPath(dir, files[i]!);
+            await withRetry(
+              () => storage.write(path, body(), { size: layout.fileSize, signal: writing, ifAbsent: true }),
+              { signal: writing },
+            );
+          } catch (error) {
+            if (!stop.signal.aborted) {
+              firstFailure = error;
+              stop.abort(error);
+            }
+            throw error;
           }
-        }
-      };
-      await withRetry(
-        () => storage.write(joinPath(dir, file), body(), { size: layout.fileSize, signal, ifAbsent: true }),
-        { signal },
-      );
-      created.push(file);
-      bytes += layout.fileSize;
-      for (const t of shard) weightMap.set(t.name, file);
-    }
+          created.push(files[i]!);
+          return layout.fileSize;
+        }),
+      ),
+    );
+    const failed = settled.find((s) => s.status === "rejected");
+    if (failed) throw firstFailure ?? failed.reason;
+    const weightMap = new Map(shards.flatMap((shard, i) => shard.map((t) => [t.name, files[i]!] as const)));
     const index = encodeSafetensorsIndex(totalSize, weightMap);
     await withRetry(() => storage.write(joinPath(dir, SAFETENSORS_INDEX_FILE), index, { signal, ifAbsent: true }), {
       signal,
     });
+    const shardBytes = settled.reduce((n, s) => n + (s.status === "fulfilled" ? s.value : 0), 0);
     return {
-      files: [...created, SAFETENSORS_INDEX_FILE],
+      files: [...files, SAFETENSORS_INDEX_FILE],
       tensors: tensors.length,
       totalSize,
-      bytes: bytes + index.byteLength,
+      bytes: shardBytes + index.byteLength,
       skipped: entries.length - tensors.length,
     };
   } catch (error) {
