@@ -261,7 +261,14 @@ export class CheckpointManager {
       this.#tiers.map(async (tier) => {
         const store = await tier.open();
         await tier.retention?.settled();
-        await store.reload();
+        try {
+          await store.reload();
+          tier.listingSucceeded();
+        } catch (error) {
+          // A slower tier that cannot be listed is reported (once per outage), as listing does; tier 0's failure is thrown.
+          if (tier.index === 0) throw error;
+          tier.listingFailed(error, (e) => this.#events.report({ error: e, operation: "listing", tier: tier.index }));
+        }
       }),
     );
     if (this.#replication) await this.#discover(true);

@@ -110,7 +110,7 @@ const CASES: [string, () => unknown, string][] = [
   [
     "a metadata source with a zero interval",
     () => new MetadataPreemptionSource({ url: "http://127.0.0.1/", intervalMs: 0 }),
-    "intervalMs must be a positive number of ms, got 0",
+    "intervalMs must be a positive number of ms up to 2147483647, got 0",
   ],
   [
     "an AWS source with too long a token TTL",

@@ -106,7 +106,9 @@ export class Replication {
     const listed = await Promise.all(
       tiers.map((tier) =>
         tier.committedSteps().catch((error: unknown) => {
-          this.#setup.events.report({ error, operation: "listing", tier: tier.index });
+          tier.listingFailed(error, (e) =>
+            this.#setup.events.report({ error: e, operation: "listing", tier: tier.index }),
+          );
           return undefined;
         }),
       ),

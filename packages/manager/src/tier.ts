@@ -50,6 +50,8 @@ export class Tier {
   readonly config: TierConfig;
   readonly #options: TierSetup;
   #store: Promise<StepStore> | undefined;
+  /** Whether the latest listing failed: its outage was reported. */
+  #listingDown = false;
   /** The first listing's attempt, shared: decisions that need the index wait for it once. */
   #firstListing: Promise<boolean> | undefined;
   #opened: StepStore | undefined;
@@ -71,6 +73,19 @@ export class Tier {
 
   get retention(): RetentionRunner | undefined {
     return this.#retention;
+  }
+
+  /**
+   * Reports a failure to list this tier (`report`), once per outage: later failures are quiet
+   * until a listing succeeds again (`listingSucceeded`).
+   */
+  listingFailed(error: unknown, report: (error: unknown) => void): void {
+    if (!this.#listingDown) report(error);
+    this.#listingDown = true;
+  }
+
+  listingSucceeded(): void {
+    this.#listingDown = false;
   }
 
   /** Whether this tier takes `step` at all (`every`). */
@@ -111,7 +126,9 @@ export class Tier {
 
   /** Committed steps here whose metadata reads back (listing once). */
   async committedSteps(): Promise<number[]> {
-    return (await this.open()).committedSteps();
+    const steps = await (await this.open()).committedSteps();
+    this.listingSucceeded();
+    return steps;
   }
 
   /**

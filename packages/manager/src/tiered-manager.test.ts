@@ -396,3 +396,25 @@ describe("durations that reach a timer (issue 30, item 6)", () => {
       ).toThrow(/baseDelayMs must be a number of ms from 1 to 2147483647/);
   });
 });
+
+describe("listing outages (issue 30, item 12)", () => {
+  it("reports a tier that cannot be listed once per outage, however often it is asked and retried", async () => {
+    const t1 = await outage();
+    t1.down = true;
+    const mgr = manager([memoryRoot(), t1], 1, { replication: { retry: fast } });
+    const errors = record(mgr, "error");
+    await mgr.save(1, state(1));
+    for (let i = 0; i < 5; i++) expect(await mgr.latestStep()).toBe(1);
+    for (let i = 0; i < 3; i++) expect(await mgr.allSteps()).toEqual([1]);
+    // Discovery retries the listing with its backoff meanwhile.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(errors.filter((e) => e.operation === "listing")).toHaveLength(1);
+    t1.down = false;
+    await mgr.reload();
+    t1.down = true;
+    await mgr.reload();
+    expect(await mgr.latestStep()).toBe(1);
+    expect(errors.filter((e) => e.operation === "listing")).toHaveLength(2);
+    t1.down = false;
+  });
+});

@@ -34,8 +34,11 @@ async function acrossTiers<T>(
   );
   const answers: T[] = [];
   settled.forEach((s, index) => {
-    if (s.status === "fulfilled") answers.push(s.value);
-    else events.report({ error: s.reason, operation: "listing", tier: index });
+    if (s.status === "fulfilled") {
+      answers.push(s.value);
+      tiers[index]!.listingSucceeded();
+    } else
+      tiers[index]!.listingFailed(s.reason, (error) => events.report({ error, operation: "listing", tier: index }));
   });
   if (answers.length === 0) throw (settled[0] as PromiseRejectedResult).reason;
   return answers;
