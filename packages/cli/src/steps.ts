@@ -14,11 +14,15 @@ export interface StepProblem {
 export interface StepListing {
   readonly step: number;
   readonly committed: boolean;
-  /** Objects and bytes under `<root>/<step>/`. */
+  /** Objects and bytes under `<root>/<step>/`: what the step wrote. */
   readonly objects: number;
   readonly bytes: number;
+  /** A committed incremental step (format 2.1): bytes of the sibling steps' data files it uses instead of writing them. */
+  readonly referencedBytes?: number;
   /** Committed: when it was saved (the manager's `savedAt`, else the commit time). Leftover: its newest object's time, if storage knows every object's. */
   readonly time?: string;
+  /** Committed by a CheckpointManager: seconds from the start of its save (`savedAt`) to its commit (`createdAt`). */
+  readonly saveSeconds?: number;
   readonly metrics: Readonly<Record<string, number>>;
   /**
    * Committed: its fingerprint (`checkpointFingerprint`: equal for steps with identical tensors),
@@ -27,6 +31,34 @@ export interface StepListing {
   readonly fingerprint?: string | null;
   /** Set when the step has a metadata.json that cannot be read (damaged, foreign, unreadable): why. */
   readonly error?: { readonly code: StepProblem["code"]; readonly message: string };
+}
+
+/** What a step's metadata.json gives its listing. */
+type FromMetadata = Pick<StepListing, "time" | "saveSeconds" | "metrics" | "referencedBytes" | "fingerprint">;
+
+/**
+ * What earlier listings of one root read from its steps' metadata.json, by step, with the
+ * object's size and time: a listing that finds the same object again reuses it instead of
+ * reading it (`cairn ui` lists its roots again every few seconds). Storage that reports no
+ * modification times is always read.
+ */
+export class StepListingCache {
+  readonly #steps = new Map<number, { readonly stamp: string; readonly read: FromMetadata }>();
+
+  get(step: number, stamp: string | undefined): FromMetadata | undefined {
+    const known = this.#steps.get(step);
+    return stamp !== undefined && known?.stamp === stamp ? known.read : undefined;
+  }
+
+  set(step: number, stamp: string | undefined, read: FromMetadata): void {
+    if (stamp === undefined) this.#steps.delete(step);
+    else this.#steps.set(step, { stamp, read });
+  }
+
+  /** Forgets steps no longer listed. */
+  keepOnly(steps: ReadonlySet<number>): void {
+    for (const step of this.#steps.keys()) if (!steps.has(step)) this.#steps.delete(step);
+  }
 }
 
 function problemOf(step: number, error: unknown): StepProblem {
@@ -40,16 +72,36 @@ function metricsOf(value: unknown): Record<string, number> {
   return Object.fromEntries(Object.entries(value).filter((e): e is [string, number] => typeof e[1] === "number"));
 }
 
+async function readStep(storage: StorageAdapter, step: number): Promise<FromMetadata> {
+  const metadata = await readMetadata({ storage, path: stepDir(step) });
+  const savedAt = metadata.user.savedAt;
+  const seconds = typeof savedAt === "string" ? (Date.parse(metadata.createdAt) - Date.parse(savedAt)) / 1000 : NaN;
+  let referencedBytes = 0;
+  for (const name in metadata.files)
+    if (metadata.files[name]!.dir !== undefined) referencedBytes += metadata.files[name]!.size;
+  return {
+    time: typeof savedAt === "string" ? savedAt : metadata.createdAt,
+    metrics: metricsOf(metadata.user.metrics),
+    fingerprint: (await checkpointFingerprint(metadata)) ?? null,
+    ...(referencedBytes > 0 ? { referencedBytes } : {}),
+    ...(Number.isFinite(seconds) && seconds >= 0 ? { saveSeconds: seconds } : {}),
+  };
+}
+
 /**
  * Every step directory under `root`, ascending, named as the manager names them (canonical
- * decimals; anything else is not a step). Committed steps get their time and metrics from
- * their metadata; one whose metadata cannot be read is listed with its `error`, never allowed
- * to stop the listing. Nothing is deleted or changed.
+ * decimals; anything else is not a step). Committed steps get their time, metrics, save
+ * duration and referenced bytes from their metadata (or from `cache`, when it read the same
+ * metadata.json before); one whose metadata cannot be read is listed with its `error`, never
+ * allowed to stop the listing. Nothing is deleted or changed. `cairn ls` and `cairn ui` list with it.
  */
-export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepListing[]; others: number }> {
+export async function listSteps(
+  storage: StorageAdapter,
+  cache?: StepListingCache,
+): Promise<{ steps: StepListing[]; others: number }> {
   const dirs = new Map<
     number,
-    { objects: number; bytes: number; newest?: number; unknownAge: boolean; committed: boolean }
+    { objects: number; bytes: number; newest?: number; unknownAge: boolean; committed: boolean; stamp?: string }
   >();
   let others = 0;
   for await (const object of storage.list("")) {
@@ -64,9 +116,13 @@ export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepL
     entry.bytes += object.size;
     if (object.modified) entry.newest = Math.max(entry.newest ?? 0, object.modified.getTime());
     else entry.unknownAge = true;
-    if (name === "metadata.json" && extra === undefined) entry.committed = true;
+    if (name === "metadata.json" && extra === undefined) {
+      entry.committed = true;
+      if (object.modified) entry.stamp = `${object.size}:${object.modified.getTime()}`;
+    }
     dirs.set(step, entry);
   }
+  cache?.keepOnly(new Set(dirs.keys()));
   const queue = new PQueue({ concurrency: 8 });
   const steps = await Promise.all(
     [...dirs.entries()]
@@ -83,16 +139,12 @@ export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepL
             ...(known ? { time: new Date(d.newest!).toISOString() } : {}),
           };
           if (!d.committed) return leftover;
+          const cached = cache?.get(step, d.stamp);
+          if (cached) return { ...leftover, ...cached, committed: true };
           try {
-            const metadata = await readMetadata({ storage, path: stepDir(step) });
-            const savedAt = metadata.user.savedAt;
-            return {
-              ...leftover,
-              committed: true,
-              time: typeof savedAt === "string" ? savedAt : metadata.createdAt,
-              metrics: metricsOf(metadata.user.metrics),
-              fingerprint: (await checkpointFingerprint(metadata)) ?? null,
-            };
+            const read = await readStep(storage, step);
+            cache?.set(step, d.stamp, read);
+            return { ...leftover, ...read, committed: true };
           } catch (error) {
             // Deleted between the listing and the read (another manager's retention): a leftover now, if anything.
             if (isGone(error)) return leftover;
@@ -103,6 +155,35 @@ export async function listSteps(storage: StorageAdapter): Promise<{ steps: StepL
       ),
   );
   return { steps, others };
+}
+
+/** Where a step is on one tier: absent (undefined), a leftover, committed, or damaged. */
+export type StepState = "committed" | "uncommitted" | "damaged";
+
+export function stateOf(s: StepListing | undefined): StepState | undefined {
+  return s === undefined ? undefined : s.error ? "damaged" : s.committed ? "committed" : "uncommitted";
+}
+
+/** One step across the tiers of a tiered manager, fastest first. */
+export interface TieredStep {
+  readonly step: number;
+  /** Its state on each tier (undefined where the tier does not hold it). */
+  readonly states: readonly (StepState | undefined)[];
+  /** The tier its figures come from: the first holding it committed and readable, else the first holding anything. */
+  readonly tier: number;
+  readonly listing: StepListing;
+}
+
+/** Several tiers' listings (`listSteps` of each, fastest first) as one row per step found on any of them, ascending. */
+export function mergeTiers(tiers: readonly { readonly steps: readonly StepListing[] }[]): TieredStep[] {
+  const byTier = tiers.map((t) => new Map(t.steps.map((s) => [s.step, s])));
+  const all = [...new Set(tiers.flatMap((t) => t.steps.map((s) => s.step)))].sort((a, b) => a - b);
+  return all.map((step) => {
+    const listings = byTier.map((m) => m.get(step));
+    let tier = listings.findIndex((s) => s?.committed && !s.error);
+    if (tier < 0) tier = listings.findIndex((s) => s !== undefined);
+    return { step, states: listings.map(stateOf), tier, listing: listings[tier]! };
+  });
 }
 
 /**

@@ -1,7 +1,7 @@
 import { CheckpointError } from "@cairn/core";
 import type { CommandSpec } from "../command.js";
 import { formatBytes } from "../progress-bar.js";
-import { type StepListing, listSteps, stepsError } from "../steps.js";
+import { listSteps, mergeTiers, stateOf, stepsError } from "../steps.js";
 import type { CommandContext } from "../command.js";
 import { table, withLocation } from "./open.js";
 
@@ -35,7 +35,7 @@ export const lsCommand: CommandSpec = {
       }
       const rows = steps.map((s) => [
         String(s.step),
-        s.error ? "damaged" : s.committed ? "committed" : "uncommitted",
+        stateOf(s)!,
         formatBytes(s.bytes),
         s.time ?? "-",
         s.error
@@ -56,10 +56,6 @@ export const lsCommand: CommandSpec = {
   },
 };
 
-function stateOf(s: StepListing | undefined): string {
-  return s === undefined ? "-" : s.error ? "damaged" : s.committed ? "committed" : "uncommitted";
-}
-
 /** `cairn ls <tier0> <tier1> ...`: one row per step found on any tier, one state column per tier. */
 async function listTiers(context: CommandContext, roots: readonly string[]): Promise<void> {
   const tiers = await Promise.all(
@@ -70,33 +66,28 @@ async function listTiers(context: CommandContext, roots: readonly string[]): Pro
       })),
     ),
   );
-  const all = [...new Set(tiers.flatMap((t) => t.steps.map((s) => s.step)))].sort((a, b) => a - b);
-  if (all.length === 0)
+  const merged = mergeTiers(tiers);
+  if (merged.length === 0)
     throw new CheckpointError(
       "not_found",
       `no steps under any of ${tiers.map((t) => t.root).join(", ")}; check the URLs or paths`,
       { context: { path: tiers[0]!.root } },
     );
-  const byTier = tiers.map((t) => new Map(t.steps.map((s) => [s.step, s])));
-  const rows = all.map((step) => {
-    const listings = byTier.map((m) => m.get(step));
-    const best = listings.find((s) => s?.committed && !s.error) ?? listings.find((s) => s !== undefined)!;
-    return [
-      String(step),
-      ...listings.map(stateOf),
-      formatBytes(best.bytes),
-      best.time ?? "-",
-      best.error
-        ? best.error.message.replace(/\s*\n\s*/g, " ")
-        : Object.entries(best.metrics)
-            .map(([k, v]) => `${k}=${formatMetric(v)}`)
-            .join(" "),
-    ];
-  });
+  const rows = merged.map(({ step, states, listing: best }) => [
+    String(step),
+    ...states.map((state) => state ?? "-"),
+    formatBytes(best.bytes),
+    best.time ?? "-",
+    best.error
+      ? best.error.message.replace(/\s*\n\s*/g, " ")
+      : Object.entries(best.metrics)
+          .map(([k, v]) => `${k}=${formatMetric(v)}`)
+          .join(" "),
+  ]);
   const header = ["STEP", ...tiers.map((_, i) => `TIER ${i}`), "SIZE", "TIME", "METRICS"];
   const json = {
     tiers: tiers.map((t) => ({ root: t.root, steps: t.steps })),
-    steps: all.map((step) => ({ step, tiers: byTier.map((m) => stateOf(m.get(step))) })),
+    steps: merged.map(({ step, states }) => ({ step, tiers: states.map((state) => state ?? "-") })),
   };
   context.result(json, `${tiers.map((t, i) => `tier ${i}: ${t.root}`).join("\n")}\n${table([header, ...rows])}`);
   const problems = tiers.flatMap((t) => t.steps.flatMap((s) => (s.error ? [{ step: s.step, ...s.error }] : [])));
