@@ -20,6 +20,8 @@ export interface CommandContext {
   readonly storageOptions: StorageOptions;
   readonly signal: AbortSignal;
   readonly stdout: Output;
+  /** For warnings beside the result (the result itself goes to stdout). */
+  readonly stderr: Output;
   readonly now: () => number;
   /** True when memory:// storage ends with this command: it is the last of the chain and the process exits after it. */
   readonly memoryVanishes: boolean;
@@ -56,6 +58,7 @@ export function makeContext(options: {
   storageOptions: StorageOptions;
   signal: AbortSignal;
   stdout: Output;
+  stderr: Output;
   now: () => number;
   memoryVanishes: boolean;
 }): CommandContext {

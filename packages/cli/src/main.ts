@@ -11,6 +11,7 @@ import { lsCommand } from "./commands/ls.js";
 import { rmCommand } from "./commands/rm.js";
 import { statsCommand } from "./commands/stats.js";
 import { fromTfjsCommand, toTfjsCommand } from "./commands/tfjs.js";
+import { uiCommand } from "./commands/ui.js";
 import { verifyCommand } from "./commands/verify.js";
 import type { Output } from "./progress-bar.js";
 
@@ -26,6 +27,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   verifyCommand,
   statsCommand,
   diffCommand,
+  uiCommand,
   exportCommand,
   importCommand,
   cpCommand,
@@ -206,6 +208,7 @@ async function runOne(argv: readonly string[], io: CliIO, signal: AbortSignal, l
       storageOptions: storageOptionsOf(values["storage-options"]),
       signal,
       stdout: io.stdout,
+      stderr: io.stderr,
       now: io.now ?? Date.now,
       memoryVanishes: last && io.keepsMemory !== true,
     });

@@ -1,6 +1,6 @@
 import { type CheckpointDiff, type EntryDiff, CheckpointReader, dataBytes, diffCheckpoints } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
-import { formatMetric } from "./ls.js";
+import { formatMetric } from "../figures.js";
 import { table, withCheckpoint } from "./open.js";
 
 function change(e: EntryDiff): string {

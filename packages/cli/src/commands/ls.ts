@@ -1,14 +1,10 @@
 import { CheckpointError } from "@cairn/core";
 import type { CommandSpec } from "../command.js";
+import { formatMetric } from "../figures.js";
 import { formatBytes } from "../progress-bar.js";
 import { listSteps, mergeTiers, stateOf, stepsError } from "../steps.js";
 import type { CommandContext } from "../command.js";
 import { table, withLocation } from "./open.js";
-
-/** A metric for a table: six significant digits (the --json output keeps full precision). */
-export function formatMetric(value: number): string {
-  return Number.isFinite(value) ? String(Number(value.toPrecision(6))) : String(value);
-}
 
 export const lsCommand: CommandSpec = {
   name: "ls",

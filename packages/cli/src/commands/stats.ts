@@ -1,6 +1,6 @@
 import { type TensorStats, CheckpointReader, checkpointStats, selectEntries } from "@cairn/core/ops";
 import { type CommandSpec, integerOption } from "../command.js";
-import { formatMetric } from "./ls.js";
+import { formatMetric } from "../figures.js";
 import { table, withCheckpoint } from "./open.js";
 
 const SPARKS = "▁▂▃▄▅▆▇█";
