@@ -91,9 +91,10 @@ describe("the demo", () => {
     },
   );
 
-  it("refuses bad arguments with a clear message", async () => {
+  // A process of its own (Node, tsx, tfjs): seconds on a loaded machine.
+  it("refuses bad arguments with a clear message", { timeout: 60_000 }, async () => {
     const run = await runTypeScript(demo, ["--steps", "zero"]);
     expect(run.code).toBe(2);
-    expect(run.stderr).toContain("--steps and --interval take positive integers");
+    expect(run.stderr).toContain("--steps, --interval and --keep take positive integers");
   });
 });

@@ -1,9 +1,10 @@
 // A tfjs training loop that checkpoints with Cairn and resumes where it stopped.
-//   pnpm demo [--path <url or dir>] [--steps N] [--interval N]
-// Defaults: ./checkpoints, 300 steps, a checkpoint every 50. Everything random is seeded and the
-// position in the data is part of each checkpoint, so a run stopped (Ctrl-C, SIGTERM) and run again
-// ends with the same final weights as one uninterrupted run: compare the crc32c it prints last.
-// (model.fit and fitDataset users: see fit.ts, which does all of this through cairnCheckpoint.)
+//   pnpm demo [--path <url or dir>] [--steps N] [--interval N] [--keep N]
+// Defaults: ./checkpoints, 300 steps, a checkpoint every 50, the newest 3 kept. Everything random is
+// seeded and the position in the data is part of each checkpoint, so a run stopped (Ctrl-C,
+// SIGTERM) and run again ends with the same final weights as one uninterrupted run: compare the
+// crc32c it prints last. (model.fit and fitDataset users: see fit.ts, which does all of this
+// through cairnCheckpoint.)
 // Any registered URL works as --path (memory://, file://, s3:// or gs:// with their package).
 import { parseArgs } from "node:util";
 import * as tf from "@tensorflow/tfjs";
@@ -19,13 +20,15 @@ const { values } = parseArgs({
     path: { type: "string", default: "checkpoints" },
     steps: { type: "string", default: "300" },
     interval: { type: "string", default: "50" },
+    keep: { type: "string", default: "3" },
   },
 });
 const path = values.path!;
 const totalSteps = Number(values.steps);
 const interval = Number(values.interval);
-if (!Number.isSafeInteger(totalSteps) || totalSteps < 1 || !Number.isSafeInteger(interval) || interval < 1) {
-  console.error("--steps and --interval take positive integers");
+const keep = Number(values.keep);
+if (![totalSteps, interval, keep].every((n) => Number.isSafeInteger(n) && n >= 1)) {
+  console.error("--steps, --interval and --keep take positive integers");
   process.exit(2);
 }
 
@@ -66,7 +69,7 @@ const model = tf.sequential({
 });
 const optimizer = tf.train.adam(0.01);
 // SIGINT (Ctrl-C) and SIGTERM (kill, a preemptible machine going away) checkpoint the next step and stop.
-const manager = new CheckpointManager(path, interval, { maxToKeep: 3, preemptionSignals: ["SIGINT", "SIGTERM"] });
+const manager = new CheckpointManager(path, interval, { maxToKeep: keep, preemptionSignals: ["SIGINT", "SIGTERM"] });
 const losses = new Map<number, number>();
 manager.on("committed", ({ step, seconds }) => {
   console.log(`committed step ${step}  loss ${losses.get(step)?.toPrecision(4)}  ${seconds.toFixed(2)} s`);

@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -48,7 +48,7 @@ interface Manifest {
 
 describe("the packed packages", () => {
   it(
-    "install in a fresh project, where a script saves and restores with @cairn/manager and `npx cairn ls` lists the steps",
+    "install in a fresh project, where a script saves and restores with @cairn/manager, `npx cairn ls` lists the steps and `cairn ui` serves its page",
     { timeout: 300_000 },
     async () => {
       await run("npx", ["-y", "pnpm@10", "build"], REPO);
@@ -132,6 +132,37 @@ describe("the packed packages", () => {
           (error: { code?: number; stderr?: string }) => error,
         );
         expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining("npm install --save-dev tsx") });
+      }
+
+      // `cairn ui` serves the page the package ships, bundled at build time (dist/page), and its API.
+      expect(existsSync(join(project, "node_modules", "@cairn", "cli", "dist", "page", "page.js"))).toBe(true);
+      const ui = spawn(
+        process.execPath,
+        [join(project, "node_modules", "@cairn", "cli", "bin", "cairn.js"), "ui", root, "--json"],
+        {
+          cwd: project,
+          env,
+          stdio: ["ignore", "pipe", "inherit"],
+        },
+      );
+      try {
+        const line = await new Promise<string>((resolve, reject) => {
+          let out = "";
+          ui.stdout.on("data", (d: Buffer) => {
+            out += d.toString();
+            if (out.includes("\n")) resolve(out.split("\n")[0]!);
+          });
+          ui.once("close", (code) => reject(new Error(`cairn ui exited with ${code}`)));
+        });
+        const { url } = JSON.parse(line) as { url: string };
+        const page = await fetch(url);
+        expect(await page.text()).toContain('src="page.js"');
+        const script = await fetch(`${url}page.js`);
+        expect([script.status, script.headers.get("content-type")]).toEqual([200, "text/javascript; charset=utf-8"]);
+        const steps = (await (await fetch(`${url}api/steps`)).json()) as { steps: { step: number }[] };
+        expect(steps.steps.map((s) => s.step)).toEqual([1, 2]);
+      } finally {
+        ui.kill("SIGINT");
       }
     },
   );

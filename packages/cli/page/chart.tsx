@@ -17,11 +17,13 @@ export interface ChartProps {
   readonly format?: (value: number) => string;
   /** A step to mark with a vertical line (the newest verified step). */
   readonly marked?: number | null;
+  /** The y axis starts at 0 (sizes, durations). */
+  readonly zero?: boolean;
 }
 
 const HEIGHT = 170;
 
-export function Chart({ id, title, steps, series, format, marked }: ChartProps) {
+export function Chart({ id, title, steps, series, format, marked, zero }: ChartProps) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
   const labels = series.map((s) => s.label).join("\u0000");
@@ -37,7 +39,10 @@ export function Chart({ id, title, steps, series, format, marked }: ChartProps) 
         width: Math.max(240, element.clientWidth),
         height: HEIGHT,
         cursor: { drag: { x: true, y: false } },
-        scales: { x: { time: false } },
+        scales: {
+          x: { time: false },
+          ...(zero ? { y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } } : {}),
+        },
         axes: [
           { label: "step", size: 36 },
           { size: 64, values: (_, ticks) => ticks.map((t) => (format ? format(t) : String(t))) },

@@ -32,6 +32,7 @@ export function Curves({ run }: { run: StepsResponse }) {
           steps={steps}
           marked={marked}
           format={formatBytes}
+          zero
           series={[
             { label: "written", color: "#3b6fd8", values: committed.map((s) => s.bytes) },
             { label: "referenced", color: "#999", values: committed.map((s) => s.referencedBytes) },
@@ -43,6 +44,7 @@ export function Curves({ run }: { run: StepsResponse }) {
           steps={steps}
           marked={marked}
           format={formatSeconds}
+          zero
           series={[{ label: "seconds", color: "#d8643b", values: committed.map((s) => s.saveSeconds) }]}
         />
       </div>

@@ -108,6 +108,7 @@ function App() {
           onDiffSide={(side, step) => update({ [side]: step })}
         />
       ) : null}
+      {view.step !== null ? <StepView step={view.step} tier={selectedRow?.tier} onVerified={refresh} /> : null}
       <section id="diff-controls">
         <button
           type="button"
@@ -118,9 +119,10 @@ function App() {
         </button>
       </section>
       {compared ? <DiffView a={compared.a} b={compared.b} /> : null}
-      {view.step !== null ? <StepView step={view.step} tier={selectedRow?.tier} onVerified={refresh} /> : null}
     </main>
   );
 }
 
-render(<App />, document.getElementById("app")!);
+const app = document.getElementById("app")!;
+app.textContent = "";
+render(<App />, app);

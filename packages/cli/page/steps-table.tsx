@@ -1,4 +1,4 @@
-// The steps of the run: one row each, newest last, the newest verified one marked.
+// The steps of the run: one row each, newest first, the newest verified one marked.
 import type { StepRow, StepsResponse } from "../src/ui/ui-types.js";
 import { formatBytes, formatMetric, formatSeconds, formatTime } from "./format.js";
 
@@ -25,81 +25,83 @@ export function StepsTable({ run, selected, diff, onSelect, onDiffSide }: StepsT
   return (
     <section id="steps-section">
       <h2>Steps</h2>
-      <table id="steps">
-        <thead>
-          <tr>
-            <th>step</th>
-            {tiered ? run.tiers.map((t, i) => <th title={t}>tier {i}</th>) : <th>state</th>}
-            <th>written</th>
-            <th>referenced</th>
-            <th>time</th>
-            <th>save</th>
-            {run.metrics.length > 0 ? run.metrics.map((m) => <th class="metric">{m}</th>) : <th>metrics</th>}
-            <th>verified</th>
-            <th title="the two steps to compare">diff a / b</th>
-          </tr>
-        </thead>
-        <tbody>
-          {run.steps.map((row) => {
-            const newest = row.step === run.newestVerified;
-            const classes = [row.state, newest ? "newest-verified" : "", row.step === selected ? "selected" : ""];
-            return (
-              <tr
-                key={row.step}
-                data-step={row.step}
-                class={classes.join(" ").trim()}
-                onClick={() => onSelect(row.step)}
-              >
-                <td class="step">
-                  {row.step}
-                  {newest ? <span class="badge">newest verified</span> : null}
-                </td>
-                {tiered ? (
-                  row.tiers.map((state) => <td class={`state ${state ?? "absent"}`}>{state ?? "–"}</td>)
-                ) : (
-                  <td class={`state ${row.state}`}>{row.state}</td>
-                )}
-                <td class="num">{formatBytes(row.bytes)}</td>
-                <td class="num">{row.referencedBytes === null ? "–" : formatBytes(row.referencedBytes)}</td>
-                <td>{formatTime(row.time)}</td>
-                <td class="num">{row.saveSeconds === null ? "–" : formatSeconds(row.saveSeconds)}</td>
-                {row.error ? (
-                  <td class="error-text" colSpan={run.metrics.length || 1}>
-                    {row.error.message}
+      <div class="scroll">
+        <table id="steps">
+          <thead>
+            <tr>
+              <th>step</th>
+              {tiered ? run.tiers.map((t, i) => <th title={t}>tier {i}</th>) : <th>state</th>}
+              <th>written</th>
+              <th>referenced</th>
+              <th>time</th>
+              <th>save</th>
+              {run.metrics.length > 0 ? run.metrics.map((m) => <th class="metric">{m}</th>) : <th>metrics</th>}
+              <th>verified</th>
+              <th title="the two steps to compare">diff a / b</th>
+            </tr>
+          </thead>
+          <tbody>
+            {run.steps.toReversed().map((row) => {
+              const newest = row.step === run.newestVerified;
+              const classes = [row.state, newest ? "newest-verified" : "", row.step === selected ? "selected" : ""];
+              return (
+                <tr
+                  key={row.step}
+                  data-step={row.step}
+                  class={classes.join(" ").trim()}
+                  onClick={() => onSelect(row.step)}
+                >
+                  <td class="step">
+                    {row.step}
+                    {newest ? <span class="badge">newest verified</span> : null}
                   </td>
-                ) : run.metrics.length > 0 ? (
-                  run.metrics.map((m) => (
-                    <td class="num">{row.metrics[m] === undefined ? "–" : formatMetric(row.metrics[m]!)}</td>
-                  ))
-                ) : (
-                  <td>–</td>
-                )}
-                {verified(row)}
-                <td class="pick" onClick={(e) => e.stopPropagation()}>
-                  {row.state === "committed" ? (
-                    <>
-                      <input
-                        type="radio"
-                        name="diff-a"
-                        aria-label={`diff a: step ${row.step}`}
-                        checked={diff.a === row.step}
-                        onChange={() => onDiffSide("a", row.step)}
-                      />
-                      <input
-                        type="radio"
-                        name="diff-b"
-                        aria-label={`diff b: step ${row.step}`}
-                        checked={diff.b === row.step}
-                        onChange={() => onDiffSide("b", row.step)}
-                      />
-                    </>
-                  ) : null}
-                </td>
-              </tr>
-            );
-          })}
-        </tbody>
-      </table>
+                  {tiered ? (
+                    row.tiers.map((state) => <td class={`state ${state ?? "absent"}`}>{state ?? "–"}</td>)
+                  ) : (
+                    <td class={`state ${row.state}`}>{row.state}</td>
+                  )}
+                  <td class="num">{formatBytes(row.bytes)}</td>
+                  <td class="num">{row.referencedBytes === null ? "–" : formatBytes(row.referencedBytes)}</td>
+                  <td>{formatTime(row.time)}</td>
+                  <td class="num">{row.saveSeconds === null ? "–" : formatSeconds(row.saveSeconds)}</td>
+                  {row.error ? (
+                    <td class="error-text" colSpan={run.metrics.length || 1}>
+                      {row.error.message}
+                    </td>
+                  ) : run.metrics.length > 0 ? (
+                    run.metrics.map((m) => (
+                      <td class="num">{row.metrics[m] === undefined ? "–" : formatMetric(row.metrics[m]!)}</td>
+                    ))
+                  ) : (
+                    <td>–</td>
+                  )}
+                  {verified(row)}
+                  <td class="pick" onClick={(e) => e.stopPropagation()}>
+                    {row.state === "committed" ? (
+                      <>
+                        <input
+                          type="radio"
+                          name="diff-a"
+                          aria-label={`diff a: step ${row.step}`}
+                          checked={diff.a === row.step}
+                          onChange={() => onDiffSide("a", row.step)}
+                        />
+                        <input
+                          type="radio"
+                          name="diff-b"
+                          aria-label={`diff b: step ${row.step}`}
+                          checked={diff.b === row.step}
+                          onChange={() => onDiffSide("b", row.step)}
+                        />
+                      </>
+                    ) : null}
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      </div>
     </section>
   );
 }

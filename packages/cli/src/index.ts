@@ -8,4 +8,15 @@ export {
   checkpointMetadata,
   registerBundledStorage,
 } from "./location.js";
-export { type StepListing, listSteps, removeSteps, collectGarbage } from "./steps.js";
+export {
+  type StepListing,
+  type TieredStep,
+  StepListingCache,
+  collectGarbage,
+  listSteps,
+  mergeTiers,
+  removeSteps,
+} from "./steps.js";
+export { type RunViewOptions, RunView } from "./ui/run-view.js";
+export { type UiServer, type UiServerOptions, startUiServer } from "./ui/ui-server.js";
+export type { StepRow, StepsResponse, Verification } from "./ui/ui-types.js";

@@ -1,0 +1,87 @@
+// `cairn ui` on a large root: the page's step listing (GET api/steps over HTTP, from a server
+// started fresh, so every metadata.json is read, and again from the same server, which reads only
+// what changed) against `cairn ls --json` of the same root in the same process, in turns.
+import { cp, mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { type StateDict, hostTensor } from "@cairn/core";
+import { RunView, openLocation, runCli, startUiServer } from "@cairn/cli";
+import { CheckpointManager } from "@cairn/manager";
+import { report } from "../report.js";
+import { median, quick, range, rounds, timed, withTempDir } from "../support.js";
+
+const suite = "ui";
+const STEPS = quick ? 200 : 2000;
+const ROUNDS = rounds(5);
+
+function state(step: number): StateDict {
+  return {
+    model: { w: hostTensor("float32", [256, 16]), b: hostTensor("float32", [16]) },
+    optim: { m: hostTensor("float32", [256, 16]), v: hostTensor("float32", [256, 16]), step },
+  };
+}
+
+/** `cairn ls --json <root>` in this process, its output discarded. */
+async function ls(root: string): Promise<void> {
+  const code = await runCli(["ls", root, "--json"], { stdout: { write: () => true }, stderr: { write: () => true } });
+  if (code !== 0) throw new Error(`cairn ls exited ${code}`);
+}
+
+/** The page's listing: GET api/steps, parsed as the page parses it. */
+async function listing(url: string): Promise<void> {
+  const response = await fetch(`${url}api/steps`);
+  const body = (await response.json()) as { steps: unknown[] };
+  if (body.steps.length !== STEPS) throw new Error(`api/steps listed ${body.steps.length} of ${STEPS} steps`);
+}
+
+await withTempDir(async (dir) => {
+  const template = join(dir, "template");
+  const writer = new CheckpointManager(`file://${template}`, 1, { checkpointOnPreemption: false });
+  await writer.save(0, state(0), { metrics: { loss: 0.5, accuracy: 0.9 } });
+  await writer.close();
+  const root = join(dir, "root");
+  await mkdir(root);
+  for (let step = 0; step < STEPS; step += 100)
+    await Promise.all(
+      Array.from({ length: Math.min(100, STEPS - step) }, (_, i) =>
+        cp(join(template, "0"), join(root, String(step + i)), { recursive: true }),
+      ),
+    );
+  await ls(root); // untimed: the page cache holds the root for every side alike
+
+  const location = await openLocation(root);
+  const warm = await startUiServer(new RunView([location], { refreshMs: 2000 }));
+  await listing(warm.url);
+  const times = { ls: [] as number[], cold: [] as number[], warm: [] as number[] };
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = (["ls", "cold", "warm"] as const).map((_, i, all) => all[(i + round) % all.length]!);
+    for (const side of order) {
+      if (side === "ls") times.ls.push(await timed(() => ls(root)));
+      if (side === "warm") times.warm.push(await timed(() => listing(warm.url)));
+      if (side === "cold") {
+        const server = await startUiServer(new RunView([location], { refreshMs: 2000 }));
+        times.cold.push(await timed(() => listing(server.url)));
+        await server.close();
+      }
+    }
+  }
+  await warm.close();
+  await location.close();
+  const baseline = { name: "cairn ls --json, same process, in turns", value: median(times.ls) };
+  for (const [side, label] of [
+    ["cold", "first listing of a fresh server (every metadata.json read)"],
+    ["warm", "listing again (only changed metadata.json read)"],
+  ] as const) {
+    const value = median(times[side]);
+    report({
+      suite,
+      name: `GET api/steps, root of ${STEPS} steps, ${label}`,
+      value,
+      unit: "s",
+      baseline,
+      ratio: value / baseline.value,
+      better: "lower",
+      target: 2,
+      extra: { rounds: ROUNDS, range: range(times[side]), lsRange: range(times.ls) },
+    });
+  }
+});
