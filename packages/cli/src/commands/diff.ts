@@ -45,7 +45,7 @@ export const diffCommand: CommandSpec = {
   args: "<checkpoint-a> <checkpoint-b>",
   summary: "what changed between two checkpoints, tensor by tensor",
   help: [
-    "Lists keys added and removed, kind, dtype or shape changes, and for tensors and blobs of the same dtype and shape whether their bytes changed: identical ones are told without reading a byte where their metadata says so (by reference: an incremental step using its base's bytes; by checksum: the same chunks with the same CRC32C of every block), the others are read from both sides (every block verified) and compared bit for bit.",
+    "Lists keys added and removed, kind, dtype or shape changes, and for tensors and blobs of the same dtype and shape whether their bytes changed: identical ones are told without reading a byte where their metadata says so (by reference: an incremental step using its base's bytes; by checksum: the same chunks with the same XXH3-128 content hash, or in checkpoints older than format 2.2 the same CRC32C of every block), the others are read from both sides (every block verified) and compared bit for bit.",
     "For a changed tensor: how many elements changed, the largest absolute change |b - a| and relative change |b - a| / |a| (over elements finite on both sides, a != 0), and how many changed to or from NaN or Inf.",
     "With --json, prints { a, b, identical, changed, added, removed, entries: [{ key, name, status, by, kind, dtype, shape, before, elements, changedElements, maxAbsChange, maxRelChange, nonFiniteChanges, values }] }. cairn ui shows the same diff.",
   ],

@@ -10,7 +10,8 @@ import { type SourceTensor, tensorPieces } from "./source-tensor.js";
 /**
  * How an entry's two sides compare. `identical` entries were decided without reading a byte
  * when `by` is `reference` (both use the very same stored bytes: an incremental step's
- * reference to its base) or `checksum` (the same chunks, with the same CRC32C of every block);
+ * reference to its base) or `checksum` (the same chunks with the same content hash, or for
+ * checkpoints older than format 2.2 the same CRC32C of every block);
  * `read` means their bytes were compared.
  */
 export interface EntryDiff {
@@ -85,7 +86,8 @@ function sameNumbers(x: readonly number[], y: readonly number[]): boolean {
 /**
  * Whether two entries of the same dtype and shape hold the same bytes by their metadata alone:
  * `reference` when every chunk is the very same stored bytes, `checksum` when every chunk has the
- * same box, block size and CRC32C of each block; undefined when that cannot be told without reading.
+ * same box and content hash (or block size and CRC32C of each block); undefined when that cannot
+ * be told without reading.
  */
 function identicalWithoutReading(a: CheckpointReader, x: DataEntry, b: CheckpointReader, y: DataEntry) {
   if (x.chunks.length !== y.chunks.length) return undefined;
@@ -96,9 +98,11 @@ function identicalWithoutReading(a: CheckpointReader, x: DataEntry, b: Checkpoin
   for (let i = 0; i < xs.length; i++) {
     const p = xs[i]!;
     const q = ys[i]!;
-    if (!sameNumbers(p.offsets, q.offsets) || !sameNumbers(p.sizes, q.sizes) || p.blockSize !== q.blockSize)
-      return undefined;
-    if (!sameNumbers(p.crc32c, q.crc32c)) return undefined;
+    if (!sameNumbers(p.offsets, q.offsets) || !sameNumbers(p.sizes, q.sizes)) return undefined;
+    // The 128-bit content hash where both sides have it (format 2.2), else the CRC32C of every block.
+    if (p.hash !== undefined && q.hash !== undefined) {
+      if (p.hash !== q.hash) return undefined;
+    } else if (p.blockSize !== q.blockSize || !sameNumbers(p.crc32c, q.crc32c)) return undefined;
     sameBytes &&=
       p.byteOffset === q.byteOffset &&
       dataFilePath(a.dir, p.file, a.metadata.files[p.file]) === dataFilePath(b.dir, q.file, b.metadata.files[q.file]);
