@@ -1,4 +1,5 @@
 // The page's requests: relative to the page's own URL, so the token in its path goes with each one.
+import { useEffect, useState } from "preact/hooks";
 import type { ApiError, VerifyEvent } from "../src/ui/ui-types.js";
 
 /** A request the server refused or could not answer, with its error code. */
@@ -34,6 +35,29 @@ export async function get<T>(
   const response = await fetch(url(path, params), { cache: "no-store" });
   if (!response.ok) throw await failure(response);
   return (await response.json()) as T;
+}
+
+/**
+ * A component's GET of an API, asked again when its parameters change: the answer, or the
+ * failure's message, while an answer to older parameters is dropped.
+ */
+export function useGet<T>(
+  path: string,
+  params: Readonly<Record<string, string | number | undefined>>,
+): { readonly data: T | null; readonly failure: string | null } {
+  const [state, setState] = useState<{ data: T | null; failure: string | null }>({ data: null, failure: null });
+  const key = JSON.stringify([path, params]);
+  useEffect(() => {
+    let current = true;
+    setState({ data: null, failure: null });
+    get<T>(path, params)
+      .then((data) => current && setState({ data, failure: null }))
+      .catch((error: Error) => current && setState({ data: null, failure: error.message }));
+    return () => {
+      current = false;
+    };
+  }, [key]);
+  return state;
 }
 
 /** A GET asked again and again: unchanged answers (304, by ETag) resolve undefined. */

@@ -1,7 +1,7 @@
 // The diff of two steps: what changed, by how much; identical entries counted, listed on request.
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import type { DiffResponse, EntryDiff } from "../src/ui/ui-types.js";
-import { get } from "./api.js";
+import { useGet } from "./api.js";
 import { formatMetric, formatShape } from "./format.js";
 
 function change(e: EntryDiff): string {
@@ -19,21 +19,8 @@ function figure(value: number | null | undefined): string {
 }
 
 export function DiffView({ a, b }: { a: number; b: number }) {
-  const [diff, setDiff] = useState<DiffResponse | null>(null);
-  const [failure, setFailure] = useState<string | null>(null);
+  const { data: diff, failure } = useGet<DiffResponse>("api/diff", { a, b });
   const [all, setAll] = useState(false);
-
-  useEffect(() => {
-    let current = true;
-    setDiff(null);
-    setFailure(null);
-    get<DiffResponse>("api/diff", { a, b })
-      .then((d) => current && setDiff(d))
-      .catch((error: Error) => current && setFailure(error.message));
-    return () => {
-      current = false;
-    };
-  }, [a, b]);
 
   const shown = diff?.entries.filter((e) => all || e.status !== "identical") ?? [];
   return (

@@ -1,7 +1,7 @@
 // One step: its entries (key, dtype, shape, chunks, files), each tensor's statistics on demand, and verify.
 import { useEffect, useState } from "preact/hooks";
 import type { InspectedEntry, StatsResponse, StepResponse, TensorStats } from "../src/ui/ui-types.js";
-import { get } from "./api.js";
+import { get, useGet } from "./api.js";
 import { formatBytes, formatMetric, formatShape } from "./format.js";
 import { Histogram } from "./histogram.js";
 import { VerifyPanel } from "./verify-panel.js";
@@ -41,22 +41,9 @@ function keyId(entry: InspectedEntry): string {
 }
 
 export function StepView({ step, tier, onVerified }: { step: number; tier: number | undefined; onVerified(): void }) {
-  const [detail, setDetail] = useState<StepResponse | null>(null);
-  const [failure, setFailure] = useState<string | null>(null);
+  const { data: detail, failure } = useGet<StepResponse>("api/step", { step, tier });
   const [stats, setStats] = useState<Record<string, Stats>>({});
-
-  useEffect(() => {
-    let current = true;
-    setDetail(null);
-    setFailure(null);
-    setStats({});
-    get<StepResponse>("api/step", { step, tier })
-      .then((d) => current && setDetail(d))
-      .catch((error: Error) => current && setFailure(error.message));
-    return () => {
-      current = false;
-    };
-  }, [step, tier]);
+  useEffect(() => setStats({}), [step, tier]);
 
   const ask = async (entry: InspectedEntry) => {
     const id = keyId(entry);

@@ -77,24 +77,17 @@ export function StepsTable({ run, selected, diff, onSelect, onDiffSide }: StepsT
                   )}
                   {verified(row)}
                   <td class="pick" onClick={(e) => e.stopPropagation()}>
-                    {row.state === "committed" ? (
-                      <>
-                        <input
-                          type="radio"
-                          name="diff-a"
-                          aria-label={`diff a: step ${row.step}`}
-                          checked={diff.a === row.step}
-                          onChange={() => onDiffSide("a", row.step)}
-                        />
-                        <input
-                          type="radio"
-                          name="diff-b"
-                          aria-label={`diff b: step ${row.step}`}
-                          checked={diff.b === row.step}
-                          onChange={() => onDiffSide("b", row.step)}
-                        />
-                      </>
-                    ) : null}
+                    {row.state === "committed"
+                      ? (["a", "b"] as const).map((side) => (
+                          <input
+                            type="radio"
+                            name={`diff-${side}`}
+                            aria-label={`diff ${side}: step ${row.step}`}
+                            checked={diff[side] === row.step}
+                            onChange={() => onDiffSide(side, row.step)}
+                          />
+                        ))
+                      : null}
                   </td>
                 </tr>
               );

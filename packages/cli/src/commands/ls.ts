@@ -2,9 +2,17 @@ import { CheckpointError } from "@cairn/core";
 import type { CommandSpec } from "../command.js";
 import { formatMetric } from "../figures.js";
 import { formatBytes } from "../progress-bar.js";
-import { listSteps, mergeTiers, stateOf, stepsError } from "../steps.js";
+import { type StepListing, listSteps, mergeTiers, stateOf, stepsError } from "../steps.js";
 import type { CommandContext } from "../command.js";
 import { table, withLocation } from "./open.js";
+
+/** The METRICS column: a step's metrics, or why it could not be read. */
+function metricsCell(s: StepListing): string {
+  if (s.error) return s.error.message.replace(/\s*\n\s*/g, " ");
+  return Object.entries(s.metrics)
+    .map(([k, v]) => `${k}=${formatMetric(v)}`)
+    .join(" ");
+}
 
 export const lsCommand: CommandSpec = {
   name: "ls",
@@ -29,17 +37,7 @@ export const lsCommand: CommandSpec = {
           context: { path: location.where },
         });
       }
-      const rows = steps.map((s) => [
-        String(s.step),
-        stateOf(s)!,
-        formatBytes(s.bytes),
-        s.time ?? "-",
-        s.error
-          ? s.error.message.replace(/\s*\n\s*/g, " ")
-          : Object.entries(s.metrics)
-              .map(([k, v]) => `${k}=${formatMetric(v)}`)
-              .join(" "),
-      ]);
+      const rows = steps.map((s) => [String(s.step), stateOf(s)!, formatBytes(s.bytes), s.time ?? "-", metricsCell(s)]);
       const text =
         steps.length === 0
           ? `no steps under ${location.where} (it holds ${others} other object${others === 1 ? "" : "s"}; a single checkpoint? try cairn inspect)`
@@ -74,11 +72,7 @@ async function listTiers(context: CommandContext, roots: readonly string[]): Pro
     ...states.map((state) => state ?? "-"),
     formatBytes(best.bytes),
     best.time ?? "-",
-    best.error
-      ? best.error.message.replace(/\s*\n\s*/g, " ")
-      : Object.entries(best.metrics)
-          .map(([k, v]) => `${k}=${formatMetric(v)}`)
-          .join(" "),
+    metricsCell(best),
   ]);
   const header = ["STEP", ...tiers.map((_, i) => `TIER ${i}`), "SIZE", "TIME", "METRICS"];
   const json = {
