@@ -128,7 +128,7 @@ function packedSegment(file: DataFilePlan, layout: SafetensorsLayout): Uint8Arra
   if (!isMainThread || !pageAlignedAvailable || layout.fileSize > PACK_FILE_BELOW || file.items.length < 2)
     return undefined;
   for (const item of file.items) if (item.byteLength >= COALESCE_BELOW) return undefined;
-  const segment = takeReusableMemory(layout.fileSize);
+  const segment = takeReusableMemory(layout.fileSize, true);
   segment.set(layout.header, 0);
   return segment;
 }
