@@ -47,7 +47,7 @@ export async function openStore(url: string, options: StoreOptions = {}): Promis
     throw new CheckpointError(
       "unsupported_protocol",
       known
-        ? `store ${protocol}:// needs ${known}: install it beside @cairn/distributed`
+        ? `store ${protocol}:// needs ${known}, which is not importable from @cairn/distributed nor from the project in ${process.cwd()}: install it there (npm install ${known}), or \`import "${known}"\` in the script that opens the store`
         : `store protocol ${protocol}:// is not supported; use etcd://, redis:// or the embedded TCP store (no CAIRN_STORE)`,
       { context: { path: redactUrl(parsed) } },
     );

@@ -1,7 +1,7 @@
 import { copyCheckpoint, dataBytes, refuseInsideSource } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
 import { refuseVanishingMemory } from "../destination.js";
-import { formatBytes } from "../progress-bar.js";
+import { formatBytes, count } from "../progress-bar.js";
 import { leftNote, withCheckpoint, withCheckpointLocation } from "./open.js";
 
 export const cpCommand: CommandSpec = {
@@ -51,7 +51,7 @@ export const cpCommand: CommandSpec = {
             readBack,
             leftFiles: result.leftFiles,
           },
-          `copied ${source.where} to ${destination.where}: ${result.files} data files, ${formatBytes(result.bytes)}${readBack ? ", read back and verified" : ""}${leftNote(result.leftFiles)}`,
+          `copied ${source.where} to ${destination.where}: ${count(result.files, "data file")}, ${formatBytes(result.bytes)}${readBack ? ", read back and verified" : ""}${leftNote(result.leftFiles)}`,
         );
       }),
     );

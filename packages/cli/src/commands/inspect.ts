@@ -1,7 +1,7 @@
 import { checkpointFingerprint } from "@cairn/core/format";
 import { inspectCheckpoint } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
-import { formatBytes } from "../progress-bar.js";
+import { formatBytes, count } from "../progress-bar.js";
 import { table, withCheckpoint } from "./open.js";
 
 export const inspectCommand: CommandSpec = {
@@ -27,7 +27,7 @@ export const inspectCommand: CommandSpec = {
       );
       const text = [
         `${location.where}: ${summary.format} ${summary.version}, ${summary.worldSize} rank${summary.worldSize === 1 ? "" : "s"}, committed ${summary.createdAt}`,
-        `${entries.length} entries, ${summary.files.length} data files, ${formatBytes(summary.bytes)}, CRC32C blocks of up to ${formatBytes(summary.blockSize)}`,
+        `${count(entries.length, "entry", "entries")}, ${count(summary.files.length, "data file")}, ${formatBytes(summary.bytes)}, CRC32C blocks of up to ${formatBytes(summary.blockSize)}`,
         `fingerprint: ${fingerprint ?? "none (saved before content hashes)"}`,
         ...(Object.keys(summary.user).length > 0
           ? [`user metadata: ${JSON.stringify(summary.user).slice(0, 300)}`]

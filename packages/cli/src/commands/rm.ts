@@ -7,6 +7,7 @@ import { UsageError, type CommandSpec } from "../command.js";
 import { checkpointMetadata } from "../location.js";
 import { removeSteps, stepsError } from "../steps.js";
 import { withCheckpointLocation, withLocation } from "./open.js";
+import { count } from "../progress-bar.js";
 
 export const rmCommand: CommandSpec = {
   name: "rm",
@@ -60,7 +61,7 @@ export const rmCommand: CommandSpec = {
       const kept = own.length - files.length;
       context.result(
         { checkpoint: location.where, deleted: [METADATA_FILE, ...files], kept: own.filter((f) => !files.includes(f)) },
-        `deleted ${location.where} (${files.length} data files${kept > 0 ? `; kept ${kept} that other steps reference` : ""})`,
+        `deleted ${location.where} (${count(files.length, "data file")}${kept > 0 ? `; kept ${kept} that other steps reference` : ""})`,
       );
     });
   },

@@ -3,7 +3,7 @@ import { METADATA_FILE } from "@cairn/core/format";
 import { dataBytes, verifyCheckpoint } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
 import { checkpointMetadata } from "../location.js";
-import { formatBytes } from "../progress-bar.js";
+import { formatBytes, count } from "../progress-bar.js";
 import { withCheckpointLocation } from "./open.js";
 
 export const verifyCommand: CommandSpec = {
@@ -37,7 +37,7 @@ export const verifyCommand: CommandSpec = {
       });
       progress.finish();
       const ok = report.damaged.length === 0;
-      const summary = `${report.entries} entries, ${report.files} data files, ${formatBytes(report.bytes)} read`;
+      const summary = `${count(report.entries, "entry", "entries")}, ${count(report.files, "data file")}, ${formatBytes(report.bytes)} read`;
       context.result(
         {
           checkpoint: location.where,
