@@ -67,9 +67,10 @@ export function StepView({ step, tier, onVerified }: { step: number; tier: numbe
 
   if (failure)
     return (
-      <section id="step">
+      <section id="step" data-step={step}>
         <h2>Step {step}</h2>
         <p class="error-text">{failure}</p>
+        <VerifyPanel step={step} tier={tier ?? 0} onVerified={onVerified} />
       </section>
     );
   if (!detail)

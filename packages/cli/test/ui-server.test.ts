@@ -1,6 +1,8 @@
 import { spawn } from "node:child_process";
+import { writeFile } from "node:fs/promises";
 import { request } from "node:http";
 import type { networkInterfaces } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { openLocation } from "../src/location.js";
 import { runCli } from "../src/main.js";
@@ -174,6 +176,17 @@ describe("cairn ui's server", () => {
       const run = JSON.parse((await http(`${server.url}api/steps`)).body) as StepsResponse;
       expect(run.newestVerified).toBe(60);
       expect(run.steps.find((s) => s.step === 50)!.verification).toMatchObject({ ok: false });
+
+      // A metadata.json that cannot be parsed is damage too, as cairn verify reports it.
+      await writeFile(join(tiers[1], "40", "metadata.json"), "{ not json");
+      const listed = JSON.parse((await http(`${server.url}api/steps`)).body) as StepsResponse;
+      expect(listed.steps.find((s) => s.step === 40)!.tiers).toEqual(["committed", "damaged"]);
+      const broken = (await http(`${server.url}api/verify?step=40&tier=1`)).body.trim().split("\n");
+      expect(JSON.parse(broken.at(-1)!)).toMatchObject({
+        type: "done",
+        ok: false,
+        damaged: [{ file: "metadata.json" }],
+      });
     } finally {
       await close();
     }
