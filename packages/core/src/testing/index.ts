@@ -1,4 +1,5 @@
-export { storageContractSuite, type StorageContractOptions } from "./storage-contract.js";
+export { storageContractSuite } from "./storage-contract.js";
+export { type ContractTestApi, type StorageContractOptions, defineStorageContract } from "./storage-contract-cases.js";
 export {
   FaultyStorageAdapter,
   type Fault,
