@@ -1,7 +1,10 @@
 // Import rules checked by `pnpm lint` (depcruise): no cycles, core depends on no other package,
 // and each folder of core imports only the folders below it in the flow (see each folder's README).
 
-/** What each folder of packages/core/src may import, besides itself and the root's errors.ts, process-group.ts and rank-outcome.ts. */
+/**
+ * What each folder of packages/core/src may import, besides itself and the root's errors.ts,
+ * process-group.ts, rank-outcome.ts and runtime.ts (what differs between Node and a browser).
+ */
 const CORE_LAYERS = {
   storage: [],
   state: [],
@@ -17,11 +20,11 @@ const CORE_LAYERS = {
 const layerRules = Object.entries(CORE_LAYERS).map(([folder, below]) => ({
   name: `core-${folder}-imports-below`,
   severity: "error",
-  comment: `core/src/${folder} may import only: ${below.join(", ") || "nothing else of core"} (and errors.ts, process-group.ts, rank-outcome.ts).`,
+  comment: `core/src/${folder} may import only: ${below.join(", ") || "nothing else of core"} (and errors.ts, process-group.ts, rank-outcome.ts, runtime.ts).`,
   from: { path: `^packages/core/src/${folder}/`, pathNot: "\\.test\\.ts$" },
   to: {
     path: "^packages/core/src/",
-    pathNot: `^packages/core/src/(${[folder, ...below].join("|")})/|^packages/core/src/(errors|process-group|rank-outcome)\\.ts$`,
+    pathNot: `^packages/core/src/(${[folder, ...below].join("|")})/|^packages/core/src/(errors|process-group|rank-outcome|runtime|runtime\\.browser)\\.ts$`,
   },
 }));
 

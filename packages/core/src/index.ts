@@ -81,6 +81,7 @@ export {
   asyncSave,
   prepareAsyncSave,
 } from "./background/async-save.js";
-export { startUploadWorker, uploadWorkerReady } from "./background/upload-thread.js";
+export { startUploadWorker, uploadWorkerReady } from "#platform/background/upload-thread.js";
+export { RUNTIME, emitWarning, unrefTimer, yieldToEventLoop } from "#platform/runtime.js";
 export { type StagingStrategy, type StagedLeaves } from "./stage/staging.js";
 export { type StagingPoolOptions, StagingPool } from "./stage/staging-pool.js";

@@ -63,7 +63,10 @@ export interface CheckpointManagerOptions extends RetentionOptions {
    * makes every rank save at one agreed step. The storage must be shared by all ranks.
    */
   readonly processGroup?: ProcessGroup;
-  /** Where signals are listened for (default `process`); injected so tests send signals without a real one. */
+  /**
+   * Where signals are listened for (default `process`); injected so tests send signals without a
+   * real one. In a browser the default is the page's lifecycle instead (`PageLifecyclePreemptionSource`).
+   */
   readonly signalTarget?: SignalTarget;
   /**
    * With several locations (tiers, fastest first): each tier's retention and the steps it takes,

@@ -27,7 +27,7 @@ import {
   checkStateDict,
 } from "./manager-arguments.js";
 import { ManagerEmitter, type ManagerEventName, type ManagerEvents } from "./manager-events.js";
-import { SignalPreemptionSource } from "./preemption.js";
+import { platformPreemptionSources } from "#platform/preemption-defaults.js";
 import { PreemptionWatch } from "./preemption-watch.js";
 import { Replication } from "./replication.js";
 import { DeletionPoster, type DeletionFollower, followDeletions } from "./rank-deletions.js";
@@ -168,12 +168,7 @@ export class CheckpointManager {
     const watched = (options.checkpointOnPreemption ?? true) && !options.readOnly;
     this.#preemption = new PreemptionWatch({
       group: this.#group,
-      sources: watched
-        ? [
-            new SignalPreemptionSource(options.preemptionSignals ?? ["SIGTERM"], options.signalTarget),
-            ...(options.preemptionSources ?? []),
-          ]
-        : [],
+      sources: watched ? [...platformPreemptionSources(options), ...(options.preemptionSources ?? [])] : [],
       events: this.#events,
     });
   }

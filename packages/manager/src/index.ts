@@ -14,6 +14,11 @@ export { type ReplicationOptions, type TierOptions } from "./tier-config.js";
 export { type ManagerEvents, type ManagerEventName, type ManagerOperation } from "./manager-events.js";
 export { type PreemptionSource, type SignalTarget, SignalPreemptionSource } from "./preemption.js";
 export {
+  type PageLifecycleTarget,
+  type PageLifecyclePreemptionOptions,
+  PageLifecyclePreemptionSource,
+} from "./page-lifecycle-preemption.js";
+export {
   type MetadataPreemptionOptions,
   type AwsSpotOptions,
   MetadataPreemptionSource,

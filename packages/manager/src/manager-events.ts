@@ -1,3 +1,4 @@
+import { emitWarning } from "@cairn/core";
 /** What a CheckpointManager reports, for a training script's logs. */
 export interface ManagerEvents {
   /** A saveAsync's state is snapshotted: training may change it now. */
@@ -100,7 +101,7 @@ export class ManagerEmitter {
         : typeof payload.error === "string"
           ? payload.error
           : "a value that is not an Error";
-    process.emitWarning(`CheckpointManager: ${what} failed: ${message}`, { code: "CAIRN_BACKGROUND_FAILURE" });
+    emitWarning(`CheckpointManager: ${what} failed: ${message}`, "CAIRN_BACKGROUND_FAILURE");
   }
 
   clear(): void {

@@ -1,4 +1,4 @@
-import { CheckpointError } from "@cairn/core";
+import { CheckpointError, unrefTimer } from "@cairn/core";
 import { MAX_TIMER_MS } from "@cairn/core/storage";
 import { ImdsSession } from "./imds-session.js";
 import { invalid } from "./manager-arguments.js";
@@ -160,7 +160,7 @@ export class MetadataPreemptionSource implements PreemptionSource {
     };
     this.#timer = setInterval(() => void poll(), intervalMs);
     // Polling alone must not keep a finished training script alive.
-    this.#timer.unref();
+    unrefTimer(this.#timer);
     void poll();
   }
 

@@ -24,9 +24,13 @@ export class SignalPreemptionSource implements PreemptionSource {
   readonly #target: SignalTarget;
   #listener: ((signal: NodeJS.Signals) => void) | undefined;
 
-  constructor(signals: readonly NodeJS.Signals[] = ["SIGTERM"], target: SignalTarget = process) {
+  constructor(signals: readonly NodeJS.Signals[] = ["SIGTERM"], target?: SignalTarget) {
     this.#signals = signals;
-    this.#target = target;
+    // Read from globalThis, so a browser bundle of this file refers to no Node global.
+    const process = (globalThis as { process?: SignalTarget }).process;
+    if (!target && !process)
+      throw new TypeError("SignalPreemptionSource: no process here; pass the target to listen on");
+    this.#target = (target ?? process)!;
   }
 
   start(notify: (reason: string) => void): void {

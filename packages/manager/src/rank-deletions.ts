@@ -1,4 +1,4 @@
-import { type CoordinatedProcessGroup, isCheckpointError } from "@cairn/core";
+import { type CoordinatedProcessGroup, isCheckpointError, unrefTimer } from "@cairn/core";
 import { isDataFileName, METADATA_FILE } from "@cairn/core/format";
 import PQueue from "p-queue";
 import type { ManagerEmitter } from "./manager-events.js";
@@ -97,7 +97,7 @@ export function followDeletions(group: CoordinatedProcessGroup, tier0: Tier, eve
       while (received < count && Date.now() < deadline) {
         await new Promise<void>((resolve) => {
           arrived = resolve;
-          setTimeout(resolve, Math.max(0, deadline - Date.now())).unref();
+          unrefTimer(setTimeout(resolve, Math.max(0, deadline - Date.now())));
         });
       }
       await chain;

@@ -1,4 +1,4 @@
-import { isCheckpointError } from "@cairn/core";
+import { isCheckpointError, unrefTimer } from "@cairn/core";
 import { longTimer } from "@cairn/core/storage";
 
 /** A step not (yet) copied to a tier: queued, being copied, waiting to retry, or given up on (`permanent`). */
@@ -176,7 +176,7 @@ export class ReplicationQueue {
     if (wait <= 0) void this.#run(next);
     else {
       const timer = setTimeout(() => this.#kick(tier), wait);
-      timer.unref();
+      unrefTimer(timer);
       this.#timers.set(tier, timer);
     }
   }

@@ -5,6 +5,7 @@ import {
   DEFAULT_SAVE_CONCURRENCY,
   isCheckpointError,
   readMetadata,
+  unrefTimer,
 } from "@cairn/core";
 import { type CopyResult, copyCheckpoint } from "@cairn/core/ops";
 import type { ManagerEmitter } from "./manager-events.js";
@@ -119,7 +120,7 @@ export class Replication {
         this.#retry.baseDelayMs * 2 ** Math.min(this.#rediscover.attempts++, 30),
       );
       this.#rediscover.timer = setTimeout(() => void this.discover(), delay);
-      this.#rediscover.timer.unref();
+      unrefTimer(this.#rediscover.timer);
     } else this.#rediscover.attempts = 0;
     for (let i = 0; i < tiers.length - 1; i++) {
       for (const step of listed[i] ?? []) {

@@ -1,6 +1,5 @@
-import { randomBytes } from "node:crypto";
 import { CheckpointError, type CoordinatedProcessGroup, type ProcessGroup } from "@cairn/core";
-import { METADATA_FILE, parseMetadata } from "@cairn/core/format";
+import { METADATA_FILE, base64ToBytes, bytesToBase64, newAttemptId, parseMetadata } from "@cairn/core/format";
 import { type CopyResult, copyCheckpoint } from "@cairn/core/ops";
 import { joinPath } from "@cairn/core/storage";
 import { stepDir } from "./step-naming.js";
@@ -59,7 +58,7 @@ export async function leadCopy(
     step,
     source: source.index,
     tier: destination.index,
-    attempt: randomBytes(6).toString("hex"),
+    attempt: newAttemptId(),
   };
   const collective = group.group(tagOf(request));
   group.post(REPLICATE_TOPIC, request);
@@ -73,7 +72,7 @@ export async function leadCopy(
     throw error;
   }
   const metadata = parseMetadata(bytes, `${from.storage.root}/${stepDir(step)}/${METADATA_FILE}`);
-  await collective.broadcast<SourceMetadata>({ metadata: Buffer.from(bytes).toString("base64") });
+  await collective.broadcast<SourceMetadata>({ metadata: bytesToBase64(bytes) });
   return copyCheckpoint(
     { storage: from.storage, dir: stepDir(step), metadata, where: `${from.storage.root}/${stepDir(step)}` },
     { storage: to.storage, dir: stepDir(step), where: `${to.storage.root}/${stepDir(step)}` },
@@ -128,7 +127,7 @@ export function followCopies(
       try {
         const [source, to] = [await tiers[request.source]!.open(), await destination.open()];
         const metadata = parseMetadata(
-          Buffer.from((got as { metadata: string }).metadata, "base64"),
+          base64ToBytes((got as { metadata: string }).metadata),
           `rank 0's metadata of step ${request.step}`,
         );
         ready = { source, to, metadata };

@@ -9,7 +9,7 @@ import {
   isCheckpointError,
   load,
 } from "@cairn/core";
-import { METADATA_FILE } from "@cairn/core/format";
+import { METADATA_FILE, base64ToBytes, bytesToBase64 } from "@cairn/core/format";
 import { joinPath } from "@cairn/core/storage";
 import type { ManagerEmitter } from "./manager-events.js";
 import { MetadataOverlay } from "./metadata-overlay.js";
@@ -75,9 +75,9 @@ async function metadataToSend(
 ): Promise<string | null> {
   try {
     const { storage } = await tier.open();
-    return Buffer.from(
+    return bytesToBase64(
       await storage.read(joinPath(stepDir(step), METADATA_FILE), undefined, signal ? { signal } : {}),
-    ).toString("base64");
+    );
   } catch (error) {
     events.report({ step, error, operation: "restore", tier: tier.index });
     return null;
@@ -139,7 +139,7 @@ async function restoreAcrossRanks(
       const { storage } = await tier.open();
       const view =
         typeof sent === "string" && !holds(group.rank, tier.index)
-          ? new MetadataOverlay(storage, joinPath(stepDir(step), METADATA_FILE), Buffer.from(sent, "base64"))
+          ? new MetadataOverlay(storage, joinPath(stepDir(step), METADATA_FILE), base64ToBytes(sent))
           : storage;
       result = await loadFrom(view, step, target, options);
     } catch (error) {

@@ -12,7 +12,7 @@ import {
 } from "../stage/staging.js";
 import { StagingPool } from "../stage/staging-pool.js";
 import type { StateDict } from "../state/state-dict.js";
-import { canUploadInWorker, uploadInWorker } from "./upload-thread.js";
+import { canUploadInWorker, uploadInWorker } from "#platform/background/upload-thread.js";
 
 export interface AsyncSaveOptions extends SaveOptions {
   /** How tensors are snapshotted before `staged` resolves (default `"copy"`). */

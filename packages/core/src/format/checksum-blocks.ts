@@ -1,3 +1,4 @@
+import { base64ToBytes, bytesToBase64 } from "#platform/format/byte-text.js";
 import { type DType, itemSize } from "../state/dtypes.js";
 
 /** The smallest checksum block a writer picks: below it, checksums cost more metadata than they save in reads. */
@@ -27,9 +28,10 @@ export function chunkBlockSize(dtype: DType, sizes: readonly number[], maxBlockS
 export function encodeChecksums(sums: ArrayLike<number>): string {
   // One checksum (every chunk of at most one block) in JS: a Buffer per chunk costs more than the bytes.
   if (sums.length === 1) return base64Uint32LE(sums[0]!);
-  const bytes = Buffer.allocUnsafe(sums.length * 4);
-  for (let i = 0; i < sums.length; i++) bytes.writeUInt32LE(sums[i]!, i * 4);
-  return bytes.toString("base64");
+  const bytes = new Uint8Array(sums.length * 4);
+  const view = new DataView(bytes.buffer);
+  for (let i = 0; i < sums.length; i++) view.setUint32(i * 4, sums[i]!, true);
+  return bytesToBase64(bytes);
 }
 
 const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -57,9 +59,10 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 export function decodeChecksums(text: string, count: number): number[] | undefined {
   // Checked before decoding, so a hostile string never allocates more than its count says.
   if (text.length !== Math.ceil((count * 4) / 3) * 4 || !BASE64.test(text)) return undefined;
-  const bytes = Buffer.from(text, "base64");
+  const bytes = base64ToBytes(text);
   if (bytes.byteLength !== count * 4) return undefined;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const sums = new Array<number>(count);
-  for (let i = 0; i < count; i++) sums[i] = bytes.readUInt32LE(i * 4);
+  for (let i = 0; i < count; i++) sums[i] = view.getUint32(i * 4, true);
   return sums;
 }

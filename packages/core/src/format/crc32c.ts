@@ -1,11 +1,11 @@
-import { crc32c as nativeCrc32c } from "@node-rs/crc32";
+import { crc32cKernel } from "#platform/format/crc32c-kernel.js";
 
 /**
- * CRC32C (Castagnoli), the checksum GCS and S3 verify server-side, computed by
- * @node-rs/crc32's SSE4.2/ARMv8 code so checksumming runs near memory speed.
+ * CRC32C (Castagnoli), the checksum GCS and S3 verify server-side: native SSE4.2/ARMv8 code in
+ * Node, so checksumming runs near memory speed; WebAssembly or JavaScript in a browser.
  */
 export function crc32c(bytes: Uint8Array, initial = 0): number {
-  return nativeCrc32c(bytes as Buffer, initial) >>> 0;
+  return crc32cKernel(bytes, initial);
 }
 
 /** CRC32C of each `blockSize` block of `bytes` (the last block may be shorter; none for empty input). */

@@ -1,5 +1,5 @@
 import type { CheckpointMetadata } from "./metadata.js";
-import { loadXxh128 } from "./xxh128.js";
+import { loadXxh128 } from "#platform/format/xxh128.js";
 
 /**
  * A checkpoint's fingerprint: the XXH3-128 of the content hashes (16 bytes each) of every chunk

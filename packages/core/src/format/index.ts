@@ -49,7 +49,7 @@ export {
   formatVersionOf,
   hasContentHashes,
 } from "./metadata.js";
-export { type Xxh128, type Xxh128Stream, loadXxh128 } from "./xxh128.js";
+export { type Xxh128, type Xxh128Stream, loadXxh128 } from "#platform/format/xxh128.js";
 export { checkpointFingerprint } from "./fingerprint.js";
 export { parseMetadata, encodeMetadata } from "./metadata-json.js";
 export {
@@ -62,4 +62,5 @@ export {
   shardFileName,
 } from "./safetensors-index.js";
 export { chunkBlockSize, MIN_BLOCK_SIZE } from "./checksum-blocks.js";
-export { dataFileName, dataFilePath, isDataFileName, isFileOfAttempt, tensorName } from "./naming.js";
+export { base64ToBytes, bytesToBase64 } from "#platform/format/byte-text.js";
+export { dataFileName, dataFilePath, isDataFileName, isFileOfAttempt, newAttemptId, tensorName } from "./naming.js";

@@ -1,3 +1,5 @@
+const UTF8 = new TextEncoder();
+
 /** The base64 alphabet's character codes. */
 const BASE64 = Uint8Array.from("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", (c) =>
   c.charCodeAt(0),
@@ -8,15 +10,14 @@ const BASE64 = Uint8Array.from("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv
  * for headers and metadata of 100k tensors, cheaper than building objects or strings to stringify.
  */
 export class JsonBytes {
-  private buf: Buffer;
+  private buf: Uint8Array;
   /** `buf.byteLength`, as a plain field: read by every write. */
   private capacity: number;
   length: number;
 
   /** `reserved` bytes at the start are left zero for the caller (a length prefix). */
   constructor(capacity: number, reserved = 0) {
-    this.buf = Buffer.allocUnsafeSlow(Math.max(capacity, reserved + 16));
-    this.buf.fill(0, 0, reserved);
+    this.buf = new Uint8Array(Math.max(capacity, reserved + 16));
     this.capacity = this.buf.byteLength;
     this.length = reserved;
   }
@@ -27,13 +28,13 @@ export class JsonBytes {
   }
 
   private grow(more: number): void {
-    const grown = Buffer.allocUnsafeSlow(Math.max(this.capacity * 2, this.length + more));
-    this.buf.copy(grown, 0, 0, this.length);
+    const grown = new Uint8Array(Math.max(this.capacity * 2, this.length + more));
+    grown.set(this.buf.subarray(0, this.length));
     this.buf = grown;
     this.capacity = grown.byteLength;
   }
 
-  /** UTF-8 text: ASCII byte by byte (a native write per short piece costs more), anything else through Buffer. */
+  /** UTF-8 text: ASCII byte by byte (a native write per short piece costs more), anything else through TextEncoder. */
   text(text: string): void {
     this.ensure(text.length * 3);
     const buffer = this.buf;
@@ -41,7 +42,7 @@ export class JsonBytes {
     for (let i = 0; i < text.length; i++) {
       const c = text.charCodeAt(i);
       if (c > 0x7f) {
-        this.length += buffer.write(text, this.length, "utf8");
+        this.length += UTF8.encodeInto(text, buffer.subarray(this.length)).written;
         return;
       }
       buffer[at++] = c;

@@ -1,3 +1,4 @@
+import { base64ToBytes, bytesToBase64, bytesToHex, hexToBytes } from "#platform/format/byte-text.js";
 import { type DType, byteSize, isDType } from "../state/dtypes.js";
 import { CheckpointError } from "../errors.js";
 import { type KeyPath, displayKey } from "../state/state-dict.js";
@@ -129,15 +130,15 @@ export function writeV2(
   out.byte(0x5d);
   if (hashes && hashes.length > 0) {
     const hex = hashes.join("");
-    // Buffer.from stops at the first character that is not hex: one length check covers every hash.
-    const bytes = Buffer.from(hex, "hex");
+    // Decoding stops at the first character that is not hex: one length check covers every hash.
+    const bytes = hexToBytes(hex);
     if (hex.length !== 32 * hashes.length || bytes.byteLength !== 16 * hashes.length)
       throw new CheckpointError(
         "invalid_argument",
         `a chunk's content hash is not 32 hex digits (${hashes.find((h) => !HEX_DIGEST.test(h))})`,
       );
     out.text(`,"${CONTENT_HASHES}":{"algorithm":"${CONTENT_HASH_ALGORITHM}","chunks":"`);
-    out.text(bytes.toString("base64"));
+    out.text(bytesToBase64(bytes));
     out.text('"}');
   }
 }
@@ -160,10 +161,10 @@ function decodeContentHashes(raw: Record<string, unknown>, where: string): strin
   const text = table.chunks;
   // Checked before decoding, so a hostile string never decodes to more than whole 16-byte digests.
   if (text.length % 4 !== 0 || !BASE64.test(text)) throw corrupt(where, `${CONTENT_HASHES}.chunks is not base64`);
-  const bytes = Buffer.from(text, "base64");
+  const bytes = base64ToBytes(text);
   if (bytes.byteLength % 16 !== 0 || Math.ceil((bytes.byteLength * 4) / 3 / 4) * 4 !== text.length)
     throw corrupt(where, `${CONTENT_HASHES}.chunks is not a whole number of 16-byte hashes`);
-  return bytes.toString("hex");
+  return bytesToHex(bytes);
 }
 
 function numbers(out: JsonBytes, values: readonly number[]): void {

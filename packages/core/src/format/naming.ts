@@ -7,6 +7,14 @@ export function dataFileName(rank: number, index: number, attempt: string): stri
   return `data-r${rank}-${index}-${attempt}.safetensors`;
 }
 
+/** A new save attempt's id for `dataFileName`: 12 random hex digits (Web Crypto, in Node and browsers). */
+export function newAttemptId(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(6));
+  let hex = "";
+  for (const b of bytes) hex += b.toString(16).padStart(2, "0");
+  return hex;
+}
+
 /** Whether `name` was written by save attempt `attempt` (see `dataFileName`). */
 export function isFileOfAttempt(name: string, attempt: string): boolean {
   return name.endsWith(`-${attempt}.safetensors`);

@@ -1,5 +1,5 @@
 import { CheckpointError } from "../errors.js";
-import { importOptional } from "../storage/import-optional.js";
+import { importOptional } from "#platform/storage/import-optional.js";
 import type { TensorLike } from "../state/tensors.js";
 
 /** The part of the `@tensorflow/tfjs-core` module Cairn calls, to make tensors when loading into tfjs targets. */

@@ -1,10 +1,9 @@
-import { randomBytes } from "node:crypto";
 import PQueue from "p-queue";
 import { CheckpointError } from "../errors.js";
 import { type CheckpointMetadata, type DataFileMetadata, formatVersionOf } from "../format/metadata.js";
 import { checkSharedFiles } from "../save/incremental-base.js";
 import { type ReusableCheckpoint, type ReusedFile, reusableFiles } from "./reuse-files.js";
-import { dataFileName, dataFilePath } from "../format/naming.js";
+import { dataFileName, dataFilePath, newAttemptId } from "../format/naming.js";
 import { withRetry } from "../storage/retry.js";
 import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
 import { checkpointDestination, commitCheckpoint } from "./commit-checkpoint.js";
@@ -94,7 +93,7 @@ export async function copyCheckpoint(
       )
     : undefined;
   const { metadata } = source;
-  const attempt = share?.attempt ?? randomBytes(6).toString("hex");
+  const attempt = share?.attempt ?? newAttemptId();
   const names = renameFiles(metadata, attempt);
   const reused = options.reuse ? reusableFiles(metadata, options.reuse) : new Map<string, ReusedFile>();
   for (const [file, { name }] of reused) names.set(file, name);

@@ -1,7 +1,5 @@
-import { realpath } from "node:fs/promises";
-import { basename, dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { CheckpointError } from "../errors.js";
+import { realFilePath } from "#platform/storage/local-path.js";
 import { redactUrl, storageUrl } from "../storage/storage-registry.js";
 
 /** A location as comparable segments: protocol, storage root (bucket, memory volume name) and path. */
@@ -11,22 +9,11 @@ interface Place {
   readonly segments: readonly string[];
 }
 
-/** The real path of `path`: its longest existing ancestor resolved (symlinks, `..`), the rest appended. */
-async function realPath(path: string): Promise<string> {
-  const absolute = resolve(path);
-  try {
-    return await realpath(absolute);
-  } catch {
-    const parent = dirname(absolute);
-    return parent === absolute ? absolute : join(await realPath(parent), basename(absolute));
-  }
-}
-
 async function placeOf(urlOrPath: string): Promise<Place> {
   const url = storageUrl(urlOrPath);
   const protocol = url.protocol.replace(/:$/, "");
   if (protocol === "file")
-    return { protocol, root: "", segments: (await realPath(fileURLToPath(url))).split("/").filter((s) => s !== "") };
+    return { protocol, root: "", segments: (await realFilePath(url)).split("/").filter((s) => s !== "") };
   // Object stores and memory://: the host is the bucket (or volume name); empty segments name nothing, as joinPath drops them.
   return {
     protocol,

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { throwIfAborted } from "../errors.js";
 import { crc32c } from "../format/crc32c.js";
 import { chunkBlockSize } from "../format/checksum-blocks.js";
@@ -11,8 +10,8 @@ import {
   FORMAT_NAME,
   formatVersionOf,
 } from "../format/metadata.js";
-import { loadXxh128 } from "../format/xxh128.js";
-import { dataFileName } from "../format/naming.js";
+import { loadXxh128 } from "#platform/format/xxh128.js";
+import { dataFileName, newAttemptId } from "../format/naming.js";
 import { dataFileLayout } from "../plan/data-file-layout.js";
 import type { WriteItem } from "../plan/save-planner.js";
 import { withRetry } from "../storage/retry.js";
@@ -89,7 +88,7 @@ export async function writeCheckpoint(
   const replacing = await checkpointDestination(storage, dir, where, options.force === true, options.signal);
   const blockSize = options.blockSize ?? DEFAULT_BLOCK_SIZE;
   const readBytes = options.readBytes ?? 8 << 20;
-  const attempt = randomBytes(6).toString("hex");
+  const attempt = newAttemptId();
   const groups = groupIntoFiles(
     entries.filter((e): e is SourceTensor => e.kind !== "value"),
     options.maxFileBytes ?? 1 << 30,

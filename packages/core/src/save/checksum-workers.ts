@@ -1,8 +1,15 @@
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import { Worker, isMainThread } from "node:worker_threads";
-import { crc32c } from "../format/crc32c.js";
-import { loadXxh128 } from "../format/xxh128.js";
+import {
+  type BlockChecksums,
+  type RegionChecksums,
+  checksumsHere,
+  contentHashingOn,
+  hexDigests,
+} from "./checksums-here.js";
+
+export { type BlockChecksums, type RegionChecksums, hexDigests, setContentHashing } from "./checksums-here.js";
 
 /**
  * The worker is plain CommonJS evaluated from a string, so it runs the same under vitest, tsx
@@ -108,26 +115,6 @@ interface Job {
   readonly worker: Worker;
   readonly resolve: (result: never) => void;
   readonly reject: (error: unknown) => void;
-}
-
-/** Block CRC32Cs of buffers, each buffer's XXH3-128 too when asked for (32 hex digits each). */
-export interface BlockChecksums {
-  readonly sums: number[][];
-  readonly hashes?: string[];
-}
-
-/** Block CRC32Cs of regions of one memory, all in a row, and each region's XXH3-128 (16 bytes each) when asked for. */
-export interface RegionChecksums {
-  readonly sums: Uint32Array;
-  readonly hashes?: Uint8Array;
-}
-
-/** `count` digests of 16 bytes as hex strings (slices of one string: no copy each). */
-export function hexDigests(bytes: Uint8Array, count: number): string[] {
-  const hex = Buffer.from(bytes.buffer, bytes.byteOffset, 16 * count).toString("hex");
-  const out = new Array<string>(count);
-  for (let k = 0; k < count; k++) out[k] = hex.slice(32 * k, 32 * k + 32);
-  return out;
 }
 
 /**
@@ -244,54 +231,11 @@ class ChecksumWorkers {
       );
       return hashes ? { sums, hashes: hexDigests(hashes, parts.length) } : { sums };
     }
-    const xxh = withHashes ? await loadXxh128() : undefined;
-    const all: number[][] = [];
-    const hashes: string[] = [];
-    let sinceYield = 0;
-    for (const [i, bytes] of parts.entries()) {
-      const blockSize = blockSizes[i]!;
-      const sums: number[] = [];
-      // A buffer of one block is hashed as it is: a view per 1 KiB tensor costs more than its hash.
-      if (bytes.byteLength <= blockSize) {
-        if (bytes.byteLength > 0) sums.push(crc32c(bytes));
-        if (xxh) hashes.push(xxh.hash(bytes));
-        sinceYield += bytes.byteLength;
-      } else {
-        const stream = await xxh?.stream();
-        for (let start = 0; start < bytes.byteLength; start += blockSize) {
-          const block = bytes.subarray(start, Math.min(start + blockSize, bytes.byteLength));
-          sums.push(crc32c(block));
-          stream?.update(block);
-          sinceYield += block.byteLength;
-          if (sinceYield >= SLICE_BYTES) {
-            sinceYield = 0;
-            await new Promise((r) => setImmediate(r));
-          }
-        }
-        if (stream) hashes.push(stream.digest());
-      }
-      if (sinceYield >= SLICE_BYTES) {
-        sinceYield = 0;
-        await new Promise((r) => setImmediate(r));
-      }
-      all.push(sums);
-    }
-    return xxh ? { sums: all, hashes } : { sums: all };
+    return checksumsHere(parts, blockSizes, withHashes, SLICE_BYTES);
   }
 }
 
 const workers = new ChecksumWorkers();
-
-/** Whether saves compute content hashes by default; off only to measure what they cost (`setContentHashing`). */
-let contentHashing = true;
-
-/**
- * For benchmarks: while false, saves compute block CRC32Cs alone and write chunks without content
- * hashes (format 2.0 / 2.1), as Cairn did before 2.2. Exported by `@cairn/core/testing` only.
- */
-export function setContentHashing(enabled: boolean): void {
-  contentHashing = enabled;
-}
 
 /**
  * CRC32C of each `blockSizes[i]` block of each buffer `parts[i]`, and (unless `withHashes` is
@@ -300,7 +244,7 @@ export function setContentHashing(enabled: boolean): void {
 export function blockChecksumsAsync(
   parts: readonly Uint8Array[],
   blockSizes: readonly number[],
-  withHashes = contentHashing,
+  withHashes = contentHashingOn(),
 ): Promise<BlockChecksums> {
   return workers.blockChecksums(parts, blockSizes, withHashes);
 }
@@ -311,7 +255,7 @@ export function regionChecksumsAsync(
   starts: Float64Array,
   lengths: Float64Array,
   blockSizes: Float64Array,
-  withHashes = contentHashing,
+  withHashes = contentHashingOn(),
 ): Promise<RegionChecksums> {
   return workers.regionChecksums(memory, starts, lengths, blockSizes, withHashes);
 }

@@ -15,7 +15,7 @@ import { pathId } from "../state/state-dict.js";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { withRetry } from "../storage/retry.js";
 import { joinPath } from "../storage/storage-adapter.js";
-import { blockChecksumsAsync } from "./checksum-workers.js";
+import { blockChecksumsAsync } from "#platform/save/checksum-workers.js";
 import type { SaveOptions } from "./save-options.js";
 import type { KnownChecksums, WrittenChunk } from "./write-data-file.js";
 

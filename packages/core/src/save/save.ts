@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import PQueue from "p-queue";
 import { type OpenedCheckpoint, checkpointOptionsOf, openCheckpoint } from "../storage/checkpoint-location.js";
 import { DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions } from "./save-options.js";
@@ -23,7 +22,7 @@ import type { DataFilePlan, GlobalSavePlan, SavePlan, SavePlanner, WriteItem } f
 import { checkSharedFiles, readIncrementalBase, skipUnchanged } from "./incremental-base.js";
 import { type KeyPath, type StateDict, pathId } from "../state/state-dict.js";
 import { joinPath } from "../storage/storage-adapter.js";
-import { isDataFileName } from "../format/naming.js";
+import { isDataFileName, newAttemptId } from "../format/naming.js";
 import { type KnownChecksums, type WrittenChunk, writeDataFile } from "./write-data-file.js";
 
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */
@@ -122,7 +121,7 @@ export async function planSave(
       decision = exists
         ? { error: "exists" }
         : planner.createGlobalPlan(plans, {
-            attempt: randomBytes(6).toString("hex"),
+            attempt: newAttemptId(),
             filesPerRank: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY,
           });
     } catch (error) {

@@ -1,5 +1,5 @@
-import { isMainThread } from "node:worker_threads";
-import { blockChecksumsAsync, hexDigests, regionChecksumsAsync } from "./checksum-workers.js";
+import { onMainThread } from "#platform/runtime.js";
+import { blockChecksumsAsync, hexDigests, regionChecksumsAsync } from "#platform/save/checksum-workers.js";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { crc32c } from "../format/crc32c.js";
 import { chunkBlockSize } from "../format/checksum-blocks.js";
@@ -125,7 +125,7 @@ const PACK_FILE_BELOW = 64 << 20;
  * writes in place (`WriteOptions.pageAligned`).
  */
 function packedSegment(file: DataFilePlan, layout: SafetensorsLayout): Uint8Array | undefined {
-  if (!isMainThread || !pageAlignedAvailable || layout.fileSize > PACK_FILE_BELOW || file.items.length < 2)
+  if (!onMainThread || !pageAlignedAvailable || layout.fileSize > PACK_FILE_BELOW || file.items.length < 2)
     return undefined;
   for (const item of file.items) if (item.byteLength >= COALESCE_BELOW) return undefined;
   const segment = takeReusableMemory(layout.fileSize, true);
@@ -363,7 +363,7 @@ export async function writeDataFile(
         const last = current.group[current.group.length - 1]!;
         yield* slice(Math.floor((layout.offsets[last]! + file.items[last]!.byteLength) / PAGE) * PAGE);
       } else {
-        yield* isMainThread ? coalesce(current.datas) : current.datas;
+        yield* onMainThread ? coalesce(current.datas) : current.datas;
       }
     }
     if (segment) yield* slice(layout.fileSize);

@@ -1,6 +1,6 @@
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { isPageAligned, pageAlignedSharedBytes } from "../storage/page-aligned.js";
-import { prefault } from "./prefault.js";
+import { prefault } from "#platform/stage/prefault.js";
 
 export interface StagingPoolOptions {
   /** Most bytes of staging buffers held at once (default: unbounded). A save needing more is refused. */

@@ -1,4 +1,5 @@
 import { arrayConstructorFor, byteSize } from "../state/dtypes.js";
+import { yieldToEventLoop } from "#platform/runtime.js";
 import { throwIfAborted } from "../errors.js";
 import { type Leaf, type StagedPlace, tensorBytes } from "../state/flatten.js";
 import { MAX_PAGE_ALIGNED_BYTES, pageAlignedAvailable } from "../storage/page-aligned.js";
@@ -146,7 +147,7 @@ class Pace {
   /** Yields, then sets this turn's share from how long the thread was away. */
   async yield(): Promise<void> {
     const yielded = performance.now();
-    await new Promise((resolve) => setImmediate(resolve));
+    await yieldToEventLoop();
     const resumed = performance.now();
     this.#until = resumed + (resumed - yielded) * PACE_SHARE;
   }

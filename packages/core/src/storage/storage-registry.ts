@@ -1,7 +1,6 @@
-import { isAbsolute, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
 import { CheckpointError } from "../errors.js";
-import { importOptional } from "./import-optional.js";
+import { importOptional } from "#platform/storage/import-optional.js";
+import { fileUrlOfPath } from "#platform/storage/local-path.js";
 import type { StorageAdapter } from "./storage-adapter.js";
 
 /** Makes an adapter rooted at `url` (its path is the adapter's root prefix). */
@@ -18,6 +17,8 @@ const KNOWN_PACKAGES: Readonly<Record<string, string>> = {
   memory: "@cairn/storage-local",
   s3: "@cairn/storage-s3",
   gs: "@cairn/storage-gcs",
+  opfs: "@cairn/storage-browser",
+  idb: "@cairn/storage-browser",
 };
 
 /**
@@ -87,7 +88,7 @@ export function storageUrl(urlOrPath: string): URL {
   }
   if (urlOrPath.length === 0)
     throw new CheckpointError("invalid_argument", "a checkpoint location must not be empty; pass a path or a URL");
-  return pathToFileURL(isAbsolute(urlOrPath) ? urlOrPath : resolve(urlOrPath));
+  return fileUrlOfPath(urlOrPath);
 }
 
 function describe(value: unknown): string {

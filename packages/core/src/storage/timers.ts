@@ -1,3 +1,4 @@
+import { unrefTimer } from "#platform/runtime.js";
 import { CheckpointError, describeValue } from "../errors.js";
 
 /** Node's timers hold at most 2³¹−1 ms: a longer delay fires after 1 ms (TimeoutOverflowWarning). */
@@ -8,14 +9,14 @@ export const MAX_TIMER_MS = 2 ** 31 - 1;
  * timers Node can hold. The timer does not keep the process alive unless `ref`. Returns the cancel.
  */
 export function longTimer(callback: () => void, ms: number, options: { readonly ref?: boolean } = {}): () => void {
-  let timer: NodeJS.Timeout | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   const due = performance.now() + ms;
   const arm = (): void => {
     if (!Number.isFinite(due)) return;
     const left = due - performance.now();
     if (left > MAX_TIMER_MS) timer = setTimeout(arm, MAX_TIMER_MS);
     else timer = setTimeout(callback, Math.max(0, left));
-    if (!options.ref) timer.unref();
+    if (!options.ref) unrefTimer(timer);
   };
   arm();
   return () => clearTimeout(timer);

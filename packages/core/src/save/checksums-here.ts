@@ -1,0 +1,105 @@
+// Block CRC32Cs and content hashes computed on the calling thread, in slices between which the
+// event loop runs: Node's path for bytes not in shared memory, and a browser's path for all bytes.
+import { bytesToHex, hexToBytes } from "#platform/format/byte-text.js";
+import { loadXxh128 } from "#platform/format/xxh128.js";
+import { yieldToEventLoop } from "#platform/runtime.js";
+import { crc32c } from "../format/crc32c.js";
+
+/** Block CRC32Cs of buffers, each buffer's XXH3-128 too when asked for (32 hex digits each). */
+export interface BlockChecksums {
+  readonly sums: number[][];
+  readonly hashes?: string[];
+}
+
+/** Block CRC32Cs of regions of one memory, all in a row, and each region's XXH3-128 (16 bytes each) when asked for. */
+export interface RegionChecksums {
+  readonly sums: Uint32Array;
+  readonly hashes?: Uint8Array;
+}
+
+/** `count` digests of 16 bytes as hex strings (slices of one string: no copy each). */
+export function hexDigests(bytes: Uint8Array, count: number): string[] {
+  const hex = bytesToHex(bytes.subarray(0, 16 * count));
+  const out = new Array<string>(count);
+  for (let k = 0; k < count; k++) out[k] = hex.slice(32 * k, 32 * k + 32);
+  return out;
+}
+
+/** Whether saves compute content hashes by default; off only to measure what they cost (`setContentHashing`). */
+let contentHashing = true;
+
+/**
+ * For benchmarks: while false, saves compute block CRC32Cs alone and write chunks without content
+ * hashes (format 2.0 / 2.1), as Cairn did before 2.2. Exported by `@cairn/core/testing` only.
+ */
+export function setContentHashing(enabled: boolean): void {
+  contentHashing = enabled;
+}
+
+export function contentHashingOn(): boolean {
+  return contentHashing;
+}
+
+/** Counts bytes hashed and yields to the event loop after every `sliceBytes` of them. */
+class Slices {
+  #since = 0;
+  constructor(readonly sliceBytes: number) {}
+
+  async done(bytes: number): Promise<void> {
+    this.#since += bytes;
+    if (this.#since < this.sliceBytes) return;
+    this.#since = 0;
+    await yieldToEventLoop();
+  }
+}
+
+/** The block checksums of several buffers (each with its own block size), and each one's XXH3-128 with `withHashes`. */
+export async function checksumsHere(
+  parts: readonly Uint8Array[],
+  blockSizes: readonly number[],
+  withHashes: boolean,
+  sliceBytes: number,
+): Promise<BlockChecksums> {
+  const xxh = withHashes ? await loadXxh128() : undefined;
+  const slices = new Slices(sliceBytes);
+  const all: number[][] = [];
+  const hashes: string[] = [];
+  for (const [i, bytes] of parts.entries()) {
+    const blockSize = blockSizes[i]!;
+    const sums: number[] = [];
+    // A buffer of one block is hashed as it is: a view per 1 KiB tensor costs more than its hash.
+    if (bytes.byteLength <= blockSize) {
+      if (bytes.byteLength > 0) sums.push(crc32c(bytes));
+      if (xxh) hashes.push(xxh.hash(bytes));
+      await slices.done(bytes.byteLength);
+    } else {
+      const stream = await xxh?.stream();
+      for (let start = 0; start < bytes.byteLength; start += blockSize) {
+        const block = bytes.subarray(start, Math.min(start + blockSize, bytes.byteLength));
+        sums.push(crc32c(block));
+        stream?.update(block);
+        await slices.done(block.byteLength);
+      }
+      if (stream) hashes.push(stream.digest());
+    }
+    all.push(sums);
+  }
+  return xxh ? { sums: all, hashes } : { sums: all };
+}
+
+/** Region i: `lengths[i]` bytes of `memory` from `starts[i]`, in blocks of `blockSizes[i]`; every region's sums in order. */
+export async function regionChecksumsHere(
+  memory: ArrayBufferLike,
+  starts: Float64Array,
+  lengths: Float64Array,
+  blockSizes: Float64Array,
+  withHashes: boolean,
+  sliceBytes: number,
+): Promise<RegionChecksums> {
+  const bytes = new Uint8Array(memory);
+  const parts = Array.from(starts, (start, i) => bytes.subarray(start, start + lengths[i]!));
+  const { sums, hashes } = await checksumsHere(parts, Array.from(blockSizes), withHashes, sliceBytes);
+  const flat = Uint32Array.from(sums.flat());
+  if (!hashes) return { sums: flat };
+  return { sums: flat, hashes: hexToBytes(hashes.join("")) };
+}

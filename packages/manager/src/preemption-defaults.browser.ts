@@ -1,0 +1,12 @@
+// In a page there are no signals: the page's lifecycle (pagehide, hidden) plays SIGTERM's part.
+import type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
+import { PageLifecyclePreemptionSource } from "./page-lifecycle-preemption.js";
+import { type PreemptionSource, SignalPreemptionSource } from "./preemption.js";
+
+export function platformPreemptionSources(options: CheckpointManagerOptions): PreemptionSource[] {
+  if (options.signalTarget)
+    return [new SignalPreemptionSource(options.preemptionSignals ?? ["SIGTERM"], options.signalTarget)];
+  return typeof (globalThis as { document?: unknown }).document === "undefined"
+    ? []
+    : [new PageLifecyclePreemptionSource()];
+}
