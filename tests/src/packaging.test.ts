@@ -18,6 +18,7 @@ const PACKAGES = [
   "core",
   "distributed",
   "manager",
+  "storage-browser",
   "storage-gcs",
   "storage-local",
   "storage-s3",
