@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from "node:crypto";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesToHex, utf8ToBytes } from "@noble/hashes/utils.js";
 import { CheckpointError, type CheckpointMetadata, type StorageAdapter, readMetadata } from "@cairn/core";
 import { joinPath } from "@cairn/core/storage";
 import { stepDir } from "./step-naming.js";
@@ -18,7 +19,7 @@ const ID_PATTERN = /^[0-9a-f]{32}$/;
 
 /** A new identity for a save: 128 random bits. */
 export function newCheckpointId(): string {
-  return randomBytes(16).toString("hex");
+  return bytesToHex(crypto.getRandomValues(new Uint8Array(16)));
 }
 
 /** The identity of the save that wrote `checkpointId` into its metadata. */
@@ -35,15 +36,17 @@ export function isCheckpointId(value: unknown): value is string {
 export function identityOf(metadata: CheckpointMetadata): CopyIdentity {
   const id = metadata.user[CHECKPOINT_ID_FIELD];
   if (isCheckpointId(id)) return savedIdentity(id);
-  const hash = createHash("sha256");
-  hash.update(JSON.stringify([metadata.createdAt, metadata.user]));
+  // SHA-256 in JavaScript (@noble/hashes): the same digits in Node and in a browser, synchronously.
+  const hash = sha256.create();
+  const update = (text: string): void => void hash.update(utf8ToBytes(text));
+  update(JSON.stringify([metadata.createdAt, metadata.user]));
   for (const entry of metadata.entries) {
-    if (entry.kind === "value") hash.update(JSON.stringify(entry));
+    if (entry.kind === "value") update(JSON.stringify(entry));
     else
       for (const c of entry.chunks)
-        hash.update(JSON.stringify([entry.key, c.offsets, c.sizes, c.byteOffset, c.blockSize, c.crc32c]));
+        update(JSON.stringify([entry.key, c.offsets, c.sizes, c.byteOffset, c.blockSize, c.crc32c]));
   }
-  return `fp:${hash.digest("hex")}`;
+  return `fp:${bytesToHex(hash.digest())}`;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { isSharedMemory, sharedBytes } from "../storage/page-aligned.js";
 import PQueue from "p-queue";
 import { dataFilePath } from "../format/naming.js";
 import { CheckpointError, isCheckpointError, throwIfAborted } from "../errors.js";
@@ -126,7 +127,7 @@ export async function checkPieceAsync(
   bytes: Uint8Array,
 ): Promise<Damage | undefined> {
   const chunk = piece.chunk;
-  if (!chunk || !(bytes.buffer instanceof SharedArrayBuffer) || bytes.byteLength < piece.end - piece.start)
+  if (!chunk || !isSharedMemory(bytes.buffer) || bytes.byteLength < piece.end - piece.start)
     return checkPiece(metadata, file, piece, bytes);
   const [sums] = (await blockChecksumsAsync([bytes], [chunk.meta.blockSize], false)).sums;
   return checkPiece(metadata, file, piece, bytes, sums);
@@ -142,7 +143,7 @@ export function readPieces(
   return prefetched(pieces, 2, async (piece) => {
     throwIfAborted(options.signal, "the read");
     const length = piece.end - piece.start;
-    const into = options.offThread && piece.chunk ? { into: new Uint8Array(new SharedArrayBuffer(length)) } : {};
+    const into = options.offThread && piece.chunk ? { into: sharedBytes(length) } : {};
     const data = await withRetry(
       () => storage.read(path, { offset: piece.start, length }, { signal: options.signal, ...into }),
       {

@@ -1,5 +1,5 @@
 import { CheckpointError, throwIfAborted } from "../errors.js";
-import { isPageAligned, pageAlignedSharedBytes } from "../storage/page-aligned.js";
+import { isPageAligned, pageAlignedSharedBytes, sharedBytes } from "../storage/page-aligned.js";
 import { prefault } from "#platform/stage/prefault.js";
 
 export interface StagingPoolOptions {
@@ -150,7 +150,7 @@ export class StagingPool {
     if (reused) return reused;
     this.#fresh = false;
     this.#allocated += size;
-    return key.startsWith("p") ? pageAlignedSharedBytes(size) : new Uint8Array(new SharedArrayBuffer(size));
+    return key.startsWith("p") ? pageAlignedSharedBytes(size) : sharedBytes(size);
   }
 }
 

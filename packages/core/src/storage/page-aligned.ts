@@ -36,3 +36,16 @@ const wasmApi = (globalThis as unknown as { WebAssembly?: WasmMemoryApi }).WebAs
 
 /** Whether page-aligned memory can be had: not where WebAssembly is off (node --jitless). */
 export const pageAlignedAvailable = typeof wasmApi?.Memory === "function";
+
+/**
+ * Whether `buffer` is shared memory. Works where the global SharedArrayBuffer is hidden (a page
+ * that is not cross-origin isolated still gets shared WebAssembly memories).
+ */
+export function isSharedMemory(buffer: ArrayBufferLike): buffer is SharedArrayBuffer {
+  return Object.prototype.toString.call(buffer) === "[object SharedArrayBuffer]";
+}
+
+/** `size` bytes of shared memory where the platform offers it, else of plain memory (which only this thread uses). */
+export function sharedBytes(size: number): Uint8Array {
+  return new Uint8Array(typeof SharedArrayBuffer === "function" ? new SharedArrayBuffer(size) : new ArrayBuffer(size));
+}
