@@ -20,6 +20,7 @@ const PACKAGES = [
   "manager",
   "storage-browser",
   "storage-gcs",
+  "storage-http",
   "storage-local",
   "storage-s3",
   "store-etcd",

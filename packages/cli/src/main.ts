@@ -8,6 +8,7 @@ import { gcCommand } from "./commands/gc.js";
 import { importCommand } from "./commands/import.js";
 import { inspectCommand } from "./commands/inspect.js";
 import { lsCommand } from "./commands/ls.js";
+import { publishCommand } from "./commands/publish.js";
 import { rmCommand } from "./commands/rm.js";
 import { statsCommand } from "./commands/stats.js";
 import { fromTfjsCommand, toTfjsCommand } from "./commands/tfjs.js";
@@ -32,6 +33,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   importCommand,
   cpCommand,
   rmCommand,
+  publishCommand,
   gcCommand,
   fromTfjsCommand,
   toTfjsCommand,

@@ -19,6 +19,8 @@ const KNOWN_PACKAGES: Readonly<Record<string, string>> = {
   gs: "@cairn/storage-gcs",
   opfs: "@cairn/storage-browser",
   idb: "@cairn/storage-browser",
+  https: "@cairn/storage-http",
+  http: "@cairn/storage-http",
 };
 
 /**

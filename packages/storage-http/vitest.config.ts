@@ -1,0 +1,3 @@
+import { cairnProject } from "../../vitest.shared.js";
+
+export default cairnProject("storage-http");
