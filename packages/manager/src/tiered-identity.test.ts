@@ -1,9 +1,8 @@
 // Issue 30, items 1 and 2: a copy on a slower tier counts as a step's replica only when it is
 // readable and the same checkpoint; a step number a slower tier holds is refused without
 // overwrite, whatever the order of calls.
-import { CheckpointError, type StorageAdapter, openStorage, save } from "@cairn/core";
-import { type ByteRange, type ObjectInfo, type ReadOptions } from "@cairn/core/storage";
-import { FaultyStorageAdapter } from "@cairn/core/testing";
+import { type StorageAdapter, openStorage, save } from "@cairn/core";
+import { OutageStorage } from "./testing/outage-storage.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { CheckpointManager } from "./checkpoint-manager.js";
 import { smallState as state } from "./testing/small-state.js";
@@ -21,29 +20,6 @@ function manager(...args: ConstructorParameters<typeof CheckpointManager>): Chec
   const mgr = new CheckpointManager(args[0], args[1], { checkpointOnPreemption: false, ...args[2] });
   opened.push(mgr);
   return mgr;
-}
-
-/** A storage that can be taken down (every call fails, not transiently). */
-class Outage extends FaultyStorageAdapter {
-  down = false;
-  #check(path: string): void {
-    if (this.down)
-      throw new CheckpointError("storage", `[${this.protocol}] ${path}: down (injected)`, {
-        context: { path, transient: false },
-      });
-  }
-  override async read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array> {
-    this.#check(path);
-    return super.read(path, range, options);
-  }
-  override async stat(path: string): Promise<ObjectInfo | null> {
-    this.#check(path);
-    return super.stat(path);
-  }
-  override async *list(prefix: string): AsyncIterable<ObjectInfo> {
-    this.#check(prefix);
-    yield* super.list(prefix);
-  }
 }
 
 /** Steps `from..to` of another run (values offset by 1000), committed under `storage` by core's plain save. */
@@ -115,7 +91,7 @@ describe("a copy on a slower tier counts only when it is this step's checkpoint 
 
   it("a step saved while the durable tier could not be listed is never replaced by, nor deleted for, another run's copy", async () => {
     const t0 = await openStorage(memoryRoot());
-    const t1 = new Outage(await openStorage(memoryRoot()));
+    const t1 = new OutageStorage(await openStorage(memoryRoot()));
     await otherRun(t1, 29, 30);
     t1.down = true;
     const mgr = manager([t0, t1], 1, { tiers: [{ maxToKeep: 1 }], replication: { retry: fast } });

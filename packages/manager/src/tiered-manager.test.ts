@@ -4,14 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { CheckpointError, type StorageAdapter, openStorage } from "@cairn/core";
-import {
-  type ObjectInfo,
-  type ReadOptions,
-  type WriteBody,
-  type WriteOptions,
-  type ByteRange,
-} from "@cairn/core/storage";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
+import { OutageStorage } from "./testing/outage-storage.js";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { CheckpointManager } from "./checkpoint-manager.js";
 import type { ManagerEvents } from "./manager-events.js";
@@ -40,38 +34,8 @@ async function tempDir(): Promise<string> {
   return dir;
 }
 
-/** A storage that can be taken down: every call fails (not transiently, so core does not retry it) until it is back up. */
-class Outage extends FaultyStorageAdapter {
-  down = false;
-  /** Calls refused while down. */
-  refused = 0;
-  #check(path: string): void {
-    if (this.down) this.refused++;
-    if (this.down)
-      throw new CheckpointError("storage", `[${this.protocol}] ${path}: the bucket is down (injected)`, {
-        context: { path, transient: false },
-      });
-  }
-  override async read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array> {
-    this.#check(path);
-    return super.read(path, range, options);
-  }
-  override async write(path: string, body: WriteBody, options?: WriteOptions): Promise<void> {
-    this.#check(path);
-    return super.write(path, body, options);
-  }
-  override async stat(path: string): Promise<ObjectInfo | null> {
-    this.#check(path);
-    return super.stat(path);
-  }
-  override async *list(prefix: string): AsyncIterable<ObjectInfo> {
-    this.#check(prefix);
-    yield* super.list(prefix);
-  }
-}
-
-async function outage(): Promise<Outage> {
-  return new Outage(await openStorage(memoryRoot()));
+async function outage(): Promise<OutageStorage> {
+  return new OutageStorage(await openStorage(memoryRoot()));
 }
 
 function record<E extends keyof ManagerEvents>(mgr: CheckpointManager, event: E): ManagerEvents[E][] {

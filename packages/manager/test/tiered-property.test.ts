@@ -9,8 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { CheckpointError, type StorageAdapter, load, openStorage, save } from "@cairn/core";
-import type { ByteRange, ObjectInfo, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
-import { FaultyStorageAdapter, spawnTypeScript } from "@cairn/core/testing";
+import { spawnTypeScript } from "@cairn/core/testing";
+import { OutageStorage } from "../src/testing/outage-storage.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { random } from "./seeded-random.js";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
@@ -23,33 +23,6 @@ const OPERATIONS = 16;
 const fast = { baseDelayMs: 20, maxDelayMs: 100 };
 const dirs: string[] = [];
 afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
-
-/** Tier 1 that can be taken down: every call fails, not transiently, until it is back. */
-class Outage extends FaultyStorageAdapter {
-  down = false;
-  #check(path: string): void {
-    if (this.down)
-      throw new CheckpointError("storage", `[${this.protocol}] ${path}: down (injected)`, {
-        context: { path, transient: false },
-      });
-  }
-  override async read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array> {
-    this.#check(path);
-    return super.read(path, range, options);
-  }
-  override async write(path: string, body: WriteBody, options?: WriteOptions): Promise<void> {
-    this.#check(path);
-    return super.write(path, body, options);
-  }
-  override async stat(path: string): Promise<ObjectInfo | null> {
-    this.#check(path);
-    return super.stat(path);
-  }
-  override async *list(prefix: string): AsyncIterable<ObjectInfo> {
-    this.#check(prefix);
-    yield* super.list(prefix);
-  }
-}
 
 /** The value a step's copy holds, checking the whole state is that one value. */
 async function valueOf(storage: StorageAdapter, step: number): Promise<number> {
@@ -115,7 +88,7 @@ describe("tiered managers under saves, rollbacks, planted copies, outages and ki
             const roll = next();
             generation++;
             if (roll < 0.5) {
-              const bucketNow = new Outage(t1);
+              const bucketNow = new OutageStorage(t1);
               const mgr = new CheckpointManager([t0, bucketNow], 1, {
                 checkpointOnPreemption: false,
                 tiers: [{ maxToKeep: 1 + pick(3) }],
