@@ -53,7 +53,13 @@ async function make(dir: string, layout: string, tensors: number, bytes: number)
 }
 
 /** Exports or copies `source` to `target`, timed from a process with everything imported and both locations open. */
-async function measure(): Promise<{ bytes: number; seconds: number; cpuSeconds: number; baselineRss: number }> {
+async function measure(): Promise<{
+  bytes: number;
+  seconds: number;
+  cpuSeconds: number;
+  baselineRss: number;
+  minorFaults: number;
+}> {
   const storage = await openStorage(dirname(source!));
   const name = basename(source!);
   const metadata = await readMetadata({ storage, path: name });
@@ -64,6 +70,7 @@ async function measure(): Promise<{ bytes: number; seconds: number; cpuSeconds: 
   );
   const baselineRss = process.memoryUsage().rss;
   const cpu = process.cpuUsage();
+  const faults = process.resourceUsage().minorPageFault;
   const started = performance.now();
   if (mode === "export") {
     const reader = new CheckpointReader(storage, name, metadata);
@@ -84,7 +91,13 @@ async function measure(): Promise<{ bytes: number; seconds: number; cpuSeconds: 
   const used = process.cpuUsage(cpu);
   await storage.close();
   await out.close();
-  return { bytes, seconds, cpuSeconds: (used.user + used.system) / 1e6, baselineRss };
+  return {
+    bytes,
+    seconds,
+    cpuSeconds: (used.user + used.system) / 1e6,
+    baselineRss,
+    minorFaults: process.resourceUsage().minorPageFault - faults,
+  };
 }
 
 if (mode === "make") {

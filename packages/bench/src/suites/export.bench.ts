@@ -19,6 +19,7 @@ interface Run {
   readonly seconds: number;
   readonly cpuSeconds: number;
   readonly baselineRss: number;
+  readonly minorFaults: number;
   readonly peakRss: number;
 }
 
@@ -75,6 +76,8 @@ for (const c of cases) {
         baselineSecondsRange: range(seconds(baseline)),
         exportCpuSeconds: median(runs.get("export")!.map((r) => r.cpuSeconds)),
         baselineCpuSeconds: median(runs.get(baseline)!.map((r) => r.cpuSeconds)),
+        exportMinorFaults: median(runs.get("export")!.map((r) => r.minorFaults)),
+        baselineMinorFaults: median(runs.get(baseline)!.map((r) => r.minorFaults)),
       },
     });
   }
