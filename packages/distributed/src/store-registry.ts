@@ -1,7 +1,4 @@
-import { createRequire } from "node:module";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
-import { CheckpointError, MAX_TIMER_MS, checkDuration, redactUrl } from "@cairn/core/storage";
+import { CheckpointError, MAX_TIMER_MS, checkDuration, importOptional, redactUrl } from "@cairn/core/storage";
 import type { Store, StoreOptions } from "./store.js";
 
 /** Opens a store for a parsed URL; registered by a store package when it is imported. */
@@ -41,7 +38,7 @@ export async function openStore(url: string, options: StoreOptions = {}): Promis
     checkDuration(options.leaseMs, "the store's leaseMs", { min: 1, max: MAX_TIMER_MS });
   const protocol = parsed.protocol.slice(0, -1);
   const known = KNOWN[protocol];
-  if (!factories.has(protocol) && known) await importPackage(known);
+  if (!factories.has(protocol) && known) await importOptional(known);
   const factory = factories.get(protocol);
   if (!factory) {
     throw new CheckpointError(
@@ -53,22 +50,4 @@ export async function openStore(url: string, options: StoreOptions = {}): Promis
     );
   }
   return factory(parsed, options);
-}
-
-/** Imports a package from here or, in a strict (pnpm) layout, from the working directory's project; absent is not an error. */
-async function importPackage(specifier: string): Promise<void> {
-  try {
-    await import(specifier);
-    return;
-  } catch (error) {
-    const e = error as { code?: string; message?: string };
-    if (!(e.code === "ERR_MODULE_NOT_FOUND" && (e.message ?? "").includes(specifier))) throw error;
-  }
-  let resolved: string;
-  try {
-    resolved = createRequire(join(process.cwd(), "noop.js")).resolve(specifier);
-  } catch {
-    return;
-  }
-  await import(pathToFileURL(resolved).href);
 }

@@ -2,7 +2,6 @@ import { randomBytes } from "node:crypto";
 import { posix } from "node:path";
 import PQueue from "p-queue";
 import { type StorageAdapter, CheckpointError } from "@cairn/core";
-import { prefetched } from "@cairn/core/ops";
 import {
   type ByteRange,
   type ObjectInfo,
@@ -14,6 +13,7 @@ import {
   ReadTarget,
   cancelledError,
   checkRelativePath,
+  prefetched,
 } from "@cairn/core/storage";
 import { DirectReads, directReadAvailable } from "./direct-read.js";
 import { rangeLength, readRange, readScattered } from "./file-reads.js";

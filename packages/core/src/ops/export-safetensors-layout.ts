@@ -15,7 +15,7 @@ import { type KeyPath, displayKey } from "../state/state-dict.js";
 import { withRetry } from "../storage/retry.js";
 import { type StorageAdapter, joinPath } from "../storage/storage-adapter.js";
 import type { CheckpointReader } from "./checkpoint-reader.js";
-import { prefetched } from "./prefetch.js";
+import { prefetched } from "../storage/prefetch.js";
 import { permuteDims } from "./row-major.js";
 import { tensorPieces } from "./source-tensor.js";
 

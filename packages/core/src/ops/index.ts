@@ -29,7 +29,6 @@ export {
   tensorStats,
 } from "./tensor-stats.js";
 export { type CheckpointSummary, type InspectedEntry, dataBytes, inspectCheckpoint } from "./inspect-checkpoint.js";
-export { prefetched } from "./prefetch.js";
 export { permuteDims, rangeBoxes } from "./row-major.js";
 export { type EntrySource, type SourceTensor, tensorPieces } from "./source-tensor.js";
 export { checkKeyPath, forbiddenKeyReason, parseStoredJson } from "../format/stored-keys.js";

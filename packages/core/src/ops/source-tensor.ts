@@ -2,7 +2,7 @@ import { CheckpointError, throwIfAborted } from "../errors.js";
 import type { ValueEntry } from "../format/metadata.js";
 import type { DType } from "../state/dtypes.js";
 import { type KeyPath, displayKey } from "../state/state-dict.js";
-import { prefetched } from "./prefetch.js";
+import { prefetched } from "../storage/prefetch.js";
 
 /**
  * A tensor (or bytes blob) as a source of its global row-major bytes, read in ranges: what

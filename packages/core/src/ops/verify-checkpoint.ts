@@ -10,7 +10,7 @@ import { displayKey } from "../state/state-dict.js";
 import { withRetry } from "../storage/retry.js";
 import type { StorageAdapter } from "../storage/storage-adapter.js";
 import { blockChecksumsAsync } from "#platform/save/checksum-workers.js";
-import { prefetched } from "./prefetch.js";
+import { prefetched } from "../storage/prefetch.js";
 
 /** A stretch of a data file and what its bytes must match: the header's CRC32C, or blocks of a chunk. */
 export interface FilePiece {

@@ -2,7 +2,7 @@
  * Maps `items` through `fetch` with up to `depth` calls in flight, yielding results in order:
  * the next reads run while the consumer writes the current bytes, and at most `depth` results
  * are held. A failure is thrown when its turn comes; calls started after it are left to settle.
- * Used by the ops that stream (export, write, verify, copy) and by tfjs model conversion.
+ * Used by the ops that stream (export, write, verify, copy) and by file:// listing.
  */
 export async function* prefetched<T, R>(
   items: readonly T[],
