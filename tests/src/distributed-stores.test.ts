@@ -5,7 +5,7 @@ import { readdir } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { load, readMetadata, save } from "@cairn/core";
 import { type RankResult, rankResults, runTypeScript, spawnTypeScript } from "@cairn/core/testing";
-import { type TestServer, startEtcd, startRedis } from "@cairn/distributed/testing";
+import { type TestServer, startEtcd, startRedis } from "./store-servers.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "./helpers.js";
 

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { type Store, StoreProcessGroup } from "@cairn/distributed";
-import { type TestServer, startEtcd, startRedis, startTcpStore } from "@cairn/distributed/testing";
+import { type TestServer, startEtcd, startRedis, startTcpStore } from "./store-servers.js";
 import "@cairn/store-etcd";
 import "@cairn/store-redis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";

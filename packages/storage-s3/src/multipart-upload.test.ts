@@ -8,7 +8,7 @@ import {
   s3Operation,
   startS3TestServer,
   uploadIdSeen,
-} from "../test/s3-test-server.js";
+} from "./testing/s3-test-server.js";
 import "./index.js";
 
 const MiB = 1 << 20;

@@ -8,7 +8,7 @@ import {
   s3ErrorBody,
   s3Operation,
   startS3TestServer,
-} from "../test/s3-test-server.js";
+} from "./testing/s3-test-server.js";
 import { S3StorageAdapter } from "./s3-storage-adapter.js";
 import "./index.js";
 

@@ -2,7 +2,13 @@ import { randomBytes } from "node:crypto";
 import { CheckpointError, type HostTensor, type StateDict, hostTensor, load, readMetadata, save } from "@cairn/core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import "../src/index.js";
-import { type S3TestServer, s3ErrorBody, s3Operation, startS3TestServer, uploadIdSeen } from "./s3-test-server.js";
+import {
+  type S3TestServer,
+  s3ErrorBody,
+  s3Operation,
+  startS3TestServer,
+  uploadIdSeen,
+} from "../src/testing/s3-test-server.js";
 import { UploadPartCommand } from "@aws-sdk/client-s3";
 
 const MiB = 1 << 20;

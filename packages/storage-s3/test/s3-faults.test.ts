@@ -13,7 +13,7 @@ import {
 import type { FaultAction } from "@cairn/core/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import "../src/index.js";
-import { type S3TestServer, s3ErrorBody, s3Operation, startS3TestServer } from "./s3-test-server.js";
+import { type S3TestServer, s3ErrorBody, s3Operation, startS3TestServer } from "../src/testing/s3-test-server.js";
 
 const MiB = 1 << 20;
 /** Short enough that a stalled request costs the test little, long enough for a loaded machine's honest requests. */

@@ -1,7 +1,7 @@
 import { stepListingSuite } from "@cairn/manager/testing";
 import { afterAll, beforeAll, describe } from "vitest";
 import "../src/index.js";
-import { type S3TestServer, s3Operation, startS3TestServer } from "./s3-test-server.js";
+import { type S3TestServer, s3Operation, startS3TestServer } from "../src/testing/s3-test-server.js";
 
 for (const kind of ["s3rver", "fauxqs"] as const) {
   describe(`LIST requests of a manager on s3:// (${kind})`, () => {

@@ -1,4 +1,3 @@
-import { buildApp } from "fauxqs";
 import { type ServerProcess, startServerProcess } from "./server-process.js";
 
 /** fauxqs answers on 127.0.0.1 only, in this process or in a child. */
@@ -22,6 +21,8 @@ async function createBuckets(endpoint: string, buckets: readonly string[]): Prom
  * 127.0.0.1 only.
  */
 export async function startFauxqs(buckets: readonly string[]): Promise<FauxqsServer> {
+  // Imported when used: fauxqs is an optional peer of the published package.
+  const { buildApp } = await import("fauxqs");
   const app = buildApp({ logger: false });
   await app.listen({ host: "127.0.0.1", port: 0 });
   const address = app.server.address();

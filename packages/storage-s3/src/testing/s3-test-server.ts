@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { HeadObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import type { StorageOptions } from "@cairn/core";
 import { FaultProxy, type PreconditionEnforcer } from "@cairn/core/testing";
-import type { S3StorageOptions } from "../src/open-s3-storage.js";
+import type { S3StorageOptions } from "../open-s3-storage.js";
 import { startFauxqs } from "./start-fauxqs.js";
 import { startS3rver } from "./start-s3rver.js";
 

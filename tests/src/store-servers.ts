@@ -8,14 +8,10 @@ import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { freePort } from "../src/launch-ranks.js";
-import type { Store } from "../src/store.js";
-import { openStore } from "../src/store-registry.js";
-import { TcpStore } from "../src/tcp-store.js";
-import { TcpStoreServer } from "../src/tcp-store-server.js";
+import { type Store, TcpStore, TcpStoreServer, freePort, openStore } from "@cairn/distributed";
 
 const run = promisify(execFile);
-const CACHE = fileURLToPath(new URL("../../../node_modules/.cache/cairn-store-servers/", import.meta.url));
+const CACHE = fileURLToPath(new URL("../../node_modules/.cache/cairn-store-servers/", import.meta.url));
 const PACKAGES = ["etcd-server", "redis-tools", "libjemalloc2", "liblzf1"];
 
 export interface TestServer {
