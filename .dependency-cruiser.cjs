@@ -1,5 +1,9 @@
-// Import rules checked by `pnpm lint` (depcruise): no cycles, core depends on no other package,
-// and each folder of core imports only the folders below it in the flow (see each folder's README).
+// Import rules checked by `pnpm lint` (depcruise): no cycles; each package imports only the
+// packages below it (cli → manager → storage-* → core; tfjs, distributed and the stores beside),
+// through their entry points; storage adapters, distributed and the stores never reach core's
+// top layer (ops); and each folder of core imports only the folders below it in the flow (see
+// each folder's README). Tests (`*.test.ts`, `test/`) may reach anything their package's
+// devDependencies hold; `tests/`, `examples/` and the private packages are free.
 
 /**
  * What each folder of packages/core/src may import, besides itself and the root's errors.ts,
@@ -28,10 +32,75 @@ const layerRules = Object.entries(CORE_LAYERS).map(([folder, below]) => ({
   },
 }));
 
+/** The private packages (benchmarks, the browser test harness): tools of this repository, free like tests. */
+const PRIVATE = "bench|browser-testing";
+
+/** Source that the layering rules hold for: everything but tests. */
+const NOT_TESTS = "\\.test\\.ts$|^packages/[^/]+/test/";
+
+/**
+ * The Cairn packages each package may import, besides itself (a pattern names a family: an
+ * adapter may import core, not another adapter). Mirrors the packages' dependencies.
+ */
+const PACKAGE_LAYERS = {
+  core: [],
+  "storage-[^/]+": ["core"],
+  distributed: ["core"],
+  "store-[^/]+": ["core", "distributed"],
+  tfjs: ["core", "storage-[^/]+"],
+  manager: ["core", "storage-[^/]+"],
+  cli: ["core", "storage-[^/]+", "manager", "tfjs"],
+};
+
+const packageRules = Object.entries(PACKAGE_LAYERS).map(([pkg, below]) => ({
+  name: `package-${pkg.replace("[^/]+", "x")}-imports-below`,
+  severity: "error",
+  comment: `packages/${pkg.replace("[^/]+", "*")} may import only: ${below.map((b) => b.replace("[^/]+", "*")).join(", ") || "no other Cairn package"}.`,
+  from: { path: `^packages/(${pkg})/`, pathNot: NOT_TESTS },
+  to: { path: "^packages/[^/]+/", pathNot: [`^packages/$1/`, ...below.map((b) => `^packages/${b}/`)].join("|") },
+}));
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
     ...layerRules,
+    ...packageRules,
+    {
+      name: "no-unresolvable",
+      severity: "error",
+      comment:
+        "An import that does not resolve: a package not in this package's dependencies (pnpm installs no others), or a file that is not there.",
+      // The packaging test's scripts run in a project of their own, where the packed packages are installed.
+      from: { pathNot: "^tests/src/fixtures/packaging/" },
+      to: { couldNotResolve: true },
+    },
+    {
+      name: "adapters-below-core-ops",
+      severity: "error",
+      comment:
+        "Storage adapters, distributed and the stores sit below core's top layer: @cairn/core/ops (copy, export, verify) is for the manager, the CLI and tools. A mechanism an adapter needs belongs in core/src/storage.",
+      from: { path: "^packages/(storage-[^/]+|distributed|store-[^/]+)/", pathNot: NOT_TESTS },
+      to: { path: "^packages/core/src/ops/" },
+    },
+    {
+      name: "entry-points-only",
+      severity: "error",
+      comment:
+        "Another package is imported through its entry points (its package.json exports: src/index.ts, src/<subpath>/index.ts), never a file inside it.",
+      from: { path: "^packages/([^/]+)/" },
+      to: {
+        path: "^packages/[^/]+/src/",
+        pathNot: "^packages/$1/|^packages/[^/]+/src/(index|[^/]+/index)\\.ts$",
+      },
+    },
+    {
+      name: "testing-only-from-tests",
+      severity: "error",
+      comment:
+        "A package's testing code (src/testing, @cairn/*/testing) is for tests and other testing code, never for what a user runs.",
+      from: { path: "^packages/[^/]+/(src|bin)/", pathNot: `${NOT_TESTS}|/src/testing/|^packages/(${PRIVATE})/` },
+      to: { path: "^packages/[^/]+/src/testing/" },
+    },
     {
       name: "no-cycles",
       severity: "error",
