@@ -1,5 +1,5 @@
 // Import rules checked by `pnpm lint` (depcruise): no cycles; each package imports only the
-// packages below it (cli → manager → storage-* → core; tfjs, distributed and the stores beside),
+// packages below it (cli → tfjs → manager → storage-* → core; distributed and the stores beside),
 // through their entry points; storage adapters, distributed and the stores never reach core's
 // top layer (ops); and each folder of core imports only the folders below it in the flow (see
 // each folder's README). Tests (`*.test.ts`, `test/`) may reach anything their package's
@@ -47,7 +47,7 @@ const PACKAGE_LAYERS = {
   "storage-[^/]+": ["core"],
   distributed: ["core"],
   "store-[^/]+": ["core", "distributed"],
-  tfjs: ["core", "storage-[^/]+"],
+  tfjs: ["core", "storage-[^/]+", "manager"],
   manager: ["core", "storage-[^/]+"],
   cli: ["core", "storage-[^/]+", "manager", "tfjs"],
 };
