@@ -5,7 +5,7 @@ import { type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { rankResults, spawnTypeScript } from "@cairn/core/testing";
 import { STORE_DEADLINE_MS } from "@cairn/distributed";
-import { type TestServer, startEtcd, startRedis } from "@cairn/distributed/testing";
+import { type TestServer, startEtcd, startRedis } from "./store-servers.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { tempDir } from "./helpers.js";
 
