@@ -56,7 +56,7 @@ const packageRules = Object.entries(PACKAGE_LAYERS).map(([pkg, below]) => ({
   name: `package-${pkg.replace("[^/]+", "x")}-imports-below`,
   severity: "error",
   comment: `packages/${pkg.replace("[^/]+", "*")} may import only: ${below.map((b) => b.replace("[^/]+", "*")).join(", ") || "no other Cairn package"}.`,
-  from: { path: `^packages/(${pkg})/`, pathNot: NOT_TESTS },
+  from: { path: `^packages/(${pkg})/(src|bin)/`, pathNot: NOT_TESTS },
   to: { path: "^packages/[^/]+/", pathNot: [`^packages/$1/`, ...below.map((b) => `^packages/${b}/`)].join("|") },
 }));
 
