@@ -1,9 +1,9 @@
-// pnpm hooks. beforePacking shapes the manifest a packed package ships: the "@cairn/source" export
+// pnpm hooks. beforePacking shapes the manifest a packed package ships: the "@cairn/source"
 // condition points this workspace's tools and tests at TypeScript sources (src/), which a tarball
-// does not hold, so it is dropped (with sideEffects entries under src/): every exports target of a
-// published package is then a file in its tarball (tests/src/packaging.test.ts checks each one).
-// The workspace's scripts (build, lint, test) mean nothing in an installed package: dropped too.
-// The workspace's scripts (build, lint, test) mean nothing in an installed package: dropped too.
+// does not hold, so it is dropped from exports and imports (with sideEffects entries under src/):
+// every target of a published package is then a file in its tarball (tests/src/packaging.test.ts
+// checks each one). The workspace's scripts (build, lint, test) mean nothing in an installed
+// package: dropped too.
 
 /** An exports value without the "@cairn/source" condition, at any depth. */
 function published(target) {
@@ -20,6 +20,7 @@ module.exports = {
   hooks: {
     beforePacking(pkg) {
       if (pkg.exports !== undefined) pkg.exports = published(pkg.exports);
+      if (pkg.imports !== undefined) pkg.imports = published(pkg.imports);
       if (Array.isArray(pkg.sideEffects))
         pkg.sideEffects = pkg.sideEffects.filter((path) => !path.startsWith("./src/"));
       delete pkg.scripts;

@@ -37,6 +37,7 @@ interface Manifest {
   readonly files?: readonly string[];
   readonly sideEffects?: boolean | readonly string[];
   readonly exports: Record<string, unknown>;
+  readonly imports?: Record<string, unknown>;
   readonly bin?: Record<string, string>;
 }
 
@@ -127,6 +128,17 @@ describe("the packed packages", () => {
               targets(value).map((t) => t.conditions.at(-1)),
               `${dir} ${subpath}: types`,
             ).toContain("types");
+        }
+        // Package imports (`#platform/*.js`): a pattern's target must match files of the tarball.
+        for (const [pattern, value] of Object.entries(manifest.imports ?? {})) {
+          for (const { conditions, target } of targets(value)) {
+            expect(conditions, `${dir} ${pattern}: a workspace-only condition`).not.toContain("@cairn/source");
+            const matching = new RegExp(`^${target.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace("*", ".+")}$`);
+            expect(
+              [...files].some((file) => matching.test(file)),
+              `${dir} ${pattern} (${conditions.join(" ")}): ${target} matches files in the tarball`,
+            ).toBe(true);
+          }
         }
         for (const bin of Object.values(manifest.bin ?? {}))
           expect(files.has(bin.startsWith("./") ? bin : `./${bin}`), `${dir}: ${bin}`).toBe(true);
