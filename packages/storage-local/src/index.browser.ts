@@ -1,17 +1,27 @@
-// @cairn/storage-local in a browser: neither file:// (no file system) nor memory:// (memfs needs
-// Node's modules) exists there; opening one says what to use instead, rather than "install me".
+// @cairn/storage-local in a browser: memory:// as a map of the page (memfs needs Node's modules);
+// file:// does not exist there, and opening it says what to use instead, rather than "install me".
 import { CheckpointError, registerStorage } from "@cairn/core";
-import type { StorageFactory } from "@cairn/core/storage";
+import { redactUrl } from "@cairn/core/storage";
+import { memoryNames } from "./memory-location.js";
+import { MemoryStorageAdapter, resetMemoryObjects } from "./memory-storage-adapter.js";
 
-function unavailable(protocol: string): StorageFactory {
-  return () => {
-    throw new CheckpointError(
-      "unsupported_protocol",
-      `[${protocol}] ${protocol}:// storage needs Node; in a browser use opfs:// or idb:// (import "@cairn/storage-browser") or https://`,
-      { context: { protocol } },
-    );
-  };
+/** Opens `memory://name/path`: objects in this page's memory, gone when the page is. */
+export function openMemoryStorage(url: URL): MemoryStorageAdapter {
+  return new MemoryStorageAdapter(memoryNames(url), redactUrl(url));
 }
 
-registerStorage("file", unavailable("file"));
-registerStorage("memory", unavailable("memory"));
+/** Empties every `memory://` location of the page (between tests). */
+export function resetMemoryStorage(): void {
+  resetMemoryObjects();
+}
+
+registerStorage("file", () => {
+  throw new CheckpointError(
+    "unsupported_protocol",
+    '[file] file:// storage needs Node; in a browser use opfs:// or idb:// (import "@cairn/storage-browser"), memory:// or https://',
+    { context: { protocol: "file" } },
+  );
+});
+registerStorage("memory", openMemoryStorage);
+
+export { MemoryStorageAdapter } from "./memory-storage-adapter.js";

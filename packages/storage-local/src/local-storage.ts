@@ -1,30 +1,12 @@
 import { promises as nodeFs } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { CheckpointError, type StorageAdapter } from "@cairn/core";
+import type { StorageAdapter } from "@cairn/core";
 import { redactUrl } from "@cairn/core/storage";
 import { Volume, createFsFromVolume } from "memfs";
 import { blockingFs } from "./blocking-fs.js";
 import { FsStorageAdapter } from "./fs-storage-adapter.js";
+import { invalidUrl, memoryNames, refuseQueryAndFragment } from "./memory-location.js";
 import type { FsPromisesLike } from "./fs-like.js";
-
-function invalidUrl(protocol: string, url: URL, what: string, cause?: unknown): CheckpointError {
-  return new CheckpointError("invalid_argument", `[${protocol}] ${redactUrl(url)}: ${what}`, {
-    cause,
-    context: { path: redactUrl(url), protocol },
-  });
-}
-
-/** A query or fragment names nothing in a path: dropping it silently would point two different URLs at one directory. */
-function refuseQueryAndFragment(protocol: string, url: URL): void {
-  if (url.search || url.hash) {
-    const extra = url.search ? `query "${url.search}"` : `fragment "${url.hash}"`;
-    throw invalidUrl(
-      protocol,
-      url,
-      `a ${protocol}:// URL has no ${extra}; write "?" as %3F and "#" as %23 where a name holds them`,
-    );
-  }
-}
 
 /** The directory a `file://` URL names; a URL no local path can come from is `invalid_argument`, never a TypeError. */
 function fileUrlPath(url: URL): string {
@@ -100,33 +82,9 @@ export function resetMemoryStorage(): void {
   volume = new Volume();
 }
 
-/**
- * The directory in the volume a `memory://name/a/b` URL names (`/name/a/b`). Each segment is
- * decoded on its own and must stay one name, so no two spellings (`%2F`, `..%2F`) reach one place.
- */
+/** The directory in the volume a `memory://name/a/b` URL names: `/name/a/b`. */
 function memoryDir(url: URL): string {
-  refuseQueryAndFragment("memory", url);
-  if (!url.host)
-    throw invalidUrl("memory", url, "a memory:// URL names its volume first; write memory://<name>/<path>");
-  const names: string[] = [];
-  for (const segment of [url.host, ...url.pathname.split("/")]) {
-    if (segment === "") continue;
-    let name: string;
-    try {
-      name = decodeURIComponent(segment);
-    } catch (error) {
-      throw invalidUrl("memory", url, `"${segment}" is not valid percent-encoding; write "%" as %25`, error);
-    }
-    if (name.includes("/") || name.includes("\0") || name === "." || name === "..") {
-      throw invalidUrl(
-        "memory",
-        url,
-        `the segment "${segment}" is not a plain name (it decodes to ${JSON.stringify(name)}); separate names with a plain "/" and leave out "." and ".."`,
-      );
-    }
-    names.push(name);
-  }
-  return `/${names.join("/")}`;
+  return `/${memoryNames(url).join("/")}`;
 }
 
 /**
