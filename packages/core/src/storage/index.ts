@@ -36,7 +36,7 @@ export { type StorageOperation, errnoCode } from "./errno-codes.js";
 export { type ContentRange, parseContentRange } from "./content-range.js";
 export { ByteBudget } from "./byte-budget.js";
 export { prefetched } from "./prefetch.js";
-export { importOptional } from "./import-optional.js";
+export { importOptional } from "#platform/storage/import-optional.js";
 export {
   type StorageFactory,
   type StorageOptions,
