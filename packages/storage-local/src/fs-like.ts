@@ -2,7 +2,7 @@
 export interface FsPromisesLike {
   /** Numeric flags are only passed when the adapter was created with `directIo`. */
   open(path: string, flags: string | number, mode?: number): Promise<FileHandleLike>;
-  mkdir(path: string, options: { recursive: true }): Promise<unknown>;
+  mkdir(path: string, options?: { recursive: boolean }): Promise<unknown>;
   rename(from: string, to: string): Promise<void>;
   link(existing: string, created: string): Promise<void>;
   unlink(path: string): Promise<void>;

@@ -190,6 +190,31 @@ describe("file:// failures keep their cause and get the right code", () => {
   });
 });
 
+describe("file:// directories a write cannot make", () => {
+  it.each(ERRNOS.filter((e) => !e.transient))(
+    "are reported with the real errno ($errno → $code), not the ENOENT of node's recursive mkdir",
+    async ({ errno, code }) => {
+      const dir = await freshDir();
+      const base = nodeFs as unknown as FsPromisesLike;
+      const refused = (path: string, name: string): Error =>
+        Object.assign(new Error(`${name}: injected, mkdir '${path}'`), { code: name, syscall: "mkdir", path });
+      // As node's recursive mkdir on a read-only mount: it stats the directory it failed to make and reports that stat's ENOENT.
+      const fs: FsPromisesLike = {
+        ...base,
+        mkdir: async (path, options) => {
+          if (await base.stat(path).catch(() => undefined)) return base.mkdir(path, options);
+          throw refused(path, options?.recursive ? "ENOENT" : errno);
+        },
+      };
+      const storage = new FsStorageAdapter("file", dir, fs, dir, { syncDirectories: true });
+      const error = (await storage.write("run/1/obj", NEW).catch((e: unknown) => e)) as CheckpointError;
+      expect(error).toMatchObject({ code, cause: { code: errno, path: join(dir, "run") } });
+      expect(error.transient).toBe(false);
+      expect(await filesUnder(dir)).toEqual([]);
+    },
+  );
+});
+
 describe("file:// failures on a real file system", () => {
   it("reports a directory the process may not write in as permission_denied, never not_found", async () => {
     // sysfs refuses new files and directories even to root (EPERM, EACCES; EROFS where mounted read-only).

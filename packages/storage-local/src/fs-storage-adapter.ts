@@ -292,10 +292,33 @@ export class FsStorageAdapter implements StorageAdapter {
   async #createTemp(dir: string, temp: string, flags: string | number = "wx"): Promise<FileHandleLike> {
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.#fs.mkdir(dir, { recursive: true });
+        await this.#makeDirectory(dir);
         return await this.#fs.open(temp, flags, 0o644);
       } catch (error) {
         if (errnoOf(error) !== "ENOENT" || attempt >= 3) throw error;
+      }
+    }
+  }
+
+  /**
+   * mkdir -p. Node's recursive mkdir reports ENOENT for a directory it could not create whatever
+   * the reason (EROFS too), so then each missing directory is made on its own, failing with the real errno.
+   */
+  async #makeDirectory(dir: string): Promise<void> {
+    try {
+      await this.#fs.mkdir(dir, { recursive: true });
+      return;
+    } catch (error) {
+      if (errnoOf(error) !== "ENOENT") throw error;
+    }
+    const missing: string[] = [];
+    for (let at = dir; !(await this.#isDirectory(at)) && posix.dirname(at) !== at; at = posix.dirname(at))
+      missing.unshift(at);
+    for (const at of missing) {
+      try {
+        await this.#fs.mkdir(at);
+      } catch (error) {
+        if (errnoOf(error) !== "EEXIST") throw error;
       }
     }
   }

@@ -4,6 +4,7 @@ import { isCheckpointError } from "../errors.js";
 import type { ProcessGroup } from "../process-group.js";
 import { hostTensor } from "../state/tensors.js";
 import { MapStorage } from "../../test/map-storage.js";
+import { FaultyStorageAdapter } from "../testing/faulty-storage-adapter.js";
 import { save } from "./save.js";
 
 /**
@@ -38,5 +39,24 @@ describe("save across ranks", () => {
     expect((error as CheckpointError).message).toContain(`rank 1 failed: ${message}`);
     expect((error as CheckpointError).context.rank).toBe(1);
     expect([...storage.objects.keys()]).toEqual([]);
+  });
+
+  it("keeps this rank's own failure as the cause, and another rank's failure without one", async () => {
+    const state = { w: hostTensor("float32", [2], new Float32Array([1, 2])) };
+    for (const metadata of [false, true]) {
+      // The write of a data file fails, or the commit's write of metadata.json.
+      const path = (p: string): boolean => p.endsWith("/metadata.json") === metadata;
+      const storage = new FaultyStorageAdapter(new MapStorage(), [{ operation: "write", path, errno: "EROFS" }]);
+      const error = (await save(state, { storage, path: "ckpt" }).catch((e: unknown) => e)) as CheckpointError;
+      expect(error).toMatchObject({ code: "permission_denied", cause: { code: "permission_denied" } });
+      expect((error.cause as CheckpointError).cause).toMatchObject({ code: "EROFS" });
+    }
+    const theirs = { ok: false, code: "no_space", message: "disk full" };
+    const error = (await save(state, {
+      storage: new MapStorage(),
+      path: "ckpt",
+      processGroup: peerSending(theirs),
+    }).catch((e: unknown) => e)) as CheckpointError;
+    expect(error.cause).toBeUndefined();
   });
 });

@@ -165,9 +165,13 @@ export async function writeAndCommit(
   const { group } = location;
   const blockSize = options.blockSize ?? DEFAULT_BLOCK_SIZE;
   let outcome: WriteOutcome;
+  // This rank's own failure, kept as the cause of the error it throws (other ranks send only code and message).
+  let writeError: unknown;
+  let commitError: unknown;
   try {
     outcome = await writeRankFiles(prepared, location, options, blockSize);
   } catch (error) {
+    writeError = error;
     outcome = rankFailure(error);
   }
   let outcomes: WriteOutcome[];
@@ -178,6 +182,7 @@ export async function writeAndCommit(
       try {
         commit = await commitOnCoordinator(outcomes, prepared, location, options, blockSize);
       } catch (error) {
+        commitError = error;
         commit = rankFailure(error);
       }
       commit = await group.broadcast(commit);
@@ -195,6 +200,7 @@ export async function writeAndCommit(
     const failed = firstFailedRank(outcomes);
     if (!outcome.ok && options.signal?.aborted) throw cancelledError(options.signal, "the save");
     throw new CheckpointError(refused.code, refused.message, {
+      cause: failed ? (failed.rank === group.rank ? writeError : undefined) : commitError,
       context: { path: location.where, ...(failed ? { rank: failed.rank } : {}) },
     });
   }
