@@ -37,6 +37,14 @@ export interface FitCheckpointOptions extends Omit<
 export function managerOptionsOf(options: FitCheckpointOptions): CheckpointManagerOptions {
   if (typeof options !== "object" || options === null) throw invalid("cairnCheckpoint's options", "an object", options);
   const { every, best, seed, log, ...manager } = options;
+  for (const name of ["processGroup", "readOnly"] as const) {
+    if ((manager as CheckpointManagerOptions)[name] !== undefined)
+      throw invalid(
+        `cairnCheckpoint option ${name}`,
+        "undefined: a fit run trains in one process and saves",
+        "a value",
+      );
+  }
   if (
     every !== undefined &&
     every !== "epoch" &&
