@@ -161,6 +161,15 @@ describe("bad arguments", () => {
     );
   });
 
+  it("readOnly and processGroup are refused", async () => {
+    for (const option of [{ readOnly: true }, { processGroup: {} }]) {
+      const error = await rejection(cairnCheckpoint(fitModel(), root(), option as never));
+      expect(error.message).toMatch(
+        /^cairnCheckpoint option (readOnly|processGroup) must be undefined: a fit run trains in one process and saves/,
+      );
+    }
+  });
+
   it("best needs maxToKeep and a metric name", async () => {
     let error = await rejection(cairnCheckpoint(fitModel(), root(), { best: { monitor: "val_loss" } }));
     expect(error.message).toContain("give maxToKeep too");
