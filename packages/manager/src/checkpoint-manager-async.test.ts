@@ -11,8 +11,8 @@ import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CheckpointManager } from "./checkpoint-manager.js";
 import { smallState as state } from "./testing/small-state.js";
-import type { ManagerEvents } from "./manager-events.js";
-import { MetadataPreemptionSource } from "./metadata-preemption.js";
+import type { ManagerEvents } from "./events/manager-events.js";
+import { MetadataPreemptionSource } from "./preemption/metadata-preemption.js";
 
 beforeAll(async () => {
   await tf.setBackend("cpu");

@@ -10,10 +10,10 @@ import {
   type StorageOptions,
   isCoordinated,
 } from "@cairn/core";
-import { invalid } from "./manager-arguments.js";
-import type { PreemptionSource, SignalTarget } from "./preemption.js";
-import type { RetentionOptions } from "./retention-policy.js";
-import { type ReplicationOptions, type TierOptions, checkTierOptions, locationsOf } from "./tier-config.js";
+import { invalid } from "./arguments/manager-arguments.js";
+import type { PreemptionSource, SignalTarget } from "./preemption/preemption.js";
+import type { RetentionOptions } from "./steps/retention-policy.js";
+import { type ReplicationOptions, type TierOptions, checkTierOptions, locationsOf } from "./tiers/tier-config.js";
 
 export interface CheckpointManagerOptions extends RetentionOptions {
   /** For evaluators: list and restore only; `save` and `delete` are refused. */

@@ -4,7 +4,7 @@ import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { CheckpointManager } from "./checkpoint-manager.js";
 import { objectNames as names, smallState as state } from "./testing/small-state.js";
-import type { ManagerEvents } from "./manager-events.js";
+import type { ManagerEvents } from "./events/manager-events.js";
 
 let roots = 0;
 const memoryRoot = (): string => `memory://manager-retention/${process.pid}-${roots++}`;

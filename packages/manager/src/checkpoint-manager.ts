@@ -25,29 +25,29 @@ import {
   checkRestoreArguments,
   checkSaveStepOptions,
   checkStateDict,
-} from "./manager-arguments.js";
-import { ManagerEmitter, type ManagerEventName, type ManagerEvents } from "./manager-events.js";
-import { platformPreemptionSources } from "#platform/preemption-defaults.js";
-import { PreemptionWatch } from "./preemption-watch.js";
-import { Replication } from "./replication.js";
-import { DeletionPoster, type DeletionFollower, followDeletions } from "./rank-deletions.js";
-import type { UnreplicatedStep } from "./replication-queue.js";
-import { IncrementalBases } from "./incremental-bases.js";
-import { SavePipeline } from "./save-pipeline.js";
-import { checkStep, stepDir } from "./step-naming.js";
-import type { RetentionFailure, StepMetadata, StepStore } from "./step-store.js";
-import { Tier, type TierState } from "./tier.js";
-import { tierConfigs } from "./tier-config.js";
-import { allStepsOf, deleteEverywhere, latestStepOf, metadataOf, tierStates } from "./tiered-steps.js";
-import { agreeOnSave, decideSave } from "./save-decision.js";
-import { CHECKPOINT_ID_FIELD, savedIdentity } from "./copy-identity.js";
-import { restoreFromTiers } from "./tiered-restore.js";
+} from "./arguments/manager-arguments.js";
+import { ManagerEmitter, type ManagerEventName, type ManagerEvents } from "./events/manager-events.js";
+import { platformPreemptionSources } from "#platform/preemption/preemption-defaults.js";
+import { PreemptionWatch } from "./preemption/preemption-watch.js";
+import { Replication } from "./tiers/replication.js";
+import { DeletionPoster, type DeletionFollower, followDeletions } from "./tiers/rank-deletions.js";
+import type { UnreplicatedStep } from "./tiers/replication-queue.js";
+import { IncrementalBases } from "./pipeline/incremental-bases.js";
+import { SavePipeline } from "./pipeline/save-pipeline.js";
+import { checkStep, stepDir } from "./steps/step-naming.js";
+import type { RetentionFailure, StepMetadata, StepStore } from "./steps/step-store.js";
+import { Tier, type TierState } from "./tiers/tier.js";
+import { tierConfigs } from "./tiers/tier-config.js";
+import { allStepsOf, deleteEverywhere, latestStepOf, metadataOf, tierStates } from "./tiers/tiered-steps.js";
+import { agreeOnSave, decideSave } from "./pipeline/save-decision.js";
+import { CHECKPOINT_ID_FIELD, savedIdentity } from "./tiers/copy-identity.js";
+import { restoreFromTiers } from "./tiers/tiered-restore.js";
 
 export type { CheckpointManagerOptions, CloseOptions } from "./checkpoint-manager-options.js";
-export type { RestoreOptions, SaveStepOptions } from "./manager-arguments.js";
-export type { RetentionFailure, StepMetadata } from "./step-store.js";
-export type { TierState } from "./tier.js";
-export type { UnreplicatedStep } from "./replication-queue.js";
+export type { RestoreOptions, SaveStepOptions } from "./arguments/manager-arguments.js";
+export type { RetentionFailure, StepMetadata } from "./steps/step-store.js";
+export type { TierState } from "./tiers/tier.js";
+export type { UnreplicatedStep } from "./tiers/replication-queue.js";
 
 /** What `join()` and `close()` resolve with once every background upload and retention pass is done. */
 export interface JoinResult {

@@ -10,21 +10,21 @@ export {
   type TierState,
   type UnreplicatedStep,
 } from "./checkpoint-manager.js";
-export { type ReplicationOptions, type TierOptions } from "./tier-config.js";
-export { type ManagerEvents, type ManagerEventName, type ManagerOperation } from "./manager-events.js";
-export { type PreemptionSource, type SignalTarget, SignalPreemptionSource } from "./preemption.js";
+export { type ReplicationOptions, type TierOptions } from "./tiers/tier-config.js";
+export { type ManagerEvents, type ManagerEventName, type ManagerOperation } from "./events/manager-events.js";
+export { type PreemptionSource, type SignalTarget, SignalPreemptionSource } from "./preemption/preemption.js";
 export {
   type PageLifecycleTarget,
   type PageLifecyclePreemptionOptions,
   PageLifecyclePreemptionSource,
-} from "./page-lifecycle-preemption.js";
+} from "./preemption/page-lifecycle-preemption.js";
 export {
   type MetadataPreemptionOptions,
   type AwsSpotOptions,
   MetadataPreemptionSource,
-} from "./metadata-preemption.js";
-export { type MetadataSession } from "./metadata-request.js";
-export { type ImdsSessionOptions, ImdsSession } from "./imds-session.js";
-export { type RetentionOptions, type StepRecord, stepsToDelete } from "./retention-policy.js";
-export { type RetentionPass, type DamagedStepListener, StepStore } from "./step-store.js";
-export { stepDir, parseStep, checkStep } from "./step-naming.js";
+} from "./preemption/metadata-preemption.js";
+export { type MetadataSession } from "./preemption/metadata-request.js";
+export { type ImdsSessionOptions, ImdsSession } from "./preemption/imds-session.js";
+export { type RetentionOptions, type StepRecord, stepsToDelete } from "./steps/retention-policy.js";
+export { type RetentionPass, type DamagedStepListener, StepStore } from "./steps/step-store.js";
+export { stepDir, parseStep, checkStep } from "./steps/step-naming.js";

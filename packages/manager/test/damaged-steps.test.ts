@@ -2,7 +2,7 @@ import { type StateDict, hostTensor, openStorage, save } from "@cairn/core";
 import { crc32c } from "@cairn/core/format";
 import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
-import type { ManagerEvents } from "../src/manager-events.js";
+import type { ManagerEvents } from "../src/events/manager-events.js";
 
 function state(step: number): StateDict {
   return { w: hostTensor("float32", [4], Float32Array.of(step, step, step, step)), step };

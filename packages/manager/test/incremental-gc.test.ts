@@ -7,8 +7,8 @@ import { FaultyStorageAdapter, spawnTypeScript } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { random } from "./seeded-random.js";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
-import { StepStore } from "../src/step-store.js";
-import { stepDir } from "../src/step-naming.js";
+import { StepStore } from "../src/steps/step-store.js";
+import { stepDir } from "../src/steps/step-naming.js";
 import { sameState } from "../src/testing/index.js";
 import { incrementalState } from "./fixtures/incremental-child.js";
 

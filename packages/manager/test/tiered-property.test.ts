@@ -14,7 +14,7 @@ import { OutageStorage } from "../src/testing/outage-storage.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { random } from "./seeded-random.js";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
-import { StepStore } from "../src/step-store.js";
+import { StepStore } from "../src/steps/step-store.js";
 import { smallState } from "../src/testing/small-state.js";
 
 const child = fileURLToPath(new URL("./fixtures/tiered-property-child.ts", import.meta.url));

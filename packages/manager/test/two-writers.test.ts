@@ -6,7 +6,7 @@ import { type StateDict, type StorageAdapter, hostTensor, openStorage } from "@c
 import { FaultyStorageAdapter, runTypeScript } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
-import type { ManagerEvents } from "../src/manager-events.js";
+import type { ManagerEvents } from "../src/events/manager-events.js";
 
 const WRITER = fileURLToPath(new URL("./fixtures/writer-child.ts", import.meta.url));
 const dirs: string[] = [];

@@ -5,7 +5,7 @@ import { pathToFileURL } from "node:url";
 import type { StorageOptions } from "@cairn/core";
 import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../checkpoint-manager.js";
-import type { ManagerEvents } from "../manager-events.js";
+import type { ManagerEvents } from "../events/manager-events.js";
 import { runState, sameState } from "./manager-run-suite.js";
 
 export interface TieredRunOptions {

@@ -11,9 +11,9 @@ import {
 } from "@cairn/core";
 import { METADATA_FILE, base64ToBytes, bytesToBase64 } from "@cairn/core/format";
 import { joinPath } from "@cairn/core/storage";
-import type { ManagerEmitter } from "./manager-events.js";
+import type { ManagerEmitter } from "../events/manager-events.js";
 import { MetadataOverlay } from "./metadata-overlay.js";
-import { stepDir } from "./step-naming.js";
+import { stepDir } from "../steps/step-naming.js";
 import type { Tier } from "./tier.js";
 import { FALL_THROUGH, holders, notFound } from "./tiered-steps.js";
 

@@ -2,7 +2,7 @@ import { CheckpointError, type CoordinatedProcessGroup, type ProcessGroup } from
 import { METADATA_FILE, base64ToBytes, bytesToBase64, newAttemptId, parseMetadata } from "@cairn/core/format";
 import { type CopyResult, copyCheckpoint } from "@cairn/core/ops";
 import { joinPath } from "@cairn/core/storage";
-import { stepDir } from "./step-naming.js";
+import { stepDir } from "../steps/step-naming.js";
 import type { Tier } from "./tier.js";
 
 /** The topic on which rank 0 asks every rank to join a copy. */

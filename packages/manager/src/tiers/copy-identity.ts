@@ -2,7 +2,7 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex, utf8ToBytes } from "@noble/hashes/utils.js";
 import { CheckpointError, type CheckpointMetadata, type StorageAdapter, readMetadata } from "@cairn/core";
 import { joinPath } from "@cairn/core/storage";
-import { stepDir } from "./step-naming.js";
+import { stepDir } from "../steps/step-naming.js";
 
 /**
  * Which checkpoint a step directory holds, so a copy on another tier counts as this step's

@@ -1,8 +1,8 @@
 import type { CheckpointError, StorageAdapter, StorageOptions } from "@cairn/core";
 import { openStorage } from "@cairn/core";
-import { RetentionRunner } from "./retention-runner.js";
-import type { RetentionFailure, SweptFile } from "./step-store.js";
-import { StepStore } from "./step-store.js";
+import { RetentionRunner } from "../steps/retention-runner.js";
+import type { RetentionFailure, SweptFile } from "../steps/step-store.js";
+import { StepStore } from "../steps/step-store.js";
 import type { TierConfig } from "./tier-config.js";
 import type { CopyIdentity } from "./copy-identity.js";
 

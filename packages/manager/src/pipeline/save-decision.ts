@@ -1,6 +1,6 @@
 import { CheckpointError, type ProcessGroup } from "@cairn/core";
-import { isCheckpointId, newCheckpointId } from "./copy-identity.js";
-import type { Tier } from "./tier.js";
+import { isCheckpointId, newCheckpointId } from "../tiers/copy-identity.js";
+import type { Tier } from "../tiers/tier.js";
 
 /**
  * What a save of a step does, decided once before anything is written (docs/tiers.md,

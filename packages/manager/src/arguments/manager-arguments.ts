@@ -1,5 +1,5 @@
 import { CheckpointError, type LoadOptions, type StateDict } from "@cairn/core";
-import { type ManagerEventName, isManagerEventName } from "./manager-events.js";
+import { type ManagerEventName, isManagerEventName } from "../events/manager-events.js";
 
 /** Per-call options of `save` and `saveAsync`. */
 export interface SaveStepOptions {

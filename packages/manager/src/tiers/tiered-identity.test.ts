@@ -2,10 +2,10 @@
 // readable and the same checkpoint; a step number a slower tier holds is refused without
 // overwrite, whatever the order of calls.
 import { type StorageAdapter, openStorage, save } from "@cairn/core";
-import { OutageStorage } from "./testing/outage-storage.js";
+import { OutageStorage } from "../testing/outage-storage.js";
 import { afterEach, describe, expect, it } from "vitest";
-import { CheckpointManager } from "./checkpoint-manager.js";
-import { smallState as state } from "./testing/small-state.js";
+import { CheckpointManager } from "../checkpoint-manager.js";
+import { smallState as state } from "../testing/small-state.js";
 
 let roots = 0;
 const memoryRoot = (): string => `memory://tiered-identity/${process.pid}-${roots++}`;

@@ -1,5 +1,5 @@
 import { CheckpointError, type CoordinatedProcessGroup } from "@cairn/core";
-import type { ManagerEmitter } from "./manager-events.js";
+import type { ManagerEmitter } from "../events/manager-events.js";
 import type { PreemptionSource } from "./preemption.js";
 
 /** The topic a preemption notice is posted on, and the tag of the one collective that agrees on its step. */

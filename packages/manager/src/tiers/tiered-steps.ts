@@ -1,6 +1,6 @@
 import { CheckpointError, type ProcessGroup, isCheckpointError } from "@cairn/core";
-import type { ManagerEmitter } from "./manager-events.js";
-import type { StepMetadata, StepStore } from "./step-store.js";
+import type { ManagerEmitter } from "../events/manager-events.js";
+import type { StepMetadata, StepStore } from "../steps/step-store.js";
 import type { Replication } from "./replication.js";
 import type { Tier, TierState } from "./tier.js";
 

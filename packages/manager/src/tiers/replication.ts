@@ -8,12 +8,12 @@ import {
   unrefTimer,
 } from "@cairn/core";
 import { type CopyResult, copyCheckpoint } from "@cairn/core/ops";
-import type { ManagerEmitter } from "./manager-events.js";
+import type { ManagerEmitter } from "../events/manager-events.js";
 import { ReplicationQueue, type UnreplicatedStep } from "./replication-queue.js";
 import { followCopies, leadCopy } from "./shared-copy.js";
-import { parseStep, stepDir } from "./step-naming.js";
-import type { StepStore } from "./step-store.js";
-import { metricsOf } from "./stored-values.js";
+import { parseStep, stepDir } from "../steps/step-naming.js";
+import type { StepStore } from "../steps/step-store.js";
+import { metricsOf } from "../steps/stored-values.js";
 import type { Tier } from "./tier.js";
 import { identityOf, readableCopy } from "./copy-identity.js";
 import { DEFAULT_REPLICATION_RETRY, type ReplicationOptions } from "./tier-config.js";

@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openStorage } from "@cairn/core";
 import { afterAll, describe, expect, it } from "vitest";
-import { CheckpointManager } from "./checkpoint-manager.js";
-import { smallState as state } from "./testing/small-state.js";
+import { CheckpointManager } from "../checkpoint-manager.js";
+import { smallState as state } from "../testing/small-state.js";
 
 const dirs: string[] = [];
 afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));

@@ -1,5 +1,6 @@
 import {
   type SaveOptions,
+  type StagingStrategy,
   type SaveResult,
   type StateDict,
   type StorageAdapter,
@@ -11,13 +12,16 @@ import {
   uploadWorkerReady,
 } from "@cairn/core";
 import PQueue from "p-queue";
-import type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
-import type { ManagerEmitter } from "./manager-events.js";
+import type { ManagerEmitter } from "../events/manager-events.js";
 
-export interface SavePipelineOptions extends Pick<
-  CheckpointManagerOptions,
-  "maxPendingAsync" | "stagingBudget" | "staging" | "uploadWorker"
-> {
+export interface SavePipelineOptions {
+  /** Background saves in flight at once (default 1). */
+  readonly maxPendingAsync?: number;
+  /** Most bytes of host memory for staging buffers. */
+  readonly stagingBudget?: number;
+  readonly staging?: StagingStrategy;
+  /** Write and commit background saves from a worker thread, where the storage allows it (default true). */
+  readonly uploadWorker?: boolean;
   readonly location: string | StorageAdapter;
   /** False for read-only managers: no upload worker is started. */
   readonly writable: boolean;

@@ -5,11 +5,11 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { CheckpointError, type StorageAdapter, openStorage } from "@cairn/core";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
-import { OutageStorage } from "./testing/outage-storage.js";
+import { OutageStorage } from "../testing/outage-storage.js";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { CheckpointManager } from "./checkpoint-manager.js";
-import type { ManagerEvents } from "./manager-events.js";
-import { objectNames, smallState as state } from "./testing/small-state.js";
+import { CheckpointManager } from "../checkpoint-manager.js";
+import type { ManagerEvents } from "../events/manager-events.js";
+import { objectNames, smallState as state } from "../testing/small-state.js";
 
 let roots = 0;
 const memoryRoot = (): string => `memory://tiered/${process.pid}-${roots++}`;

@@ -1,5 +1,5 @@
 import { CheckpointError } from "@cairn/core";
-import { describeValue } from "./manager-arguments.js";
+import { describeValue } from "../arguments/manager-arguments.js";
 
 /**
  * Steps live in directories named by the plain decimal step (`<root>/100/`), as torch_xla and

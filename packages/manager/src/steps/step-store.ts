@@ -14,7 +14,7 @@ import { StepFiles } from "./step-files.js";
 import { StepIndex } from "./step-index.js";
 import { parseStep, stepDir } from "./step-naming.js";
 import { hostileJsonCopy, metricsOf } from "./stored-values.js";
-import { type CopyIdentity, identityOf } from "./copy-identity.js";
+import { type CopyIdentity, identityOf } from "../tiers/copy-identity.js";
 
 /** What `metadata(step)` returns, as the manager stores it in each step's user metadata. */
 export interface StepMetadata {

@@ -1,7 +1,7 @@
 import { CheckpointError, unrefTimer } from "@cairn/core";
 import { MAX_TIMER_MS } from "@cairn/core/storage";
 import { ImdsSession } from "./imds-session.js";
-import { invalid } from "./manager-arguments.js";
+import { invalid } from "../arguments/manager-arguments.js";
 import { type MetadataAnswer, type MetadataSession, requestMetadata, unexpectedAnswer } from "./metadata-request.js";
 import type { PreemptionSource } from "./preemption.js";
 

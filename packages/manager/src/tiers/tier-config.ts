@@ -1,7 +1,7 @@
 import { type StorageAdapter, checkStorageUrl, storageUrl } from "@cairn/core";
 import { MAX_TIMER_MS, checkDuration } from "@cairn/core/storage";
-import { invalid } from "./manager-arguments.js";
-import type { RetentionOptions } from "./retention-policy.js";
+import { invalid } from "../arguments/manager-arguments.js";
+import type { RetentionOptions } from "../steps/retention-policy.js";
 
 /** One tier's own settings, by position in the manager's list of locations. */
 export interface TierOptions extends Pick<RetentionOptions, "maxToKeep" | "keepPeriod" | "keepTimeInterval"> {

@@ -44,3 +44,11 @@ export class SignalPreemptionSource implements PreemptionSource {
     this.#listener = undefined;
   }
 }
+
+/** What picks the notice sources a manager watches by default (the manager's own options). */
+export interface DefaultPreemptionOptions {
+  /** Signals that mean preemption (default SIGTERM). */
+  readonly preemptionSignals?: readonly NodeJS.Signals[];
+  /** Where signals are listened for (default `process`; in a page, its lifecycle instead). */
+  readonly signalTarget?: SignalTarget;
+}

@@ -1,9 +1,9 @@
 import { type CoordinatedProcessGroup, isCheckpointError, unrefTimer } from "@cairn/core";
 import { isDataFileName, METADATA_FILE } from "@cairn/core/format";
 import PQueue from "p-queue";
-import type { ManagerEmitter } from "./manager-events.js";
-import { parseStep } from "./step-naming.js";
-import type { SweptFile } from "./step-store.js";
+import type { ManagerEmitter } from "../events/manager-events.js";
+import { parseStep } from "../steps/step-naming.js";
+import type { SweptFile } from "../steps/step-store.js";
 import type { Tier } from "./tier.js";
 
 /** The topic on which rank 0 tells the others which steps its tier 0 retention deleted, and which of each rank's files it swept. */

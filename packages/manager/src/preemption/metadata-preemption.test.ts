@@ -2,8 +2,8 @@ import { EventEmitter } from "node:events";
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { CheckpointManager } from "./checkpoint-manager.js";
-import type { ManagerEvents } from "./manager-events.js";
+import { CheckpointManager } from "../checkpoint-manager.js";
+import type { ManagerEvents } from "../events/manager-events.js";
 import { MetadataPreemptionSource } from "./metadata-preemption.js";
 
 const SPOT_PATH = "/latest/meta-data/spot/instance-action";

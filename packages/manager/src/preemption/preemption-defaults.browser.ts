@@ -1,9 +1,8 @@
 // In a page there are no signals: the page's lifecycle (pagehide, hidden) plays SIGTERM's part.
-import type { CheckpointManagerOptions } from "./checkpoint-manager-options.js";
 import { PageLifecyclePreemptionSource } from "./page-lifecycle-preemption.js";
-import { type PreemptionSource, SignalPreemptionSource } from "./preemption.js";
+import { type DefaultPreemptionOptions, type PreemptionSource, SignalPreemptionSource } from "./preemption.js";
 
-export function platformPreemptionSources(options: CheckpointManagerOptions): PreemptionSource[] {
+export function platformPreemptionSources(options: DefaultPreemptionOptions): PreemptionSource[] {
   if (options.signalTarget)
     return [new SignalPreemptionSource(options.preemptionSignals ?? ["SIGTERM"], options.signalTarget)];
   return typeof (globalThis as { document?: unknown }).document === "undefined"

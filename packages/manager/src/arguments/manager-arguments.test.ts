@@ -1,7 +1,7 @@
 import { CheckpointError, type StateDict, hostTensor } from "@cairn/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CheckpointManager } from "./checkpoint-manager.js";
-import { MetadataPreemptionSource } from "./metadata-preemption.js";
+import { CheckpointManager } from "../checkpoint-manager.js";
+import { MetadataPreemptionSource } from "../preemption/metadata-preemption.js";
 
 const root = `memory://manager-arguments/${process.pid}`;
 let mgr: CheckpointManager;

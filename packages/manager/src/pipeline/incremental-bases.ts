@@ -1,4 +1,4 @@
-import type { StepStore } from "./step-store.js";
+import type { StepStore } from "../steps/step-store.js";
 
 /** `CheckpointManager`'s `incremental` option: `true`, or how often a full save breaks the references. */
 export type IncrementalOption = boolean | { readonly fullEvery?: number };

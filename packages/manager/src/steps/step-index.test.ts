@@ -1,8 +1,8 @@
 import { type StorageAdapter, openStorage } from "@cairn/core";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
-import { CheckpointManager } from "./checkpoint-manager.js";
-import { objectNames as names, smallState as state } from "./testing/small-state.js";
+import { CheckpointManager } from "../checkpoint-manager.js";
+import { objectNames as names, smallState as state } from "../testing/small-state.js";
 
 let roots = 0;
 const memoryRoot = (): string => `memory://manager-step-index/${process.pid}-${roots++}`;
