@@ -32,6 +32,30 @@ const layerRules = Object.entries(CORE_LAYERS).map(([folder, below]) => ({
   },
 }));
 
+/**
+ * What each folder of packages/manager/src may import of the manager besides itself; the root
+ * (the face, its options, index.ts) and testing/ may import every folder. See each folder's README.
+ */
+const MANAGER_LAYERS = {
+  events: [],
+  arguments: ["events"],
+  steps: ["arguments"],
+  preemption: ["arguments", "events"],
+  tiers: ["steps", "arguments", "events"],
+  pipeline: ["tiers", "steps", "arguments", "events"],
+};
+
+const managerRules = Object.entries(MANAGER_LAYERS).map(([folder, below]) => ({
+  name: `manager-${folder}-imports-below`,
+  severity: "error",
+  comment: `manager/src/${folder} may import only: ${below.join(", ") || "nothing else of the manager"}.`,
+  from: { path: `^packages/manager/src/${folder}/`, pathNot: "\\.test\\.ts$" },
+  to: {
+    path: "^packages/manager/src/",
+    pathNot: `^packages/manager/src/(${[folder, ...below].join("|")})/`,
+  },
+}));
+
 /** The private packages (benchmarks, the browser test harness): tools of this repository, free like tests. */
 const PRIVATE = "bench|browser-testing";
 
@@ -64,6 +88,7 @@ const packageRules = Object.entries(PACKAGE_LAYERS).map(([pkg, below]) => ({
 module.exports = {
   forbidden: [
     ...layerRules,
+    ...managerRules,
     ...packageRules,
     {
       name: "no-unresolvable",

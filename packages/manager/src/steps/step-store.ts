@@ -14,7 +14,6 @@ import { StepFiles } from "./step-files.js";
 import { StepIndex } from "./step-index.js";
 import { parseStep, stepDir } from "./step-naming.js";
 import { hostileJsonCopy, metricsOf } from "./stored-values.js";
-import { type CopyIdentity, identityOf } from "../tiers/copy-identity.js";
 
 /** What `metadata(step)` returns, as the manager stores it in each step's user metadata. */
 export interface StepMetadata {
@@ -61,7 +60,12 @@ function isNotFound(error: unknown): boolean {
   return isCheckpointError(error, "not_found");
 }
 
+/** Which checkpoint a committed step is, as the caller tells them apart (tiers/: copy identity); compared for equality only. */
+export type StepIdentity = string;
+
 export interface StepStoreOptions {
+  /** How a step's identity is read from its metadata; without it, only steps given to `remember` have one. */
+  readonly identify?: (metadata: CheckpointMetadata) => StepIdentity;
   /** Called once per step whose metadata.json is present but unusable; the step is skipped. */
   readonly onDamaged?: DamagedStepListener;
   /** The manager's clock, in ms since the epoch: when listings ran, for leftover sweeps (default `Date.now`). */
@@ -85,9 +89,9 @@ export class StepStore {
   readonly #records = new Map<number, StepRecord>();
   readonly #damaged = new Map<number, CheckpointError>();
   /** Which checkpoint each committed step is (read with its record, or known from this process's save or copy). */
-  readonly #identities = new Map<number, CopyIdentity>();
+  readonly #identities = new Map<number, StepIdentity>();
   /** Steps this store's retention deleted, with what they were: they reached this tier and aged out. */
-  readonly #retired = new Map<number, CopyIdentity | undefined>();
+  readonly #retired = new Map<number, StepIdentity | undefined>();
   /** Which files of other steps the committed steps use: deletions keep those (mark and sweep). */
   readonly #files = new StepFiles();
   /** Steps this store un-committed whose other objects it could not all delete, with those objects: finished by the next pass whatever their age. */
@@ -98,6 +102,7 @@ export class StepStore {
   readonly #now: () => number;
   readonly #openedAt: number;
   readonly #sweepsByRank: boolean;
+  readonly #identify: ((metadata: CheckpointMetadata) => StepIdentity) | undefined;
   /** The listing whose leftovers a pass last looked at. */
   #sweptListing = 0;
 
@@ -108,6 +113,7 @@ export class StepStore {
     this.#now = options.now ?? Date.now;
     this.#openedAt = this.#now();
     this.#sweepsByRank = options.sweepsByRank ?? false;
+    this.#identify = options.identify;
   }
 
   /** Committed steps whose metadata reads back, ascending. Steps deleted meanwhile and damaged ones are left out. */
@@ -150,7 +156,7 @@ export class StepStore {
    * A step this process committed, with what retention needs of it, the files of other steps it
    * references (an incremental save's `referenced`) and which checkpoint it is.
    */
-  remember(record: StepRecord, referenced: readonly string[], identity: CopyIdentity): void {
+  remember(record: StepRecord, referenced: readonly string[], identity: StepIdentity): void {
     this.#records.set(record.step, record);
     this.#committedElsewhere(record.step);
     this.#files.set(record.step, referenced);
@@ -185,12 +191,12 @@ export class StepStore {
   }
 
   /** Which checkpoint `step` is here, once its metadata was read (or this process committed it); undefined otherwise. */
-  identityOf(step: number): CopyIdentity | undefined {
+  identityOf(step: number): StepIdentity | undefined {
     return this.#identities.get(step);
   }
 
   /** Whether this store's retention deleted `step` as the checkpoint `identity`: it reached here and aged out. */
-  retired(step: number, identity: CopyIdentity): boolean {
+  retired(step: number, identity: StepIdentity): boolean {
     return this.#retired.has(step) && this.#retired.get(step) === identity;
   }
 
@@ -487,7 +493,7 @@ export class StepStore {
     };
     this.#records.set(step, record);
     this.#files.set(step, referencedFiles(metadata));
-    this.#identities.set(step, identityOf(metadata));
+    if (this.#identify) this.#identities.set(step, this.#identify(metadata));
     return record;
   }
 }

@@ -4,7 +4,7 @@ import { RetentionRunner } from "../steps/retention-runner.js";
 import type { RetentionFailure, SweptFile } from "../steps/step-store.js";
 import { StepStore } from "../steps/step-store.js";
 import type { TierConfig } from "./tier-config.js";
-import type { CopyIdentity } from "./copy-identity.js";
+import { type CopyIdentity, identityOf } from "./copy-identity.js";
 
 /** One tier's state as `mgr.tiers()` reports it. */
 export interface TierState {
@@ -105,6 +105,7 @@ export class Tier {
         onDamaged: (step, error) => this.#options.onDamaged(this.index, step, error),
         now,
         sweepsByRank: this.#options.sweepsByRank === true && this.index === 0,
+        identify: identityOf,
       });
       // A rank other than 0 sees no metadata on its own tier 0: a sweep there could take files committed steps use.
       if (this.#options.retains !== false) {
