@@ -10,7 +10,7 @@ import { type CheckpointError, type StateDict, hostTensor, save } from "@cairn/c
 import { openFileStorageForWorker } from "@cairn/storage-local";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
-import type { ManagerEvents } from "../src/manager-events.js";
+import type { ManagerEvents } from "../src/events/manager-events.js";
 
 const inCI = process.env.CI !== undefined && !["", "0", "false"].includes(process.env.CI);
 const isRoot = process.getuid?.() === 0;
