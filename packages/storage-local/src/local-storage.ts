@@ -1,11 +1,11 @@
 import { promises as nodeFs } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { StorageAdapter } from "@cairn/core";
-import { redactUrl } from "@cairn/core/storage";
+import { invalidUrl, redactUrl, refuseQueryAndFragment } from "@cairn/core/storage";
 import { Volume, createFsFromVolume } from "memfs";
 import { blockingFs } from "./blocking-fs.js";
 import { FsStorageAdapter } from "./fs-storage-adapter.js";
-import { invalidUrl, memoryNames, refuseQueryAndFragment } from "./memory-location.js";
+import { memoryNames } from "./memory-location.js";
 import type { FsPromisesLike } from "./fs-like.js";
 
 /** The directory a `file://` URL names; a URL no local path can come from is `invalid_argument`, never a TypeError. */

@@ -37,6 +37,7 @@ export { type ContentRange, parseContentRange } from "./content-range.js";
 export { ByteBudget } from "./byte-budget.js";
 export { prefetched } from "./prefetch.js";
 export { importOptional } from "#platform/storage/import-optional.js";
+export { invalidUrl, refuseQueryAndFragment, urlNames } from "./url-names.js";
 export {
   type StorageFactory,
   type StorageOptions,
