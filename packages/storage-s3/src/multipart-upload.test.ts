@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { UploadPartCommand } from "@aws-sdk/client-s3";
-import { CheckpointError, type StorageAdapter, openStorage } from "@cairn/core";
+import { type CheckpointError, type StorageAdapter, openStorage } from "@cairn/core";
+import { rejection } from "@cairn/core/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   type S3TestServer,
@@ -16,15 +17,6 @@ const MiB = 1 << 20;
 /** Yields `data` in 1 MiB chunks, as a stream the adapter cannot replay. */
 async function* streamed(data: Uint8Array): AsyncGenerator<Uint8Array> {
   for (let at = 0; at < data.byteLength; at += MiB) yield data.subarray(at, at + MiB);
-}
-
-async function rejection(promise: Promise<unknown>): Promise<CheckpointError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(CheckpointError);
-  return error as CheckpointError;
 }
 
 for (const kind of ["s3rver", "fauxqs"] as const) {

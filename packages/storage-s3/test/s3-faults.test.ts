@@ -1,16 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { S3Client } from "@aws-sdk/client-s3";
-import {
-  CheckpointError,
-  type HostTensor,
-  type StateDict,
-  type StorageAdapter,
-  hostTensor,
-  load,
-  openStorage,
-  save,
-} from "@cairn/core";
-import type { FaultAction } from "@cairn/core/testing";
+import { type HostTensor, type StateDict, type StorageAdapter, hostTensor, load, openStorage, save } from "@cairn/core";
+import { type FaultAction, rejection } from "@cairn/core/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import "../src/index.js";
 import { type S3TestServer, s3ErrorBody, s3Operation, startS3TestServer } from "../src/testing/s3-test-server.js";
@@ -18,15 +9,6 @@ import { type S3TestServer, s3ErrorBody, s3Operation, startS3TestServer } from "
 const MiB = 1 << 20;
 /** Short enough that a stalled request costs the test little, long enough for a loaded machine's honest requests. */
 const PROGRESS_MS = 600;
-
-async function rejection(promise: Promise<unknown>): Promise<CheckpointError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(CheckpointError);
-  return error as CheckpointError;
-}
 
 async function* streamed(data: Uint8Array): AsyncGenerator<Uint8Array> {
   for (let at = 0; at < data.byteLength; at += MiB) yield data.subarray(at, at + MiB);

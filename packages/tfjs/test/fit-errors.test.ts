@@ -1,5 +1,5 @@
 import * as tf from "@tensorflow/tfjs";
-import { CheckpointError } from "@cairn/core";
+import { rejection } from "@cairn/core/testing";
 import { CheckpointManager } from "@cairn/manager";
 import { beforeAll, describe, expect, it } from "vitest";
 import { cairnCheckpoint, getStateDict } from "../src/index.js";
@@ -13,15 +13,6 @@ beforeAll(async () => {
   tf.enableProdMode();
   await tf.setBackend("cpu");
 });
-
-async function rejection(promise: Promise<unknown>): Promise<CheckpointError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(CheckpointError);
-  return error as CheckpointError;
-}
 
 /** A root holding one stopped fitDataset run of the fixture model (its newest step: 28). */
 async function stoppedRun(mode: "fit" | "fitDataset" = "fitDataset"): Promise<string> {
