@@ -1,4 +1,5 @@
 import type * as tf from "@tensorflow/tfjs";
+import type { StateDict } from "@cairn/core";
 import type { CheckpointManager } from "@cairn/manager";
 import type { DataCursor } from "./data-cursor.js";
 import { FIT_KEY, type FitPosition } from "./fit-position.js";
@@ -154,15 +155,13 @@ export class FitCallback {
     if (pending) await this.#save(pending.position, pending.metrics);
   }
 
-  async #state(position: FitPosition): Promise<Record<string, unknown>> {
+  async #state(position: FitPosition): Promise<StateDict> {
     const { model } = this.#context;
     return { ...(await getStateDict(model, model.optimizer)), [FIT_KEY]: position };
   }
 
   #prepare(): Promise<void> {
-    const prepared = this.#state(this.#context.position).then((state) =>
-      this.#context.manager.prepare(state as Parameters<CheckpointManager["prepare"]>[0]),
-    );
+    const prepared = this.#state(this.#context.position).then((state) => this.#context.manager.prepare(state));
     // Awaited by the next save; until then a failure must not count as unhandled.
     prepared.catch(() => undefined);
     return prepared;
@@ -172,7 +171,7 @@ export class FitCallback {
     if (position.step === this.#lastSaved) return;
     await this.#prepared;
     const state = await this.#state(position);
-    await this.#context.manager.saveAsync(position.step, state as Parameters<CheckpointManager["saveAsync"]>[1], {
+    await this.#context.manager.saveAsync(position.step, state, {
       force: true,
       metrics,
     });
