@@ -2,8 +2,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { runTypeScript, spawnTypeScript } from "@cairn/core/testing";
+import { runTypeScript } from "@cairn/core/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { interrupted } from "./interrupted-run.js";
 
 const demo = fileURLToPath(new URL("./fit.ts", import.meta.url));
 const FINAL = /^final weights crc32c ([0-9a-f]{8}) after step (\d+)/m;
@@ -14,24 +15,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
-
-/** Starts the demo, sends SIGINT (Ctrl-C) once it committed a step, and collects its output. */
-async function interrupted(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawnTypeScript(demo, args);
-  let stdout = "";
-  let stderr = "";
-  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  await new Promise<void>((resolve, reject) => {
-    child.stdout?.on("data", (d: Buffer) => {
-      stdout += d.toString();
-      if (stdout.includes("committed step ")) resolve();
-    });
-    void exited.then((code) => reject(new Error(`the demo exited before committing a step (${code}): ${stderr}`)));
-  });
-  child.kill("SIGINT");
-  return { code: await exited, stdout, stderr };
-}
 
 describe("the fit demo", () => {
   it(
@@ -54,7 +37,7 @@ describe("the fit demo", () => {
       const expected = FINAL.exec(lines.at(-1)!);
       expect(expected?.[2], straight.stdout).toBe("96");
 
-      const stopped = await interrupted(args("resumed"));
+      const stopped = await interrupted(demo, args("resumed"), "SIGINT");
       expect(stopped.code, stopped.stderr).toBe(0);
       expect(stopped.stdout).toContain("received SIGINT: checkpointing after this batch, then stopping");
       const at = /^stopped at step (\d+) /m.exec(stopped.stdout);

@@ -2,8 +2,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { runTypeScript, spawnTypeScript } from "@cairn/core/testing";
+import { runTypeScript } from "@cairn/core/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { interrupted } from "./interrupted-run.js";
 
 const demo = fileURLToPath(new URL("./train.ts", import.meta.url));
 const FINAL = /^final weights crc32c ([0-9a-f]{8}) \(steps 0–(\d+)\)$/m;
@@ -14,28 +15,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
-
-/** Starts the demo, sends `signal` once it has committed a step and a random while later, and collects its output. */
-async function interrupted(
-  args: readonly string[],
-  signal: NodeJS.Signals,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawnTypeScript(demo, args);
-  let stdout = "";
-  let stderr = "";
-  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  await new Promise<void>((resolve, reject) => {
-    child.stdout?.on("data", (d: Buffer) => {
-      stdout += d.toString();
-      if (stdout.includes("committed step ")) resolve();
-    });
-    void exited.then((code) => reject(new Error(`the demo exited before committing a step (${code}): ${stderr}`)));
-  });
-  await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 300)));
-  child.kill(signal);
-  return { code: await exited, stdout, stderr };
-}
 
 describe("the demo", () => {
   it(
@@ -68,7 +47,7 @@ describe("the demo", () => {
       // Ctrl-C in a terminal sends SIGINT, `kill` sends SIGTERM: both checkpoint and exit 0.
       let resumedFrom = -1;
       for (const signal of ["SIGTERM", "SIGINT"] as const) {
-        const stopped = await interrupted(args("resumed"), signal);
+        const stopped = await interrupted(demo, args("resumed"), signal, Math.floor(Math.random() * 300));
         expect(stopped.code, stopped.stderr).toBe(0);
         expect(stopped.stdout).toContain(`received ${signal}: checkpointing the next step, then stopping`);
         const at = /^stopped at step (\d+); run again to resume$/m.exec(stopped.stdout);
