@@ -27,6 +27,8 @@ for (const kind of ["s3rver", "fauxqs"] as const satisfies readonly S3ServerKind
     // 48 MiB in 1 MiB chunks: ten 5 MiB parts, uploaded four at a time.
     storageContractSuite(`s3:// on ${kind}`, {
       open: () => openStorage(server.url("contract"), server.storageOptions()),
+      // Listing past S3's 1,000-key page is checked once, on s3rver, the faster of the two emulators.
+      ...(kind === "fauxqs" ? { listCount: 230 } : {}),
     });
     managerRunSuite(`s3:// on ${kind}`, {
       url: () => server.url("manager"),
@@ -75,11 +77,12 @@ for (const kind of ["s3rver", "fauxqs"] as const satisfies readonly S3ServerKind
       it("deletes many objects in batches of 1,000 with DeleteObjects; missing ones are fine", async () => {
         const storage = await openStorage(server.url("many"), server.storageOptions());
         expect(storage).toBeInstanceOf(S3StorageAdapter);
-        const paths = Array.from({ length: 1001 }, (_, i) => `step/${i}`);
-        for (let i = 0; i < paths.length; i += 100)
-          await Promise.all(paths.slice(i, i + 100).map((p) => storage.write(p, new Uint8Array([1]))));
+        // 20 objects that exist around 981 that never did: 1,001 keys, two requests.
+        const paths = Array.from({ length: 20 }, (_, i) => `step/${i}`);
+        await Promise.all(paths.map((p) => storage.write(p, new Uint8Array([1]))));
+        const missing = Array.from({ length: 981 }, (_, i) => `never/${i}`);
         server.proxy.requests.length = 0;
-        await (storage as S3StorageAdapter).deleteMany([...paths, "never/existed"]);
+        await (storage as S3StorageAdapter).deleteMany([...paths.slice(0, 10), ...missing, ...paths.slice(10)]);
         expect(server.proxy.requests.filter((r) => r.method === "POST" && r.url.includes("delete"))).toHaveLength(2);
         const left: string[] = [];
         for await (const o of storage.list("")) left.push(o.path);
