@@ -73,7 +73,7 @@ export { DefaultLoadPlanner } from "./plan/default-load-planner.js";
 export { type SaveOptions, type SaveResult, DEFAULT_SAVE_CONCURRENCY, checkSaveOptions } from "./save/save-options.js";
 export { save } from "./save/save.js";
 export { type LoadOptions, type LoadResult, load, readMetadata } from "./load/load.js";
-export { type TfjsModule, tfjsModule } from "./load/tfjs.js";
+export { type TfjsModule, registerTfjs, tfjsModule } from "./load/tfjs.js";
 export {
   type AsyncSaveOptions,
   type AsyncSaveHandle,

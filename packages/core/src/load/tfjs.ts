@@ -18,9 +18,21 @@ const TFJS_PACKAGES = [
 ];
 
 /**
+ * Gives Cairn the tfjs module to use from now on. Node never needs it (tfjs is imported by name
+ * on first use); a bundled page must, since it cannot import a package by name at run time:
+ * `import * as tf from "@tensorflow/tfjs"; registerTfjs(tf);` before restoring into tfjs
+ * tensors or using @cairn/tfjs. Throws `invalid_argument` for anything without `tensor`.
+ */
+export function registerTfjs(tf: TfjsModule): void {
+  if (typeof (tf as Partial<TfjsModule> | null)?.tensor !== "function")
+    throw new CheckpointError("invalid_argument", "registerTfjs takes the tfjs module (with a tensor function)");
+  cached = tf;
+}
+
+/**
  * tfjs, imported on first use: only loads into tfjs tensors need it, so it stays an optional
  * peer dependency. tfjs keeps its engine in a global, so tensors made through any of its
- * packages work together. A `tf` passed by the caller wins.
+ * packages work together. A `tf` passed by the caller wins, then a registered one.
  */
 export async function tfjsModule(given?: TfjsModule): Promise<TfjsModule> {
   if (given) return given;
@@ -31,7 +43,7 @@ export async function tfjsModule(given?: TfjsModule): Promise<TfjsModule> {
   if (!cached) {
     throw new CheckpointError(
       "invalid_argument",
-      "loading into tfjs tensors needs @tensorflow/tfjs-core: install it (or @tensorflow/tfjs), or pass { tf } in the load options",
+      "loading into tfjs tensors needs @tensorflow/tfjs-core: install it (or @tensorflow/tfjs), or pass { tf } in the load options; in a bundled page call registerTfjs(tf) first",
     );
   }
   return cached;
