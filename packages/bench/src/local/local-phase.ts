@@ -4,11 +4,10 @@
 import { mkdir, open, readFile, rename } from "node:fs/promises";
 import { join } from "node:path";
 import { type HostTensor, load, readMetadata, save } from "@cairn/core";
-import { crc32c } from "@cairn/core/format";
 import "@cairn/storage-local";
 import { ddRead, directWrite, readAligned } from "../disk.js";
 import { sendResult } from "../support.js";
-import { type StateSpec, buildState, bytesOf, stateBytes } from "./state-spec.js";
+import { type StateSpec, buildState, bytesOf, crcSecondsOf, stateBytes } from "./state-spec.js";
 
 type State = Record<string, HostTensor>;
 interface Part {
@@ -89,15 +88,6 @@ async function safetensorsLoad(sd: State, cairnDir: string): Promise<void> {
 }
 
 /** Seconds of core's CRC32C over every tensor's bytes, in 1 MiB blocks as a load verifies them, on this thread. */
-function crcOfState(sd: State): number {
-  const started = performance.now();
-  for (const t of Object.values(sd)) {
-    const bytes = bytesOf(t);
-    for (let at = 0; at < bytes.byteLength; at += 1 << 20) crc32c(bytes.subarray(at, at + (1 << 20)));
-  }
-  return (performance.now() - started) / 1000;
-}
-
 async function dataFiles(cairnDir: string): Promise<string[]> {
   return Object.keys((await readMetadata(cairnDir)).files).map((name) => join(cairnDir, name));
 }
@@ -146,5 +136,5 @@ switch (phase) {
 const seconds = (performance.now() - started) / 1000;
 const used = process.cpuUsage(cpu);
 // A verified load's limit on this runtime: one thread's CRC32C of the same bytes (only the calling thread can read the targets).
-const crcSeconds = phase === "cairn-load" ? crcOfState(sd) : undefined;
+const crcSeconds = phase === "cairn-load" ? crcSecondsOf(sd) : undefined;
 sendResult({ phase, bytes: stateBytes(spec), seconds, cpuSeconds: (used.user + used.system) / 1e6, crcSeconds });

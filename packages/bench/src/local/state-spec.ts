@@ -1,5 +1,6 @@
 import { randomFillSync } from "node:crypto";
 import { type HostTensor, hostTensor } from "@cairn/core";
+import { crc32c } from "@cairn/core/format";
 import { MiB } from "../support.js";
 
 /**
@@ -59,4 +60,17 @@ export function buildState(spec: StateSpec, fill: boolean): Record<string, HostT
 /** A tensor's bytes. */
 export function bytesOf(t: HostTensor): Uint8Array {
   return new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+}
+
+/**
+ * Seconds one thread takes to CRC32C every byte of `sd` in 1 MiB blocks, as a load verifies
+ * them: the limit of a verified load, whose targets only the calling thread can read.
+ */
+export function crcSecondsOf(sd: Record<string, HostTensor>): number {
+  const started = performance.now();
+  for (const t of Object.values(sd)) {
+    const bytes = bytesOf(t);
+    for (let at = 0; at < bytes.byteLength; at += MiB) crc32c(bytes.subarray(at, at + MiB));
+  }
+  return (performance.now() - started) / 1000;
 }

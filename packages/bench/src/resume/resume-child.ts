@@ -11,7 +11,7 @@ import { type HostTensor, type StateDict, readMetadata } from "@cairn/core";
 import { CheckpointManager } from "@cairn/manager";
 import { type ProcessSpent, measured } from "../process-stats.js";
 import { MiB, dropCaches, sendResult } from "../support.js";
-import { buildState, bytesOf } from "../local/state-spec.js";
+import { buildState, bytesOf, crcSecondsOf } from "../local/state-spec.js";
 
 /** Bytes per read of the plain reads, as `dd bs=16M`. */
 const READ_BYTES = 16 * MiB;
@@ -21,6 +21,8 @@ export interface ResumeRun {
   readonly reads: ProcessSpent;
   /** Seconds the state took to initialise (allocate and touch), before either. */
   readonly initSeconds: number;
+  /** Seconds one thread took to CRC32C the restored state afterwards: a verified restore's limit. */
+  readonly crcSeconds: number;
 }
 
 export interface SequenceRun {
@@ -111,7 +113,8 @@ if (mode === "save") {
     prints.push(fingerprint(sd));
   }
   if (prints[0] !== prints[1]) throw new Error("the restore and the plain reads left different bytes");
-  sendResult({ restore: spent.restore!, reads: spent.reads!, initSeconds } satisfies ResumeRun);
+  const crcSeconds = crcSecondsOf(sd);
+  sendResult({ restore: spent.restore!, reads: spent.reads!, initSeconds, crcSeconds } satisfies ResumeRun);
 } else if (mode === "sequence") {
   const sd = state(tensors, bytes, false);
   const manager = new CheckpointManager(root, 1, { checkpointOnPreemption: false });
