@@ -20,3 +20,5 @@ export {
   serveTestPage,
 } from "./test-page.js";
 export { type ChromiumSuite, chromiumSuite } from "./chromium-suite.js";
+/** A tab, for tests that drive a page through its DOM. */
+export type { Page } from "playwright-core";

@@ -14,6 +14,8 @@ export interface StaticServerOptions {
   readonly crossOriginIsolated?: boolean;
   /** Extra headers on every response. */
   readonly headers?: Readonly<Record<string, string>>;
+  /** The port to listen on (default: a free one). A page's origin, and so its OPFS and IndexedDB, include it. */
+  readonly port?: number;
 }
 
 export interface StaticServer {
@@ -133,7 +135,7 @@ export async function serveStatic(options: StaticServerOptions = {}): Promise<St
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
+    server.listen(options.port ?? 0, "127.0.0.1", () => resolve());
   });
   const { port } = server.address() as AddressInfo;
   return {
