@@ -1,0 +1,164 @@
+// The opfs suite's page: Cairn's save and load of a state on opfs:// against raw OPFS writes and
+// reads of the same bytes, in the same page and round. Raw write: a Web Worker (sync access
+// handles exist only there) writes the tensors' bytes as FILES files, all handed to it by
+// postMessage at once (a copy, as the adapter's are). Raw read: File.arrayBuffer() of every file at
+// once, copied into preallocated tensors (where Cairn's load reads in place and checks every block).
+import { exposeToTests } from "@cairn/browser-testing/page";
+import { type StateDict, hostTensor, load, save } from "@cairn/core";
+import { crc32c } from "@cairn/core/format";
+import "@cairn/storage-browser";
+
+const FILES = 4;
+const DIR = "bench-opfs";
+
+function rawWriter(): void {
+  const scope = self as unknown as {
+    onmessage: ((event: { data: { id: number; name: string; parts: Uint8Array[] } }) => void) | null;
+    postMessage(message: unknown): void;
+  };
+  scope.onmessage = async ({ data }) => {
+    try {
+      let dir = await navigator.storage.getDirectory();
+      dir = await (
+        await dir.getDirectoryHandle("bench-opfs", { create: true })
+      ).getDirectoryHandle("raw", {
+        create: true,
+      });
+      const file = await dir.getFileHandle(data.name, { create: true });
+      const handle = await (
+        file as unknown as {
+          createSyncAccessHandle(): Promise<{
+            write(b: Uint8Array, o: { at: number }): number;
+            truncate(n: number): void;
+            flush(): void;
+            close(): void;
+          }>;
+        }
+      ).createSyncAccessHandle();
+      handle.truncate(0);
+      let at = 0;
+      for (const part of data.parts) {
+        for (let done = 0; done < part.byteLength;) {
+          const n = handle.write(part.subarray(done), { at });
+          done += n;
+          at += n;
+        }
+      }
+      handle.flush();
+      handle.close();
+      scope.postMessage({ id: data.id, ok: true });
+    } catch (error) {
+      scope.postMessage({ id: data.id, ok: false, error: String(error) });
+    }
+  };
+}
+
+let worker: Worker | undefined;
+const pending = new Map<number, { resolve(): void; reject(error: Error): void }>();
+let nextId = 0;
+/** Hands a file's parts to the worker (copied by postMessage); resolves once written and flushed. */
+function writeRaw(name: string, parts: Uint8Array[]): Promise<void> {
+  if (!worker) {
+    worker = new Worker(URL.createObjectURL(new Blob([`(${rawWriter.toString()})()`], { type: "text/javascript" })));
+    worker.onmessage = ({ data }: MessageEvent<{ id: number; ok: boolean; error?: string }>) => {
+      const waiting = pending.get(data.id);
+      pending.delete(data.id);
+      if (data.ok) waiting?.resolve();
+      else waiting?.reject(new Error(data.error));
+    };
+  }
+  const id = nextId++;
+  const done = new Promise<void>((resolve, reject) => pending.set(id, { resolve, reject }));
+  worker.postMessage({ id, name, parts });
+  return done;
+}
+
+let source: Float32Array[] = [];
+let target: Float32Array[] = [];
+
+/** Fills `count` tensors of `bytes` (every page touched) and as many zeroed targets. */
+function prepare(count: number, bytes: number): { userAgent: string } {
+  source = Array.from({ length: count }, (_, t) => {
+    const data = new Float32Array(bytes / 4);
+    for (let i = 0; i < data.length; i++) data[i] = t + i * 0.25;
+    return data;
+  });
+  target = Array.from({ length: count }, () => new Float32Array(bytes / 4).fill(-1));
+  return { userAgent: navigator.userAgent };
+}
+
+function asState(tensors: Float32Array[]): StateDict {
+  return { model: tensors.map((data) => hostTensor("float32", [data.length], data)) };
+}
+
+function bytesOf(data: Float32Array): Uint8Array {
+  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+}
+
+async function clear(): Promise<void> {
+  await (await navigator.storage.getDirectory()).removeEntry(DIR, { recursive: true }).catch(() => undefined);
+  for (const t of target) t.fill(-1);
+}
+
+function checkTargets(what: string): void {
+  for (let t = 0; t < source.length; t++) {
+    const a = source[t]!;
+    const b = target[t]!;
+    for (let i = 0; i < a.length; i += 997) if (a[i] !== b[i]) throw new Error(`${what}: tensor ${t} differs at ${i}`);
+    if (a[a.length - 1] !== b[b.length - 1]) throw new Error(`${what}: tensor ${t} differs at its end`);
+  }
+}
+
+async function raw(): Promise<{ write: number; read: number }> {
+  await clear();
+  const perFile = source.length / FILES;
+  // Every file handed over at once: the worker writes one while the page copies the next.
+  let started = performance.now();
+  await Promise.all(
+    Array.from({ length: FILES }, (_, f) =>
+      writeRaw(`part-${f}`, source.slice(f * perFile, (f + 1) * perFile).map(bytesOf)),
+    ),
+  );
+  const write = performance.now() - started;
+  started = performance.now();
+  const dir = await (await (await navigator.storage.getDirectory()).getDirectoryHandle(DIR)).getDirectoryHandle("raw");
+  await Promise.all(
+    Array.from({ length: FILES }, async (_, f) => {
+      const bytes = new Uint8Array(await (await (await dir.getFileHandle(`part-${f}`)).getFile()).arrayBuffer());
+      for (let t = 0; t < perFile; t++) {
+        const into = bytesOf(target[f * perFile + t]!);
+        into.set(bytes.subarray(t * into.byteLength, (t + 1) * into.byteLength));
+      }
+    }),
+  );
+  const read = performance.now() - started;
+  checkTargets("raw read");
+  return { write: write / 1000, read: read / 1000 };
+}
+
+async function cairn(): Promise<{ write: number; read: number }> {
+  await clear();
+  const root = `opfs://${DIR}/cairn`;
+  let started = performance.now();
+  await save(asState(source), root);
+  const write = performance.now() - started;
+  started = performance.now();
+  await load(asState(target), root);
+  const read = performance.now() - started;
+  checkTargets("Cairn's load");
+  return { write: write / 1000, read: read / 1000 };
+}
+
+/** Seconds of the page's thread to CRC32C every byte once (what a load verifies), in 4 MiB slices. */
+function checksumAll(): number {
+  const started = performance.now();
+  let crc = 0;
+  for (const data of source) {
+    const bytes = bytesOf(data);
+    for (let at = 0; at < bytes.byteLength; at += 4 << 20) crc = crc32c(bytes.subarray(at, at + (4 << 20)), crc);
+  }
+  if (crc === 0.5) throw new Error("unreachable: keeps the loop");
+  return (performance.now() - started) / 1000;
+}
+
+exposeToTests({ prepare, raw, cairn, clear, checksumAll });
