@@ -72,7 +72,8 @@ export { type LoadPlanner, type LoadPlan, type LoadRequest, type ReadItem } from
 export { DefaultLoadPlanner } from "./plan/default-load-planner.js";
 export { type SaveOptions, type SaveResult, DEFAULT_SAVE_CONCURRENCY, checkSaveOptions } from "./save/save-options.js";
 export { save } from "./save/save.js";
-export { type LoadOptions, type LoadResult, load, readMetadata } from "./load/load.js";
+export { type LoadOptions, type LoadResult, load } from "./load/load.js";
+export { readMetadata } from "./load/read-metadata.js";
 export { type TfjsModule, registerTfjs, tfjsModule } from "./load/tfjs.js";
 export {
   type AsyncSaveOptions,

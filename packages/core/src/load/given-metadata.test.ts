@@ -4,7 +4,8 @@ import { METADATA_FILE } from "../format/metadata.js";
 import { hostTensor } from "../state/tensors.js";
 import { save } from "../save/save.js";
 import { MapStorage } from "../../test/map-storage.js";
-import { load, readMetadata } from "./load.js";
+import { load } from "./load.js";
+import { readMetadata } from "./read-metadata.js";
 
 const state = () => ({
   w: hostTensor("float32", [3], Float32Array.of(1, 2, 3)),

@@ -1,7 +1,6 @@
 import type { Box } from "../state/box.js";
 import {
   type CheckpointOptions,
-  type OpenedCheckpoint,
   checkOption,
   checkpointOptionsOf,
   hasMembers,
@@ -11,20 +10,11 @@ import {
 } from "../storage/checkpoint-location.js";
 import { DefaultLoadPlanner } from "../plan/default-load-planner.js";
 import { type DType, allocate, bytesOf, itemSize, numel } from "../state/dtypes.js";
-import { CheckpointError, cancelledError, describeValue, isCheckpointError, throwIfAborted } from "../errors.js";
+import { CheckpointError, describeValue, throwIfAborted } from "../errors.js";
 import { readRanges } from "./read-ranges.js";
 import { type FlattenedTarget, type Leaf, flattenTarget, leafBox, tfjsDType } from "../state/flatten.js";
 import type { LoadPlanner, LoadRequest } from "../plan/load-planner.js";
-import {
-  type CheckpointMetadata,
-  type EntryMetadata,
-  FORMAT_MAJOR,
-  METADATA_FILE,
-  formatVersionOf,
-  valueOf,
-} from "../format/metadata.js";
-import { encodeMetadata, parseMetadata } from "../format/metadata-json.js";
-import { withRetry } from "../storage/retry.js";
+import { type CheckpointMetadata, type EntryMetadata, METADATA_FILE, valueOf } from "../format/metadata.js";
 import { ObjectReaders } from "../storage/object-readers.js";
 import { dataFilePath } from "../format/naming.js";
 import {
@@ -36,8 +26,7 @@ import {
   pathId,
 } from "../state/state-dict.js";
 import { type HostTensor, type VariableLike } from "../state/tensors.js";
-import { joinPath } from "../storage/storage-adapter.js";
-import { layoutMetadata, readSafetensorsLayout } from "./safetensors-layout.js";
+import { cancelledOr, readCheckpointMetadata } from "./read-metadata.js";
 import { type TfjsModule, tfjsModule } from "./tfjs.js";
 
 /** On remote storage, a gap up to this size between two needed ranges costs less to read than one more request. */
@@ -76,107 +65,6 @@ export interface LoadResult {
   readonly missing: readonly string[];
   readonly seconds: number;
   readonly metadata: CheckpointMetadata;
-}
-
-/**
- * Reads a checkpoint's `metadata.json`. A location with data but no metadata is
- * `not_committed` (a save that never finished); one with nothing is `not_found`.
- */
-export async function readMetadata(checkpointIdOrOptions: string | CheckpointOptions): Promise<CheckpointMetadata> {
-  const options = checkpointOptionsOf(checkpointIdOrOptions, "readMetadata");
-  const location = await openCheckpoint(options);
-  try {
-    return (await readCheckpointMetadata(location, options)).metadata;
-  } catch (error) {
-    throw cancelledOr(error, options.signal, "reading the metadata");
-  } finally {
-    await location.release();
-  }
-}
-
-/** Whatever layer noticed an abort first (a read, a retry's wait) and however it put it, the caller learns that its read was cancelled. */
-function cancelledOr(error: unknown, signal: AbortSignal | undefined, what: string): unknown {
-  return signal?.aborted ? cancelledError(signal, what, null) : error;
-}
-
-/**
- * The metadata of what `location` holds, and the directory its data files are in. An `hf+`
- * location's is its safetensors layout's (`layoutMetadata`), whose files carry no block checksums.
- */
-async function readCheckpointMetadata(
-  location: OpenedCheckpoint,
-  options: CheckpointOptions & Pick<LoadOptions, "metadata">,
-): Promise<{ metadata: CheckpointMetadata; bytes: number; dir: string; checksums: boolean }> {
-  if (options.metadata !== undefined) {
-    const where = `${location.where.replace(/\/$/, "")}/${METADATA_FILE} (given as option metadata)`;
-    return { metadata: givenMetadata(options.metadata, where), bytes: 0, dir: location.dir, checksums: true };
-  }
-  if (location.safetensors) {
-    const layout = await readSafetensorsLayout(location.storage, location.dir, location.where, options.signal);
-    return { metadata: layoutMetadata(layout), bytes: layout.bytesRead, dir: layout.dir, checksums: false };
-  }
-  const path = joinPath(location.dir, METADATA_FILE);
-  let bytes: Uint8Array;
-  try {
-    bytes = await withRetry(() => location.storage.read(path, undefined, { signal: options.signal }), {
-      policy: options.retry,
-      signal: options.signal,
-    });
-  } catch (error) {
-    if (!isCheckpointError(error, "not_found")) throw error;
-    const prefix = location.dir ? `${location.dir}/` : "";
-    for await (const _ of location.storage.list(prefix)) {
-      throw new CheckpointError(
-        "not_committed",
-        `${location.where} holds files but no ${METADATA_FILE}: a save there never committed (it failed, or is still running); it cannot be loaded`,
-        { context: { path: location.where } },
-      );
-    }
-    throw new CheckpointError("not_found", `no checkpoint at ${location.where}`, {
-      cause: error,
-      context: { path: location.where },
-    });
-  }
-  return {
-    metadata: parseMetadata(bytes, `${location.where.replace(/\/$/, "")}/${METADATA_FILE}`),
-    bytes: bytes.byteLength,
-    dir: location.dir,
-    checksums: true,
-  };
-}
-
-/**
- * Metadata a caller handed over, checked as read metadata is: an object goes through the bytes
- * this version would store it as (one of an older major version, as `readMetadata` gives it, too).
- */
-function givenMetadata(given: Uint8Array | CheckpointMetadata, where: string): CheckpointMetadata {
-  if (given instanceof Uint8Array) return parseMetadata(given, where);
-  const major = typeof given.version === "string" ? /^(\d+)\.\d+$/.exec(given.version)?.[1] : undefined;
-  if (major === undefined) {
-    throw new CheckpointError("corrupt", `${where}: version ${JSON.stringify(given.version)} is not "major.minor"`, {
-      context: { path: where },
-    });
-  }
-  if (Number(major) > FORMAT_MAJOR) {
-    throw new CheckpointError(
-      "unsupported_version",
-      `${where}: format version ${given.version} is newer than this Cairn reads (${FORMAT_MAJOR}.x); upgrade @cairn/core`,
-      { context: { path: where } },
-    );
-  }
-  let bytes: Uint8Array;
-  try {
-    const current =
-      Number(major) === FORMAT_MAJOR ? given : { ...given, version: formatVersionOf(given.files, given.entries) };
-    bytes = encodeMetadata(current);
-  } catch (cause) {
-    if (isCheckpointError(cause)) throw cause;
-    throw new CheckpointError("corrupt", `${where}: not a checkpoint's metadata (${(cause as Error).message})`, {
-      cause,
-      context: { path: where },
-    });
-  }
-  return parseMetadata(bytes, where);
 }
 
 /**

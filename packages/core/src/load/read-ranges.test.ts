@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { bytesOf } from "../state/dtypes.js";
 import { cancelledError } from "../errors.js";
-import { load, readMetadata } from "./load.js";
+import { load } from "./load.js";
+import { readMetadata } from "./read-metadata.js";
 import type { CheckpointMetadata } from "../format/metadata.js";
 import { save } from "../save/save.js";
 import { type HostTensor, hostTensor } from "../state/tensors.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { readMetadata } from "../load/load.js";
+import { readMetadata } from "../load/read-metadata.js";
 import { save } from "../save/save.js";
 import { bytesOf } from "../state/dtypes.js";
 import { shardedTensor } from "../state/sharded-tensor.js";

@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from "vitest";
-import { load, readMetadata } from "../load/load.js";
+import { load } from "../load/load.js";
+import { readMetadata } from "../load/read-metadata.js";
 import { save } from "../save/save.js";
 import { hostTensor } from "../state/tensors.js";
 import type { ByteRange, ReadOptions } from "../storage/storage-adapter.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseSafetensorsHeader } from "../format/safetensors.js";
-import { readMetadata } from "../load/load.js";
+import { readMetadata } from "../load/read-metadata.js";
 import { save } from "../save/save.js";
 import { shardedTensor } from "../state/sharded-tensor.js";
 import { hostTensor } from "../state/tensors.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { MapStorage } from "../../test/map-storage.js";
-import { readMetadata } from "../load/load.js";
+import { readMetadata } from "../load/read-metadata.js";
 import { save } from "../save/save.js";
 import type { DType, DTypeArrays } from "../state/dtypes.js";
 import { shardedTensor } from "../state/sharded-tensor.js";

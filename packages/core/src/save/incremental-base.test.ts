@@ -13,7 +13,8 @@ vi.mock("./checksum-workers.js", async (original) => {
     },
   };
 });
-import { load, readMetadata } from "../load/load.js";
+import { load } from "../load/load.js";
+import { readMetadata } from "../load/read-metadata.js";
 import { blockChecksums, crc32c } from "../format/crc32c.js";
 import type { TensorEntry } from "../format/metadata.js";
 import { copyCheckpoint } from "../ops/copy-checkpoint.js";
