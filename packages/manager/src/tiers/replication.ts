@@ -7,7 +7,7 @@ import {
   readMetadata,
   unrefTimer,
 } from "@cairn/core";
-import { type CopyResult, copyCheckpoint } from "@cairn/core/ops";
+import { type CopyResult, copyCheckpoint, throwIfDamaged, verifyCheckpoint } from "@cairn/core/ops";
 import type { ManagerEmitter } from "../events/manager-events.js";
 import { ReplicationQueue, type UnreplicatedStep } from "./replication-queue.js";
 import { followCopies, leadCopy } from "./shared-copy.js";
@@ -97,7 +97,8 @@ export class Replication {
 
   /**
    * Lists every tier and queues the steps a faster tier holds that a slower one wants and lacks
-   * (copies a crashed process never finished, steps saved while the tier was down). Tiers whose
+   * (copies a crashed process never finished, steps saved while the tier was down), or holds
+   * only as listed: its copy there is checked by the copy's `already_exists` path. Tiers whose
    * listing fails are reported, and discovery runs again after a backoff until every tier lists.
    */
   async discover(): Promise<void> {
@@ -225,7 +226,20 @@ export class Replication {
     // The source's metadata alone: with a tier 0 per rank, the other ranks' files are on their disks.
     const [want, found] = await Promise.all([
       readMetadata({ storage: from.storage, path: stepDir(step), signal }).then(identityOf),
-      readableCopy(to.storage, step, signal).catch((error: unknown) => ({ error })),
+      readableCopy(to.storage, step, signal)
+        .then(async (found) => {
+          // With readBack, a found copy is read back and checked as a copy made here would be.
+          if (this.#setup.options.readBack) {
+            const where = `${to.storage.root}/${stepDir(step)}`;
+            const report = await verifyCheckpoint(to.storage, stepDir(step), found.metadata, {
+              signal,
+              offThread: true,
+            });
+            throwIfDamaged(report, where);
+          }
+          return found;
+        })
+        .catch((error: unknown) => ({ error })),
     ]);
     if (!("identity" in found) || found.identity !== want) {
       const why =

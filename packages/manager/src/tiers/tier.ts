@@ -56,6 +56,8 @@ export class Tier {
   #firstListing: Promise<boolean> | undefined;
   #opened: StepStore | undefined;
   #retention: RetentionRunner | undefined;
+  /** Steps whose copy here is known readable, with which checkpoint it is: this process's save or copy, or a found copy checked by replication. */
+  readonly #replicas = new Map<number, CopyIdentity>();
 
   constructor(options: TierSetup) {
     this.config = options.config;
@@ -146,18 +148,21 @@ export class Tier {
   }
 
   /**
-   * Whether this tier holds the checkpoint `identity` as `step`: committed here with the same
-   * identity (read from its metadata, or known from this process's copy), or deleted by this
-   * tier's retention after it arrived. Anything else (not listed yet, absent, damaged, another
-   * checkpoint under that number) is not a replica, and a faster tier keeps its copy.
+   * Whether this tier holds the checkpoint `identity` as `step`: committed here by this process
+   * (a save or copy) or found and checked readable by replication, with the same identity, and
+   * still listed as that checkpoint; or deleted by this tier's retention after it arrived.
+   * Anything else (not listed yet, only listed, absent, damaged, another checkpoint under that
+   * number) is not a replica, and a faster tier keeps its copy.
    */
   holdsReplica(step: number, identity: CopyIdentity | undefined): boolean {
     const store = this.#opened;
     if (identity === undefined || store === undefined) return false;
-    return store.identityOf(step) === identity || store.retired(step, identity);
+    const listed = store.identityOf(step);
+    if (listed !== this.#replicas.get(step)) this.#replicas.delete(step);
+    return (listed === identity && this.#replicas.get(step) === identity) || store.retired(step, identity);
   }
 
-  /** A step committed here by this process (a save or a copy), with the files of other steps it references and which checkpoint it is. */
+  /** A step committed here by this process (a save or a copy), or found here and checked readable, with the files of other steps it references and which checkpoint it is. */
   committed(
     step: number,
     time: number,
@@ -165,6 +170,7 @@ export class Tier {
     referenced: readonly string[],
     identity: CopyIdentity,
   ): void {
+    this.#replicas.set(step, identity);
     this.#opened?.remember({ step, time, metrics }, referenced, identity);
   }
 

@@ -128,6 +128,38 @@ describe("a copy on a slower tier counts only when it is this step's checkpoint 
     expect(await bucket.restore(35)).toEqual(state(1035));
   });
 
+  // Found by attack30: a listed copy of this very checkpoint counted before its files were checked.
+  for (const damage of ["missing", "truncated", "flipped"] as const)
+    it(`a copy of this checkpoint found with a data file ${damage} is not the replica${damage === "flipped" ? " with readBack" : ""}: tier 0 keeps the step`, async () => {
+      const [t0, t1] = [await openStorage(memoryRoot()), await openStorage(memoryRoot())];
+      const first = manager([t0, t1], 1, { replication: { retry: fast } });
+      await first.save(1, state(1));
+      expect((await first.close()).unreplicated).toEqual([]);
+      let file = "";
+      for await (const o of t1.list("1/")) if (!o.path.endsWith("metadata.json")) file = o.path;
+      const bytes = await t1.read(file);
+      await t1.delete(file);
+      if (damage === "truncated") await t1.write(file, bytes.subarray(0, bytes.length - 1));
+      if (damage === "flipped")
+        await t1.write(
+          file,
+          bytes.map((b, i) => (i === bytes.length - 1 ? b ^ 1 : b)),
+        );
+      const next = manager([t0, t1], 1, { tiers: [{ maxToKeep: 1 }], replication: { retry: fast, readBack: true } });
+      next.on("error", () => undefined);
+      await next.save(2, state(2));
+      await next.save(3, state(3));
+      expect((await next.close()).unreplicated).toEqual([
+        expect.objectContaining({
+          step: 1,
+          tier: 1,
+          permanent: true,
+          error: expect.objectContaining({ code: "mismatch" }),
+        }),
+      ]);
+      expect(await manager(t0, 1, { readOnly: true }).restore(1)).toEqual(state(1));
+    });
+
   it("a copy an earlier process made, found there, counts: tier 0 may then delete the step", async () => {
     const [t0, t1] = [await openStorage(memoryRoot()), await openStorage(memoryRoot())];
     const first = manager([t0, t1], 1, { replication: { retry: fast } });
