@@ -21,10 +21,11 @@ export interface CheckpointManagerOptions extends RetentionOptions {
   /** Passed to the storage adapter when the location is a URL (`{ s3: {...} }`, `{ gs: {...} }`). */
   readonly storageOptions?: StorageOptions;
   /**
-   * Step directories without metadata.json (saves that crashed) are deleted once their newest
-   * object is older than this, in ms (default 24 h), so a save still running elsewhere is never
-   * touched; the manager lists the root for them once per this interval. A save that fails
-   * in this process removes its own files at once.
+   * Step directories without metadata.json (saves that crashed, with their temp files) are
+   * deleted once their newest object is older than this, in ms (default 24 h), so a save still
+   * running elsewhere is never touched; the manager lists the root for them once per this
+   * interval. 0 deletes every one it finds but this manager's own saves in flight: only for a
+   * root nothing else writes to. A save that fails in this process removes its own files at once.
    */
   readonly leftoverAgeMs?: number;
   /**
@@ -155,7 +156,9 @@ export function checkOptions(options: CheckpointManagerOptions): void {
       fail(name, "a positive number of ms", value);
   };
   positive("keepTimeInterval");
-  positive("leftoverAgeMs");
+  const age = options.leftoverAgeMs;
+  if (age !== undefined && (typeof age !== "number" || !(age >= 0) || !Number.isFinite(age)))
+    fail("leftoverAgeMs", "a number of ms, 0 or more", age);
   if (options.bestFn !== undefined && typeof options.bestFn !== "function")
     fail("bestFn", "a function of the step's metrics", options.bestFn);
   if (options.bestMode !== undefined && options.bestMode !== "max" && options.bestMode !== "min")

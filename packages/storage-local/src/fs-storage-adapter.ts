@@ -11,6 +11,7 @@ import {
   type WriteBody,
   type WriteOptions,
   ReadTarget,
+  TEMP_OBJECT_PREFIX,
   cancelledError,
   checkRelativePath,
   prefetched,
@@ -36,9 +37,6 @@ export interface FsStorageAdapterOptions {
 
 /** Smaller objects (metadata.json) go through the page cache: a direct write would gain nothing. */
 export const DIRECT_MIN_BYTES = 1 << 20;
-
-/** Temp files of in-progress writes; never listed, never mistaken for data. */
-const TEMP_PREFIX = ".cairn-tmp-";
 
 /** Errno names that show the object is not there: nothing at its name, or a file where one of its directories would be. */
 const MISSING_CODES: ReadonlySet<string> = new Set(["ENOENT", "ENOTDIR"]);
@@ -105,7 +103,8 @@ async function writeWindowed(
  * A `StorageAdapter` over a POSIX-like file system rooted at a directory. Writes are durable
  * and all-or-nothing: a temp file in the target directory, written, fsynced and closed, then
  * renamed into place (or, for `ifAbsent`, hard-linked, because link(2) fails on an existing
- * name where rename(2) would silently replace it), then the directory is fsynced.
+ * name where rename(2) would silently replace it), then the directory is fsynced. The temp file
+ * (`TEMP_OBJECT_PREFIX`) is listed like an object, so one a killed process left is swept as a leftover.
  *
  * Objects are regular files; a directory is not an object (as a prefix is not one in an object
  * store): reading it is `not_found`, `stat` is null, deleting it does nothing. Every failure is
@@ -232,7 +231,7 @@ export class FsStorageAdapter implements StorageAdapter {
   async write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {
     const abs = this.#abs(path);
     const dir = posix.dirname(abs);
-    const temp = posix.join(dir, `${TEMP_PREFIX}${posix.basename(abs)}-${randomBytes(6).toString("hex")}`);
+    const temp = posix.join(dir, `${TEMP_OBJECT_PREFIX}${posix.basename(abs)}-${randomBytes(6).toString("hex")}`);
     const site = this.#site("write", path, abs);
     let handle: FileHandleLike | undefined;
     let placed = false;
@@ -380,8 +379,8 @@ export class FsStorageAdapter implements StorageAdapter {
     const jobs: (() => Promise<ObjectInfo[]>)[] = [];
     const names = entries.map((e) => ({ name: String(e.name), dir: e.isDirectory(), file: e.isFile() }));
     names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    // Temp files are listed too: what a killed writer left must be found to be swept.
     for (const entry of names) {
-      if (entry.name.startsWith(TEMP_PREFIX)) continue;
       const path = rel ? `${rel}/${entry.name}` : entry.name;
       if (entry.dir && (path.startsWith(prefix) || prefix.startsWith(`${path}/`))) {
         jobs.push(() => collect(this.#walk(path, prefix, calls)));

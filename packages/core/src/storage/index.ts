@@ -30,6 +30,7 @@ export {
   checkRelativePath,
   notFound,
   alreadyExists,
+  TEMP_OBJECT_PREFIX,
 } from "./storage-adapter.js";
 export { ReadTarget, splitHead } from "./read-target.js";
 export { type StorageOperation, errnoCode } from "./errno-codes.js";

@@ -7,6 +7,13 @@ export interface ObjectInfo {
   readonly modified?: Date;
 }
 
+/**
+ * How the temp files an adapter writes objects through (file://) are named: this prefix, then
+ * anything, beside the object. file:// lists them like objects, with their modification time,
+ * so what a killed writer left is found and swept by age like any other leftover.
+ */
+export const TEMP_OBJECT_PREFIX = ".cairn-tmp-";
+
 /** `length` bytes from `offset`. A range past the end is cut at the end; one starting at or past it reads nothing. */
 export interface ByteRange {
   readonly offset: number;
@@ -99,9 +106,10 @@ export interface PortableStorage {
  * Contract (checked by `storageContractSuite` in `@cairn/core/testing`):
  * - `read` of a missing object rejects with `not_found`; ranges follow `ByteRange`.
  * - `write` is all-or-nothing: a failed or aborted write leaves no object and no partial one
- *   visible; with `ifAbsent` it is an atomic create that rejects with `already_exists`.
+ *   at its path; with `ifAbsent` it is an atomic create that rejects with `already_exists`.
  * - `stat` resolves `null` for a missing object; `list(prefix)` yields every object whose
- *   path starts with `prefix` (a raw string prefix, recursive, in no promised order), paged lazily.
+ *   path starts with `prefix` (a raw string prefix, recursive, in no promised order), paged
+ *   lazily, temp files of writes in progress or killed included (`TEMP_OBJECT_PREFIX`).
  * - `delete` of a missing object succeeds.
  * - Failures are `CheckpointError`s; storage failures carry `context.transient` so core's
  *   retry policy can tell a blip from a permanent refusal. Messages start with `[protocol]`.
