@@ -7,30 +7,22 @@ import { CheckpointError, cancelledError, throwIfAborted } from "../errors.js";
 import { type RankOutcome, failureOf, firstFailedRank, rankFailure } from "../rank-outcome.js";
 import { type Leaf, flattenStateDict } from "../state/flatten.js";
 import {
-  type ChunkMetadata,
-  type CheckpointMetadata,
   type DataFileMetadata,
-  type EntryMetadata,
   DEFAULT_BLOCK_SIZE,
-  FORMAT_NAME,
   METADATA_FILE,
-  formatVersionOf,
   ownFiles,
   referencedFiles,
 } from "../format/metadata.js";
 import type { DataFilePlan, GlobalSavePlan, SavePlan, SavePlanner, WriteItem } from "../plan/save-planner.js";
 import { checkSharedFiles, readIncrementalBase, skipUnchanged } from "./incremental-base.js";
-import { type KeyPath, type StateDict, pathId } from "../state/state-dict.js";
+import type { StateDict } from "../state/state-dict.js";
 import { joinPath } from "../storage/storage-adapter.js";
 import { isDataFileName, newAttemptId } from "../format/naming.js";
 import { type KnownChecksums, type WrittenChunk, writeDataFile } from "./write-data-file.js";
+import { type WrittenFiles, buildMetadata } from "./build-metadata.js";
 
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */
-type WriteOutcome = RankOutcome<{
-  readonly files: Record<string, DataFileMetadata>;
-  readonly chunks: WrittenChunk[];
-  readonly bytes: number;
-}>;
+type WriteOutcome = RankOutcome<WrittenFiles>;
 type Written = Extract<WriteOutcome, { ok: true }>;
 
 /** What the coordinator tells every rank after committing, or why it did not. */
@@ -273,7 +265,7 @@ async function commitOnCoordinator(
     return { ...failed.failure, message: `${prefix}${failed.failure.message}; nothing was committed` };
   }
   throwIfAborted(options.signal, "the save");
-  const metadata = buildMetadata(outcomes as Written[], prepared, options, blockSize);
+  const metadata = buildMetadata(outcomes as Written[], prepared.plan, prepared.plans, options, blockSize);
   // Again right before the commit: a base file deleted since the start must not leave a committed step without its bytes.
   if (options.incremental) await checkSharedFiles(location, metadata.files, options);
   await commitMetadata(
@@ -285,127 +277,6 @@ async function commitOnCoordinator(
     options,
   );
   return { ok: true, entries: metadata.entries.length, referenced: referencedFiles(metadata) };
-}
-
-function buildMetadata(
-  outcomes: readonly Written[],
-  prepared: PreparedSave,
-  options: SaveOptions,
-  blockSize: number,
-): CheckpointMetadata {
-  const files = Object.create(null) as Record<string, DataFileMetadata>;
-  for (const outcome of outcomes) Object.assign(files, outcome.files);
-  const entries = buildEntries(outcomes, prepared);
-  return {
-    format: FORMAT_NAME,
-    version: formatVersionOf(files, entries),
-    worldSize: outcomes.length,
-    createdAt: new Date().toISOString(),
-    checksum: { algorithm: "crc32c", blockSize },
-    files,
-    entries,
-    user: options.metadata ?? {},
-  };
-}
-
-type BuiltEntry = EntryMetadata & { chunks?: ChunkMetadata[] };
-
-/**
- * One entry per key, in the order the leaves stood in the state dicts (rank 0's first), so a
- * load without target rebuilds the same key order; each written chunk joins its key's entry.
- * Keys get a slot in that order, and each rank's leaves an array of slots, so a chunk finds its
- * entry by its item's leaf index instead of by a string id.
- */
-function buildEntries(outcomes: readonly Written[], prepared: PreparedSave): EntryMetadata[] {
-  const distinct =
-    prepared.plan.distinctKeys === true && outcomes.length === 1 && prepared.plans.length === 1
-      ? entriesByLeaf(outcomes[0]!.chunks, prepared.plans[0]!)
-      : undefined;
-  if (distinct) return distinct;
-  const slotOfId = new Map<string, number>();
-  const keys: KeyPath[] = [];
-  const entries: (BuiltEntry | undefined)[] = [];
-  const slotOfKey = (key: KeyPath): number => {
-    const id = pathId(key);
-    let slot = slotOfId.get(id);
-    if (slot === undefined) {
-      slotOfId.set(id, (slot = keys.length));
-      keys.push(key);
-      entries.push(undefined);
-    }
-    return slot;
-  };
-  const slotsOfRank: Int32Array[] = [];
-  for (const plan of prepared.plans) {
-    // The default planner lists items and values each in leaf order: merged, not sorted again.
-    const items = inLeafOrder(plan.items);
-    const values = inLeafOrder(plan.values);
-    const slots = new Int32Array(Math.max(items.at(-1)?.leafIndex ?? -1, values.at(-1)?.leafIndex ?? -1) + 1).fill(-1);
-    for (let i = 0, v = 0; i < items.length || v < values.length;) {
-      const takeItem = v >= values.length || (i < items.length && items[i]!.leafIndex < values[v]!.leafIndex);
-      const { leafIndex, key } = takeItem
-        ? items[i++]!
-        : { leafIndex: values[v]!.leafIndex, key: values[v++]!.entry.key };
-      slots[leafIndex] = slotOfKey(key);
-    }
-    slotsOfRank[plan.rank] = slots;
-  }
-  outcomes.forEach((outcome, rank) => {
-    const slots = slotsOfRank[rank];
-    for (const { item, chunk } of outcome.chunks) {
-      const known = slots?.[item.leafIndex] ?? -1;
-      // The leaf index is the writer's own; its key is checked, by identity when the plan is this process's.
-      const slot =
-        known >= 0 && (keys[known] === item.key || pathId(keys[known]!) === pathId(item.key))
-          ? known
-          : slotOfKey(item.key);
-      let entry = entries[slot] as { chunks: ChunkMetadata[] } | undefined;
-      if (!entry) {
-        const base =
-          item.kind === "tensor"
-            ? {
-                kind: "tensor" as const,
-                key: item.key,
-                dtype: item.dtype,
-                shape: item.shape,
-                chunks: [] as ChunkMetadata[],
-              }
-            : { kind: "bytes" as const, key: item.key, byteLength: item.byteLength, chunks: [] as ChunkMetadata[] };
-        entries[slot] = base;
-        entry = base;
-      }
-      entry.chunks.push(chunk);
-    }
-  });
-  for (const value of prepared.plan.values) entries[slotOfKey(value.key)] = value;
-  return entries.filter((entry): entry is BuiltEntry => entry !== undefined);
-}
-
-/**
- * One rank whose items and values each have their own key (the planner checked): one entry per
- * leaf, in leaf order, with no key compared or hashed. Undefined if a chunk does not fit that
- * (another leaf's index, or a second chunk of one leaf), for the general path to sort out.
- */
-function entriesByLeaf(chunks: readonly WrittenChunk[], plan: SavePlan): EntryMetadata[] | undefined {
-  const byLeaf: (EntryMetadata | undefined)[] = [];
-  for (const { item, chunk } of chunks) {
-    if (byLeaf[item.leafIndex] !== undefined) return undefined;
-    byLeaf[item.leafIndex] =
-      item.kind === "tensor"
-        ? { kind: "tensor", key: item.key, dtype: item.dtype, shape: item.shape, chunks: [chunk] }
-        : { kind: "bytes", key: item.key, byteLength: item.byteLength, chunks: [chunk] };
-  }
-  for (const { leafIndex, entry } of plan.values) {
-    if (byLeaf[leafIndex] !== undefined) return undefined;
-    byLeaf[leafIndex] = entry;
-  }
-  return byLeaf.filter((entry): entry is EntryMetadata => entry !== undefined);
-}
-
-function inLeafOrder<T extends { readonly leafIndex: number }>(list: readonly T[]): readonly T[] {
-  for (let i = 1; i < list.length; i++)
-    if (list[i]!.leafIndex < list[i - 1]!.leafIndex) return [...list].sort((a, b) => a.leafIndex - b.leafIndex);
-  return list;
 }
 
 async function removeFiles(location: OpenedCheckpoint, files: readonly DataFilePlan[]): Promise<void> {
