@@ -1,15 +1,20 @@
 import PQueue from "p-queue";
-import { type Box, type RowLayout, copyRows, rowLayout } from "../state/box.js";
-import { crc32c } from "../format/crc32c.js";
+import { copyRows } from "../state/box.js";
 import { CheckpointError, isCheckpointError, throwIfAborted } from "../errors.js";
 import type { ReadItem } from "../plan/load-planner.js";
-import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE } from "../format/metadata.js";
+import type { CheckpointMetadata } from "../format/metadata.js";
 import type { ReadOptions } from "../storage/storage-adapter.js";
 import { ByteBudget } from "../storage/byte-budget.js";
 import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
-
-/** Largest piece of a chunk read straight into its destination (a multiple of any power-of-two block size). */
-const DIRECT_READ_BYTES = 64 << 20;
+import { type SizeFn, checkBlocks, checkFileSize, checkHeader } from "./check-bytes.js";
+import {
+  type Piece,
+  type RangeRead,
+  type ReadDestination,
+  directTarget,
+  planRanges,
+  scatterTargets,
+} from "./plan-ranges.js";
 
 /** Size of the reads a range read straight into its destination is issued as, so verification follows the reads closely. */
 const PIPELINED_READ_BYTES = 8 << 20;
@@ -19,31 +24,6 @@ const PIPELINED_READ_BYTES = 8 << 20;
  * fetch the header in that range's request: fewer than a network round trip is worth.
  */
 const HEADER_GAP_BYTES = 1 << 20;
-
-/** Where a request's bytes go: a row-major host buffer holding `box` of the tensor, `itemSize` bytes an element. */
-export interface ReadDestination {
-  readonly key: string;
-  readonly box: Box;
-  readonly buffer: Uint8Array;
-  readonly itemSize: number;
-}
-
-/** A block-aligned slice of one chunk, and the read items it serves. */
-interface Piece {
-  readonly chunk: ChunkMetadata;
-  /** Absolute file offsets. */
-  readonly start: number;
-  readonly end: number;
-  readonly consumers: readonly { readonly item: ReadItem; readonly layout: RowLayout }[];
-}
-
-/** One range read of a data file, covering neighbouring pieces. */
-interface RangeRead {
-  readonly file: string;
-  readonly start: number;
-  end: number;
-  readonly pieces: Piece[];
-}
 
 export interface RangeReadOptions {
   /**
@@ -85,9 +65,6 @@ export type ReadFn = (
   length: number,
   options?: Pick<ReadOptions, "into" | "head">,
 ) => Promise<Uint8Array>;
-
-/** A data file's size in storage, or null if it is missing, as `StorageAdapter.stat` says. */
-export type SizeFn = (file: string) => Promise<number | null>;
 
 /**
  * Executes a load plan's reads: every data file read from must have the size `metadata.json`
@@ -256,164 +233,8 @@ export async function readRanges(
   }
 }
 
-/** Throws `corrupt` unless the data file has the size `metadata.json` records. */
-export async function checkFileSize(file: string, metadata: CheckpointMetadata, sizeOf: SizeFn): Promise<void> {
-  const expected = metadata.files[file]!.size;
-  const size = await sizeOf(file);
-  if (size === expected) return;
-  const problem =
-    size === null
-      ? "is missing"
-      : `holds ${size} bytes but ${METADATA_FILE} says ${expected}: it was truncated or extended`;
-  throw new CheckpointError("corrupt", `${file} ${problem}; the data file is damaged`, { context: { file } });
-}
-
 async function verifyHeader(file: string, metadata: CheckpointMetadata, read: ReadFn): Promise<void> {
   checkHeader(file, metadata, await read(file, 0, 8 + metadata.files[file]!.headerLength));
-}
-
-/** Checks a data file's first bytes (at least its header, or fewer if the file is that short) against the header's CRC32C. */
-export function checkHeader(file: string, metadata: CheckpointMetadata, bytes: Uint8Array): void {
-  const info = metadata.files[file]!;
-  const header = bytes.subarray(0, 8 + info.headerLength);
-  if (header.byteLength < 8 + info.headerLength || crc32c(header) !== info.headerCrc32c) {
-    throw new CheckpointError(
-      "corrupt",
-      `${file}: its safetensors header does not match the checksum in ${METADATA_FILE}; the file is damaged`,
-      {
-        context: { file },
-      },
-    );
-  }
-}
-
-/**
- * Groups what each chunk must supply into block-aligned byte runs, row by row (so a column
- * slice reads only the blocks its rows touch, and every byte read can be verified), splits big
- * runs at the chunk's read size, and merges pieces of a file at most `gapBytes` apart into
- * single reads of at most `maxRead` bytes (a multiple of every chunk's block size).
- */
-function planRanges(
-  items: readonly ReadItem[],
-  destinations: readonly ReadDestination[],
-  maxReadBytes: number,
-  gapBytes: number,
-): { ranges: RangeRead[]; maxRead: number } {
-  const byChunk = new Map<ChunkMetadata, { runs: number[]; consumers: { item: ReadItem; layout: RowLayout }[] }>();
-  for (const item of items) {
-    const destination = destinations[item.request]!;
-    const { chunk } = item;
-    const need = byChunk.get(chunk) ?? { runs: [], consumers: [] };
-    byChunk.set(chunk, need);
-    need.consumers.push({ item, layout: rowLayout(chunk, destination.box, item.region) });
-    if (sameBox(item.region, chunk)) {
-      // The whole chunk (every unsharded tensor): one run, no row layout to compute.
-      need.runs.push(0, chunk.byteLength);
-      continue;
-    }
-    const source = rowLayout(chunk, chunk, item.region);
-    const runBytes = source.run * destination.itemSize;
-    for (let r = 0; r < source.src.length; r++) {
-      const start = source.src[r]! * destination.itemSize;
-      need.runs.push(
-        Math.floor(start / chunk.blockSize) * chunk.blockSize,
-        Math.min(chunk.byteLength, Math.ceil((start + runBytes) / chunk.blockSize) * chunk.blockSize),
-      );
-    }
-  }
-  const pieces: Piece[] = [];
-  let maxRead = maxReadBytes;
-  for (const [chunk, need] of byChunk) {
-    const block = chunk.blockSize;
-    const chunkRead = Math.max(block, Math.floor(maxReadBytes / block) * block);
-    maxRead = Math.max(maxRead, chunkRead);
-    // A chunk landing in one contiguous run of one destination is read straight into it, needing
-    // no buffer: it can be read in bigger pieces, which the kernel serves as longer sequential reads.
-    const direct = need.consumers.length === 1 && need.consumers[0]!.layout.src.length === 1;
-    const step = direct ? Math.max(chunkRead, Math.floor(DIRECT_READ_BYTES / block) * block) : chunkRead;
-    const runs =
-      need.runs.length === 2 ? [need.runs as [number, number]] : mergedRuns(need.runs, need.consumers.length > 1);
-    for (const [start, end] of runs) {
-      for (let at = start; at < end; at += step) {
-        pieces.push({
-          chunk,
-          start: chunk.byteOffset + at,
-          end: chunk.byteOffset + Math.min(end, at + step),
-          consumers: need.consumers,
-        });
-      }
-    }
-  }
-  pieces.sort((a, b) => (a.chunk.file < b.chunk.file ? -1 : a.chunk.file > b.chunk.file ? 1 : a.start - b.start));
-  const ranges: RangeRead[] = [];
-  for (const piece of pieces) {
-    const last = ranges[ranges.length - 1];
-    if (
-      last &&
-      last.file === piece.chunk.file &&
-      piece.start >= last.end &&
-      piece.start - last.end <= gapBytes &&
-      piece.end - last.start <= maxRead
-    ) {
-      last.end = piece.end;
-      last.pieces.push(piece);
-    } else {
-      ranges.push({ file: piece.chunk.file, start: piece.start, end: piece.end, pieces: [piece] });
-    }
-  }
-  return { ranges, maxRead };
-}
-
-function sameBox(a: Box, b: Box): boolean {
-  return a.sizes.every((s, d) => s === b.sizes[d] && a.offsets[d] === b.offsets[d]);
-}
-
-/** Flat `[start, end, start, end…]` runs merged where they overlap or touch, in order (sorted first if `unsorted`). */
-function mergedRuns(flat: readonly number[], unsorted: boolean): [number, number][] {
-  let runs: [number, number][] = [];
-  for (let i = 0; i < flat.length; i += 2) runs.push([flat[i]!, flat[i + 1]!]);
-  if (unsorted) runs = runs.sort((a, b) => a[0] - b[0]);
-  const merged: [number, number][] = [];
-  for (const run of runs) {
-    const last = merged[merged.length - 1];
-    if (last && run[0] <= last[1]) last[1] = Math.max(last[1], run[1]);
-    else merged.push(run);
-  }
-  return merged;
-}
-
-/** The destination bytes a range can be read straight into: one piece, one consumer, landing in one contiguous run. */
-function directTarget(range: RangeRead, destinations: readonly ReadDestination[]): Uint8Array | undefined {
-  return range.pieces.length === 1 ? pieceTarget(range.pieces[0]!, destinations) : undefined;
-}
-
-/** The destination bytes a piece can be read straight into: it has one consumer, and lands in one contiguous run of it. */
-function pieceTarget(piece: Piece, destinations: readonly ReadDestination[]): Uint8Array | undefined {
-  if (piece.consumers.length !== 1) return undefined;
-  const { item, layout } = piece.consumers[0]!;
-  if (layout.src.length !== 1) return undefined;
-  const destination = destinations[item.request]!;
-  const rowStart = layout.src[0]! * destination.itemSize;
-  const rowEnd = rowStart + layout.run * destination.itemSize;
-  const start = piece.start - item.chunk.byteOffset;
-  const end = piece.end - item.chunk.byteOffset;
-  if (start < rowStart || end > rowEnd) return undefined;
-  const at = layout.dst[0]! * destination.itemSize + (start - rowStart);
-  return destination.buffer.subarray(at, at + (end - start));
-}
-
-/** For a range of several pieces with no gaps between them, each piece's destination bytes, or undefined if any has none. */
-function scatterTargets(range: RangeRead, destinations: readonly ReadDestination[]): Uint8Array[] | undefined {
-  if (range.pieces.length < 2) return undefined;
-  const parts: Uint8Array[] = [];
-  let end = range.start;
-  for (const piece of range.pieces) {
-    const part = piece.start === end ? pieceTarget(piece, destinations) : undefined;
-    if (!part) return undefined;
-    parts.push(part);
-    end = piece.end;
-  }
-  return parts;
 }
 
 function verifyPiece(piece: Piece, data: Uint8Array, destinations: readonly ReadDestination[]): void {
@@ -423,31 +244,4 @@ function verifyPiece(piece: Piece, data: Uint8Array, destinations: readonly Read
     piece.start - piece.chunk.byteOffset,
     data,
   );
-}
-
-/**
- * Checks bytes of a chunk read from `start` (relative to the chunk, aligned to its `blockSize`)
- * against the chunk's block CRC32Cs. Throws `corrupt` naming the file, the key and the first damaged block.
- */
-export function checkBlocks(
-  chunk: ChunkMetadata,
-  key: string,
-  start: number,
-  data: Uint8Array,
-  sums?: readonly number[],
-): void {
-  const { blockSize } = chunk;
-  for (let at = 0; at < data.byteLength; at += blockSize) {
-    const block = (start + at) / blockSize;
-    const end = Math.min(at + blockSize, data.byteLength);
-    // `sums`: the blocks' CRC32Cs already computed (on a checksum worker), one per block of `data`.
-    if ((sums ? sums[at / blockSize] : crc32c(data.subarray(at, end))) !== chunk.crc32c[block]) {
-      const from = chunk.byteOffset + start + at;
-      throw new CheckpointError(
-        "corrupt",
-        `checksum mismatch in ${chunk.file} for ${key} (block ${block}, file bytes ${from}..${from + end - at}): the data file is damaged`,
-        { context: { file: chunk.file, key } },
-      );
-    }
-  }
 }

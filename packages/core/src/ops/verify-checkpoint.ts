@@ -3,7 +3,7 @@ import PQueue from "p-queue";
 import { dataFilePath } from "../format/naming.js";
 import { CheckpointError, isCheckpointError, throwIfAborted } from "../errors.js";
 import type { CheckpointMetadata, ChunkMetadata } from "../format/metadata.js";
-import { checkBlocks, checkFileSize, checkHeader } from "../load/read-ranges.js";
+import { checkBlocks, checkFileSize, checkHeader } from "../load/check-bytes.js";
 import { intersectBoxes } from "../state/box.js";
 import { numel } from "../state/dtypes.js";
 import { displayKey } from "../state/state-dict.js";
