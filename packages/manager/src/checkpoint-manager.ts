@@ -40,7 +40,7 @@ import { Tier, type TierState } from "./tiers/tier.js";
 import { tierConfigs } from "./tiers/tier-config.js";
 import { allStepsOf, deleteEverywhere, latestStepOf, metadataOf, tierStates } from "./tiers/tiered-steps.js";
 import { agreeOnSave, decideSave } from "./pipeline/save-decision.js";
-import { CHECKPOINT_ID_FIELD, savedIdentity } from "./tiers/copy-identity.js";
+import { CHECKPOINT_ID_FIELD, OVERWRITE_FIELD, savedIdentity } from "./tiers/copy-identity.js";
 import { restoreFromTiers } from "./tiers/tiered-restore.js";
 
 export type { CheckpointManagerOptions, CloseOptions } from "./checkpoint-manager-options.js";
@@ -402,6 +402,8 @@ export class CheckpointManager {
       metrics: options.metrics ?? {},
       metadata: options.metadata ?? {},
       [CHECKPOINT_ID_FIELD]: checkpointId,
+      // Its copies replace an older checkpoint under this number on a tier the save could not clear.
+      ...(decision.replace ? { [OVERWRITE_FIELD]: true } : {}),
     };
     // Each step's collectives get their own tag: with several saves in flight they need no order between them.
     const group = this.#group.group(`step/${step}`);

@@ -16,6 +16,25 @@ export type CopyIdentity = string;
 /** The user-metadata field holding a save's identity. */
 export const CHECKPOINT_ID_FIELD = "checkpointId";
 const ID_PATTERN = /^[0-9a-f]{32}$/;
+/**
+ * The user-metadata field a save with `overwrite` sets: its copies replace an older checkpoint
+ * they find under that step number on a slower tier (one the save could not reach to delete),
+ * also in a later process (docs/tiers.md, "Saving a step number that exists").
+ */
+export const OVERWRITE_FIELD = "overwrite";
+
+/** The time a checkpoint was saved (a manager's `savedAt`, else core's `createdAt`); NaN if neither parses. */
+export function savedTime(metadata: CheckpointMetadata): number {
+  const saved = metadata.user.savedAt;
+  return typeof saved === "string" && Number.isFinite(Date.parse(saved))
+    ? Date.parse(saved)
+    : Date.parse(metadata.createdAt);
+}
+
+/** Whether a copy of `source` replaces `found`, another checkpoint under its step number: `source` was saved with overwrite, after `found`. */
+export function replacesOlder(source: CheckpointMetadata, found: CheckpointMetadata): boolean {
+  return source.user[OVERWRITE_FIELD] === true && savedTime(found) < savedTime(source);
+}
 
 /** A new identity for a save: 128 random bits. */
 export function newCheckpointId(): string {

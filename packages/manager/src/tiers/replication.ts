@@ -15,7 +15,7 @@ import { parseStep, stepDir } from "../steps/step-naming.js";
 import type { StepStore } from "../steps/step-store.js";
 import { metricsOf } from "../steps/stored-values.js";
 import type { Tier } from "./tier.js";
-import { identityOf, readableCopy } from "./copy-identity.js";
+import { identityOf, readableCopy, replacesOlder } from "./copy-identity.js";
 import { DEFAULT_REPLICATION_RETRY, type ReplicationOptions } from "./tier-config.js";
 
 export interface ReplicationSetup {
@@ -224,8 +224,8 @@ export class Replication {
   async #adopt(step: number, from: StepStore, source: Tier, destination: Tier, signal: AbortSignal): Promise<void> {
     const to = await destination.open();
     // The source's metadata alone: with a tier 0 per rank, the other ranks' files are on their disks.
-    const [want, found] = await Promise.all([
-      readMetadata({ storage: from.storage, path: stepDir(step), signal }).then(identityOf),
+    const [saved, found] = await Promise.all([
+      readMetadata({ storage: from.storage, path: stepDir(step), signal }),
       readableCopy(to.storage, step, signal)
         .then(async (found) => {
           // With readBack, a found copy is read back and checked as a copy made here would be.
@@ -241,6 +241,12 @@ export class Replication {
         })
         .catch((error: unknown) => ({ error })),
     ]);
+    const want = identityOf(saved);
+    if ("identity" in found && found.identity !== want && replacesOlder(saved, found.metadata)) {
+      // A save with overwrite that could not delete the older checkpoint here (the tier was down, maybe in an earlier process).
+      this.#replacing.add(`${destination.index}/${step}`);
+      return this.#copy(step, destination.index, signal);
+    }
     if (!("identity" in found) || found.identity !== want) {
       const why =
         "identity" in found

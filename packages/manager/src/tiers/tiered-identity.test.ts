@@ -160,6 +160,38 @@ describe("a copy on a slower tier counts only when it is this step's checkpoint 
       expect(await manager(t0, 1, { readOnly: true }).restore(1)).toEqual(state(1));
     });
 
+  // Found by attack30: the overwrite's intent lived only in the process that saved it.
+  for (const found of ["older", "newer"] as const)
+    it(`an overwrite the durable tier missed (down until the process ended) replaces an ${found === "older" ? "older checkpoint there from a later process" : "older one only: a newer one there stays"}`, async () => {
+      const t0 = await openStorage(memoryRoot());
+      const t1 = new OutageStorage(await openStorage(memoryRoot()));
+      const first = manager([t0, t1], 1, { replication: { retry: fast } });
+      for (let step = 1; step <= 5; step++) await first.save(step, state(step));
+      expect((await first.close()).unreplicated).toEqual([]);
+      t1.down = true;
+      const rollback = manager([t0, t1], 1, { replication: { retry: fast } });
+      rollback.on("error", () => undefined);
+      expect(await rollback.restore(3)).toEqual(state(3));
+      await rollback.save(4, state(104), { overwrite: true });
+      await rollback.save(5, state(105), { overwrite: true });
+      expect((await rollback.close({ timeoutMs: 100 })).unreplicated).toHaveLength(2);
+      t1.down = false;
+      if (found === "newer") {
+        await new Promise((r) => setTimeout(r, 5));
+        await t1.delete("5/metadata.json");
+        await save(state(905), { storage: t1, path: "5" });
+      }
+      const next = manager([t0, t1], 1, { replication: { retry: fast } });
+      next.on("error", () => undefined);
+      await next.save(6, state(106));
+      expect((await next.close()).unreplicated).toEqual(
+        found === "older" ? [] : [expect.objectContaining({ step: 5, permanent: true })],
+      );
+      const bucket = manager(t1, 1, { readOnly: true });
+      expect(await bucket.restore(4)).toEqual(state(104));
+      expect(await bucket.restore(5)).toEqual(state(found === "older" ? 105 : 905));
+    });
+
   it("a copy an earlier process made, found there, counts: tier 0 may then delete the step", async () => {
     const [t0, t1] = [await openStorage(memoryRoot()), await openStorage(memoryRoot())];
     const first = manager([t0, t1], 1, { replication: { retry: fast } });
