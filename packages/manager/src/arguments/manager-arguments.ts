@@ -1,4 +1,4 @@
-import { CheckpointError, type LoadOptions, type StateDict } from "@cairn/core";
+import { CheckpointError, type LoadOptions, type StateDict, describeValue } from "@cairn/core";
 import { type ManagerEventName, isManagerEventName } from "../events/manager-events.js";
 
 /** Per-call options of `save` and `saveAsync`. */
@@ -15,21 +15,6 @@ export interface SaveStepOptions {
 
 /** Per-call options of `restore`. */
 export type RestoreOptions = Pick<LoadOptions, "partial" | "signal">;
-
-/** The offending value as a message shows it: never throws, whatever the value is. */
-export function describeValue(value: unknown): string {
-  if (value === undefined) return "undefined";
-  if (typeof value === "function") return "a function";
-  if (typeof value === "number" || typeof value === "symbol" || typeof value === "boolean") return String(value);
-  if (typeof value === "bigint") return `${value}n`;
-  try {
-    const json = JSON.stringify(value);
-    if (json !== undefined) return json.length > 200 ? `${json.slice(0, 200)}…` : json;
-  } catch {
-    // Cycles and BigInts inside: fall through to the type's name.
-  }
-  return Object.prototype.toString.call(value);
-}
 
 export function invalid(what: string, expected: string, value: unknown, cause?: unknown): CheckpointError {
   return new CheckpointError(

@@ -1,5 +1,4 @@
-import { CheckpointError } from "@cairn/core";
-import { describeValue } from "../arguments/manager-arguments.js";
+import { CheckpointError, describeValue } from "@cairn/core";
 
 /**
  * Steps live in directories named by the plain decimal step (`<root>/100/`), as torch_xla and

@@ -3,13 +3,16 @@ import {
   type CheckpointMetadata,
   type StorageAdapter,
   isCheckpointError,
+  isGone,
+  isInterrupted,
+  isStorageFailure,
   readMetadata,
 } from "@cairn/core";
 import { joinPath } from "@cairn/core/storage";
-import { METADATA_FILE } from "@cairn/core/format";
+import { METADATA_FILE, referencedFiles } from "@cairn/core/format";
 import PQueue from "p-queue";
 import { type RetentionOptions, type StepRecord, stepsToDelete } from "./retention-policy.js";
-import { GONE, readFileTable, referencedFiles } from "./step-file-table.js";
+import { readFileTable } from "./step-file-table.js";
 import { StepFiles } from "./step-files.js";
 import { StepIndex } from "./step-index.js";
 import { parseStep, stepDir } from "./step-naming.js";
@@ -48,8 +51,6 @@ export interface RetentionPass {
 /** Called once per step whose metadata.json is present but unusable (damaged, foreign, a newer format); the step is skipped. */
 export type DamagedStepListener = (step: number, error: CheckpointError) => void;
 
-/** Codes that say storage failed, not the step: the answer is unknown, so the caller hears of it. */
-const STORAGE_FAILURES = new Set(["storage", "timeout", "cancelled", "permission_denied", "no_space", "process_group"]);
 /** Metadata reads in flight at once when listing many steps. */
 const READ_CONCURRENCY = 8;
 /** Steps a retention pass deletes at once, and objects each of them deletes at once. */
@@ -465,11 +466,12 @@ export class StepStore {
     try {
       metadata = await readMetadata({ storage: this.storage, path: stepDir(step) });
     } catch (error) {
-      if (isCheckpointError(error) && GONE.has(error.code)) {
+      if (isGone(error)) {
         this.#index.removed(step);
         return undefined;
       }
-      if (isCheckpointError(error) && STORAGE_FAILURES.has(error.code)) throw error;
+      // Storage failed, not the step (or the read was stopped): the answer is unknown, so the caller hears of it.
+      if (isStorageFailure(error) || isInterrupted(error)) throw error;
       // A newer format may use files this Cairn cannot see: deleters keep every data file while it is committed.
       if (isCheckpointError(error, "unsupported_version")) this.#files.setUnknown(step);
       const damaged = isCheckpointError(error)

@@ -1,5 +1,5 @@
-import { isCheckpointError, unrefTimer } from "@cairn/core";
-import { longTimer } from "@cairn/core/storage";
+import { isPermanent, unrefTimer } from "@cairn/core";
+import { backoffDelay, longTimer } from "@cairn/core/storage";
 
 /** A step not (yet) copied to a tier: queued, being copied, waiting to retry, or given up on (`permanent`). */
 export interface UnreplicatedStep {
@@ -35,16 +35,6 @@ export interface ReplicationQueueOptions {
   readonly maxDelayMs: number;
   readonly random?: () => number;
 }
-
-/** Failures no retry mends: the source is damaged, gone or of a newer format. */
-const PERMANENT = new Set([
-  "corrupt",
-  "not_found",
-  "not_committed",
-  "unsupported_version",
-  "invalid_argument",
-  "mismatch",
-]);
 
 function key(step: number, tier: number): string {
   return `${tier}/${step}`;
@@ -192,19 +182,14 @@ export class ReplicationQueue {
       job.error = error;
       if (this.#abort.signal.aborted) {
         // Stopped: the job stays listed as not replicated.
-      } else if (isCheckpointError(error) && PERMANENT.has(error.code)) {
+      } else if (isPermanent(error)) {
         job.permanent = true;
         this.#options.report(job.step, job.tier, error);
       } else {
         const outage = this.#failing.get(job.tier) ?? { attempts: 0, notBefore: 0, error };
         if (outage.attempts === 0) this.#options.report(job.step, job.tier, error);
-        const { baseDelayMs, maxDelayMs, random = Math.random } = this.#options;
-        const delay = Math.min(maxDelayMs, baseDelayMs * 2 ** Math.min(outage.attempts, 30));
-        this.#failing.set(job.tier, {
-          attempts: outage.attempts + 1,
-          notBefore: Date.now() + delay / 2 + (random() * delay) / 2,
-          error,
-        });
+        const delay = backoffDelay(outage.attempts + 1, this.#options, "equal", this.#options.random);
+        this.#failing.set(job.tier, { attempts: outage.attempts + 1, notBefore: Date.now() + delay, error });
       }
     } finally {
       job.running = false;

@@ -4,9 +4,12 @@ import {
   type CoordinatedProcessGroup,
   DEFAULT_SAVE_CONCURRENCY,
   isCheckpointError,
+  isUnusable,
   readMetadata,
   unrefTimer,
 } from "@cairn/core";
+import { referencedFiles } from "@cairn/core/format";
+import { backoffDelay } from "@cairn/core/storage";
 import { type CopyResult, copyCheckpoint, throwIfDamaged, verifyCheckpoint } from "@cairn/core/ops";
 import type { ManagerEmitter } from "../events/manager-events.js";
 import { ReplicationQueue, type UnreplicatedStep } from "./replication-queue.js";
@@ -27,9 +30,6 @@ export interface ReplicationSetup {
   /** The manager's clock, for `sinceCommit`. */
   readonly now: () => number;
 }
-
-/** Codes that say a source copy cannot be read whole: the next tier holding the step is tried. */
-const SOURCE_UNUSABLE = new Set(["corrupt", "not_found", "not_committed", "unsupported_version"]);
 
 /**
  * A manager's replication: each step committed on a tier is copied to the next slower tier that
@@ -116,10 +116,7 @@ export class Replication {
       ),
     );
     if (listed.includes(undefined) && !this.#stopped) {
-      const delay = Math.min(
-        this.#retry.maxDelayMs,
-        this.#retry.baseDelayMs * 2 ** Math.min(this.#rediscover.attempts++, 30),
-      );
+      const delay = backoffDelay(++this.#rediscover.attempts, this.#retry, "none");
       this.#rediscover.timer = setTimeout(() => void this.discover(), delay);
       unrefTimer(this.#rediscover.timer);
     } else this.#rediscover.attempts = 0;
@@ -201,7 +198,8 @@ export class Replication {
         return;
       } catch (error) {
         if (isCheckpointError(error, "already_exists")) return this.#adopt(step, store, source, destination, signal);
-        if (!(isCheckpointError(error) && SOURCE_UNUSABLE.has(error.code))) throw error;
+        // A source copy that cannot be read whole: the next tier holding the step is tried.
+        if (!isUnusable(error)) throw error;
         lastError = error;
       }
     }
@@ -282,14 +280,11 @@ export class Replication {
   ): void {
     const user = metadata.user;
     const saved = typeof user.savedAt === "string" ? Date.parse(user.savedAt) : NaN;
-    const referenced = Object.entries(metadata.files).flatMap(([name, file]) =>
-      file.dir === undefined ? [] : [`${file.dir}/${name}`],
-    );
     tier.committed(
       step,
       Number.isFinite(saved) ? saved : Date.parse(metadata.createdAt) || 0,
       metricsOf(user.metrics),
-      referenced,
+      referencedFiles(metadata),
       identityOf(metadata),
     );
     const since = this.#committedAt.get(step) ?? (Number.isFinite(saved) ? saved : undefined);

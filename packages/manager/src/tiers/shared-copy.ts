@@ -1,4 +1,4 @@
-import { CheckpointError, type CoordinatedProcessGroup, type ProcessGroup } from "@cairn/core";
+import { type CoordinatedProcessGroup, type ProcessGroup, agreeAcrossRanks } from "@cairn/core";
 import { METADATA_FILE, base64ToBytes, bytesToBase64, newAttemptId, parseMetadata } from "@cairn/core/format";
 import { type CopyResult, copyCheckpoint } from "@cairn/core/ops";
 import { joinPath } from "@cairn/core/storage";
@@ -27,19 +27,7 @@ function messageOf(error: unknown): string {
 
 /** The agreement after each rank wrote its files: rejects on every rank if any rank failed, naming it. */
 function agreement(group: ProcessGroup, step: number): (failure: unknown) => Promise<void> {
-  return async (failure) => {
-    const all = await group.allGather(failure === undefined ? null : messageOf(failure));
-    const bad = all.findIndex((f) => f !== null);
-    if (bad >= 0) {
-      throw new CheckpointError(
-        "storage",
-        `rank ${bad} could not copy its files of step ${step}: ${typeof all[bad] === "string" ? all[bad] : "no reason given"}`,
-        {
-          context: { step, rank: bad },
-        },
-      );
-    }
-  };
+  return (failure) => agreeAcrossRanks(group, failure, `copy its files of step ${step}`);
 }
 
 /**

@@ -1,42 +1,37 @@
 import {
   CheckpointError,
-  type CheckpointErrorCode,
   type LoadOptions,
   type LoadResult,
   type ProcessGroup,
+  type RankOutcome,
   type StateDict,
   type StorageAdapter,
-  isCheckpointError,
+  failureOf,
   load,
+  rankFailure,
 } from "@cairn/core";
 import { METADATA_FILE, base64ToBytes, bytesToBase64 } from "@cairn/core/format";
 import { joinPath } from "@cairn/core/storage";
 import type { ManagerEmitter } from "../events/manager-events.js";
-import { MetadataOverlay } from "./metadata-overlay.js";
 import { stepDir } from "../steps/step-naming.js";
 import type { Tier } from "./tier.js";
-import { FALL_THROUGH, holders, notFound } from "./tiered-steps.js";
+import { fallsThrough, holders, notFound } from "./tiered-steps.js";
 
 type RestoreOptions = Omit<LoadOptions, "storage" | "path" | "checkpointId"> & { readonly processGroup: ProcessGroup };
-
-/** What a rank tells the others after reading a tier: null when it read the step; else why not, and whether the next tier may be tried. */
-type Outcome = null | { readonly code: string; readonly message: string; readonly next: boolean };
-
-/** Codes another rank's failure is passed on with; anything else it sends becomes `process_group`. */
-const PASSED_ON = new Set<string>([...FALL_THROUGH, "mismatch", "invalid_argument", "cancelled", "process_group"]);
 
 function loadFrom(
   storage: StorageAdapter,
   step: number,
   target: StateDict | undefined,
-  options: RestoreOptions,
+  options: RestoreOptions & Pick<LoadOptions, "metadata">,
 ): Promise<LoadResult | StateDict> {
   const where = { ...options, storage, path: stepDir(step) };
   return target === undefined ? load(where) : load(target, where);
 }
 
-function fallsThrough(error: unknown, signal: AbortSignal | undefined): boolean {
-  return !signal?.aborted && isCheckpointError(error) && FALL_THROUGH.has(error.code);
+/** Whether the next tier may be read after `error` on this one: a copy that failed, not a cancelled restore. */
+function nextTierAfter(error: unknown, signal: AbortSignal | undefined): boolean {
+  return !signal?.aborted && fallsThrough(error);
 }
 
 /**
@@ -58,7 +53,7 @@ export async function restoreFromTiers(
     try {
       return await loadFrom((await tier.open()).storage, step, target, options);
     } catch (error) {
-      if (!fallsThrough(error, options.signal)) throw error;
+      if (!nextTierAfter(error, options.signal)) throw error;
       events.report({ step, error, operation: "restore", tier: tier.index });
       first ??= error;
     }
@@ -84,14 +79,14 @@ async function metadataToSend(
   }
 }
 
-/** Another rank's failure, from its outcome (checked: a rank trusts no value it did not make). */
-function rankFailure(rank: number, outcome: unknown, step: number, tier: number): CheckpointError {
-  const o = (typeof outcome === "object" && outcome !== null ? outcome : {}) as Record<string, unknown>;
-  const code = (typeof o.code === "string" && PASSED_ON.has(o.code) ? o.code : "process_group") as CheckpointErrorCode;
-  const message = typeof o.message === "string" ? o.message : "no reason given";
-  return new CheckpointError(code, `rank ${rank} could not restore step ${step} from tier ${tier}: ${message}`, {
-    context: { step, rank },
-  });
+/** Another rank's failure as this rank throws or keeps it, naming the rank and the tier. */
+function failureOfRank(rank: number, outcome: unknown, step: number, tier: number): CheckpointError {
+  const failure = failureOf(outcome) ?? { code: "process_group" as const, message: "no reason given" };
+  return new CheckpointError(
+    failure.code,
+    `rank ${rank} could not restore step ${step} from tier ${tier}: ${failure.message}`,
+    { context: { step, rank } },
+  );
 }
 
 /**
@@ -137,38 +132,23 @@ async function restoreAcrossRanks(
     // Whatever fails on this rank (opening its tier too) is its outcome: the others wait for it.
     try {
       const { storage } = await tier.open();
-      const view =
-        typeof sent === "string" && !holds(group.rank, tier.index)
-          ? new MetadataOverlay(storage, joinPath(stepDir(step), METADATA_FILE), base64ToBytes(sent))
-          : storage;
-      result = await loadFrom(view, step, target, options);
+      // With a per-rank tier 0, this rank's disk holds its data files and rank 0's the metadata it sent.
+      const given = typeof sent === "string" && !holds(group.rank, tier.index) ? base64ToBytes(sent) : undefined;
+      result = await loadFrom(storage, step, target, { ...options, ...(given ? { metadata: given } : {}) });
     } catch (error) {
       own = error ?? new Error("undefined thrown");
     }
-    const outcome: Outcome =
-      own === undefined
-        ? null
-        : {
-            code: isCheckpointError(own) ? own.code : "storage",
-            message: own instanceof Error ? own.message : String(own),
-            next: fallsThrough(own, options.signal),
-          };
-    const outcomes = await group.allGather(outcome);
-    if (outcomes.every((o) => o === null)) return result!;
-    const fatal = outcomes.findIndex((o) => o !== null && (o as { next?: unknown }).next !== true);
-    if (fatal >= 0)
-      throw own !== undefined && !fallsThrough(own, options.signal)
-        ? own
-        : rankFailure(fatal, outcomes[fatal], step, tier.index);
+    const outcomes = await group.allGather<RankOutcome>(own === undefined ? { ok: true } : rankFailure(own));
+    const failed = outcomes.flatMap((o, rank) => (failureOf(o) ? [rank] : []));
+    if (failed.length === 0) return result!;
+    // A failure no other tier mends (a target that does not match, a cancelled restore) ends it on every rank.
+    if (own !== undefined && !nextTierAfter(own, options.signal)) throw own;
+    const fatal = failed
+      .map((rank) => failureOfRank(rank, outcomes[rank], step, tier.index))
+      .find((e) => !fallsThrough(e));
+    if (fatal) throw fatal;
     if (own !== undefined) events.report({ step, error: own, operation: "restore", tier: tier.index });
-    first ??=
-      own ??
-      rankFailure(
-        outcomes.findIndex((o) => o !== null),
-        outcomes.find((o) => o !== null),
-        step,
-        tier.index,
-      );
+    first ??= own ?? failureOfRank(failed[0]!, outcomes[failed[0]!], step, tier.index);
   }
   throw first ?? (await notFound(tiers, events, step));
 }

@@ -1,19 +1,13 @@
-import { CheckpointError, type ProcessGroup, isCheckpointError } from "@cairn/core";
+import { CheckpointError, type ProcessGroup, isStorageFailure, isUnusable } from "@cairn/core";
 import type { ManagerEmitter } from "../events/manager-events.js";
 import type { StepMetadata, StepStore } from "../steps/step-store.js";
 import type { Replication } from "./replication.js";
 import type { Tier, TierState } from "./tier.js";
 
-/** Failures after which a restore reads the step from the next tier: that copy is missing, damaged or unreadable. */
-export const FALL_THROUGH = new Set([
-  "corrupt",
-  "not_found",
-  "not_committed",
-  "unsupported_version",
-  "storage",
-  "timeout",
-  "permission_denied",
-]);
+/** Whether a read of one tier's copy failed so that the next tier's may serve: that copy is missing, damaged or unreadable. */
+export function fallsThrough(error: unknown): boolean {
+  return isUnusable(error) || isStorageFailure(error);
+}
 
 /**
  * Asks every tier, in order, and keeps the answers of those that answered. A tier whose storage
@@ -132,7 +126,7 @@ export async function metadataOf(tiers: readonly Tier[], events: ManagerEmitter,
     try {
       return await (await tier.open()).metadata(step);
     } catch (error) {
-      if (!(isCheckpointError(error) && FALL_THROUGH.has(error.code))) throw error;
+      if (!fallsThrough(error)) throw error;
       first ??= error;
     }
   }
