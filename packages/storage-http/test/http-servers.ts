@@ -1,5 +1,5 @@
 // Static web servers on 127.0.0.1 that serve a directory the way real ones do, or misbehave in
-// one chosen way: ignoring Range, stalling mid-body, answering a different body length.
+// one chosen way: ignoring Range, stalling mid-body, answering a different body length, trickling.
 import { readFile } from "node:fs/promises";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -15,7 +15,9 @@ export type ServerBehaviour =
   /** Answers ranged GETs of data files with a body 10 bytes shorter than asked, with a matching Content-Length. */
   | "short-range"
   /** Declares the full Content-Length, sends half, and closes the connection. */
-  | "cut";
+  | "cut"
+  /** Sends ranged bodies of data files in 8 pieces, 150 ms apart: slow, yet never 500 ms without progress. */
+  | "trickle";
 
 export interface TestServer {
   readonly origin: string;
@@ -71,6 +73,18 @@ export async function startServer(root: string, behaviour: ServerBehaviour, faul
         response.write(part.subarray(0, part.byteLength >> 1));
         state.bytesSent += part.byteLength >> 1;
         return; // and never more: the client's progress deadline must end it
+      }
+      if (behaviour === "trickle") {
+        faulted++;
+        response.writeHead(206, { ...headers, "content-length": String(part.byteLength) });
+        const piece = Math.ceil(part.byteLength / 8);
+        for (let at = 0; at < part.byteLength; at += piece) {
+          response.write(part.subarray(at, at + piece));
+          state.bytesSent += Math.min(piece, part.byteLength - at);
+          await new Promise((resolve) => setTimeout(resolve, 150));
+        }
+        response.end();
+        return;
       }
       if (behaviour === "short-range") {
         faulted++;

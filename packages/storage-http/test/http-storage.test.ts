@@ -1,6 +1,6 @@
 // https:// (here http://) read-only storage in Node, against static servers on 127.0.0.1: one
 // honouring Range, one ignoring it, one stalling mid-body, and ones sending other body lengths.
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -8,7 +8,7 @@ import { hostTensor, load, save } from "@cairn/core";
 import "@cairn/storage-local";
 import { CheckpointManager } from "@cairn/manager";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HTTP_INDEX_FILE, publishStep } from "../src/index.js";
+import { HTTP_INDEX_FILE, HttpStorageAdapter, publishStep } from "../src/index.js";
 import { type ServerBehaviour, type TestServer, startServer } from "./http-servers.js";
 
 const ROWS = 512;
@@ -83,6 +83,33 @@ describe("http:// storage", () => {
     expect(await loadA(`${server.origin}/run/10`)).toEqual(matrix(10));
   });
 
+  it("reads a range from inside a file bit-exact, from a server that honours Range and from one that ignores it", async () => {
+    const file = (await readdir(join(dir, "run", "10"))).find((name) => name.endsWith(".safetensors"))!;
+    const bytes = new Uint8Array(await readFile(join(dir, "run", "10", file)));
+    for (const behaviour of ["ranges", "ignore-range"] as const) {
+      const server = await serve(behaviour);
+      const storage = new HttpStorageAdapter(new URL(`${server.origin}/run`));
+      for (const [offset, length] of [
+        [0, 100],
+        [1000, 4096],
+        [bytes.byteLength - 7, 7],
+      ] as const) {
+        expect(await storage.read(`10/${file}`, { offset, length }), `${behaviour} ${offset}+${length}`).toEqual(
+          bytes.subarray(offset, offset + length),
+        );
+      }
+    }
+  });
+
+  it("lets a slow body run past the progress deadline as long as bytes keep coming", { timeout: 60_000 }, async () => {
+    const server = await serve("trickle");
+    const started = performance.now();
+    expect(await loadA(`${server.origin}/run/10`)).toEqual(matrix(10));
+    // At least one body took longer than the 500 ms deadline in all, and was not retried.
+    expect(performance.now() - started).toBeGreaterThan(1_000);
+    expect(server.requests.filter((r) => r.includes(".safetensors")).length).toBe(1);
+  });
+
   it("aborts a body that stalls past the progress deadline and retries it", async () => {
     const server = await serve("stall", 1);
     expect(await loadA(`${server.origin}/run/10`)).toEqual(matrix(10));
@@ -110,6 +137,29 @@ describe("http:// storage", () => {
       }
     },
   );
+
+  it("catches a body or range other than its headers or the request said, whatever fetch let through", async () => {
+    // A fetch answering 90 bytes with the given status and headers, and no error (undici throws for some of these).
+    const answering = (status: number, headers: Record<string, string>) =>
+      new HttpStorageAdapter(new URL("http://127.0.0.1:9/run"), {
+        fetch: async () => new Response(new Uint8Array(90), { status, headers }),
+        retry: { maxAttempts: 1 },
+      });
+    const fails = (message: RegExp) => ({ code: "storage", message: expect.stringMatching(message) });
+    await expect(answering(200, { "content-length": "100" }).read("x.bin")).rejects.toMatchObject(
+      fails(/the body ended after 90 of 100 bytes/),
+    );
+    const range = { offset: 0, length: 100 };
+    await expect(answering(206, { "content-range": "bytes 0-99/1000" }).read("x.bin", range)).rejects.toMatchObject(
+      fails(/held 90 of the 100 bytes/),
+    );
+    await expect(
+      answering(206, { "content-range": "bytes 0-99/1000", "content-length": "90" }).read("x.bin", range),
+    ).rejects.toMatchObject(fails(/Content-Range says 100 bytes, Content-Length 90/));
+    await expect(
+      answering(206, { "content-range": "bytes 0-89/1000" }).read("x.bin", { offset: 100, length: 90 }),
+    ).rejects.toMatchObject(fails(/answered another range \(bytes 0-89\/1000\)/));
+  });
 
   it("is read-only, and says how to list a root that was never published", async () => {
     const server = await serve("ranges");
