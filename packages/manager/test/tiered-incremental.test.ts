@@ -99,4 +99,25 @@ describe("incremental steps over two tiers", () => {
     await after.close();
     await t1.close();
   });
+
+  // Found by attack30: a damaged copy of the base on the slower tier failed every later copy for good.
+  for (const damage of ["missing", "truncated"] as const)
+    it(`a copy of the base on the slower tier with its frozen file ${damage} is copied past, never referenced`, async () => {
+      const t0 = await openStorage(`memory://tiered-incremental/${process.pid}-damaged-${damage}-0`);
+      const t1 = await openStorage(`memory://tiered-incremental/${process.pid}-damaged-${damage}-1`);
+      const mgr = new CheckpointManager([t0, t1], 1, { incremental: true, checkpointOnPreemption: false });
+      await mgr.save(1, state(1));
+      expect((await mgr.join()).unreplicated).toEqual([]);
+      let frozen = "";
+      for await (const o of t1.list("1/")) if (o.size > FROZEN_BYTES) frozen = o.path;
+      const bytes = await t1.read(frozen);
+      await t1.delete(frozen);
+      if (damage === "truncated") await t1.write(frozen, bytes.subarray(0, 100));
+      await mgr.save(2, state(2));
+      await mgr.save(3, state(3));
+      expect((await mgr.close()).unreplicated).toEqual([]);
+      for (const step of [2, 3])
+        expect(sameState(await load({ storage: t1, path: String(step) }), state(step)), `step ${step}`).toBe(true);
+      await Promise.all([t0.close(), t1.close()]);
+    });
 });

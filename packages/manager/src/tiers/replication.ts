@@ -340,12 +340,13 @@ async function copyAlone(
     const reuse = (
       await Promise.all(
         bases.map(async (base) => {
+          const at = parseStep(base);
+          if (at === undefined) return [];
           try {
-            return [
-              { dir: base, metadata: await readMetadata({ storage: to.storage, path: base, signal: options.signal }) },
-            ];
+            // Only a copy whose files are all there with their sizes: a damaged one is copied past, never referenced.
+            return [{ dir: base, metadata: (await readableCopy(to.storage, at, options.signal)).metadata }];
           } catch (error) {
-            // Not there (or not readable) on this tier: its bytes are copied instead.
+            // Not there (or not readable, or damaged) on this tier: its bytes are copied instead.
             if (isCheckpointError(error)) return [];
             throw error;
           }
