@@ -11,15 +11,13 @@ import {
   isCoordinated,
 } from "@cairn/core";
 import { invalid } from "./arguments/manager-arguments.js";
+import { type SaveDecisionPolicy, savePolicyOf } from "./pipeline/save-policy.js";
 import type { PreemptionSource, SignalTarget } from "./preemption/preemption.js";
 import type { RetentionOptions } from "./steps/retention-policy.js";
 import { type ReplicationOptions, type TierOptions, checkTierOptions, locationsOf } from "./tiers/tier-config.js";
 
-export interface CheckpointManagerOptions extends RetentionOptions {
-  /** For evaluators: list and restore only; `save` and `delete` are refused. */
-  readonly readOnly?: boolean;
-  /** Passed to the storage adapter when the location is a URL (`{ s3: {...} }`, `{ gs: {...} }`). */
-  readonly storageOptions?: StorageOptions;
+/** Which steps a manager keeps, and when it sweeps what crashed saves left. */
+export interface ManagerRetentionOptions extends RetentionOptions {
   /**
    * Step directories without metadata.json (saves that crashed, with their temp files) are
    * deleted once their newest object is older than this, in ms (default 24 h), so a save still
@@ -28,6 +26,80 @@ export interface CheckpointManagerOptions extends RetentionOptions {
    * root nothing else writes to. A save that fails in this process removes its own files at once.
    */
   readonly leftoverAgeMs?: number;
+}
+
+/** How `saveAsync` stages a state and uploads it in the background. */
+export interface AsyncSaveOptions {
+  /** Background saves in flight at once (default 1); `saveAsync` beyond it waits for the oldest. */
+  readonly maxPending?: number;
+  /** How tensors are snapshotted: `"copy"` into reused host buffers (default) or `"reference"`. */
+  readonly staging?: StagingStrategy;
+  /**
+   * Write and commit background saves from a worker thread, where the storage allows it
+   * (file://): default true. With `"reference"` staging the held tensors are first copied into
+   * the staging pool in the background, a slice per event-loop turn. See `asyncSave`.
+   */
+  readonly uploadWorker?: boolean;
+  /** Most bytes of host memory for staging buffers; a saveAsync waits for room, and one needing more is refused. */
+  readonly stagingBudget?: number;
+}
+
+/** What a preemption notice is, and whether one makes a last checkpoint. */
+export interface PreemptionOptions {
+  /** Take one last checkpoint on a preemption notice (default true; never for readOnly managers). */
+  readonly checkpoint?: boolean;
+  /** Signals that mean preemption (default SIGTERM). While the manager is open they no longer end the process. */
+  readonly signals?: readonly NodeJS.Signals[];
+  /** More notice sources, such as `MetadataPreemptionSource.gce()`. */
+  readonly sources?: readonly PreemptionSource[];
+  /**
+   * Where signals are listened for (default `process`); injected so tests send signals without a
+   * real one. In a browser the default is the page's lifecycle instead (`PageLifecyclePreemptionSource`).
+   */
+  readonly signalTarget?: SignalTarget;
+}
+
+/**
+ * The earlier flat spellings of the grouped options, still accepted: each is an alias of the
+ * grouped option named beside it (giving both, with different values, is refused).
+ */
+export interface FlatManagerOptions extends RetentionOptions {
+  /** Alias of `retention.leftoverAgeMs`. */
+  readonly leftoverAgeMs?: number;
+  /** Alias of `async.maxPending`. */
+  readonly maxPendingAsync?: number;
+  /** Alias of `async.staging`. */
+  readonly staging?: StagingStrategy;
+  /** Alias of `async.uploadWorker`. */
+  readonly uploadWorker?: boolean;
+  /** Alias of `async.stagingBudget`. */
+  readonly stagingBudget?: number;
+  /** Alias of `preemption.checkpoint`. */
+  readonly checkpointOnPreemption?: boolean;
+  /** Alias of `preemption.signals`. */
+  readonly preemptionSignals?: readonly NodeJS.Signals[];
+  /** Alias of `preemption.sources`. */
+  readonly preemptionSources?: readonly PreemptionSource[];
+  /** Alias of `preemption.signalTarget`. */
+  readonly signalTarget?: SignalTarget;
+}
+
+/**
+ * A manager's options, by concern: `retention`, `async` (background saves), `preemption`,
+ * `save`/`load` (passed to each core save and load), the job's `processGroup`, and with several
+ * locations `tiers` and `replication`. The flat spellings of `FlatManagerOptions` are aliases.
+ */
+export interface CheckpointManagerOptions extends FlatManagerOptions {
+  /** Which steps are kept (`maxToKeep`, `keepPeriod`, `keepTimeInterval`, `bestFn`, `bestMode`) and the leftover sweep's age. */
+  readonly retention?: ManagerRetentionOptions;
+  /** How `saveAsync` stages and uploads. */
+  readonly async?: AsyncSaveOptions;
+  /** Preemption notices and the last checkpoint they make. */
+  readonly preemption?: PreemptionOptions;
+  /** For evaluators: list and restore only; `save` and `delete` are refused. */
+  readonly readOnly?: boolean;
+  /** Passed to the storage adapter when the location is a URL (`{ s3: {...} }`, `{ gs: {...} }`). */
+  readonly storageOptions?: StorageOptions;
   /**
    * Write only what changed since the step this manager committed last (docs/incremental.md):
    * unchanged tensors reference that step's bytes, and retention keeps them while any kept step
@@ -40,35 +112,12 @@ export interface CheckpointManagerOptions extends RetentionOptions {
   readonly load?: Pick<LoadOptions, "concurrency" | "maxReadBytes" | "maxInflightBytes" | "retry">;
   /** The clock, in ms since the epoch; injected so tests control `keepTimeInterval` and leftover ages. */
   readonly now?: () => number;
-  /** Background saves in flight at once (default 1); `saveAsync` beyond it waits for the oldest. */
-  readonly maxPendingAsync?: number;
-  /** How `saveAsync` snapshots tensors: `"copy"` into reused host buffers (default) or `"reference"`. */
-  readonly staging?: StagingStrategy;
-  /**
-   * Write and commit background saves from a worker thread, where the storage allows it
-   * (file://): default true. With `"reference"` staging the held tensors are first copied into
-   * the staging pool in the background, a slice per event-loop turn. See `asyncSave`.
-   */
-  readonly uploadWorker?: boolean;
-  /** Most bytes of host memory for staging buffers; a saveAsync waits for room, and one needing more is refused. */
-  readonly stagingBudget?: number;
-  /** Take one last checkpoint on a preemption notice (default true; never for readOnly managers). */
-  readonly checkpointOnPreemption?: boolean;
-  /** Signals that mean preemption (default SIGTERM). While the manager is open they no longer end the process. */
-  readonly preemptionSignals?: readonly NodeJS.Signals[];
-  /** More notice sources, such as `MetadataPreemptionSource.gce()`. */
-  readonly preemptionSources?: readonly PreemptionSource[];
   /**
    * The job's ranks (from `initProcessGroup()`); every rank constructs a manager with it and
    * calls the same saves. Rank 0 commits and applies retention; a preemption notice on any rank
    * makes every rank save at one agreed step. The storage must be shared by all ranks.
    */
   readonly processGroup?: ProcessGroup;
-  /**
-   * Where signals are listened for (default `process`); injected so tests send signals without a
-   * real one. In a browser the default is the page's lifecycle instead (`PageLifecyclePreemptionSource`).
-   */
-  readonly signalTarget?: SignalTarget;
   /**
    * With several locations (tiers, fastest first): each tier's retention and the steps it takes,
    * by position. Tier 0 defaults to the manager's own retention options, slower tiers keep every
@@ -77,6 +126,52 @@ export interface CheckpointManagerOptions extends RetentionOptions {
   readonly tiers?: readonly (TierOptions | undefined)[];
   /** With several locations: how steps are copied down the tiers. */
   readonly replication?: ReplicationOptions;
+}
+
+/** Each grouped option and the flat alias it may be spelled as. */
+const ALIASES = {
+  retention: {
+    maxToKeep: "maxToKeep",
+    keepPeriod: "keepPeriod",
+    keepTimeInterval: "keepTimeInterval",
+    bestFn: "bestFn",
+    bestMode: "bestMode",
+    leftoverAgeMs: "leftoverAgeMs",
+  },
+  async: {
+    maxPending: "maxPendingAsync",
+    staging: "staging",
+    uploadWorker: "uploadWorker",
+    stagingBudget: "stagingBudget",
+  },
+  preemption: {
+    checkpoint: "checkpointOnPreemption",
+    signals: "preemptionSignals",
+    sources: "preemptionSources",
+    signalTarget: "signalTarget",
+  },
+} as const satisfies Record<string, Record<string, keyof FlatManagerOptions>>;
+
+/**
+ * The options as the manager's parts read them: every grouped option copied to its flat alias
+ * (one spelling inside), after checking each group is an object and no value is given twice.
+ */
+export function flattenOptions(options: CheckpointManagerOptions): CheckpointManagerOptions {
+  if (typeof options !== "object" || options === null) fail("object", "an object", options);
+  const flat: Record<string, unknown> = { ...options };
+  for (const [group, names] of Object.entries(ALIASES)) {
+    const given = (options as Record<string, unknown>)[group];
+    if (given === undefined) continue;
+    if (typeof given !== "object" || given === null || Array.isArray(given)) fail(group, "an object", given);
+    for (const [name, alias] of Object.entries(names)) {
+      const value = (given as Record<string, unknown>)[name];
+      if (value === undefined) continue;
+      if (flat[alias] !== undefined && flat[alias] !== value)
+        fail(`${group}.${name}`, `given once (its alias ${alias} is given too)`, value);
+      flat[alias] = value;
+    }
+  }
+  return flat as CheckpointManagerOptions;
 }
 
 /** Options of `close()`. */
@@ -191,10 +286,10 @@ export function checkOptions(options: CheckpointManagerOptions): void {
 export function checkManagerArguments(
   location: unknown,
   saveInterval: unknown,
-  options: CheckpointManagerOptions,
-): (string | StorageAdapter)[] {
-  if (typeof saveInterval !== "number" || !Number.isSafeInteger(saveInterval) || saveInterval < 1)
-    throw invalid("saveInterval", "an integer of at least 1", saveInterval);
+  given: CheckpointManagerOptions,
+): { locations: (string | StorageAdapter)[]; options: CheckpointManagerOptions; policy: SaveDecisionPolicy } {
+  const policy = savePolicyOf(saveInterval);
+  const options = flattenOptions(given);
   checkOptions(options);
   const locations = locationsOf(location);
   if (locations.length === 1 && (options.tiers !== undefined || options.replication !== undefined)) {
@@ -214,5 +309,5 @@ export function checkManagerArguments(
       );
     }
   }
-  return locations;
+  return { locations, options, policy };
 }

@@ -40,10 +40,18 @@ import { Tier, type TierState } from "./tiers/tier.js";
 import { tierConfigs } from "./tiers/tier-config.js";
 import { allStepsOf, deleteEverywhere, latestStepOf, metadataOf, tierStates } from "./tiers/tiered-steps.js";
 import { agreeOnSave, decideSave } from "./pipeline/save-decision.js";
+import { FixedIntervalPolicy, type SaveDecisionPolicy } from "./pipeline/save-policy.js";
 import { CHECKPOINT_ID_FIELD, OVERWRITE_FIELD, savedIdentity } from "./tiers/copy-identity.js";
 import { restoreFromTiers } from "./tiers/tiered-restore.js";
 
-export type { CheckpointManagerOptions, CloseOptions } from "./checkpoint-manager-options.js";
+export type {
+  AsyncSaveOptions,
+  CheckpointManagerOptions,
+  CloseOptions,
+  FlatManagerOptions,
+  ManagerRetentionOptions,
+  PreemptionOptions,
+} from "./checkpoint-manager-options.js";
 export type { RestoreOptions, SaveStepOptions } from "./arguments/manager-arguments.js";
 export type { RetentionFailure, StepMetadata } from "./steps/step-store.js";
 export type { TierState } from "./tiers/tier.js";
@@ -66,8 +74,9 @@ export interface JoinResult {
 
 /**
  * Checkpoints a training loop, like torch_xla's and Orbax's `CheckpointManager`: call
- * `save(step, stateDict)` or `saveAsync(step, stateDict)` every step and it saves when
- * `step % saveInterval === 0` (or when forced, or after a preemption notice), into
+ * `save(step, stateDict)` or `saveAsync(step, stateDict)` every step and it saves when its
+ * `SaveDecisionPolicy` says so (every `saveInterval`-th step for a number; or when forced, or
+ * after a preemption notice), into
  * `<root>/<step>/` in Cairn's format, then applies retention in the background. The manager
  * lists its root once, when first needed (so a new process sees an old run), then keeps its
  * index of steps in memory: `allSteps()` and saves cost the same on 10 or 10,000 steps, and
@@ -88,7 +97,8 @@ export interface JoinResult {
  * reported (`error`, operation `"listing"`) and skipped by listing and retention, never deleted.
  */
 export class CheckpointManager {
-  readonly saveInterval: number;
+  /** Which steps `save` saves: a number given as `saveInterval` is a `FixedIntervalPolicy`. */
+  readonly savePolicy: SaveDecisionPolicy;
   readonly #options: CheckpointManagerOptions;
   readonly #events = new ManagerEmitter();
   readonly #pipeline: SavePipeline;
@@ -112,12 +122,12 @@ export class CheckpointManager {
    */
   constructor(
     location: string | StorageAdapter | readonly (string | StorageAdapter)[],
-    saveInterval: number,
-    options: CheckpointManagerOptions = {},
+    saveInterval: number | SaveDecisionPolicy,
+    given: CheckpointManagerOptions = {},
   ) {
-    const locations = checkManagerArguments(location, saveInterval, options);
+    const { locations, options, policy } = checkManagerArguments(location, saveInterval, given);
     this.#group = (options.processGroup as CoordinatedProcessGroup | undefined) ?? new SingleProcessGroup();
-    this.saveInterval = saveInterval;
+    this.savePolicy = policy;
     this.#options = options;
     this.#bases = new IncrementalBases(options.incremental);
     // Several ranks with tiers: rank 0 alone decides retention, and sends each rank what to sweep of its tier 0.
@@ -173,6 +183,11 @@ export class CheckpointManager {
     });
   }
 
+  /** The interval a number given as `saveInterval` set; undefined with another policy. */
+  get saveInterval(): number | undefined {
+    return this.savePolicy instanceof FixedIntervalPolicy ? this.savePolicy.interval : undefined;
+  }
+
   /** Subscribes to `staged`, `committed`, `replicated`, `error` or `preemption`; returns the unsubscribe function. */
   on<E extends ManagerEventName>(event: E, listener: (payload: ManagerEvents[E]) => void): () => void {
     checkListener(event, listener);
@@ -180,13 +195,13 @@ export class CheckpointManager {
   }
 
   /**
-   * Whether `save(step)` would save: every `saveInterval` steps, and once after a preemption
+   * Whether `save(step)` would save: when the save policy says so, and once after a preemption
    * notice (with several ranks: at the agreed step, or when this call must join the agreement).
    */
   shouldSave(step: number): boolean {
     checkStep(step);
     this.#pipeline.startWorker();
-    return step % this.saveInterval === 0 || this.#preemption.mayBeDue(step);
+    return this.savePolicy.shouldSave(step) || this.#preemption.mayBeDue(step);
   }
 
   /** True once a preemption notice arrived and its checkpoint is committed at `step` or before: stop training. */
@@ -377,7 +392,7 @@ export class CheckpointManager {
     this.#preemption.enter(step);
     this.#pipeline.throwFailure();
     const forPreemption = await this.#preemption.isDue(step);
-    if (!(step % this.saveInterval === 0 || options.force || forPreemption)) return false;
+    if (!(options.force || forPreemption || this.savePolicy.shouldSave(step))) return false;
     this.#checkWritable("save");
     const store = await this.#open();
     await (background ? this.#pipeline.waitForRoom() : this.#pipeline.drain());

@@ -1,7 +1,11 @@
 export {
   CheckpointManager,
+  type AsyncSaveOptions,
   type CheckpointManagerOptions,
   type CloseOptions,
+  type FlatManagerOptions,
+  type ManagerRetentionOptions,
+  type PreemptionOptions,
   type JoinResult,
   type RestoreOptions,
   type RetentionFailure,
@@ -10,6 +14,12 @@ export {
   type TierState,
   type UnreplicatedStep,
 } from "./checkpoint-manager.js";
+export {
+  type SaveDecisionPolicy,
+  AnySavePolicy,
+  FixedIntervalPolicy,
+  SpecificStepsPolicy,
+} from "./pipeline/save-policy.js";
 export { type ReplicationOptions, type TierOptions } from "./tiers/tier-config.js";
 export { type ManagerEvents, type ManagerEventName, type ManagerOperation } from "./events/manager-events.js";
 export { type PreemptionSource, type SignalTarget, SignalPreemptionSource } from "./preemption/preemption.js";

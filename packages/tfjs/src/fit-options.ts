@@ -55,7 +55,8 @@ export function managerOptionsOf(options: FitCheckpointOptions): CheckpointManag
     throw invalid("cairnCheckpoint option seed", "a safe integer", seed);
   if (log !== undefined && log !== false && typeof log !== "function")
     throw invalid("cairnCheckpoint option log", "a function or false", log);
-  const preemptionSignals = manager.preemptionSignals ?? (["SIGTERM", "SIGINT"] as const);
+  const preemptionSignals =
+    manager.preemptionSignals ?? manager.preemption?.signals ?? (["SIGTERM", "SIGINT"] as const);
   if (best === undefined) return { ...manager, preemptionSignals };
   if (typeof best !== "object" || best === null || typeof best.monitor !== "string" || best.monitor === "")
     throw invalid("cairnCheckpoint option best", "{ monitor: a metric name, mode? }", best);
