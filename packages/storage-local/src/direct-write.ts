@@ -1,6 +1,6 @@
 import { constants } from "node:fs";
 import { pageAlignedAvailable, pageAlignedSharedBytes } from "@cairn/core/storage";
-import type { FileHandleLike } from "./fs-like.js";
+import { type FileHandleLike, MAX_CALL_BYTES } from "./fs-like.js";
 
 /**
  * File offsets, lengths and buffer addresses of direct writes are multiples of this. Linux asks
@@ -50,7 +50,8 @@ export async function writeFully(
   position: number,
 ): Promise<void> {
   let done = 0;
-  while (done < length) done += (await handle.write(buffer, done, length - done, position + done)).bytesWritten;
+  while (done < length)
+    done += (await handle.write(buffer, done, Math.min(length - done, MAX_CALL_BYTES), position + done)).bytesWritten;
 }
 
 const roundUp = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;

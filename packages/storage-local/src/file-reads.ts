@@ -1,5 +1,5 @@
 import { type ByteRange, type ReadOptions, ReadTarget } from "@cairn/core/storage";
-import type { FileHandleLike } from "./fs-like.js";
+import { type FileHandleLike, MAX_CALL_BYTES } from "./fs-like.js";
 
 /** How many bytes of a file of `size` bytes `range` covers (a range past the end is cut there). */
 export function rangeLength(size: number, range: ByteRange | undefined): number {
@@ -20,7 +20,7 @@ export async function readRange(
   let filled = 0;
   while (filled < length) {
     const slot = target.slot(filled, length);
-    const { bytesRead } = await handle.read(slot, 0, slot.byteLength, start + filled);
+    const { bytesRead } = await handle.read(slot, 0, Math.min(slot.byteLength, MAX_CALL_BYTES), start + filled);
     if (bytesRead === 0) break;
     filled += bytesRead;
   }

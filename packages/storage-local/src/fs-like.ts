@@ -14,6 +14,9 @@ export interface FsPromisesLike {
   ): Promise<{ name: string | Buffer; isDirectory(): boolean; isFile(): boolean }[]>;
 }
 
+/** The most one `read` or `write` call of a handle is asked for: node's fs aborts the process on a read past 2³¹−1 bytes, and refuses such a write. */
+export const MAX_CALL_BYTES = 2 ** 30;
+
 export interface FileHandleLike {
   /** The descriptor, where there is a real one (node:fs). */
   readonly fd?: number;
