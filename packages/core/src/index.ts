@@ -27,15 +27,8 @@ export {
 export { bfloat16ToNumber, elementValues, float16ToNumber } from "./state/element-values.js";
 export { type HostTensor, type TensorLike, type VariableLike, hostTensor } from "./state/tensors.js";
 export { type Shard, type ShardedTensor, shardedTensor, isShardedTensor } from "./state/sharded-tensor.js";
-export {
-  type Leaf,
-  type TensorSource,
-  type ShardPlacement,
-  type StagedPlace,
-  flattenStateDict,
-  isTensorLike,
-  isStateful,
-} from "./state/flatten.js";
+export { flattenStateDict, isTensorLike, isStateful } from "./state/flatten.js";
+export { type Leaf, type TensorSource, type ShardPlacement, type StagedPlace } from "./state/leaf.js";
 export { type Layout, layoutBoxes, splitUneven } from "./state/layouts.js";
 export { type CheckpointMetadata } from "./format/metadata.js";
 export {

@@ -1,4 +1,5 @@
-import { type Leaf, flattenStateDict } from "../state/flatten.js";
+import { flattenStateDict } from "../state/flatten.js";
+import { type Leaf } from "../state/leaf.js";
 import { checkOption, checkpointOptionsOf } from "../storage/checkpoint-location.js";
 import { type CommitLeaves, planAndCommit, saveLeaves, savePlannerOf } from "../save/save.js";
 import { DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions } from "../save/save-options.js";

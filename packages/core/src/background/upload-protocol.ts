@@ -1,5 +1,5 @@
 import { type CheckpointErrorCode, type CheckpointErrorContext, CheckpointError } from "../errors.js";
-import type { Leaf } from "../state/flatten.js";
+import type { Leaf } from "../state/leaf.js";
 import type { SaveOptions, SaveResult } from "../save/save-options.js";
 import type { PortableStorage } from "../storage/storage-adapter.js";
 

@@ -3,7 +3,7 @@
 // calling thread only plans and commits.
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { CheckpointError } from "../errors.js";
-import type { Leaf } from "../state/flatten.js";
+import type { Leaf } from "../state/leaf.js";
 import type { SaveOptions, SaveResult } from "../save/save-options.js";
 
 export function canUploadInWorker(

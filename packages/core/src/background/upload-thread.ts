@@ -1,7 +1,7 @@
 import { Worker } from "node:worker_threads";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { CheckpointError } from "../errors.js";
-import { type Leaf, hostDataOf } from "../state/flatten.js";
+import { type Leaf, hostDataOf } from "../state/leaf.js";
 import type { ProcessGroup } from "../process-group.js";
 import type { SaveOptions, SaveResult } from "../save/save-options.js";
 import { type FromUploadWorker, type ToUploadWorker, errorFromWire, errorToWire } from "./upload-protocol.js";

@@ -2,7 +2,7 @@ import { intersectBoxes } from "../state/box.js";
 import { byteSize, numel } from "../state/dtypes.js";
 import { dataFileName } from "../format/naming.js";
 import { CheckpointError } from "../errors.js";
-import type { Leaf } from "../state/flatten.js";
+import type { Leaf } from "../state/leaf.js";
 import { type ValueEntry, encodeSpecialNumber } from "../format/metadata.js";
 import type {
   DataFilePlan,

@@ -1,6 +1,6 @@
 import type { Box } from "../state/box.js";
 import type { DType } from "../state/dtypes.js";
-import type { Leaf } from "../state/flatten.js";
+import type { Leaf } from "../state/leaf.js";
 import type { ValueEntry } from "../format/metadata.js";
 import type { KeyPath } from "../state/state-dict.js";
 

@@ -10,7 +10,7 @@ import {
 import { parseMetadata } from "../format/metadata-json.js";
 import { baseName, dataFilePath, isDataFileName, parentDir } from "../format/naming.js";
 import type { DataFilePlan, WriteItem } from "../plan/save-planner.js";
-import { type Leaf, tensorBytes } from "../state/flatten.js";
+import { type Leaf, tensorBytes } from "../state/leaf.js";
 import { pathId } from "../state/state-dict.js";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { withRetry } from "../storage/retry.js";

@@ -5,7 +5,8 @@ import { commitMetadata } from "./commit-metadata.js";
 import { DefaultSavePlanner } from "../plan/default-save-planner.js";
 import { CheckpointError, cancelledError, throwIfAborted } from "../errors.js";
 import { type RankOutcome, failureOf, firstFailedRank, rankFailure } from "../rank-outcome.js";
-import { type Leaf, flattenStateDict } from "../state/flatten.js";
+import { flattenStateDict } from "../state/flatten.js";
+import { type Leaf } from "../state/leaf.js";
 import {
   type DataFileMetadata,
   DEFAULT_BLOCK_SIZE,

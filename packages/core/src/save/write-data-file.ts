@@ -7,7 +7,7 @@ import { pageAlignedAvailable } from "../storage/page-aligned.js";
 import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
 import { dataFileLayout } from "../plan/data-file-layout.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
-import { type Leaf, hostDataOf, stagedPlaceOf, tensorBytes } from "../state/flatten.js";
+import { type Leaf, hostDataOf, stagedPlaceOf, tensorBytes } from "../state/leaf.js";
 import { type TypedArray, bytesOf } from "../state/dtypes.js";
 import type { ChunkMetadata, DataFileMetadata } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";

@@ -1,7 +1,7 @@
 import { arrayConstructorFor, byteSize } from "../state/dtypes.js";
 import { yieldToEventLoop } from "#platform/runtime.js";
 import { throwIfAborted } from "../errors.js";
-import { type Leaf, type StagedPlace, tensorBytes } from "../state/flatten.js";
+import { type Leaf, type StagedPlace, tensorBytes } from "../state/leaf.js";
 import { MAX_PAGE_ALIGNED_BYTES, pageAlignedAvailable } from "../storage/page-aligned.js";
 import type { StagingPool } from "./staging-pool.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
