@@ -9,7 +9,7 @@ import {
   storageUrl,
 } from "@cairn/core";
 import { redactUrl, registeredProtocols, splitLastSegment } from "@cairn/core/storage";
-import { parseStep } from "@cairn/manager";
+import { committedStepsUnder } from "@cairn/manager";
 import "@cairn/storage-local";
 
 /**
@@ -81,20 +81,14 @@ export async function checkpointMetadata(location: Location, signal?: AbortSigna
     return await readMetadata({ storage: location.storage, path: location.dir, ...(signal ? { signal } : {}) });
   } catch (error) {
     if (!isGone(error)) throw error;
-    const steps = new Set<number>();
-    const prefix = location.dir === "" ? "" : `${location.dir}/`;
-    for await (const object of location.storage.list(prefix)) {
-      const step = parseStep(object.path.slice(prefix.length).split("/")[0] ?? "");
-      if (step !== undefined && object.path.endsWith("/metadata.json")) steps.add(step);
-    }
-    if (steps.size === 0 && error.code === "not_found") {
+    const list = await committedStepsUnder(location.storage, location.dir);
+    if (list.length === 0 && error.code === "not_found") {
       throw new CheckpointError("not_found", `no checkpoint at ${location.where}`, {
         cause: error,
         context: { path: location.where },
       });
     }
-    if (steps.size === 0) throw error;
-    const list = [...steps].sort((a, b) => a - b);
+    if (list.length === 0) throw error;
     throw new CheckpointError(
       error.code,
       `${location.where} is not a checkpoint but a root of steps (${list.join(", ")}); give one step, like ${location.where}/${list.at(-1)}`,

@@ -56,8 +56,8 @@ describe("cairn ls, inspect", () => {
     const run = await cairn(["ls", root]);
     expect(run.code, run.stderr).toBe(0);
     const lines = run.stdout.trim().split("\n");
-    expect(lines[0]).toMatch(/^STEP\s+STATE\s+SIZE\s+TIME\s+METRICS$/);
-    expect(lines[1]).toMatch(/^10\s+committed\s+\d+\.\d KiB\s+\d{4}-\d\d-\d\dT\S+Z\s+loss=0\.3$/);
+    expect(lines[0]).toMatch(/^STEP\s+STATE\s+WRITTEN\s+REFERENCED\s+TIME\s+METRICS$/);
+    expect(lines[1]).toMatch(/^10\s+committed\s+\d+\.\d KiB\s+-\s+\d{4}-\d\d-\d\dT\S+Z\s+loss=0\.3$/);
     expect(lines[4]).toMatch(/^40\s+uncommitted\s+100 B/);
     expect(run.stdout).not.toContain("\r");
     const json = jsonLines(await cairn(["ls", root, "--json"]))[0] as {
@@ -88,8 +88,8 @@ describe("cairn ls, inspect", () => {
     expect(run.code, run.stderr).toBe(0);
     const lines = run.stdout.trim().split("\n");
     expect(lines[0]).toMatch(/^tier 0: file:\/\/.*local$/);
-    expect(lines[2]).toMatch(/^STEP\s+TIER 0\s+TIER 1\s+SIZE\s+TIME\s+METRICS$/);
-    expect(lines[3]).toMatch(/^10\s+committed\s+-\s+\d+\.\d KiB\s+\S+\s+loss=0\.1$/);
+    expect(lines[2]).toMatch(/^STEP\s+TIER 0\s+TIER 1\s+WRITTEN\s+REFERENCED\s+TIME\s+METRICS$/);
+    expect(lines[3]).toMatch(/^10\s+committed\s+-\s+\d+\.\d KiB\s+-\s+\S+\s+loss=0\.1$/);
     expect(lines[4]).toMatch(/^20\s+-\s+committed\s+.*loss=0\.2$/);
     expect(lines[5]).toMatch(/^30\s+committed\s+-\s/);
     const json = jsonLines(await cairn(["ls", local, bucket, "--json"]))[0] as {

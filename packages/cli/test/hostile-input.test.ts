@@ -10,11 +10,10 @@ import {
   readMetadata,
 } from "@cairn/core";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
-import { CheckpointManager } from "@cairn/manager";
+import { CheckpointManager, listSteps, removeSteps } from "@cairn/manager";
 import { cairnIO } from "@cairn/tfjs";
 import { describe, expect, it } from "vitest";
 import { runCli } from "../src/main.js";
-import { listSteps, removeSteps } from "../src/steps.js";
 import { cairn, jsonLines, pattern, tempDir, withStorage, writeShardedCheckpoint } from "./helpers.js";
 import { writeSafetensorsSpec } from "./safetensors-reader.js";
 

@@ -93,4 +93,49 @@ describe("the CLI on incremental steps", () => {
     expect(await load(join(root, "3"))).toEqual(state(3));
     expect(await load(join(root, "2"))).toEqual(state(2));
   });
+
+  it("an incremental root with maxToKeep does not look broken: ls, verify and inspect count what a step uses", async () => {
+    const root = join(await tempDir(), "run");
+    const mgr = new CheckpointManager(root, 1, { incremental: true, maxToKeep: 3, checkpointOnPreemption: false });
+    // 32 tensors of 16 KiB, two changed per step: a kept step uses parts of many earlier steps' files.
+    const tensors: Record<string, HostTensor> = {};
+    for (let k = 0; k < 32; k++) tensors[`t${k}`] = tensor(k, [64, 64]);
+    for (let step = 1; step <= 12; step++) {
+      for (const k of [step % 32, (step * 7 + 3) % 32]) tensors[`t${k}`] = tensor(step * 100 + k, [64, 64]);
+      await mgr.save(step, { ...tensors });
+    }
+    await mgr.close();
+    const stateBytes = 32 * 64 * 64 * 4;
+    const ls = await run(["ls", root]);
+    expect(ls.code, ls.stderr).toBe(0);
+    // Deleted steps whose files the kept ones use are "referenced", not leftovers of failed saves.
+    expect(ls.stdout).not.toContain("uncommitted");
+    expect(ls.stdout).toMatch(/\breferenced\b.*files used by step/);
+    const listed = JSON.parse((await run(["ls", root, "--json"])).stdout) as {
+      steps: { step: number; state: string; bytes: number; referencedBytes: number }[];
+    };
+    const kept = listed.steps.filter((s) => s.state === "committed");
+    expect(kept.map((s) => s.step)).toEqual([10, 11, 12]);
+    for (const s of kept) {
+      expect(s.bytes).toBeLessThan(stateBytes / 4);
+      expect(s.bytes + s.referencedBytes).toBeGreaterThanOrEqual(stateBytes);
+      expect(s.bytes + s.referencedBytes).toBeLessThan(stateBytes * 1.1);
+    }
+    // verify reads, and inspect reports, the step's state: not every earlier file it touches, whole.
+    const verify = JSON.parse((await run(["verify", join(root, "12"), "--json"])).stdout) as {
+      ok: boolean;
+      bytes: number;
+    };
+    expect(verify.ok).toBe(true);
+    expect(verify.bytes).toBeGreaterThanOrEqual(stateBytes);
+    expect(verify.bytes).toBeLessThan(stateBytes * 1.1);
+    const inspect = JSON.parse((await run(["inspect", join(root, "12"), "--json"])).stdout) as {
+      bytes: number;
+      ownBytes: number;
+      referencedBytes: number;
+    };
+    expect(inspect.bytes).toBe(verify.bytes);
+    expect(inspect.ownBytes + inspect.referencedBytes).toBe(inspect.bytes);
+    expect(inspect.referencedBytes).toBe(kept[2]!.referencedBytes);
+  });
 });

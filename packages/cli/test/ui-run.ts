@@ -68,12 +68,26 @@ export async function writeUiRun(): Promise<UiRun> {
 }
 
 /** The steps of a tier by what is on disk: step directories, committed when they hold a metadata.json. */
-export async function stepsOnDisk(tier: string): Promise<Map<number, "committed" | "uncommitted">> {
-  const steps = new Map<number, "committed" | "uncommitted">();
+export async function stepsOnDisk(tier: string): Promise<Map<number, "committed" | "uncommitted" | "referenced">> {
+  const steps = new Map<number, "committed" | "uncommitted" | "referenced">();
+  const files = new Map<string, string[]>();
   for (const entry of await readdir(tier, { withFileTypes: true })) {
     if (!entry.isDirectory() || !/^\d+$/.test(entry.name)) continue;
-    const committed = (await readdir(join(tier, entry.name))).includes("metadata.json");
-    steps.set(Number(entry.name), committed ? "committed" : "uncommitted");
+    files.set(entry.name, await readdir(join(tier, entry.name)));
+  }
+  // Files of other steps the committed ones use: a directory of nothing else is "referenced".
+  const used = new Set<string>();
+  for (const [name, names] of files)
+    if (names.includes("metadata.json"))
+      for (const [file, info] of Object.entries((await readMetadata(join(tier, name))).files))
+        if (info.dir !== undefined) used.add(`${info.dir}/${file}`);
+  for (const [name, names] of files) {
+    const state = names.includes("metadata.json")
+      ? "committed"
+      : names.every((f) => used.has(`${name}/${f}`))
+        ? "referenced"
+        : "uncommitted";
+    steps.set(Number(name), state);
   }
   return steps;
 }

@@ -38,3 +38,15 @@ export { type ImdsSessionOptions, ImdsSession } from "./preemption/imds-session.
 export { type RetentionOptions, type StepRecord, stepsToDelete } from "./steps/retention-policy.js";
 export { type RetentionPass, type DamagedStepListener, StepStore } from "./steps/step-store.js";
 export { stepDir, parseStep, checkStep } from "./steps/step-naming.js";
+export {
+  type ListStepsOptions,
+  type RootListing,
+  type StepListing,
+  type StepProblem,
+  type StepState,
+  StepListingCache,
+  committedStepsUnder,
+  listSteps,
+} from "./steps/step-listing.js";
+export { type CollectedGarbage, type RemovedSteps, collectGarbage, removeSteps } from "./steps/step-cleanup.js";
+export { type TieredStep, mergeTiers } from "./tiers/tier-listing.js";

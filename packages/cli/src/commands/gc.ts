@@ -1,6 +1,6 @@
-import type { RetentionOptions } from "@cairn/manager";
+import { type RetentionOptions, collectGarbage } from "@cairn/manager";
 import { UsageError, type CommandSpec, durationOption, integerOption } from "../command.js";
-import { collectGarbage, stepsError } from "../steps.js";
+import { stepsError } from "../steps-error.js";
 import { withLocation } from "./open.js";
 
 export const gcCommand: CommandSpec = {

@@ -10,7 +10,8 @@ export const inspectCommand: CommandSpec = {
   summary: "show a checkpoint's entries: kind, dtype, global shape, chunks and files",
   help: [
     "Reads only metadata.json. Values saved inline (numbers, strings…) are shown with their value.",
-    "With --json, prints { checkpoint, format, version, worldSize, createdAt, blockSize, bytes, files, entries, user, fingerprint }, where each entry has its key path, display name, kind, dtype, shape, and chunks (offsets, sizes, file, byteOffset, byteLength, blockSize, hash).",
+    "Bytes are what a load reads: its own data files, and of an incremental step's files in earlier steps (referencedBytes) only the chunks it uses.",
+    "With --json, prints { checkpoint, format, version, worldSize, createdAt, blockSize, bytes, ownBytes, referencedBytes, files, entries, user, fingerprint }, where each entry has its key path, display name, kind, dtype, shape, and chunks (offsets, sizes, file, byteOffset, byteLength, blockSize, hash).",
     "FINGERPRINT is a hash over the content hashes of every tensor chunk: two checkpoints with the same one hold the same tensors, byte for byte, in the same chunks. Checkpoints saved before content hashes (format 2.1 or older) have none.",
   ],
   minArgs: 1,
@@ -27,7 +28,7 @@ export const inspectCommand: CommandSpec = {
       );
       const text = [
         `${location.where}: ${summary.format} ${summary.version}, ${summary.worldSize} rank${summary.worldSize === 1 ? "" : "s"}, committed ${summary.createdAt}`,
-        `${count(entries.length, "entry", "entries")}, ${count(summary.files.length, "data file")}, ${formatBytes(summary.bytes)}, CRC32C blocks of up to ${formatBytes(summary.blockSize)}`,
+        `${count(entries.length, "entry", "entries")}, ${count(summary.files.length, "data file")}, ${formatBytes(summary.bytes)}${summary.referencedBytes > 0 ? ` (${formatBytes(summary.ownBytes)} its own, ${formatBytes(summary.referencedBytes)} referenced in earlier steps' files)` : ""}, CRC32C blocks of up to ${formatBytes(summary.blockSize)}`,
         `fingerprint: ${fingerprint ?? "none (saved before content hashes)"}`,
         ...(Object.keys(summary.user).length > 0
           ? [`user metadata: ${JSON.stringify(summary.user).slice(0, 300)}`]

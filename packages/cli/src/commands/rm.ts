@@ -1,11 +1,9 @@
 import { CheckpointError, isGone } from "@cairn/core";
-import { siblingReferences } from "@cairn/core/ops";
-import { joinPath } from "@cairn/core/storage";
-import { METADATA_FILE, ownFiles } from "@cairn/core/format";
-import { parseStep } from "@cairn/manager";
+import { deleteCheckpoint } from "@cairn/core/ops";
+import { parseStep, removeSteps } from "@cairn/manager";
 import { UsageError, type CommandSpec } from "../command.js";
 import { checkpointMetadata } from "../location.js";
-import { removeSteps, stepsError } from "../steps.js";
+import { stepsError } from "../steps-error.js";
 import { withCheckpointLocation, withLocation } from "./open.js";
 import { count } from "../progress-bar.js";
 
@@ -52,16 +50,11 @@ export const rmCommand: CommandSpec = {
         }
         throw error;
       });
-      // Mark and sweep: metadata.json first, then its own files that no sibling step (an incremental one) references.
-      await location.storage.delete(joinPath(location.dir, METADATA_FILE));
-      const own = ownFiles(metadata);
-      const referenced = await siblingReferences(location.storage, location.dir, context.signal);
-      const files = referenced.unknown ? [] : own.filter((f) => !referenced.files.has(f));
-      await Promise.all(files.map((f) => location.storage.delete(joinPath(location.dir, f))));
-      const kept = own.length - files.length;
+      const { deleted, kept } = await deleteCheckpoint(location.storage, location.dir, metadata, context.signal);
+      const files = deleted.length - 1;
       context.result(
-        { checkpoint: location.where, deleted: [METADATA_FILE, ...files], kept: own.filter((f) => !files.includes(f)) },
-        `deleted ${location.where} (${count(files.length, "data file")}${kept > 0 ? `; kept ${kept} that other steps reference` : ""})`,
+        { checkpoint: location.where, deleted, kept },
+        `deleted ${location.where} (${count(files, "data file")}${kept.length > 0 ? `; kept ${kept.length} that other steps reference` : ""})`,
       );
     });
   },

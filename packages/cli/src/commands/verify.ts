@@ -1,6 +1,6 @@
 import { type CheckpointMetadata, CheckpointError, isCheckpointError } from "@cairn/core";
 import { METADATA_FILE } from "@cairn/core/format";
-import { dataBytes, verifyCheckpoint } from "@cairn/core/ops";
+import { checkpointBytes, verifyCheckpoint } from "@cairn/core/ops";
 import type { CommandSpec } from "../command.js";
 import { checkpointMetadata } from "../location.js";
 import { formatBytes, count } from "../progress-bar.js";
@@ -30,7 +30,8 @@ export const verifyCommand: CommandSpec = {
         );
         throw error;
       }
-      const progress = context.progress("verifying", dataBytes(metadata));
+      const { own, referenced } = checkpointBytes(metadata);
+      const progress = context.progress("verifying", own + referenced);
       const report = await verifyCheckpoint(location.storage, location.dir, metadata, {
         signal: context.signal,
         onRead: (n) => progress.advance(n),

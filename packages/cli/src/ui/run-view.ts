@@ -3,17 +3,24 @@ import { METADATA_FILE } from "@cairn/core/format";
 import {
   type Damage,
   CheckpointReader,
-  dataBytes,
+  checkpointBytes,
   diffCheckpoints,
   inspectCheckpoint,
   selectEntries,
   tensorStats,
   verifyCheckpoint,
 } from "@cairn/core/ops";
-import { parseStep, stepDir } from "@cairn/manager";
+import {
+  type StepListing,
+  type TieredStep,
+  StepListingCache,
+  listSteps,
+  mergeTiers,
+  parseStep,
+  stepDir,
+} from "@cairn/manager";
 import PQueue from "p-queue";
 import type { Location } from "../location.js";
-import { type StepListing, type TieredStep, StepListingCache, listSteps, mergeTiers } from "../steps.js";
 import type {
   DiffResponse,
   StatsResponse,
@@ -37,7 +44,7 @@ export interface RunViewOptions {
 
 /** A step's copy as the listing last saw it: a verification holds only while this is unchanged. */
 function stampOf(listing: StepListing): string {
-  return `${listing.time ?? ""}|${listing.bytes}|${listing.referencedBytes ?? 0}`;
+  return `${listing.time ?? ""}|${listing.bytes}|${listing.referencedBytes}`;
 }
 
 /**
@@ -67,7 +74,7 @@ export class RunView {
   async #list(): Promise<{ merged: TieredStep[]; others: number }> {
     this.#listing ??= (async () => {
       try {
-        const tiers = await Promise.all(this.tiers.map((t, i) => listSteps(t.storage, this.#caches[i])));
+        const tiers = await Promise.all(this.tiers.map((t, i) => listSteps(t.storage, { cache: this.#caches[i]! })));
         const merged = mergeTiers(tiers);
         this.#last = merged;
         return { merged, others: tiers.reduce((n, t) => n + t.others, 0) };
@@ -91,7 +98,7 @@ export class RunView {
         tier,
         state: states[tier]!,
         bytes: listing.bytes,
-        referencedBytes: listing.referencedBytes ?? null,
+        referencedBytes: listing.referencedBytes > 0 ? listing.referencedBytes : null,
         time: listing.time ?? null,
         saveSeconds: listing.saveSeconds ?? null,
         metrics: listing.metrics,
@@ -239,7 +246,8 @@ export class RunView {
         damagedKeys: [],
       });
     }
-    send({ type: "start", step, tier: chosen.tier, where, total: dataBytes(metadata) });
+    const { own, referenced } = checkpointBytes(metadata);
+    send({ type: "start", step, tier: chosen.tier, where, total: own + referenced });
     let done = 0;
     let sent = 0;
     const report = await this.#queue.add(() =>

@@ -1,6 +1,6 @@
 // What the `cairn ui` server answers, shared with the page (packages/cli/page imports these types only).
 import type { CheckpointDiff, CheckpointSummary, Damage, TensorStats } from "@cairn/core/ops";
-import type { StepState } from "../steps.js";
+import type { StepState } from "@cairn/manager";
 
 export type {
   CheckpointDiff,
@@ -10,7 +10,7 @@ export type {
   InspectedEntry,
   TensorStats,
 } from "@cairn/core/ops";
-export type { StepState } from "../steps.js";
+export type { StepState } from "@cairn/manager";
 
 /**
  * A verification of a step's copy on one tier. `by` says who verified it: the UI's own verify

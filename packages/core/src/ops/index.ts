@@ -1,6 +1,7 @@
 export { type CheckpointReaderOptions, CheckpointReader } from "./checkpoint-reader.js";
 export { type ReplacedCheckpoint, checkpointDestination, commitCheckpoint } from "./commit-checkpoint.js";
 export { type CopyOptions, type CopyResult, copyCheckpoint } from "./copy-checkpoint.js";
+export { type DeletedCheckpoint, deleteCheckpoint } from "./delete-checkpoint.js";
 export { refuseInsideSource } from "./destination-inside-source.js";
 export { type ExportOptions, exportSafetensors } from "./export-safetensors.js";
 export {
@@ -28,7 +29,14 @@ export {
   checkpointStats,
   tensorStats,
 } from "./tensor-stats.js";
-export { type CheckpointSummary, type InspectedEntry, dataBytes, inspectCheckpoint } from "./inspect-checkpoint.js";
+export {
+  type CheckpointBytes,
+  type CheckpointSummary,
+  type InspectedEntry,
+  checkpointBytes,
+  dataBytes,
+  inspectCheckpoint,
+} from "./inspect-checkpoint.js";
 export { permuteDims, rangeBoxes } from "./row-major.js";
 export { type EntrySource, type SourceTensor, tensorPieces } from "./source-tensor.js";
 export { checkKeyPath, forbiddenKeyReason, parseStoredJson } from "../format/stored-keys.js";

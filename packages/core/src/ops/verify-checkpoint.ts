@@ -2,7 +2,7 @@ import { isSharedMemory, sharedBytes } from "../storage/page-aligned.js";
 import PQueue from "p-queue";
 import { dataFilePath } from "../format/naming.js";
 import { CheckpointError, isCheckpointError, throwIfAborted } from "../errors.js";
-import type { CheckpointMetadata, ChunkMetadata } from "../format/metadata.js";
+import { type CheckpointMetadata, type ChunkMetadata, isReferencedFile } from "../format/metadata.js";
 import { checkBlocks, checkFileSize, checkHeader } from "../load/check-bytes.js";
 import { intersectBoxes } from "../state/box.js";
 import { numel } from "../state/dtypes.js";
@@ -30,7 +30,7 @@ export interface Damage {
 export interface VerifyReport {
   readonly entries: number;
   readonly files: number;
-  /** Bytes read and checked. */
+  /** Bytes read and checked (`checkpointBytes`: of a referenced sibling's file, only what this checkpoint uses). */
   readonly bytes: number;
   readonly damaged: readonly Damage[];
   /** Keys of the damaged entries, in checkpoint order. */
@@ -174,8 +174,9 @@ function coverageProblem(shape: readonly number[], chunks: readonly ChunkMetadat
 }
 
 /**
- * Reads every byte of every data file the metadata lists and checks it: each file's size and
- * header CRC32C, every block of every chunk, and that each tensor's chunks tile it exactly.
+ * Reads every byte of every data file the metadata lists (of a file referenced in a sibling, its
+ * header and this checkpoint's chunks) and checks it: each file's size and header CRC32C, every
+ * block of every chunk, and that each tensor's chunks tile it exactly.
  * The checks are load's (`checkFileSize`, `checkHeader`, `checkBlocks`), but damage does not
  * stop this one: every damaged file and entry is reported. Memory stays bounded by
  * `concurrency` × 2 reads of `readBytes`. Called by `cairn verify` and by `copyCheckpoint` to
@@ -214,7 +215,9 @@ export async function verifyCheckpoint(
           if (!stat) return fileDamage(file, error.message);
           damaged.push({ file, problem: error.message });
         }
-        const pieces = filePieces(metadata, file, readBytes);
+        // Of a file it references in a sibling, only the header and its own chunks: the rest is the sibling's.
+        const whole = filePieces(metadata, file, readBytes);
+        const pieces = isReferencedFile(metadata.files[file]!) ? whole.filter((p) => p.header || p.chunk) : whole;
         let index = 0;
         try {
           for await (const data of readPieces(storage, path, pieces, {
