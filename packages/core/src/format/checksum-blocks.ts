@@ -1,4 +1,4 @@
-import { base64ToBytes, bytesToBase64 } from "#platform/format/byte-text.js";
+import { bytesToBase64 } from "#platform/format/byte-text.js";
 import { type DType, itemSize } from "../state/dtypes.js";
 
 /** The smallest checksum block a writer picks: below it, checksums cost more metadata than they save in reads. */
@@ -53,16 +53,42 @@ function base64Uint32LE(sum: number): string {
   );
 }
 
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+/** Each base64 character's 6 bits, -1 for bytes outside the alphabet. */
+const SEXTETS = (() => {
+  const table = new Int8Array(256).fill(-1);
+  for (let i = 0; i < ALPHABET.length; i++) table[ALPHABET.charCodeAt(i)] = i;
+  return table;
+})();
 
-/** The `count` CRC32Cs `encodeChecksums` stored in `text`, or undefined if it is not exactly that. */
-export function decodeChecksums(text: string, count: number): number[] | undefined {
-  // Checked before decoding, so a hostile string never allocates more than its count says.
-  if (text.length !== Math.ceil((count * 4) / 3) * 4 || !BASE64.test(text)) return undefined;
-  const bytes = base64ToBytes(text);
-  if (bytes.byteLength !== count * 4) return undefined;
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+/**
+ * The `count` CRC32Cs `encodeChecksums` stored, from the bytes of its base64 text (between the
+ * quotes of metadata.json, no string made), or undefined if they are not exactly that: the length
+ * `count` needs, padded with at most two "=", every other byte of the base64 alphabet.
+ */
+export function decodeChecksums(text: Uint8Array, count: number): number[] | undefined {
+  const length = text.byteLength;
+  // Checked before decoding, so hostile text never allocates more than its count says.
+  if (length !== Math.ceil((count * 4) / 3) * 4) return undefined;
+  const pad = length > 0 && text[length - 1] === 0x3d ? (text[length - 2] === 0x3d ? 2 : 1) : 0;
+  if ((length / 4) * 3 - pad !== count * 4) return undefined;
   const sums = new Array<number>(count);
-  for (let i = 0; i < count; i++) sums[i] = view.getUint32(i * 4, true);
+  let bits = 0;
+  let pending = 0;
+  let word = 0;
+  let bytes = 0;
+  for (let i = 0; i < length - pad; i++) {
+    const sextet = SEXTETS[text[i]!]!;
+    if (sextet < 0) return undefined;
+    pending = ((pending << 6) | sextet) & 0x3fff;
+    bits += 6;
+    if (bits < 8) continue;
+    bits -= 8;
+    // Little-endian: the first byte of each four is the lowest.
+    word |= ((pending >>> bits) & 0xff) << (8 * (bytes & 3));
+    if ((++bytes & 3) === 0) {
+      sums[(bytes >>> 2) - 1] = word >>> 0;
+      word = 0;
+    }
+  }
   return sums;
 }

@@ -3,8 +3,10 @@ import { CheckpointError, describeValue } from "../errors.js";
 import { type CheckpointMetadata, FORMAT_MAJOR, FORMAT_NAME, METADATA_FILE } from "./metadata.js";
 import { corrupt, isCount, isRecord, refuseForbiddenKeys } from "./metadata-checks.js";
 import { decodeV1 } from "./metadata-v1.js";
-import { CONTENT_HASHES, decodeV2, writeV2 } from "./metadata-v2.js";
+import { CONTENT_HASHES, writeV2 } from "./metadata-v2.js";
+import { decodeV2 } from "./metadata-v2-decode.js";
 import { JsonBytes } from "./json-bytes.js";
+import { JsonEncodingError, JsonReader, JsonSyntaxError } from "./json-reader.js";
 
 /**
  * `metadata.json` opens with `{"metadataCrc32c":<n>,`: the CRC32C of the file's bytes without that
@@ -14,7 +16,8 @@ import { JsonBytes } from "./json-bytes.js";
 const CHECKSUM_FIELD = "metadataCrc32c";
 /** Room for `{"metadataCrc32c":<up to 10 digits>,` before the body. */
 const HEAD_ROOM = CHECKSUM_FIELD.length + 14;
-const CHECKSUM_PREFIX = new RegExp(`^\\{"${CHECKSUM_FIELD}":(\\d{1,10}),`);
+const CHECKSUM_OPENING = new TextEncoder().encode(`{"${CHECKSUM_FIELD}":`);
+const OPEN_BRACE_CRC = crc32c(new Uint8Array([0x7b]));
 
 /**
  * The bytes of `metadata.json` for `metadata`, in this version's layout (`FORMAT_MAJOR`.x):
@@ -56,21 +59,63 @@ function majorOf(version: unknown): number | undefined {
   return match ? Number(match[1]) : undefined;
 }
 
-/** Checks the checksum `metadata.json` opens with, if it has one; says whether it had one. */
-function verifyChecksum(bytes: Uint8Array, text: string, where: string): boolean {
-  const prefix = CHECKSUM_PREFIX.exec(text);
-  if (!prefix) return false;
-  const body = bytes.slice(prefix[0].length - 1);
-  body[0] = 0x7b; // "{"
-  if (crc32c(body) !== Number(prefix[1]))
+/**
+ * Checks the checksum `metadata.json` opens with (`{"metadataCrc32c":` and 1 to 10 digits), if it
+ * has one; says whether it had one. The bytes are left as they are: a caller may parse them again.
+ */
+function verifyChecksum(bytes: Uint8Array, where: string): boolean {
+  if (bytes.byteLength < CHECKSUM_OPENING.byteLength) return false;
+  for (let i = 0; i < CHECKSUM_OPENING.byteLength; i++) if (bytes[i] !== CHECKSUM_OPENING[i]) return false;
+  let at = CHECKSUM_OPENING.byteLength;
+  let value = 0;
+  while (at < bytes.byteLength && at - CHECKSUM_OPENING.byteLength < 11 && bytes[at]! >= 0x30 && bytes[at]! <= 0x39)
+    value = value * 10 + bytes[at++]! - 0x30;
+  const digits = at - CHECKSUM_OPENING.byteLength;
+  if (digits === 0 || digits > 10 || bytes[at] !== 0x2c) return false;
+  // The body is "{" followed by everything after the comma.
+  if (crc32c(bytes.subarray(at + 1), OPEN_BRACE_CRC) !== value)
     throw corrupt(where, `its bytes do not match their checksum (${CHECKSUM_FIELD}): it was changed or damaged`);
   return true;
 }
 
 /**
+ * The top-level fields of `metadata.json`, each parsed but `entries`, which is only passed over
+ * and left to its version's decoder (at `entries`, a reader at its value). A repeated field counts
+ * once, its last value, as with JSON.parse.
+ */
+function topLevelFields(bytes: Uint8Array, where: string): { raw: Record<string, unknown>; entries?: number } {
+  // A byte-order mark is passed over, as TextDecoder would.
+  const reader = new JsonReader(bytes, bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0);
+  if (reader.peek() !== 0x7b) {
+    reader.value();
+    reader.finish();
+    throw corrupt(where, `not a ${FORMAT_NAME} metadata file`);
+  }
+  const raw = Object.create(null) as Record<string, unknown>;
+  let entries: number | undefined;
+  if (!reader.open(0x7b)) {
+    do {
+      const key = reader.string();
+      reader.expect(0x3a);
+      if (key === "entries") {
+        reader.peek();
+        entries = reader.position;
+        reader.skip();
+        // Holds the field's place among the others; the decoder fills it.
+        raw.entries = undefined;
+      } else {
+        raw[key] = reader.value();
+      }
+    } while (reader.more(0x7d));
+  }
+  reader.finish();
+  return entries === undefined ? { raw } : { raw, entries };
+}
+
+/**
  * Parses and checks `metadata.json` of format 1.x or 2.x into one in-memory shape. A newer
  * major version is `unsupported_version`; anything malformed is `corrupt`, so a reader never
- * acts on half-understood metadata.
+ * acts on half-understood metadata. `bytes` are not changed.
  */
 export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetadata {
   if (!(bytes instanceof Uint8Array)) {
@@ -79,26 +124,23 @@ export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetad
       `parseMetadata: pass the bytes of ${METADATA_FILE} as a Uint8Array, not ${describeValue(bytes)}`,
     );
   }
-  let text: string;
   try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    return parseFields(bytes, where);
   } catch (cause) {
-    throw new CheckpointError("corrupt", `${where}: not valid UTF-8; the checkpoint cannot be read`, {
+    const problem =
+      cause instanceof JsonEncodingError ? "not valid UTF-8" : cause instanceof JsonSyntaxError ? "not valid JSON" : "";
+    if (!problem) throw cause;
+    throw new CheckpointError("corrupt", `${where}: ${problem}; the checkpoint cannot be read`, {
       cause,
       context: { path: where },
     });
   }
-  const checked = verifyChecksum(bytes, text, where);
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (cause) {
-    throw new CheckpointError("corrupt", `${where}: not valid JSON; the checkpoint cannot be read`, {
-      cause,
-      context: { path: where },
-    });
-  }
-  if (!isRecord(raw) || raw.format !== FORMAT_NAME) throw corrupt(where, `not a ${FORMAT_NAME} metadata file`);
+}
+
+function parseFields(bytes: Uint8Array, where: string): CheckpointMetadata {
+  const checked = verifyChecksum(bytes, where);
+  const { raw, entries } = topLevelFields(bytes, where);
+  if (raw.format !== FORMAT_NAME) throw corrupt(where, `not a ${FORMAT_NAME} metadata file`);
   const version = typeof raw.version === "string" ? /^(\d+)\.(\d+)$/.exec(raw.version) : null;
   if (!version) throw corrupt(where, `version ${JSON.stringify(raw.version)} is not "major.minor"`);
   const major = Number(version[1]);
@@ -115,9 +157,10 @@ export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetad
       `version ${raw.version as string} must open with its checksum ${CHECKSUM_FIELD}, and does not`,
     );
   }
-  // 2.x entries are arrays checked field by field; every object elsewhere is searched for keys reaching a prototype.
-  const { entries: _entries, ...searched } = raw;
-  refuseForbiddenKeys(major >= 2 ? searched : raw, where);
+  // 1.x entries are objects, parsed and searched with the rest; 2.x entries are arrays, checked field by field.
+  const reader = entries === undefined ? undefined : new JsonReader(bytes, entries);
+  if (major < 2 && reader) raw.entries = reader.value();
+  refuseForbiddenKeys(raw, where);
   delete raw[CHECKSUM_FIELD];
   const checksum = raw.checksum;
   if (
@@ -130,14 +173,14 @@ export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetad
   }
   if (!isCount(raw.worldSize) || raw.worldSize === 0) throw corrupt(where, "worldSize must be a positive integer");
   if (raw.user !== undefined && !isRecord(raw.user)) throw corrupt(where, "user must be an object");
-  const { files, entries } =
-    major >= 2 ? decodeV2(raw, checksum.blockSize, where) : decodeV1(raw, checksum.blockSize, where);
+  const { files, entries: decoded } =
+    major >= 2 ? decodeV2(raw, reader, bytes, checksum.blockSize, where) : decodeV1(raw, checksum.blockSize, where);
   // Held by the chunks now (`ChunkMetadata.hash`); the table is written again from them.
   delete raw[CONTENT_HASHES];
   return {
     ...(raw as unknown as CheckpointMetadata),
     files,
-    entries,
+    entries: decoded,
     user: (raw.user as Record<string, unknown> | undefined) ?? {},
   };
 }

@@ -1,0 +1,250 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { CheckpointError } from "../errors.js";
+import { crc32c } from "./crc32c.js";
+import { JsonEncodingError, JsonReader, JsonSyntaxError } from "./json-reader.js";
+import { type CheckpointMetadata, FORMAT_NAME } from "./metadata.js";
+import { encodeMetadata, parseMetadata } from "./metadata-json.js";
+
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** What JSON.parse makes of `bytes` as strict UTF-8, or "invalid". */
+function oracle(bytes: Uint8Array): { value: unknown } | "invalid" {
+  try {
+    return { value: JSON.parse(UTF8.decode(bytes)) as unknown };
+  } catch {
+    return "invalid";
+  }
+}
+
+/** What the reader makes of `bytes` read as one value, or "invalid"; anything but its own errors is rethrown. */
+function read(bytes: Uint8Array): { value: unknown } | "invalid" {
+  try {
+    const reader = new JsonReader(bytes);
+    const value = reader.value();
+    reader.finish();
+    return { value };
+  } catch (error) {
+    if (error instanceof JsonSyntaxError || error instanceof JsonEncodingError) return "invalid";
+    throw error;
+  }
+}
+
+/** Bytes JSON's grammar turns on, and some it refuses, for mutations. */
+const PIECES = [
+  '"',
+  "\\",
+  "[",
+  "]",
+  "{",
+  "}",
+  ",",
+  ":",
+  "-",
+  "0",
+  "1",
+  "e",
+  ".",
+  "+",
+  "t",
+  "n",
+  " ",
+  "\u00e9",
+  "\u0001",
+];
+
+const mutated = fc
+  .tuple(
+    fc.jsonValue({ maxDepth: 4 }),
+    fc.array(fc.tuple(fc.nat(), fc.oneof(fc.constantFrom(...PIECES), fc.integer({ min: 0, max: 255 })), fc.nat(2)), {
+      maxLength: 3,
+    }),
+  )
+  .map(([value, edits]) => {
+    const bytes = [...new TextEncoder().encode(JSON.stringify(value))];
+    for (const [at, piece, how] of edits) {
+      const i = bytes.length === 0 ? 0 : at % bytes.length;
+      const inserted = typeof piece === "number" ? [piece] : [...new TextEncoder().encode(piece)];
+      if (how === 0) bytes.splice(i, 1, ...inserted);
+      else if (how === 1) bytes.splice(i, 0, ...inserted);
+      else bytes.splice(i, 1);
+    }
+    return Uint8Array.from(bytes);
+  });
+
+describe("JsonReader", () => {
+  it("reads any JSON value as JSON.parse does, and skips exactly over it", () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.constantFrom(undefined, 1, "\t"), (value, space) => {
+        const bytes = new TextEncoder().encode(` ${JSON.stringify(value, null, space)}\n`);
+        expect(read(bytes)).toEqual({ value: JSON.parse(JSON.stringify(value)) });
+        const skipper = new JsonReader(bytes);
+        skipper.skip();
+        skipper.finish();
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("refuses exactly the bytes JSON.parse (on strict UTF-8) refuses, and reads the rest alike", () => {
+    fc.assert(
+      fc.property(mutated, (bytes) => {
+        expect(read(bytes)).toEqual(oracle(bytes));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("passes over nesting a million deep without recursion, and reports an unclosed one", () => {
+    const deep = new TextEncoder().encode(`${"[".repeat(1e6)}${"]".repeat(1e6)}`);
+    const reader = new JsonReader(deep);
+    reader.skip();
+    reader.finish();
+    expect(() => new JsonReader(deep.subarray(0, deep.byteLength - 1)).skip()).toThrow(JsonSyntaxError);
+  });
+});
+
+const base: CheckpointMetadata = {
+  format: FORMAT_NAME,
+  version: "2.2",
+  worldSize: 1,
+  createdAt: "2026-11-27T00:00:00.000Z",
+  checksum: { algorithm: "crc32c", blockSize: 16 },
+  files: { "d.safetensors": { rank: 0, size: 4096, headerLength: 64, headerCrc32c: 1 } },
+  entries: [
+    {
+      kind: "tensor",
+      key: ["model", 0, "w"],
+      dtype: "float32",
+      shape: [2, 4],
+      chunks: [
+        {
+          offsets: [0, 0],
+          sizes: [2, 4],
+          file: "d.safetensors",
+          tensorName: "model.0.w",
+          byteOffset: 72,
+          byteLength: 32,
+          blockSize: 16,
+          crc32c: [5, 6],
+          hash: "0123456789abcdef0123456789abcdef",
+        },
+      ],
+    },
+    {
+      kind: "bytes",
+      key: ["model", 0, "raw"],
+      byteLength: 3,
+      chunks: [
+        {
+          offsets: [0],
+          sizes: [3],
+          file: "d.safetensors",
+          tensorName: "model.0.raw",
+          byteOffset: 104,
+          byteLength: 3,
+          blockSize: 16,
+          crc32c: [7],
+          hash: "fedcba9876543210fedcba9876543210",
+        },
+      ],
+    },
+    { kind: "value", key: ["step"], value: 3 },
+    { kind: "value", key: ["loss"], special: "NaN" },
+  ],
+  user: { step: 3, tags: ["a", "b"] },
+};
+/** `metadata.json` bytes with their body changed by `edit` and the checksum made to match again, as a forger would. */
+function forged(bytes: Uint8Array, edit: (body: Uint8Array) => Uint8Array): Uint8Array {
+  const prefix = /^\{"metadataCrc32c":\d+,/.exec(new TextDecoder().decode(bytes.subarray(0, 40)))![0];
+  const body = bytes.slice(prefix.length - 1);
+  body[0] = 0x7b;
+  const edited = edit(body);
+  const head = new TextEncoder().encode(`{"metadataCrc32c":${crc32c(edited)},`);
+  const out = new Uint8Array(head.byteLength + edited.byteLength - 1);
+  out.set(head);
+  out.set(edited.subarray(1), head.byteLength);
+  return out;
+}
+
+/** `edit` on the body as text. */
+const replaced =
+  (from: string, to: string) =>
+  (body: Uint8Array): Uint8Array =>
+    new TextEncoder().encode(new TextDecoder().decode(body).replace(from, to));
+
+describe("metadata.json 2.x read from its bytes", () => {
+  const bytes = encodeMetadata(base);
+
+  it("reads back what was written", () => {
+    const parsed = parseMetadata(bytes, "m");
+    expect(parsed).toEqual({ ...base, files: expect.anything() as never });
+    expect({ ...parsed.files }).toEqual(base.files);
+    expect(encodeMetadata(parsed)).toEqual(bytes);
+  });
+
+  it("takes forged bodies (checksum matching) as corrupt or as metadata that writes back the same", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.tuple(fc.nat(), fc.oneof(fc.constantFrom(...PIECES), fc.integer({ min: 0, max: 255 })), fc.nat(2)),
+          {
+            minLength: 1,
+            maxLength: 3,
+          },
+        ),
+        (edits) => {
+          const damaged = forged(bytes, (original) => {
+            const body = [...original];
+            for (const [at, piece, how] of edits) {
+              const i = 1 + (at % (body.length - 1));
+              const inserted = typeof piece === "number" ? [piece] : [...new TextEncoder().encode(piece)];
+              if (how === 0) body.splice(i, 1, ...inserted);
+              else if (how === 1) body.splice(i, 0, ...inserted);
+              else body.splice(i, 1);
+            }
+            return Uint8Array.from(body);
+          });
+          let parsed: CheckpointMetadata;
+          try {
+            parsed = parseMetadata(damaged, "m");
+          } catch (error) {
+            expect(error).toBeInstanceOf(CheckpointError);
+            expect(["corrupt", "unsupported_version"]).toContain((error as CheckpointError).code);
+            return;
+          }
+          expect(parseMetadata(encodeMetadata(parsed), "m")).toEqual(parsed);
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("reads nesting 200,000 deep anywhere without a stack overflow, refusing it where Cairn expects none", () => {
+    const deep = `${"[".repeat(200_000)}${"]".repeat(200_000)}`;
+    for (const [from, to] of [
+      ["[2,4]", deep],
+      ['"user":{', `"user":{"deep":${deep},`],
+      ['"user":{', `"user":{"deep":{"__proto__":${deep}},`],
+      ['"version"', `"future":${deep},"version"`],
+      ['"entries":[', `"entries":[${deep},`],
+    ] as const) {
+      const damaged = forged(bytes, replaced(from, to));
+      let error: unknown;
+      try {
+        parseMetadata(damaged, "m");
+      } catch (caught) {
+        error = caught;
+      }
+      // An unknown top-level field is kept (a newer minor version's), and user metadata may hold
+      // any JSON without a forbidden key, as JSON.parse read them; everything else is refused.
+      if (from === '"version"' || to.startsWith('"user":{"deep":[')) expect(error).toBeUndefined();
+      else expect(error, to.slice(0, 40)).toMatchObject({ code: "corrupt" });
+    }
+  });
+
+  it("refuses a repeated entries field's first value only as JSON.parse would: the last one counts", () => {
+    const damaged = forged(bytes, replaced('"entries":', '"entries":"nonsense","entries":'));
+    expect(parseMetadata(damaged, "m").entries).toHaveLength(4);
+  });
+});
