@@ -1,7 +1,8 @@
 import { S3Client, type S3ClientConfig } from "@aws-sdk/client-s3";
 import { CheckpointError, type StorageAdapter, type StorageOptions } from "@cairn/core";
 import { DEFAULT_PROGRESS_TIMEOUT_MS, checkRelativePath } from "@cairn/core/storage";
-import { S3StorageAdapter, type S3StorageAdapterOptions } from "./s3-storage-adapter.js";
+import { S3StorageAdapter } from "./s3-storage-adapter.js";
+import type { S3StorageAdapterOptions } from "./s3-storage-options.js";
 
 /**
  * What `openStorage("s3://bucket/prefix", { s3: {...} })` accepts. Either `client` (used as

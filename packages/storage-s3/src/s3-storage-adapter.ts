@@ -1,69 +1,32 @@
 import {
   DeleteObjectCommand,
   DeleteObjectsCommand,
-  GetObjectCommand,
   HeadObjectCommand,
   ListObjectsV2Command,
   PutObjectCommand,
   type S3Client,
 } from "@aws-sdk/client-s3";
-import { type RetryPolicy, type StorageAdapter, CheckpointError, isCheckpointError } from "@cairn/core";
+import { type StorageAdapter, CheckpointError, isCheckpointError } from "@cairn/core";
 import {
   type ByteRange,
   type ObjectInfo,
   type ReadOptions,
   type WriteBody,
   type WriteOptions,
-  DEFAULT_PROGRESS_TIMEOUT_MS,
   ByteBudget,
   ReadTarget,
   cancelledError,
   checkRelativePath,
-  parseContentRange,
   splitHead,
 } from "@cairn/core/storage";
 import { crc32c } from "@cairn/core/format";
 import { MAX_PARTS, multipartUpload } from "./multipart-upload.js";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
 import { isOwnPut } from "./own-object.js";
-import { httpStatusOf, isTransientS3Error, s3CodeOf } from "./s3-error.js";
-import { type Body, readBody } from "./read-body.js";
+import { isTransientS3Error, s3CodeOf } from "./s3-error.js";
 import { sliceParts } from "./slice-parts.js";
-
-/** The smallest part S3 accepts for any part but the last. */
-export const MIN_PART_SIZE = 5 << 20;
-
-/** How the adapter moves bytes; every field has a default that is right for AWS S3. */
-export interface S3StorageAdapterOptions {
-  /**
-   * Bytes per part of a multipart upload and per ranged GET (default 8 MiB, at least 5 MiB).
-   * A body that fits in one part is sent with one PutObject. When a write passes its size, the
-   * part size grows as needed to stay within S3's 10,000 parts.
-   */
-  readonly partSize?: number;
-  /** Part uploads and ranged GETs in flight at once, across all calls on this adapter (default 8). */
-  readonly concurrency?: number;
-  /**
-   * CRC32C sent with the data, so the server verifies the bytes before storing them (default on
-   * for both). `put`: on PutObject. `multipart`: on every UploadPart, with each part's checksum
-   * listed in CompleteMultipartUpload as AWS requires for such uploads.
-   */
-  readonly checksums?: { readonly put?: boolean; readonly multipart?: boolean };
-  /**
-   * Bounds for retrying transient failures (core's `DEFAULT_RETRY_POLICY` otherwise). The
-   * adapter retries each request itself; an error it gave up on reaches core as permanent.
-   */
-  readonly retry?: Partial<RetryPolicy>;
-  /**
-   * A request that makes no progress for this long is aborted and retried as a transient
-   * failure (default 30 s): a GET, HEAD, LIST or DELETE that does not answer, a body that stops
-   * arriving. It is an idle deadline, never a total one, so a large part on a slow link is not
-   * cut off while it moves. Uploads and CompleteMultipartUpload, whose progress only the socket
-   * sees, are watched by the socket timeout of the client the adapter builds (set to this value);
-   * a `client` passed in should set `requestHandler: { socketTimeout }` itself.
-   */
-  readonly progressTimeoutMs?: number;
-}
+import { type RangedAnswer, rangedGet, replacedWhileRead } from "./ranged-get.js";
+import { type S3StorageAdapterOptions, checkS3Options } from "./s3-storage-options.js";
 
 /** Where the adapter's root is: a bucket and a key prefix ("" or ending in "/"). */
 export interface S3Location {
@@ -71,8 +34,6 @@ export interface S3Location {
   readonly prefix: string;
 }
 
-const DEFAULT_PART_SIZE = 8 << 20;
-const DEFAULT_CONCURRENCY = 8;
 /** DeleteObjects takes at most this many keys per request. */
 const DELETE_BATCH = 1000;
 
@@ -109,27 +70,7 @@ export class S3StorageAdapter implements StorageAdapter {
     options: S3StorageAdapterOptions = {},
     onClose: () => void = () => undefined,
   ) {
-    const partSize = options.partSize ?? DEFAULT_PART_SIZE;
-    const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
-    const progressTimeoutMs = options.progressTimeoutMs ?? DEFAULT_PROGRESS_TIMEOUT_MS;
-    if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE) {
-      throw new CheckpointError(
-        "invalid_argument",
-        `[s3] partSize must be a whole number of bytes of at least 5 MiB (S3's minimum part), not ${partSize}`,
-      );
-    }
-    if (!(progressTimeoutMs > 0)) {
-      throw new CheckpointError(
-        "invalid_argument",
-        `[s3] progressTimeoutMs must be a positive number of milliseconds (Infinity for none), not ${progressTimeoutMs}`,
-      );
-    }
-    if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
-      throw new CheckpointError(
-        "invalid_argument",
-        `[s3] concurrency must be a whole number of at least 1, not ${concurrency}`,
-      );
-    }
+    const { partSize, concurrency, progressTimeoutMs } = checkS3Options(options);
     this.#client = client;
     this.#bucket = location.bucket;
     this.#prefix = location.prefix;
@@ -202,7 +143,7 @@ export class S3StorageAdapter implements StorageAdapter {
         pieces.push(
           this.#get(key, path, at, length, { into, etag: first.etag }, stop.signal).then(
             (piece) => {
-              if (!piece) throw this.#shrunk(key, path);
+              if (!piece) throw replacedWhileRead(this.#bucket, key, path);
             },
             (error: unknown) => {
               stop.abort(error);
@@ -221,11 +162,7 @@ export class S3StorageAdapter implements StorageAdapter {
     }
   }
 
-  /**
-   * One ranged GET, retried; `undefined` when the range starts at or past the end (416). With
-   * `into`, the body is copied into it and must fill it exactly, and the object must still have
-   * `etag`: a replaced object would otherwise mix two versions in one read.
-   */
+  /** One ranged GET (`rangedGet`) holding room for a part-sized request in flight. */
   async #get(
     key: string,
     path: string,
@@ -233,103 +170,13 @@ export class S3StorageAdapter implements StorageAdapter {
     length: number,
     target: { into: Uint8Array; etag: string | undefined } | undefined,
     signal: AbortSignal | undefined,
-  ): Promise<{ bytes: Uint8Array; size: number; told: boolean; etag: string | undefined } | undefined> {
+  ): Promise<RangedAnswer | undefined> {
     const release = await this.#room(signal);
     try {
-      return await s3Call(
-        this.#context,
-        { op: "reading", key, path },
-        async (attempt) => {
-          let response;
-          try {
-            response = await this.#client.send(
-              new GetObjectCommand({
-                Bucket: this.#bucket,
-                Key: key,
-                Range: `bytes=${offset}-${offset + length - 1}`,
-                ...(target?.etag ? { IfMatch: target.etag } : {}),
-              }),
-              { abortSignal: attempt.signal },
-            );
-          } catch (error) {
-            if (httpStatusOf(error) === 416 || s3CodeOf(error) === "InvalidRange") return undefined;
-            if (target && (httpStatusOf(error) === 412 || s3CodeOf(error) === "PreconditionFailed")) {
-              throw this.#shrunk(key, path);
-            }
-            throw error;
-          }
-          const answered = parseContentRange(response.ContentRange);
-          if (response.ContentRange !== undefined && answered === undefined) {
-            (response.Body as { destroy?: () => void } | undefined)?.destroy?.();
-            throw this.#badRange(key, path, offset, response.ContentRange);
-          }
-          // Without Content-Range the server ignored Range and sent the whole object (200).
-          const size = answered?.size ?? response.ContentLength ?? 0;
-          const told = answered !== undefined || response.ContentLength !== undefined;
-          const skip = offset - (answered?.start ?? 0);
-          const expected = Math.max(0, Math.min(length, size - offset));
-          if (answered && expected > 0 && answered.end < offset + expected - 1) {
-            // The answer claims fewer bytes than its own total says the range holds.
-            (response.Body as { destroy?: () => void } | undefined)?.destroy?.();
-            throw this.#badRange(key, path, offset, response.ContentRange);
-          }
-          if (expected === 0) {
-            // Nothing to read, whatever the body claims: s3rver answers a Range on an empty
-            // object with "bytes 0-0/0" and a Content-Length of 1 but never sends the byte.
-            (response.Body as { destroy?: () => void } | undefined)?.destroy?.();
-            return { bytes: new Uint8Array(0), size, told, etag: response.ETag };
-          }
-          if (skip < 0 || (target && target.into.byteLength !== expected)) {
-            (response.Body as { destroy?: () => void } | undefined)?.destroy?.();
-            if (target) throw this.#shrunk(key, path);
-            throw new CheckpointError(
-              "storage",
-              `[s3] reading s3://${this.#bucket}/${key}: asked for bytes from ${offset}, the server answered ${response.ContentRange}`,
-              {
-                context: { path, protocol: "s3", transient: false },
-              },
-            );
-          }
-          const into = target?.into ?? new Uint8Array(expected);
-          // A wider answer than asked is cut to the range (s3rver answers "bytes=0-0" with the whole object).
-          const got = await readBody(response.Body as Body | undefined, into, skip, attempt);
-          if (got !== expected) {
-            throw new CheckpointError(
-              "storage",
-              `[s3] reading s3://${this.#bucket}/${key}: the response ended after ${got} of ${expected} bytes`,
-              {
-                context: { path, protocol: "s3", transient: true },
-              },
-            );
-          }
-          return { bytes: into, size, told, etag: response.ETag };
-        },
-        { signal },
-      );
+      return await rangedGet(this.#client, this.#context, { key, path }, offset, length, target, signal);
     } finally {
       release();
     }
-  }
-
-  /** A Content-Range that is malformed or disagrees with the range asked: retried, as a damaged answer. */
-  #badRange(key: string, path: string, offset: number, contentRange: string | undefined): CheckpointError {
-    return new CheckpointError(
-      "storage",
-      `[s3] reading s3://${this.#bucket}/${key}: asked for bytes from ${offset}, the answer's Content-Range is ${JSON.stringify(contentRange)}`,
-      {
-        context: { path, protocol: "s3", transient: true },
-      },
-    );
-  }
-
-  #shrunk(key: string, path: string): CheckpointError {
-    return new CheckpointError(
-      "storage",
-      `[s3] s3://${this.#bucket}/${key} was replaced while it was being read; read it again`,
-      {
-        context: { path, protocol: "s3", transient: false },
-      },
-    );
   }
 
   /** Room for one part-sized request in flight; resolves its release. */
