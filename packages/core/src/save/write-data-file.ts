@@ -154,14 +154,16 @@ function stagedSegment(file: DataFilePlan, leaves: readonly Leaf[], layout: Safe
 
 /**
  * Streams one data file: the safetensors header (known from shapes alone), then the items'
- * bytes. Items go in groups: a group's bytes are read and checksummed while the previous group
- * is written, with one checksum round trip and few writes per group, because a background save
- * may get only one event-loop turn per training step. At most two groups' bytes are held at once
- * per file. A transient storage failure rewrites the whole file.
+ * bytes. Items go in groups, each read (tfjs `data()`, or copied into packed memory) while the
+ * one before is written, with one checksum round trip and few writes per group, because a
+ * background save may get only one event-loop turn per training step. A group's checksums are
+ * computed beside its write, not before it: the disk starts at once, and the checksums are only
+ * needed for the metadata. A group is read once the group before the previous one is hashed,
+ * so a file holds few groups' bytes at once. A transient storage failure rewrites the whole file.
  *
  * A file staged as a page-aligned segment, or packed into one (`packedSegment`), goes out as
- * slices of that segment, cut on page boundaries as each group is checksummed, so the storage
- * may write it from there in place. `distinctNames`: as `dataFileLayout` takes it.
+ * slices of that segment, cut on page boundaries as each group is read, so the storage may
+ * write it from there in place. `distinctNames`: as `dataFileLayout` takes it.
  */
 export async function writeDataFile(
   file: DataFilePlan,
@@ -179,6 +181,7 @@ export async function writeDataFile(
   const staged = stagedSegment(file, leaves, layout);
   const packed = staged ? undefined : packedSegment(file, layout);
   const segment = staged ?? packed;
+  const blockSizes = file.items.map((item) => chunkBlockSize(item.dtype, item.chunk.sizes, blockSize));
   /** Views of the packed memory by element type, made once per file. */
   const views = new Map<TypedArrayType, TypedArray>();
   /** Copies `data` to `at` through a view of its own (built-in) type, if `at` is aligned for it; false if not. */
@@ -194,40 +197,35 @@ export async function writeDataFile(
     view.set(data as never, at / type.BYTES_PER_ELEMENT);
     return true;
   };
-  const prepare = async (
-    group: readonly number[],
-  ): Promise<{ group: readonly number[]; datas: Uint8Array[]; blockSizes: number[] } & ItemChecksums> => {
+  /**
+   * Reads a group's bytes, and starts hashing them: packed items on worker threads in batches
+   * as they are copied in, others in one call once all are read. Resolves when the bytes are
+   * read; `sums` resolves when they are hashed.
+   */
+  const read = async (group: readonly number[]): Promise<{ datas: Uint8Array[]; sums: Promise<ItemChecksums> }> => {
     throwIfAborted(options.signal, "the save");
     const datas: Uint8Array[] = [];
-    const blockSizes = group.map((i) => chunkBlockSize(file.items[i]!.dtype, file.items[i]!.chunk.sizes, blockSize));
     // An incremental save hashed the items it compared with its base already: only the others are hashed.
-    const todo = known ? group.flatMap((i, k) => (known.has(file.items[i]!) ? [] : [k])) : group.map((_, k) => k);
+    const todo = known ? group.filter((i) => !known.has(file.items[i]!)) : group;
     /** Packed: batches of items already copied in, each sent to a worker while the next ones are copied. */
     const batches: Promise<ItemChecksums>[] = [];
     let posted = 0;
     let packedTodo = 0;
     let waiting = 0;
     const post = (): void => {
-      const ks = todo.slice(posted, packedTodo);
+      const batch = packedChecksums(packed!, todo.slice(posted, packedTodo));
       posted = packedTodo;
       waiting = 0;
-      const batch = packedChecksums(
-        packed!,
-        ks.map((k) => group[k]!),
-        ks.map((k) => blockSizes[k]!),
-      );
       batch.catch(() => undefined);
       batches.push(batch);
     };
-    /** Counts the items before `k` (all copied in) that need hashing; sends a batch once it is large enough. */
-    const packedUpTo = (k: number): void => {
-      while (packedTodo < todo.length && todo[packedTodo]! < k)
-        waiting += file.items[group[todo[packedTodo++]!]!]!.byteLength;
+    /** Counts the items before `i` (all copied in) that need hashing; sends a batch once it is large enough. */
+    const packedUpTo = (i: number): void => {
+      while (packedTodo < todo.length && todo[packedTodo]! < i) waiting += file.items[todo[packedTodo++]!]!.byteLength;
       if (waiting >= HASH_BATCH_BYTES) post();
     };
-    for (let k = 0; k < group.length; k++) {
-      if (packed) packedUpTo(k);
-      const i = group[k]!;
+    for (const i of group) {
+      if (packed) packedUpTo(i);
       const item = file.items[i]!;
       const leaf = leaves[item.leafIndex]!;
       // Packed, a host tensor is copied by its own element type, without a byte view made for it.
@@ -260,31 +258,35 @@ export async function writeDataFile(
       if (packed) packed.set(data, layout.offsets[i]!);
       else datas.push(data);
     }
-    let computed: ItemChecksums;
+    let computed: Promise<ItemChecksums>;
     if (packed) {
-      packedUpTo(group.length);
+      packedUpTo(Infinity);
       if (posted < todo.length) post();
-      const parts = await Promise.all(batches);
-      const all = parts.every((p) => p.hashes !== undefined);
-      computed = {
-        sums: parts.flatMap((p) => p.sums),
-        ...(all ? { hashes: parts.flatMap((p) => p.hashes!) } : {}),
-      };
+      computed = Promise.all(batches).then((parts) => {
+        const all = parts.every((p) => p.hashes !== undefined);
+        return { sums: parts.flatMap((p) => p.sums), ...(all ? { hashes: parts.flatMap((p) => p.hashes!) } : {}) };
+      });
     } else {
+      const at = new Map(group.map((i, k) => [i, k]));
       computed =
         todo.length === 0
-          ? { sums: [], hashes: [] }
-          : await blockChecksumsAsync(
-              todo.map((k) => datas[k]!),
-              todo.map((k) => blockSizes[k]!),
+          ? Promise.resolve({ sums: [], hashes: [] })
+          : blockChecksumsAsync(
+              todo.map((i) => datas[at.get(i)!]!),
+              todo.map((i) => blockSizes[i]!),
             );
     }
-    if (!known) return { group, datas, blockSizes, ...computed };
+    const sums = known ? computed.then((c) => withKnown(group, c)) : computed;
+    sums.catch(() => undefined);
+    return { datas, sums };
+  };
+  /** The group's checksums in its order: known ones where an incremental save had them, computed ones for the rest. */
+  const withKnown = (group: readonly number[], computed: ItemChecksums): ItemChecksums => {
     let next = 0;
     const sums: (readonly number[])[] = [];
     const hashes: (string | undefined)[] = [];
     for (const i of group) {
-      const own = known.get(file.items[i]!);
+      const own = known!.get(file.items[i]!);
       if (own) {
         sums.push(own.sums);
         hashes.push(own.hash);
@@ -294,40 +296,36 @@ export async function writeDataFile(
         next++;
       }
     }
-    return { group, datas, blockSizes, sums, hashes };
+    return { sums, hashes };
   };
-  /** The group's items hashed where they were packed, on a worker thread, in one round trip. */
-  const packedChecksums = async (
-    memory: Uint8Array,
-    group: readonly number[],
-    blockSizes: readonly number[],
-  ): Promise<ItemChecksums> => {
-    const starts = new Float64Array(group.length);
-    const lengths = new Float64Array(group.length);
-    group.forEach((i, k) => {
+  /** Items of the packed memory hashed where they were packed, on a worker thread, in one round trip. */
+  const packedChecksums = async (memory: Uint8Array, items: readonly number[]): Promise<ItemChecksums> => {
+    const starts = new Float64Array(items.length);
+    const lengths = new Float64Array(items.length);
+    const sizes = new Float64Array(items.length);
+    items.forEach((i, k) => {
       starts[k] = layout.offsets[i]!;
       lengths[k] = file.items[i]!.byteLength;
+      sizes[k] = blockSizes[i]!;
     });
-    const flat = await regionChecksumsAsync(
-      memory.buffer as SharedArrayBuffer,
-      starts,
-      lengths,
-      Float64Array.from(blockSizes),
-    );
-    const sums = new Array<number[]>(group.length);
+    // The arrays are handed over to the worker (transferred): read nothing from them after this.
+    const flat = await regionChecksumsAsync(memory.buffer as SharedArrayBuffer, starts, lengths, sizes);
+    const sums = new Array<number[]>(items.length);
     let at = 0;
-    for (let k = 0; k < group.length; k++) {
-      const count = Math.ceil(file.items[group[k]!]!.byteLength / blockSizes[k]!);
+    for (let k = 0; k < items.length; k++) {
+      const i = items[k]!;
+      const count = Math.ceil(file.items[i]!.byteLength / blockSizes[i]!);
       sums[k] = count === 1 ? [flat.sums[at]!] : Array.from(flat.sums.subarray(at, at + count));
       at += count;
     }
-    return flat.hashes ? { sums, hashes: hexDigests(flat.hashes, group.length) } : { sums };
+    return flat.hashes ? { sums, hashes: hexDigests(flat.hashes, items.length) } : { sums };
   };
-  let chunks: WrittenChunk[] = [];
-  /** The last group being prepared: a failed write may leave it running, still copying into packed memory. */
-  let preparing: Promise<unknown> | undefined;
+  /** Each group's checksums, of the latest attempt at the write. */
+  let hashing: Promise<ItemChecksums>[] = [];
+  /** Every read and hashing started, of every attempt: a failed write may leave them running, still using packed memory. */
+  const started: Promise<unknown>[] = [];
   const body = async function* (): AsyncGenerator<Uint8Array> {
-    chunks = [];
+    hashing = [];
     let sent = 0;
     /** The segment up to `end`, from where the last slice ended. */
     const slice = function* (end: number): Generator<Uint8Array> {
@@ -335,32 +333,26 @@ export async function writeDataFile(
       sent = Math.max(sent, end);
     };
     if (!segment) yield layout.header;
-    let next = groups.length > 0 ? (preparing = prepare(groups[0]!)) : undefined;
+    const readNext = (reading: ReturnType<typeof read>): ReturnType<typeof read> => {
+      started.push(reading);
+      // Settled when awaited next turn; marked handled so an abandoned write leaves no unhandled rejection.
+      reading.catch(() => undefined);
+      return reading;
+    };
+    let next = groups.length > 0 ? readNext(read(groups[0]!)) : undefined;
     for (let g = 0; g < groups.length; g++) {
       const current = await next!;
-      next = g + 1 < groups.length ? (preparing = prepare(groups[g + 1]!)) : undefined;
-      // Settled when awaited next turn; marked handled so an abandoned write leaves no unhandled rejection.
-      next?.catch(() => undefined);
-      current.group.forEach((i, k) => {
-        const item = file.items[i]!;
-        chunks.push({
-          item,
-          chunk: {
-            offsets: item.chunk.offsets,
-            sizes: item.chunk.sizes,
-            file: file.name,
-            tensorName: names[i]!,
-            byteOffset: layout.offsets[i]!,
-            byteLength: item.byteLength,
-            blockSize: current.blockSizes[k]!,
-            crc32c: current.sums[k]!,
-            // Undefined only while content hashing is off (a benchmark's baseline); one object shape either way.
-            hash: current.hashes?.[k],
-          },
-        });
-      });
+      hashing.push(current.sums);
+      started.push(current.sums);
+      if (g + 1 < groups.length) {
+        // The next group is read beside this one's write, once the group before this one is hashed:
+        // that bounds the bytes read ahead of their hashing (tfjs data() may download them from a device).
+        const before = g >= 1 ? hashing[g - 1] : undefined;
+        next = readNext(before ? before.then(() => read(groups[g + 1]!)) : read(groups[g + 1]!));
+      }
+      const group = groups[g]!;
       if (segment) {
-        const last = current.group[current.group.length - 1]!;
+        const last = group[group.length - 1]!;
         yield* slice(Math.floor((layout.offsets[last]! + file.items[last]!.byteLength) / PAGE) * PAGE);
       } else {
         yield* onMainThread ? coalesce(current.datas) : current.datas;
@@ -369,18 +361,41 @@ export async function writeDataFile(
     if (segment) yield* slice(layout.fileSize);
   };
   const writeOptions = { size: layout.fileSize, signal: options.signal, ...(segment ? { pageAligned: true } : {}) };
+  let sums: ItemChecksums[];
   try {
     await withRetry(() => location.storage.write(joinPath(location.dir, file.name), body(), writeOptions), {
       policy: options.retry,
       signal: options.signal,
     });
+    sums = await Promise.all(hashing);
   } finally {
-    // The write settled, so the storage holds no part of it any more; nor may a group still being prepared.
+    // The write settled, so the storage holds no part of it any more; nor may a group still be read or hashed.
     if (packed) {
-      await preparing?.catch(() => undefined);
+      await Promise.allSettled(started);
       giveBackReusableMemory(packed);
     }
   }
+  const chunks: WrittenChunk[] = [];
+  groups.forEach((group, g) =>
+    group.forEach((i, k) => {
+      const item = file.items[i]!;
+      chunks.push({
+        item,
+        chunk: {
+          offsets: item.chunk.offsets,
+          sizes: item.chunk.sizes,
+          file: file.name,
+          tensorName: names[i]!,
+          byteOffset: layout.offsets[i]!,
+          byteLength: item.byteLength,
+          blockSize: blockSizes[i]!,
+          crc32c: sums[g]!.sums[k]!,
+          // Undefined only while content hashing is off (a benchmark's baseline); one object shape either way.
+          hash: sums[g]!.hashes?.[k],
+        },
+      });
+    }),
+  );
   const headerLength = layout.header.byteLength - 8;
   return { file: { rank, size: layout.fileSize, headerLength, headerCrc32c: crc32c(layout.header) }, chunks };
 }
