@@ -60,7 +60,7 @@ export {
   type GlobalSavePlan,
   type GlobalPlanContext,
 } from "./plan/save-planner.js";
-export { DefaultSavePlanner } from "./plan/default-save-planner.js";
+export { DefaultSavePlanner, type DefaultSavePlannerOptions } from "./plan/default-save-planner.js";
 export { type LoadPlanner, type LoadPlan, type LoadRequest, type ReadItem } from "./plan/load-planner.js";
 export { DefaultLoadPlanner } from "./plan/default-load-planner.js";
 export { type SaveOptions, type SaveResult, DEFAULT_SAVE_CONCURRENCY, checkSaveOptions } from "./save/save-options.js";

@@ -2,6 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import { load } from "../load/load.js";
 import { readMetadata } from "../load/read-metadata.js";
 import { save } from "../save/save.js";
+import { DefaultSavePlanner } from "../plan/default-save-planner.js";
 import { hostTensor } from "../state/tensors.js";
 import type { ByteRange, ReadOptions } from "../storage/storage-adapter.js";
 import type * as Crc32c from "../format/crc32c.js";
@@ -43,7 +44,13 @@ async function source(): Promise<{ storage: InPlaceStorage; dataBytes: number }>
   };
   await save(
     { a: tensor(1), b: tensor(2), c: tensor(3) },
-    { storage, path: "ckpt", blockSize: 64 << 10, concurrency: 3 },
+    {
+      storage,
+      path: "ckpt",
+      blockSize: 64 << 10,
+      concurrency: 3,
+      planner: new DefaultSavePlanner({ minFileBytes: 0 }),
+    },
   );
   return { storage, dataBytes: 3 * 256 * 256 * 4 };
 }

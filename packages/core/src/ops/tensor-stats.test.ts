@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { MapStorage } from "../../test/map-storage.js";
 import { readMetadata } from "../load/read-metadata.js";
 import { save } from "../save/save.js";
+import { DefaultSavePlanner } from "../plan/default-save-planner.js";
 import type { DType, DTypeArrays } from "../state/dtypes.js";
 import { shardedTensor } from "../state/sharded-tensor.js";
 import type { StateDict } from "../state/state-dict.js";
@@ -133,6 +134,8 @@ async function saved(state: StateDict, options: { blockSize?: number; concurrenc
     path: "ckpt",
     blockSize: options.blockSize ?? 64,
     concurrency: options.concurrency ?? 2,
+    // As many files as `concurrency`, however small the state: stats must follow chunks across files.
+    planner: new DefaultSavePlanner({ minFileBytes: 0 }),
   });
   const metadata = await readMetadata({ storage, path: "ckpt" });
   return { storage, reader: new CheckpointReader(storage, "ckpt", metadata) };

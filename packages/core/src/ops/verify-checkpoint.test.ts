@@ -2,12 +2,13 @@ import { describe, expect, it } from "vitest";
 import { load } from "../load/load.js";
 import { readMetadata } from "../load/read-metadata.js";
 import { save } from "../save/save.js";
+import { DefaultSavePlanner } from "../plan/default-save-planner.js";
 import { hostTensor } from "../state/tensors.js";
 import { MapStorage } from "../../test/map-storage.js";
 import { copyCheckpoint } from "./copy-checkpoint.js";
 import { verifyCheckpoint } from "./verify-checkpoint.js";
 
-/** Three tensors in three data files (`concurrency: 3`), blocks of 64 bytes. */
+/** Three tensors in three data files (`concurrency: 3`, and no minimum file size), blocks of 64 bytes. */
 async function threeFiles(): Promise<{ storage: MapStorage; files: Record<string, string> }> {
   const storage = new MapStorage();
   const tensor = (seed: number) => {
@@ -17,7 +18,7 @@ async function threeFiles(): Promise<{ storage: MapStorage; files: Record<string
   };
   await save(
     { a: tensor(1), b: tensor(2), c: tensor(3), step: 5 },
-    { storage, path: "ckpt", blockSize: 64, concurrency: 3 },
+    { storage, path: "ckpt", blockSize: 64, concurrency: 3, planner: new DefaultSavePlanner({ minFileBytes: 0 }) },
   );
   const metadata = await readMetadata({ storage, path: "ckpt" });
   const files = Object.fromEntries(

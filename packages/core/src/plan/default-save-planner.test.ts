@@ -1,12 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { DefaultSavePlanner } from "./default-save-planner.js";
+import { type DefaultSavePlannerOptions, DefaultSavePlanner } from "./default-save-planner.js";
 import { flattenStateDict } from "../state/flatten.js";
 import { hostTensor } from "../state/tensors.js";
 import type { DataFilePlan } from "./save-planner.js";
 
-async function planFiles(sizes: readonly number[], filesPerRank: number): Promise<readonly DataFilePlan[]> {
+async function planFiles(
+  sizes: readonly number[],
+  filesPerRank: number,
+  options: DefaultSavePlannerOptions = { minFileBytes: 0 },
+): Promise<readonly DataFilePlan[]> {
   const layers = sizes.map((n) => ({ w: hostTensor("uint8", [n], new Uint8Array(n)) }));
-  const planner = new DefaultSavePlanner();
+  const planner = new DefaultSavePlanner(options);
   const plan = planner.createGlobalPlan([planner.createLocalPlan(await flattenStateDict({ layers }), 0)], {
     attempt: "a1b2c3",
     filesPerRank,
@@ -42,5 +46,22 @@ describe("DefaultSavePlanner's files", () => {
     );
     const loads = files.map(bytesOf);
     expect(Math.max(...loads) - Math.min(...loads)).toBeLessThanOrEqual(2 << 20);
+  });
+
+  it("puts a small state in one file, and one more per 16 MiB up to filesPerRank", async () => {
+    const count = async (sizes: readonly number[]): Promise<number> => (await planFiles(sizes, 4, {})).length;
+    expect(await count(new Array<number>(1000).fill(1024))).toBe(1);
+    expect(await count(new Array<number>(16).fill(1 << 20))).toBe(1);
+    expect(await count([...new Array<number>(16).fill(1 << 20), 1])).toBe(2);
+    expect(await count(new Array<number>(40).fill(1 << 20))).toBe(3);
+    expect(await count(new Array<number>(100).fill(1 << 20))).toBe(4);
+    expect((await planFiles(new Array<number>(100).fill(1 << 20), 4, { minFileBytes: 64 << 20 })).length).toBe(2);
+  });
+
+  it("refuses a minFileBytes that is not a whole number of bytes", () => {
+    for (const minFileBytes of [-1, 0.5, Number.NaN, Infinity])
+      expect(() => new DefaultSavePlanner({ minFileBytes })).toThrow(
+        expect.objectContaining({ code: "invalid_argument" }),
+      );
   });
 });

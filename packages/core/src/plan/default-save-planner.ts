@@ -21,12 +21,42 @@ export function valueEntry(leaf: Extract<Leaf, { kind: "value" }>): ValueEntry {
 }
 
 /**
+ * The default `minFileBytes`: a file costs a create, a sync, a rename and their round trips
+ * whatever its size, and one of 16 MiB is already written with several writes in flight, so a
+ * small state goes in one file.
+ */
+export const MIN_FILE_BYTES = 16 << 20;
+
+export interface DefaultSavePlannerOptions {
+  /**
+   * A rank's items go in one data file per this many bytes of them, up to `filesPerRank`
+   * (`SaveOptions.concurrency`), and at least one (default `MIN_FILE_BYTES`, 16 MiB): below it,
+   * another file costs a create, a sync and their round trips for no gain. 0: always
+   * `filesPerRank` files, as long as there are items enough.
+   */
+  readonly minFileBytes?: number;
+}
+
+/**
  * The default planner: every leaf is one item; an item several ranks hold (a replicated
  * tensor: same key, same box) is written once, by the rank with the fewest bytes assigned so
  * far, largest items first, so writing is balanced across ranks. Each rank's items are then
- * spread over up to `filesPerRank` files of similar size.
+ * spread over up to `filesPerRank` files of similar size, one per `minFileBytes` of them.
  */
 export class DefaultSavePlanner implements SavePlanner {
+  readonly #minFileBytes: number;
+
+  /** Throws `invalid_argument` for a `minFileBytes` that is not a whole number of bytes. */
+  constructor(options: DefaultSavePlannerOptions = {}) {
+    const minFileBytes = options.minFileBytes ?? MIN_FILE_BYTES;
+    if (!Number.isSafeInteger(minFileBytes) || minFileBytes < 0)
+      throw new CheckpointError(
+        "invalid_argument",
+        `DefaultSavePlanner: minFileBytes must be a whole number of bytes, 0 or more, not ${String(minFileBytes)}`,
+      );
+    this.#minFileBytes = minFileBytes;
+  }
+
   createLocalPlan(leaves: readonly Leaf[], rank: number): SavePlan {
     const items: WriteItem[] = [];
     const values: PlannedValue[] = [];
@@ -69,7 +99,7 @@ export class DefaultSavePlanner implements SavePlanner {
   }
 
   rankFiles(plan: SavePlan, context: GlobalPlanContext): WriteItem[][] {
-    return spreadOverFiles(plan.items, plan.rank, context).map((file) => file.items);
+    return spreadOverFiles(plan.items, plan.rank, context, this.#minFileBytes).map((file) => file.items);
   }
 
   createGlobalPlan(plans: readonly SavePlan[], context: GlobalPlanContext): GlobalSavePlan {
@@ -80,7 +110,7 @@ export class DefaultSavePlanner implements SavePlanner {
       for (const { entry } of plan.values) if (!values.has(pathId(entry.key))) values.set(pathId(entry.key), entry);
     return {
       attempt: context.attempt,
-      files: assigned.map((items, rank) => spreadOverFiles(items, rank, context)),
+      files: assigned.map((items, rank) => spreadOverFiles(items, rank, context, this.#minFileBytes)),
       values: [...values.values()],
       ...(distinct ? { distinctKeys: true } : {}),
     };
@@ -222,8 +252,8 @@ function sameNumbers(a: readonly number[], b: readonly number[]): boolean {
 
 /** Small items travel in runs of neighbours (in leaf order) of at most this many bytes, or a sixteenth of a file's share if less. */
 const RUN_BYTES = 1 << 20;
-
 /**
+ * Up to `filesPerRank` files, one per `minFileBytes` of the rank's bytes (at least one).
  * Largest first onto the emptiest file; each file then keeps its items in the rank's leaf order.
  * Small items go in runs of neighbours, not one by one: dealt singly, equal items land on every
  * `filesPerRank`-th file, and packing a file then reads every fourth tensor's memory, which cost
@@ -233,11 +263,13 @@ function spreadOverFiles(
   items: readonly WriteItem[],
   rank: number,
   context: GlobalPlanContext,
+  minFileBytes: number,
 ): (DataFilePlan & { items: WriteItem[] })[] {
-  const count = Math.max(1, Math.min(context.filesPerRank, items.length));
-  const files = Array.from({ length: count }, () => ({ bytes: 0, items: [] as WriteItem[] }));
   let total = 0;
   for (const item of items) total += item.byteLength;
+  const byBytes = minFileBytes > 0 ? Math.ceil(total / minFileBytes) : Infinity;
+  const count = Math.max(1, Math.min(context.filesPerRank, items.length, byBytes));
+  const files = Array.from({ length: count }, () => ({ bytes: 0, items: [] as WriteItem[] }));
   const runBytes = Math.min(RUN_BYTES, Math.ceil(total / (count * 16)));
   const units: { bytes: number; items: WriteItem[] }[] = [];
   let run: { bytes: number; items: WriteItem[] } | undefined;

@@ -21,6 +21,7 @@ import { copyCheckpoint } from "../ops/copy-checkpoint.js";
 import { verifyCheckpoint } from "../ops/verify-checkpoint.js";
 import { CheckpointReader } from "../ops/checkpoint-reader.js";
 import { save } from "./save.js";
+import { DefaultSavePlanner } from "../plan/default-save-planner.js";
 import { shardedTensor } from "../state/sharded-tensor.js";
 import { hostTensor } from "../state/tensors.js";
 import type { WriteBody, WriteOptions } from "../storage/storage-adapter.js";
@@ -199,8 +200,10 @@ describe("incremental save", () => {
 
   it("detects a flipped bit in the base's file when loading the newer step", async () => {
     const storage = new CountingStorage();
-    await save(state(1), { storage, path: "1" });
-    await save(state(2), { storage, path: "2", incremental: { base: "1" } });
+    // A file per tensor, so the unchanged one's file is the base's, shared whole.
+    const planner = new DefaultSavePlanner({ minFileBytes: 0 });
+    await save(state(1), { storage, path: "1", planner });
+    await save(state(2), { storage, path: "2", incremental: { base: "1" }, planner });
     const shared = Object.entries((await readMetadata({ storage, path: "2" })).files).find(
       ([, f]) => f.dir === "1",
     )![0];
