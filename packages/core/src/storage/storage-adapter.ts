@@ -40,6 +40,22 @@ export interface WriteOptions {
    * memory must not change until the write settles. Others ignore it.
    */
   readonly pageAligned?: boolean;
+  /**
+   * Leaves the object's durability to a later `StorageAdapter.sync` of its path: `write` then
+   * resolves once the object is whole and visible, and it survives a crash only once that
+   * `sync` resolved (before, a crash may lose it or leave it partial). Core passes it only to
+   * adapters that have `sync`, for data files that nothing reads before a commit made after
+   * that `sync`; an adapter without `sync` writes durably whatever this says.
+   */
+  readonly syncLater?: boolean;
+  /**
+   * The object becomes visible only once this resolves; if it rejects, the write fails with its
+   * reason and leaves no object. The adapter may prepare the object meanwhile (file:// writes
+   * and syncs its temp file), so a commit that waits for other objects' `sync` costs one wait
+   * for the disk after it, not two. Core passes it only to adapters that have `sync`, which
+   * must honour it (the storage contract suite checks); to others it waits before writing.
+   */
+  readonly publishAfter?: Promise<unknown>;
 }
 
 export interface ReadOptions {
@@ -146,6 +162,14 @@ export interface StorageAdapter {
    */
   openReader?(path: string): Promise<ObjectReader>;
   write(path: string, body: WriteBody, options?: WriteOptions): Promise<void>;
+  /**
+   * Makes objects written with `WriteOptions.syncLater` durable, all at once (file:// fsyncs
+   * each file and each of their directories in parallel: one wait for the disk where a write
+   * each would make two). Its failure means the objects may not be durable: core writes them
+   * again rather than calling it twice. Optional: adapters whose writes are durable when they
+   * resolve (object stores, memory) have none, and core then never passes `syncLater`.
+   */
+  sync?(paths: readonly string[]): Promise<void>;
   stat(path: string): Promise<ObjectInfo | null>;
   list(prefix: string): AsyncIterable<ObjectInfo>;
   delete(path: string): Promise<void>;

@@ -341,6 +341,30 @@ export function defineStorageContract(t: ContractTestApi, name: string, options:
       expect(await storage.stat("aborted")).toBeNull();
     });
 
+    it("syncs syncLater writes on sync(), and publishes a publishAfter write only once it resolves", async () => {
+      // Any adapter: a syncLater write is whole and readable when it resolves.
+      await storage.write("later/a", pattern(3000, 7), { syncLater: true });
+      expect(sameBytes(await storage.read("later/a"), pattern(3000, 7))).toBe(true);
+      if (!storage.sync) return;
+      await storage.sync(["later/a"]);
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const held = storage.write("later/commit", bytes("c"), { ifAbsent: true, publishAfter: gate });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(await storage.stat("later/commit")).toBeNull();
+      release();
+      await held;
+      expect(await storage.read("later/commit")).toEqual(bytes("c"));
+      const reason = new Error("the data files were not synced");
+      // Marked handled, as a caller does: the adapter may await it only once its temp object is written.
+      const failed = Promise.reject(reason);
+      failed.catch(() => undefined);
+      const refused = storage.write("later/refused", bytes("r"), { publishAfter: failed });
+      await expect(refused).rejects.toBe(reason);
+      expect(await storage.stat("later/refused")).toBeNull();
+      expect((await collect(storage.list("later/"))).map((o) => o.path).sort()).toEqual(["later/a", "later/commit"]);
+    });
+
     it("refuses paths that escape the root", async () => {
       await expectCode(expect, storage.write("../outside", bytes("x")), "invalid_argument");
       await expectCode(expect, storage.read("/etc/passwd"), "invalid_argument");
