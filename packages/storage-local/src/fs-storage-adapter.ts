@@ -35,6 +35,19 @@ export interface FsStorageAdapterOptions {
   readonly directIo?: boolean;
 }
 
+/** Waits for `WriteOptions.publishAfter`; its rejection is the write's, as it is (`fsError` keeps what is no file system error as the cause of one). */
+class NotPublished {
+  constructor(readonly reason: unknown) {}
+}
+
+async function published(after: Promise<unknown>): Promise<void> {
+  try {
+    await after;
+  } catch (reason) {
+    throw new NotPublished(reason);
+  }
+}
+
 /** Smaller objects (metadata.json) go through the page cache: a direct write would gain nothing. */
 export const DIRECT_MIN_BYTES = 1 << 20;
 
@@ -122,6 +135,8 @@ export class FsStorageAdapter implements StorageAdapter {
   readonly protocol: string;
   readonly root: string;
   readonly portable?: PortableStorage;
+  /** Only where writes are made durable (directories are synced): a memfs volume survives no crash anyway. */
+  readonly sync?: (paths: readonly string[]) => Promise<void>;
   readonly #fs: FsPromisesLike;
   readonly #dir: string;
   readonly #options: FsStorageAdapterOptions;
@@ -137,6 +152,7 @@ export class FsStorageAdapter implements StorageAdapter {
     this.#options = options;
     this.#directIo = (options.directIo ?? false) && directIoAvailable;
     if (options.portable) this.portable = options.portable;
+    if (options.syncDirectories) this.sync = (paths) => this.#syncAll(paths);
   }
 
   #abs(path: string): string {
@@ -261,9 +277,12 @@ export class FsStorageAdapter implements StorageAdapter {
         handle = opened.handle;
         await writeWindowed(handle, parts, check);
       }
-      await handle.sync();
+      // With syncLater, `sync` fsyncs the file and its directory once, beside the others'.
+      const deferred = options.syncLater === true && this.sync !== undefined;
+      if (!deferred) await handle.sync();
       await handle.close();
       handle = undefined;
+      if (options.publishAfter) await published(options.publishAfter);
       if (options.ifAbsent) {
         try {
           await this.#fs.link(temp, abs);
@@ -275,8 +294,9 @@ export class FsStorageAdapter implements StorageAdapter {
         await this.#fs.rename(temp, abs);
       }
       placed = true;
-      await this.#syncDir(dir);
+      if (!deferred) await this.#syncDir(dir);
     } catch (error) {
+      if (error instanceof NotPublished) throw error.reason;
       throw fsError(error, site);
     } finally {
       await handle?.close().catch(() => undefined);
@@ -336,12 +356,40 @@ export class FsStorageAdapter implements StorageAdapter {
 
   async #syncDir(dir: string): Promise<void> {
     if (!this.#options.syncDirectories) return;
-    const handle = await this.#fs.open(dir, "r");
+    await this.#syncFile(dir);
+  }
+
+  async #syncFile(file: string): Promise<void> {
+    const handle = await this.#fs.open(file, "r");
     try {
       await handle.sync();
     } finally {
       await handle.close();
     }
+  }
+
+  /** Every file, and each directory holding one of them once, fsynced at the same time. */
+  async #syncAll(paths: readonly string[]): Promise<void> {
+    const files = paths.map((path) => ({ path, file: this.#abs(path) }));
+    const dirs = new Map(files.map(({ path, file }) => [posix.dirname(file), path]));
+    const synced = await Promise.allSettled([
+      ...files.map(async ({ path, file }) => {
+        try {
+          await this.#syncFile(file);
+        } catch (error) {
+          throw fsError(error, this.#site("write", path, file));
+        }
+      }),
+      ...[...dirs].map(async ([dir, path]) => {
+        try {
+          await this.#syncFile(dir);
+        } catch (error) {
+          throw fsError(error, this.#site("write", path, dir));
+        }
+      }),
+    ]);
+    const failed = synced.find((s) => s.status === "rejected");
+    if (failed) throw failed.reason;
   }
 
   async stat(path: string): Promise<ObjectInfo | null> {
