@@ -13,6 +13,11 @@ import { isFileOfAttempt } from "../format/naming.js";
  * checkpoint, and `alreadyCommitted()` is thrown. With `overwrite` a committed checkpoint there
  * is replaced by one all-or-nothing write (a failed one that left this attempt's metadata landed).
  * Called by `save` and by ops writing their own data files (import, copy).
+ *
+ * `after`: the commit becomes visible only once it resolves (the save's own data files synced),
+ * and fails with its reason if it rejects. The metadata is encoded meanwhile, and where the
+ * storage can prepare an object before publishing it (adapters with `sync` honour
+ * `WriteOptions.publishAfter`), written and synced too.
  */
 export async function commitMetadata(
   storage: StorageAdapter,
@@ -24,16 +29,35 @@ export async function commitMetadata(
     readonly retry?: Partial<RetryPolicy>;
     readonly signal?: AbortSignal | undefined;
     readonly overwrite?: boolean;
+    readonly after?: Promise<unknown>;
   } = {},
 ): Promise<void> {
   const path = joinPath(dir, METADATA_FILE);
   const bytes = encodeMetadata(metadata);
+  const { after } = options;
+  const early = after !== undefined && storage.sync !== undefined;
+  if (after && !early) await after;
+  /** Set when `after` rejected: its reason is the commit's failure, never retried as the write's. */
+  let notPublished: { reason: unknown } | undefined;
+  const publishAfter = early
+    ? after.catch((reason: unknown) => {
+        notPublished = { reason };
+        throw notPublished;
+      })
+    : undefined;
+  publishAfter?.catch(() => undefined);
   try {
     await withRetry(
-      () => storage.write(path, bytes, { ifAbsent: options.overwrite !== true, signal: options.signal }),
+      () =>
+        storage.write(path, bytes, {
+          ifAbsent: options.overwrite !== true,
+          signal: options.signal,
+          ...(publishAfter ? { publishAfter } : {}),
+        }),
       { policy: options.retry, signal: options.signal },
     );
   } catch (error) {
+    if (notPublished) throw notPublished.reason;
     if (options.overwrite === true) {
       if (await committedBy(storage, path, attempt, options)) return;
       throw error;

@@ -3,7 +3,7 @@ import { type OpenedCheckpoint, checkpointOptionsOf, openCheckpoint } from "../s
 import { DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions } from "./save-options.js";
 import { commitMetadata } from "./commit-metadata.js";
 import { DefaultSavePlanner } from "../plan/default-save-planner.js";
-import { CheckpointError, cancelledError, throwIfAborted } from "../errors.js";
+import { CheckpointError, cancelledError, isTransient, throwIfAborted } from "../errors.js";
 import { type RankOutcome, failureOf, firstFailedRank, rankFailure } from "../rank-outcome.js";
 import { flattenStateDict } from "../state/flatten.js";
 import { type Leaf } from "../state/leaf.js";
@@ -161,8 +161,14 @@ export async function writeAndCommit(
   // This rank's own failure, kept as the cause of the error it throws (other ranks send only code and message).
   let writeError: unknown;
   let commitError: unknown;
+  /** The coordinator's own files made durable, beside gathering and committing the metadata, which waits for it. */
+  let ownSync: Promise<void> | undefined;
   try {
-    outcome = await writeRankFiles(prepared, location, options, blockSize);
+    const written = await writeRankFiles(prepared, location, options, blockSize);
+    outcome = written.outcome;
+    // Another rank reports only once its files are durable.
+    if (group.rank === 0) ownSync = written.synced;
+    else await written.synced;
   } catch (error) {
     writeError = error;
     outcome = rankFailure(error);
@@ -173,7 +179,7 @@ export async function writeAndCommit(
     outcomes = await group.allGather(outcome);
     if (group.rank === 0) {
       try {
-        commit = await commitOnCoordinator(outcomes, prepared, location, options, blockSize);
+        commit = await commitOnCoordinator(outcomes, prepared, location, options, blockSize, ownSync);
       } catch (error) {
         commitError = error;
         commit = rankFailure(error);
@@ -184,11 +190,13 @@ export async function writeAndCommit(
     }
   } catch (error) {
     // The process group broke (a rank died or timed out): nobody can commit this attempt, so its files go.
+    await ownSync?.catch(() => undefined);
     await removeFiles(location, prepared.myFiles);
     throw error;
   }
   const refused = failureOf(commit);
   if (refused) {
+    await ownSync?.catch(() => undefined);
     await removeFiles(location, prepared.myFiles);
     const failed = firstFailedRank(outcomes);
     if (!outcome.ok && options.signal?.aborted) throw cancelledError(options.signal, "the save");
@@ -207,50 +215,98 @@ export async function writeAndCommit(
   };
 }
 
+/**
+ * Writes a rank's files; `synced` resolves once they are durable. Where the storage syncs many
+ * objects at once (`StorageAdapter.sync`), they are written with `syncLater` and synced together:
+ * one wait for the disk instead of two per file. If that sync fails with a transient error, the
+ * files are written again, each durable on its own (with its retries), and must come out the same.
+ */
 async function writeRankFiles(
   prepared: PreparedSave,
   location: OpenedCheckpoint,
   options: SaveOptions,
   blockSize: number,
-): Promise<Written> {
-  const queue = new PQueue({ concurrency: Math.max(1, options.concurrency ?? DEFAULT_SAVE_CONCURRENCY) });
-  // Null prototype: a planner names the files, and a name is a key here.
-  const files = Object.create(null) as Record<string, DataFileMetadata>;
-  const chunks: WrittenChunk[] = [];
-  let bytes = 0;
+): Promise<{ outcome: Written; synced: Promise<void> }> {
+  let shared: Record<string, DataFileMetadata> | undefined;
+  let referenced: readonly WrittenChunk[] = [];
   let toWrite = prepared.myFiles;
   let known: ReadonlyMap<WriteItem, KnownChecksums> | undefined;
   if (options.incremental) {
     const base = await readIncrementalBase(location, options.incremental.base, options);
     const skipped = await skipUnchanged(prepared.myFiles, prepared.leaves, base, options, blockSize);
     await checkSharedFiles(location, skipped.sharedFiles, options);
-    Object.assign(files, skipped.sharedFiles);
-    chunks.push(...skipped.referenced);
+    shared = skipped.sharedFiles;
+    referenced = skipped.referenced;
     toWrite = skipped.files;
     known = skipped.sums;
   }
-  // allSettled, not all: every write must have finished or failed before a failed save removes its files.
-  const settled = await Promise.allSettled(
-    toWrite.map((file) =>
-      queue.add(async () => {
-        const written = await writeDataFile(
-          file,
-          prepared.leaves,
-          location,
-          options,
-          blockSize,
-          prepared.plan.distinctKeys === true,
-          known,
-        );
-        files[file.name] = written.file;
-        chunks.push(...written.chunks);
-        bytes += written.file.size;
-      }),
-    ),
+  const writeAll = async (syncLater: boolean): Promise<Written> => {
+    const queue = new PQueue({ concurrency: Math.max(1, options.concurrency ?? DEFAULT_SAVE_CONCURRENCY) });
+    // Null prototype: a planner names the files, and a name is a key here.
+    const files = Object.create(null) as Record<string, DataFileMetadata>;
+    if (shared) Object.assign(files, shared);
+    const chunks: WrittenChunk[] = [...referenced];
+    let bytes = 0;
+    // allSettled, not all: every write must have finished or failed before a failed save removes its files.
+    const settled = await Promise.allSettled(
+      toWrite.map((file) =>
+        queue.add(async () => {
+          const written = await writeDataFile(
+            file,
+            prepared.leaves,
+            location,
+            options,
+            blockSize,
+            prepared.plan.distinctKeys === true,
+            known,
+            syncLater,
+          );
+          files[file.name] = written.file;
+          chunks.push(...written.chunks);
+          bytes += written.file.size;
+        }),
+      ),
+    );
+    const failure = settled.find((s) => s.status === "rejected");
+    if (failure) throw failure.reason;
+    return { ok: true, files, chunks, bytes };
+  };
+  const { storage } = location;
+  const deferred = storage.sync !== undefined && toWrite.length > 0;
+  const outcome = await writeAll(deferred);
+  if (!deferred) return { outcome, synced: Promise.resolve() };
+  const synced = storage.sync!(toWrite.map((file) => joinPath(location.dir, file.name))).catch(
+    async (error: unknown) => {
+      // A failed fsync may have lost the bytes, and a second one may report success all the same: write them anew.
+      if (!isTransient(error)) throw error;
+      // The metadata may already be built from the first write: the second must match it.
+      checkSameWrite(outcome, await writeAll(false));
+    },
   );
-  const failure = settled.find((s) => s.status === "rejected");
-  if (failure) throw failure.reason;
-  return { ok: true, files, chunks, bytes };
+  synced.catch(() => undefined);
+  return { outcome, synced };
+}
+
+/** Throws unless two writes of a rank's files gave the same files and chunk checksums (the state changed between them). */
+function checkSameWrite(first: Written, second: Written): void {
+  const sumsOf = (written: Written): Map<string, string> =>
+    new Map(
+      written.chunks.map(({ chunk }) => [
+        `${chunk.file}@${chunk.byteOffset}`,
+        `${chunk.byteLength}/${chunk.crc32c.join(",")}/${chunk.hash ?? ""}`,
+      ]),
+    );
+  const a = sumsOf(first);
+  const b = sumsOf(second);
+  const same =
+    a.size === b.size &&
+    [...a].every(([at, sums]) => b.get(at) === sums) &&
+    Object.keys(first.files).every((name) => first.files[name]!.headerCrc32c === second.files[name]?.headerCrc32c);
+  if (!same)
+    throw new CheckpointError(
+      "invalid_argument",
+      "the state dict changed while it was being saved: its data files, written again after a failed sync, differ from the first write; nothing was committed",
+    );
 }
 
 async function commitOnCoordinator(
@@ -259,6 +315,7 @@ async function commitOnCoordinator(
   location: OpenedCheckpoint,
   options: SaveOptions,
   blockSize: number,
+  ownSync: Promise<void> | undefined,
 ): Promise<CommitOutcome> {
   const failed = firstFailedRank(outcomes);
   if (failed) {
@@ -269,13 +326,15 @@ async function commitOnCoordinator(
   const metadata = buildMetadata(outcomes as Written[], prepared.plan, prepared.plans, options, blockSize);
   // Again right before the commit: a base file deleted since the start must not leave a committed step without its bytes.
   if (options.incremental) await checkSharedFiles(location, metadata.files, options);
+  // Every rank's bytes are durable before the commit is visible: the others' were before they
+  // reported, the coordinator's own are synced meanwhile (`after`).
   await commitMetadata(
     location.storage,
     location.dir,
     metadata,
     prepared.plan.attempt,
     () => alreadyCommitted(location),
-    options,
+    { ...options, ...(ownSync ? { after: ownSync } : {}) },
   );
   return { ok: true, entries: metadata.entries.length, referenced: referencedFiles(metadata) };
 }

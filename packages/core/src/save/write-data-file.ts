@@ -174,6 +174,8 @@ export async function writeDataFile(
   distinctNames = false,
   /** Checksums already computed (an incremental save's comparison), not computed again. */
   known?: ReadonlyMap<WriteItem, KnownChecksums>,
+  /** `WriteOptions.syncLater`: the caller syncs the file (with others) before relying on it. */
+  syncLater = false,
 ): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[] }> {
   const { names, layout } = dataFileLayout(file.items, distinctNames);
   const rank = location.group.rank;
@@ -360,7 +362,12 @@ export async function writeDataFile(
     }
     if (segment) yield* slice(layout.fileSize);
   };
-  const writeOptions = { size: layout.fileSize, signal: options.signal, ...(segment ? { pageAligned: true } : {}) };
+  const writeOptions = {
+    size: layout.fileSize,
+    signal: options.signal,
+    ...(segment ? { pageAligned: true } : {}),
+    ...(syncLater ? { syncLater } : {}),
+  };
   let sums: ItemChecksums[];
   try {
     await withRetry(() => location.storage.write(joinPath(location.dir, file.name), body(), writeOptions), {

@@ -1,0 +1,175 @@
+import { promises as nodeFs } from "node:fs";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, posix } from "node:path";
+import { DefaultSavePlanner, type HostTensor, hostTensor, load, readMetadata, save } from "@cairn/core";
+import { afterAll, describe, expect, it } from "vitest";
+import { FsStorageAdapter } from "./fs-storage-adapter.js";
+import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
+
+const roots: string[] = [];
+afterAll(async () => {
+  await Promise.all(roots.map((d) => rm(d, { recursive: true, force: true })));
+});
+
+/** A file system call that finished, in the order calls finished; `started` is when it began, in the same count. */
+interface Done {
+  readonly call: "sync" | "rename" | "link";
+  /** The file synced, or the new name of a rename or link. */
+  readonly path: string;
+  readonly from?: string;
+  readonly started: number;
+}
+
+/** node:fs that records when each fsync, rename and link began and finished, and can fail chosen fsyncs. */
+function recordingFs(failSync?: { errno: string; on: (path: string) => boolean; times: number }): {
+  fs: FsPromisesLike;
+  done: Done[];
+} {
+  const base = nodeFs as unknown as FsPromisesLike;
+  const done: Done[] = [];
+  let clock = 0;
+  let failures = 0;
+  const timed = async <T>(call: Done["call"], path: string, run: () => Promise<T>, from?: string): Promise<T> => {
+    const started = clock++;
+    const result = await run();
+    clock++;
+    done.push({ call, path, started, ...(from ? { from } : {}) });
+    return result;
+  };
+  const handleOf = (handle: FileHandleLike, path: string): FileHandleLike => ({
+    ...(handle.fd === undefined ? {} : { fd: handle.fd }),
+    read: (b, o, l, p) => handle.read(b, o, l, p),
+    readv: (b, p) => handle.readv(b, p),
+    write: (b, o, l, p) => handle.write(b, o, l, p),
+    truncate: (length) => handle.truncate(length),
+    stat: () => handle.stat(),
+    close: () => handle.close(),
+    sync: () =>
+      timed("sync", path, async () => {
+        if (failSync && failures < failSync.times && failSync.on(path)) {
+          failures++;
+          throw Object.assign(new Error(`${failSync.errno}: injected, fsync '${path}'`), {
+            code: failSync.errno,
+            syscall: "fsync",
+            path,
+          });
+        }
+        await handle.sync();
+      }),
+  });
+  const fs: FsPromisesLike = {
+    open: async (path, flags, mode) => handleOf(await base.open(path, flags, mode), path),
+    mkdir: (path, options) => base.mkdir(path, options),
+    rename: (from, to) => timed("rename", to, () => base.rename(from, to), from),
+    link: (existing, created) => timed("link", created, () => base.link(existing, created), existing),
+    unlink: (path) => base.unlink(path),
+    rmdir: (path) => base.rmdir(path),
+    stat: (path) => base.stat(path),
+    readdir: (path, options) => base.readdir(path, options),
+  };
+  return { fs, done };
+}
+
+async function storageOn(fs: FsPromisesLike): Promise<{ storage: FsStorageAdapter; root: string }> {
+  const root = await mkdtemp(join(tmpdir(), "cairn-durability-"));
+  roots.push(root);
+  return { storage: new FsStorageAdapter("file", root, fs, root, { syncDirectories: true, directIo: true }), root };
+}
+
+function tensor(elements: number, seed: number): HostTensor<"float32"> {
+  const t = hostTensor("float32", [elements]);
+  for (let i = 0; i < t.data.length; i++) t.data[i] = seed + i;
+  return t;
+}
+
+/** Four tensors: two small, two of 2 MiB (written with O_DIRECT where the file system takes it). */
+function state(): Record<string, HostTensor<"float32">> {
+  return { a: tensor(256, 1), b: tensor(512 << 10, 2), c: tensor(1000, 3), d: tensor(512 << 10, 4) };
+}
+
+/** In three data files, however small (the durability of each must hold, not only of one). */
+const planner = new DefaultSavePlanner({ minFileBytes: 0 });
+
+/**
+ * What a crash at any moment may leave must be a committed checkpoint or none: so before
+ * metadata.json is linked, every data file's bytes are synced and, after its name was made
+ * (rename), its directory is; and the commit's own link is followed by a directory sync before
+ * the save returns. Checked on the order in which the file system calls finished.
+ */
+function expectDurableBeforeCommit(done: readonly Done[], dir: string, dataFiles: readonly string[]): void {
+  const link = done.find((d) => d.call === "link" && d.path === posix.join(dir, "metadata.json"));
+  expect(link).toBeDefined();
+  const before = done.filter((d) => d.started < link!.started);
+  /** Every name a file had: a sync of its temp file before the rename synced the same file. */
+  const namesOf = (path: string): string[] => [
+    path,
+    ...done.filter((d) => d.call === "rename" && d.path === path).map((d) => d.from!),
+  ];
+  for (const name of dataFiles) {
+    const path = posix.join(dir, name);
+    expect(before.some((d) => d.call === "sync" && namesOf(path).includes(d.path))).toBe(true);
+    const renamed = done.find((d) => d.call === "rename" && d.path === path)!;
+    expect(renamed.started).toBeLessThan(link!.started);
+    expect(before.some((d) => d.call === "sync" && d.path === dir && d.started > renamed.started)).toBe(true);
+  }
+  expect(before.some((d) => d.call === "sync" && d.path === link!.from)).toBe(true);
+  expect(done.some((d) => d.call === "sync" && d.path === dir && d.started > link!.started)).toBe(true);
+}
+
+function bytesEqual(a: HostTensor, b: HostTensor): boolean {
+  const view = (t: HostTensor): Buffer => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+  return view(a).equals(view(b));
+}
+
+async function dataFilesOf(storage: FsStorageAdapter, path: string): Promise<string[]> {
+  return Object.keys((await readMetadata({ storage, path })).files);
+}
+
+describe("a file:// save's durability", () => {
+  it("syncs every data file and their directory before the commit, and the directory after it", async () => {
+    const { fs, done } = recordingFs();
+    const { storage, root } = await storageOn(fs);
+    await save(state(), { storage, path: "run/1", concurrency: 3, planner });
+    const files = await dataFilesOf(storage, "run/1");
+    expect(files).toHaveLength(3);
+    expectDurableBeforeCommit(done, posix.join(root, "run/1"), files);
+  });
+
+  it("syncs a rank's data files with one directory sync, at the same time as theirs", async () => {
+    const { fs, done } = recordingFs();
+    const { storage, root } = await storageOn(fs);
+    await save(state(), { storage, path: "run/1", concurrency: 3, planner });
+    const dir = posix.join(root, "run/1");
+    const link = done.find((d) => d.call === "link")!;
+    const dirSyncs = done.filter((d) => d.call === "sync" && d.path === dir && d.started < link.started);
+    expect(dirSyncs).toHaveLength(1);
+    // The data files' syncs and the directory's were all under way at once.
+    const files = await dataFilesOf(storage, "run/1");
+    const fileSyncs = done.filter((d) => d.call === "sync" && files.some((f) => d.path === posix.join(dir, f)));
+    expect(fileSyncs).toHaveLength(3);
+    const lastStart = Math.max(dirSyncs[0]!.started, ...fileSyncs.map((d) => d.started));
+    const firstEnd = Math.min(...[dirSyncs[0]!, ...fileSyncs].map((d) => done.indexOf(d)));
+    expect(done.findIndex((d) => d.started >= lastStart)).toBeGreaterThanOrEqual(firstEnd);
+  });
+
+  it("writes the data files anew, each durable, when their joint sync fails once with EIO, and commits", async () => {
+    const { fs, done } = recordingFs({ errno: "EIO", on: (p) => p.includes("data-r"), times: 1 });
+    const { storage, root } = await storageOn(fs);
+    const saved = state();
+    await save(saved, { storage, path: "run/1", concurrency: 3, planner });
+    expectDurableBeforeCommit(done, posix.join(root, "run/1"), await dataFilesOf(storage, "run/1"));
+    const loaded = (await load({ storage, path: "run/1" })) as Record<string, HostTensor<"float32">>;
+    for (const key of Object.keys(saved)) expect(bytesEqual(loaded[key]!, saved[key]!)).toBe(true);
+    expect((await readdir(join(root, "run/1"))).filter((n) => n.startsWith(".cairn-tmp-"))).toEqual([]);
+  });
+
+  it("commits nothing and leaves no data file when their sync fails for good (ENOSPC)", async () => {
+    const { fs } = recordingFs({ errno: "ENOSPC", on: (p) => p.includes("data-r"), times: Infinity });
+    const { storage, root } = await storageOn(fs);
+    await expect(save(state(), { storage, path: "run/1", concurrency: 3, planner })).rejects.toMatchObject({
+      code: "no_space",
+    });
+    expect(await readdir(join(root, "run/1")).catch(() => [])).toEqual([]);
+  });
+});
