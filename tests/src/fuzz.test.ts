@@ -5,6 +5,7 @@ import {
   type HostTensor,
   type StateDict,
   CheckpointError,
+  DefaultSavePlanner,
   hostTensor,
   load,
   openStorage,
@@ -208,7 +209,13 @@ describe("fuzz: every changed, cut or extended byte of every file of a checkpoin
 
   beforeAll(async () => {
     dir = join(await tempDir(), "ckpt");
-    await save(state(), { checkpointId: dir, blockSize: 64, concurrency: 2 });
+    // Two files however small the state (the default puts under 16 MiB in one).
+    await save(state(), {
+      checkpointId: dir,
+      blockSize: 64,
+      concurrency: 2,
+      planner: new DefaultSavePlanner({ minFileBytes: 0 }),
+    });
     const metadata = await readMetadata(dir);
     expect(Object.keys(metadata.files)).toHaveLength(2);
     // Copies as plain Uint8Arrays: a Buffer's slice() is a view, and damage must not reach the pristine bytes.

@@ -2,6 +2,7 @@ import {
   type CheckpointError,
   type HostTensor,
   type StateDict,
+  DefaultSavePlanner,
   hostTensor,
   load,
   openStorage,
@@ -28,6 +29,11 @@ const retry = { baseDelayMs: 2, maxDelayMs: 20 };
 // A low single-request threshold sends every data file as a resumable upload and metadata.json in one request.
 const gs = () => ({ gs: { ...(server.storageOptions["gs"] as object), singleRequestMaxBytes: 64 << 10 } });
 const options = (checkpointId: string) => ({ checkpointId, storageOptions: gs(), retry, concurrency: 3 });
+// Three files however small the state (the default puts under 16 MiB in one).
+const saveOptions = (checkpointId: string) => ({
+  ...options(checkpointId),
+  planner: new DefaultSavePlanner({ minFileBytes: 0 }),
+});
 
 function filled<T extends { length: number; [i: number]: number | bigint }>(
   array: T,
@@ -109,7 +115,7 @@ describe("save and load through gs://", () => {
   it("round-trips a state dict bit-exactly and reads its metadata", async () => {
     const url = server.location("roundtrip");
     const original = stateDict();
-    const saved = await save(original, { ...options(url), metadata: { step: 100 } });
+    const saved = await save(original, { ...saveOptions(url), metadata: { step: 100 } });
     expect(saved.files).toBeGreaterThan(1);
     const metadata = await readMetadata({ checkpointId: url, storageOptions: gs() });
     expect(metadata.user).toEqual({ step: 100 });
@@ -125,7 +131,7 @@ describe("save and load through gs://", () => {
 
   it("loads with no metadata GET per data file, the sizes from Content-Range; a wrong size is corrupt", async () => {
     const url = server.location("sizes");
-    await save(stateDict(), options(url));
+    await save(stateDict(), saveOptions(url));
     const metadata = await readMetadata({ checkpointId: url, storageOptions: gs() });
     const files = Object.keys(metadata.files);
     expect(files.length).toBeGreaterThan(1);
@@ -155,7 +161,7 @@ describe("save and load through gs://", () => {
 
   it("detects a data file corrupted at rest", async () => {
     const url = server.location("corrupt");
-    await save(stateDict(), options(url));
+    await save(stateDict(), saveOptions(url));
     const storage = await openStorage(url, gs());
     const names: string[] = [];
     for await (const o of storage.list("")) if (o.path.endsWith(".safetensors")) names.push(o.path);
@@ -169,7 +175,7 @@ describe("save and load through gs://", () => {
 
   it("reads each data file's header in the GET of its first range, and detects a damaged header", async () => {
     const url = server.location("header");
-    await save(stateDict(), options(url));
+    await save(stateDict(), saveOptions(url));
     const metadata = await readMetadata({ checkpointId: url, storageOptions: gs() });
     const files = Object.keys(metadata.files);
     const dataGets = (mark: number) =>
@@ -225,7 +231,7 @@ describe("faults on the wire", () => {
     const mark = server.proxy.requests.length;
     for (const rule of rules) server.proxy.addRule(rule);
     const original = stateDict();
-    await save(original, options(url));
+    await save(original, saveOptions(url));
     expectSameState(await load(options(url)), original);
     for (const kind of ["status", "reset", "delay"] as const)
       expect(faultsSince(mark, kind).length, kind).toBeGreaterThan(0);
@@ -245,7 +251,7 @@ describe("faults on the wire", () => {
         body: '{"error":{"code":403,"message":"caller does not have storage.objects.create access"}}',
       },
     });
-    const error = (await save(stateDict(), options(url)).catch((e: unknown) => e)) as CheckpointError;
+    const error = (await save(stateDict(), saveOptions(url)).catch((e: unknown) => e)) as CheckpointError;
     server.proxy.clearRules();
     expect(error.code).toBe("permission_denied");
     expect(error.message).toMatch(
@@ -263,7 +269,7 @@ describe("faults on the wire", () => {
 
   it("gives up after the adapter's attempts without the caller retrying again", async () => {
     const url = server.location("exhausted");
-    await save(stateDict(), options(url));
+    await save(stateDict(), saveOptions(url));
     const mark = server.proxy.requests.length;
     server.proxy.addRule({
       match: (r) => r.method === "GET" && r.url.includes("metadata.json?alt=media"),
@@ -288,7 +294,7 @@ describe("faults on the wire", () => {
       match: (r) => r.method === "PUT" && isDataUpload(r),
       action: { kind: "status", status: 503 },
     });
-    await save(stateDict(), options(url));
+    await save(stateDict(), saveOptions(url));
     const failed = faultsSince(mark, "status")[0]!;
     const name = new URL(failed.url, "http://x").searchParams.get("name")!;
     const sessions = server.proxy.requests.filter(
@@ -302,7 +308,10 @@ describe("commit races", () => {
   it("lets one of two racing saves commit; the other gets already_exists from the ifGenerationMatch=0 create", async () => {
     const url = server.location("race");
     const mark = server.proxy.requests.length;
-    const results = await Promise.allSettled([save(stateDict(), options(url)), save(stateDict(), options(url))]);
+    const results = await Promise.allSettled([
+      save(stateDict(), saveOptions(url)),
+      save(stateDict(), saveOptions(url)),
+    ]);
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
     const loser = results.find((r) => r.status === "rejected") as PromiseRejectedResult;
     expect((loser.reason as CheckpointError).code).toBe("already_exists");
