@@ -11,7 +11,7 @@ import {
   load,
   save,
 } from "@cairn/core";
-import { checkDuration } from "@cairn/core/storage";
+import { checkDuration, longTimer } from "@cairn/core/storage";
 import "@cairn/storage-local";
 import {
   type CheckpointManagerOptions,
@@ -361,13 +361,22 @@ export class CheckpointManager {
     this.#preemption.stop();
     let result: JoinResult = this.#joinResult();
     try {
-      result = await this.join();
       if (this.#replication && timeoutMs !== undefined) {
-        await this.#replication.queue.drained(timeoutMs);
-        // The last copies freed holds: the passes they scheduled run before closing.
-        await Promise.all(this.#tiers.map((tier) => tier.retention?.settled()));
+        // Tier 0's saves are waited for whole; the rest (listing, copies, retention) only until the deadline, even on a tier that hangs.
+        await this.#pipeline.drain();
+        let cancel = (): void => undefined;
+        const expired = new Promise<void>((resolve) => (cancel = longTimer(resolve, timeoutMs, { ref: true })));
+        const rest = (async () => {
+          await this.join();
+          await this.#replication?.queue.drained(timeoutMs);
+          // The last copies freed holds: the passes they scheduled run before closing.
+          await Promise.all(this.#tiers.map((tier) => tier.retention?.settled()));
+        })();
+        rest.catch(() => undefined);
+        await Promise.race([rest, expired]).finally(cancel);
+        this.#pipeline.throwFailure();
         result = this.#joinResult();
-      }
+      } else result = await this.join();
       // Several ranks: the others keep joining rank 0's copies, and deleting what its retention did, until it is done.
       if (this.#replication && this.#group.worldSize > 1) {
         const posted = await this.#group.group("cairn/manager/close").broadcast(this.#deletionPoster?.posted, 0);

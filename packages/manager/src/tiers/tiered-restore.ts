@@ -15,7 +15,7 @@ import { joinPath } from "@cairn/core/storage";
 import type { ManagerEmitter } from "../events/manager-events.js";
 import { stepDir } from "../steps/step-naming.js";
 import type { Tier } from "./tier.js";
-import { fallsThrough, holders, notFound } from "./tiered-steps.js";
+import { fallsThrough, holders, holdersInOrder, notFound } from "./tiered-steps.js";
 
 type RestoreOptions = Omit<LoadOptions, "storage" | "path" | "checkpointId"> & { readonly processGroup: ProcessGroup };
 
@@ -49,7 +49,7 @@ export async function restoreFromTiers(
 ): Promise<LoadResult | StateDict> {
   if (options.processGroup.worldSize > 1) return restoreAcrossRanks(tiers, events, step, target, options);
   let first: unknown;
-  for (const tier of await holders(tiers, step)) {
+  for await (const tier of holdersInOrder(tiers, step)) {
     try {
       return await loadFrom((await tier.open()).storage, step, target, options);
     } catch (error) {

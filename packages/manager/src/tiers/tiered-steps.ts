@@ -108,6 +108,17 @@ export async function holders(tiers: readonly Tier[], step: number): Promise<Tie
   return found.filter((t): t is Tier => t !== undefined);
 }
 
+/** The tiers holding `step` committed, fastest first, each asked only once the faster ones were read past: a slower tier that hangs never holds up a faster one. */
+export async function* holdersInOrder(tiers: readonly Tier[], step: number): AsyncGenerator<Tier> {
+  for (const tier of tiers) {
+    const held = await tier
+      .open()
+      .then((store) => store.isCommitted(step))
+      .catch(() => false);
+    if (held) yield tier;
+  }
+}
+
 export async function notFound(tiers: readonly Tier[], events: ManagerEmitter, step: number): Promise<CheckpointError> {
   const steps = await allStepsOf(tiers, events).catch(() => [] as number[]);
   return new CheckpointError(
@@ -122,7 +133,7 @@ export async function notFound(tiers: readonly Tier[], events: ManagerEmitter, s
 /** What `step` was saved with, from the fastest tier holding it. */
 export async function metadataOf(tiers: readonly Tier[], events: ManagerEmitter, step: number): Promise<StepMetadata> {
   let first: unknown;
-  for (const tier of await holders(tiers, step)) {
+  for await (const tier of holdersInOrder(tiers, step)) {
     try {
       return await (await tier.open()).metadata(step);
     } catch (error) {

@@ -1,0 +1,63 @@
+// Found by attack30: a slower tier that stops answering (a stuck network mount, a storage that
+// ignores aborts) held up a restore that tier 0 could serve, and close({ timeoutMs }) for ever.
+import { openStorage } from "@cairn/core";
+import type { ByteRange, ObjectInfo, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
+import { FaultyStorageAdapter } from "@cairn/core/testing";
+import { describe, expect, it } from "vitest";
+import { CheckpointManager } from "../checkpoint-manager.js";
+import { smallState as state } from "../testing/small-state.js";
+
+/** A storage whose every call never settles while `stuck`, whatever the abort signal says. */
+class StuckStorage extends FaultyStorageAdapter {
+  stuck = false;
+  #wait(): Promise<void> {
+    return this.stuck ? new Promise<never>(() => undefined) : Promise.resolve();
+  }
+  override async read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array> {
+    await this.#wait();
+    return super.read(path, range, options);
+  }
+  override async write(path: string, body: WriteBody, options?: WriteOptions): Promise<void> {
+    await this.#wait();
+    return super.write(path, body, options);
+  }
+  override async stat(path: string): Promise<ObjectInfo | null> {
+    await this.#wait();
+    return super.stat(path);
+  }
+  override async *list(prefix: string): AsyncIterable<ObjectInfo> {
+    await this.#wait();
+    yield* super.list(prefix);
+  }
+}
+
+/** What `promise` settled to within `ms`, or "pending". */
+function within<T>(promise: Promise<T>, ms: number): Promise<T | "pending"> {
+  return Promise.race([promise, new Promise<"pending">((r) => setTimeout(() => r("pending"), ms))]);
+}
+
+describe("a slower tier that hangs", () => {
+  it("restore reads tier 0's copy, and close({ timeoutMs }) returns in time naming the copies left", async () => {
+    let roots = 0;
+    const t0 = await openStorage(`memory://tiered-hang/${process.pid}-${roots++}`);
+    const t1 = new StuckStorage(await openStorage(`memory://tiered-hang/${process.pid}-${roots++}`));
+    const mgr = new CheckpointManager([t0, t1], 1, {
+      checkpointOnPreemption: false,
+      replication: { retry: { baseDelayMs: 20, maxDelayMs: 100 } },
+    });
+    mgr.on("error", () => undefined);
+    await mgr.save(1, state(1));
+    t1.stuck = true;
+    await mgr.save(2, state(2));
+    expect(await within(mgr.restore(2), 5000)).toEqual(state(2));
+    expect(
+      await within(
+        mgr.metadata(2).then((m) => m.step),
+        5000,
+      ),
+    ).toBe(2);
+    const closed = await within(mgr.close({ timeoutMs: 200 }), 5000);
+    expect(closed).not.toBe("pending");
+    expect(closed === "pending" ? [] : closed.unreplicated!.map((u) => u.step).sort()).toContain(2);
+  });
+});
