@@ -102,11 +102,17 @@ describe("tiered managers under saves, rollbacks, planted copies, outages and ki
               let overwrite = false;
               if (start > 3 && next() < 0.3) {
                 const back = 1 + pick(start - 2);
-                const restored = (await mgr.restore(back)) as { step: number };
-                expect(
-                  allowed.get(back)?.has(restored.step),
-                  `seed ${seed}: restore(${back}) after ${log.join("; ")}`,
-                ).toBe(true);
+                const restored = (await mgr.restore(back).catch((error: unknown) => {
+                  // A step whose one copy is a damaged one planted on tier 1 (the saves of it were killed) cannot be restored.
+                  if (allowed.get(back)?.size === 0 && error instanceof CheckpointError && error.code === "corrupt")
+                    return undefined;
+                  throw error;
+                })) as { step: number } | undefined;
+                if (restored)
+                  expect(
+                    allowed.get(back)?.has(restored.step),
+                    `seed ${seed}: restore(${back}) after ${log.join("; ")}`,
+                  ).toBe(true);
                 overwrite = next() < 0.6;
                 start = back + 1;
                 log.push(`rollback to ${back}${overwrite ? " with overwrite" : ""}`);
