@@ -2,13 +2,7 @@
 // opfs:// in headless Chromium against raw OPFS writes and reads of the same bytes, in the same
 // page and round, taken in turns (target: ≥ 0.7× of raw). See browser/opfs-page.ts for both sides.
 import { fileURLToPath } from "node:url";
-import {
-  CHROMIUM_INSTALL_COMMAND,
-  chromiumPath,
-  launchChromium,
-  openTestPage,
-  serveTestPage,
-} from "@cairn/browser-testing";
+import { chromiumVersion, withBenchPage } from "../browser/bench-page.js";
 import { report } from "../report.js";
 import { MiB, median, quick, range, rounds } from "../support.js";
 
@@ -19,11 +13,7 @@ const TENSOR_BYTES = (quick ? 2 : 16) * MiB;
 const TOTAL = TENSORS * TENSOR_BYTES;
 const LABEL = `${TOTAL / MiB} MiB in ${TENSORS} float32 tensors`;
 
-if (chromiumPath() === undefined) throw new Error(`the opfs suite runs in Chromium: ${CHROMIUM_INSTALL_COMMAND}`);
-const session = await launchChromium();
-const served = await serveTestPage({ entry: fileURLToPath(new URL("../browser/opfs-page.ts", import.meta.url)) });
-try {
-  const page = await openTestPage(session, served.url, { timeoutMs: 120_000 });
+await withBenchPage("opfs", fileURLToPath(new URL("../browser/opfs-page.ts", import.meta.url)), {}, async (page) => {
   const { userAgent } = await page.call<{ userAgent: string }>("prepare", TENSORS, TENSOR_BYTES);
   const runs = { raw: [] as { write: number; read: number }[], cairn: [] as { write: number; read: number }[] };
   // One of each first, unmeasured: code compiled, the worker started, OPFS's files created once.
@@ -38,7 +28,7 @@ try {
   const crcSeconds: number[] = [];
   for (let round = 0; round < ROUNDS; round++) crcSeconds.push(await page.call<number>("checksumAll"));
   const mbps = (seconds: number): number => TOTAL / 1e6 / seconds;
-  const chromium = /Chrom(?:e|ium)\/([\d.]+)/.exec(userAgent)?.[1] ?? userAgent;
+  const chromium = chromiumVersion(userAgent);
   for (const [what, key, baseline] of [
     ["save", "write", "raw OPFS writes (sync access handles in a worker)"],
     ["load", "read", "raw OPFS reads (File.arrayBuffer, copied into the tensors)"],
@@ -66,8 +56,4 @@ try {
       },
     });
   }
-  await page.close();
-} finally {
-  await served.close();
-  await session.close();
-}
+});
