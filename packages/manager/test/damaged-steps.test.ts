@@ -106,4 +106,22 @@ describe("a root holding damaged and foreign step directories", () => {
     await sweeper.close();
     expect((await names(storage, "")).filter((n) => !n.startsWith("5/"))).toEqual([]);
   });
+
+  // Found by attack30: a tiered manager's listing and latestStep read a damaged step at once, and each reported it.
+  for (const tier of [0, 1])
+    it(`a tiered manager reports a damaged step on tier ${tier} once, however its reads race`, async () => {
+      const roots = [0, 1].map((i) => openStorage(`memory://damaged-steps/${process.pid}-once-${tier}-${i}`));
+      const [t0, t1] = await Promise.all(roots);
+      await [t0!, t1!][tier]!.write("7/metadata.json", new TextEncoder().encode("{not json"));
+      const mgr = new CheckpointManager([t0!, t1!], 1, { checkpointOnPreemption: false, tiers: [{ maxToKeep: 1 }] });
+      const errors: ManagerEvents["error"][] = [];
+      mgr.on("error", (e) => errors.push(e));
+      await mgr.latestStep();
+      await mgr.allSteps();
+      await mgr.save(8, state(8));
+      await mgr.save(9, state(9));
+      await mgr.latestStep();
+      await mgr.close();
+      expect(errors).toEqual([expect.objectContaining({ operation: "listing", step: 7, tier })]);
+    });
 });

@@ -481,8 +481,9 @@ export class StepStore {
             `step ${step} under ${this.storage.root} has metadata that cannot be read; it is skipped`,
             { cause: error, context: { step } },
           );
+      // Two reads of one step can race (a listing and a latestStep): it is reported once.
+      if (!this.#damaged.has(step)) this.#onDamaged?.(step, damaged);
       this.#damaged.set(step, damaged);
-      this.#onDamaged?.(step, damaged);
       return undefined;
     }
     const user = metadata.user;
