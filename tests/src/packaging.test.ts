@@ -146,6 +146,17 @@ describe("the packed packages", () => {
           expect(files.has(path), `${dir}: sideEffects ${path} in the tarball`).toBe(true);
       }
 
+      // Built code inside the repository (the dist each prepack just built), run from the repository
+      // and from outside it: etcd:// and redis:// find the workspace's store packages, never
+      // answering "install @cairn/store-etcd" where it is present.
+      const distributed = pathToFileURL(join(REPO, "packages", "distributed", "dist", "index.js")).href;
+      for (const cwd of [REPO, work]) {
+        const stores = JSON.parse(
+          await run(process.execPath, [join(FIXTURES, "open-stores.mjs"), distributed], cwd),
+        ) as unknown;
+        expect(stores, `from ${cwd}`).toEqual({ etcd: { opened: true }, redis: { opened: true } });
+      }
+
       const project = join(work, "project");
       await mkdir(project);
       await writeFile(
@@ -242,20 +253,6 @@ describe("the packed packages", () => {
         expect(steps.steps.map((s) => s.step)).toEqual([1, 2]);
       } finally {
         ui.kill("SIGINT");
-      }
-
-      // A TypeScript rank script on a Node that cannot run one alone, with no tsx installed: refused up front, naming the fix.
-      if (!(process.features as { typescript?: unknown }).typescript) {
-        await writeFile(join(project, "train.ts"), "const rank: number = 0;\nconsole.log(rank);\n");
-        const refused = await run(
-          "npx",
-          ["--no", "--", "cairn-run", "--nproc-per-node", "1", "train.ts"],
-          project,
-        ).then(
-          () => undefined,
-          (error: { code?: number; stderr?: string }) => error,
-        );
-        expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining("npm install --save-dev tsx") });
       }
     },
   );

@@ -194,6 +194,16 @@ describe("cairn verify", () => {
     expect(run.stdout).toMatch(/^ok: .*: 3 entries, 1 data file, .* read, every checksum matches\n$/);
   });
 
+  it("counts in words: one entry, one data file", async () => {
+    const dir = join(await tempDir(), "one");
+    await save({ w: tensor(1) }, dir);
+    for (const command of ["verify", "inspect"]) {
+      const run = await cairn([command, dir]);
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout, command).toContain("1 entry, 1 data file, ");
+    }
+  });
+
   it("finds a flipped byte: exit 3, the damaged key named on stdout and in one stderr line", async () => {
     const { dir, file, dataOffset } = await checkpoint();
     await flipByte(join(dir, file), dataOffset + 5000);
