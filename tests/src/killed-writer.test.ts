@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { CheckpointError, openStorage } from "@cairn/core";
 const TEMP_OBJECT_PREFIX = ".cairn-tmp-";
-import { spawnTypeScript } from "@cairn/core/testing";
+import { killTypeScript } from "@cairn/core/testing";
 import { CheckpointManager } from "@cairn/manager";
 import { runCli } from "@cairn/cli";
 import { describe, expect, it } from "vitest";
@@ -15,22 +15,7 @@ const CHILD = fileURLToPath(new URL("./fixtures/killed-writer-child.ts", import.
 const DAY = 24 * 3600_000;
 
 /** Runs the writer child under `root` and SIGKILLs it while it writes step 2's data files. */
-async function killMidWrite(root: string): Promise<void> {
-  const child = spawnTypeScript(CHILD, [root]);
-  let stdout = "";
-  let stderr = "";
-  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
-  await new Promise<void>((resolve, reject) => {
-    child.stdout?.on("data", (d: Buffer) => {
-      stdout += d.toString();
-      if (stdout.includes("writing\n")) resolve();
-    });
-    child.once("exit", (code) => reject(new Error(`the writer exited early (${code}): ${stderr}`)));
-  });
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  child.kill("SIGKILL");
-  await exited;
-}
+const killMidWrite = (root: string): Promise<void> => killTypeScript(CHILD, [root], { after: "writing" });
 
 async function cairn(args: string[]): Promise<{ code: number; stdout: string }> {
   let stdout = "";

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type StorageAdapter, load, openStorage } from "@cairn/core";
-import { FaultyStorageAdapter, spawnTypeScript } from "@cairn/core/testing";
+import { FaultyStorageAdapter, killTypeScript } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { random } from "./seeded-random.js";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
@@ -19,25 +19,6 @@ const dirs: string[] = [];
 afterAll(async () => {
   for (const dir of dirs) await rm(dir, { recursive: true, force: true });
 });
-
-/** Starts the saving child and SIGKILLs it `waitMs` after it is ready: mid-save, mid-commit or mid-retention. */
-async function killAtRandom(root: string, waitMs: number, maxToKeep: number, fullEvery: number): Promise<void> {
-  const proc = spawnTypeScript(child, [root, String(maxToKeep), String(fullEvery)]);
-  let stderr = "";
-  let stdout = "";
-  proc.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
-  await new Promise<void>((resolve, reject) => {
-    proc.stdout?.on("data", (d: Buffer) => {
-      stdout += d.toString();
-      if (stdout.includes("ready\n")) resolve();
-    });
-    proc.once("exit", (code) => reject(new Error(`the saving child exited early (${code}): ${stderr}`)));
-  });
-  await new Promise((r) => setTimeout(r, waitMs));
-  const exited = new Promise((r) => proc.once("exit", r));
-  proc.kill("SIGKILL");
-  await exited;
-}
 
 /** Every committed step loads exactly as it was saved; resolves the steps. */
 async function checkEveryStep(storage: StorageAdapter, what: string): Promise<number[]> {
@@ -111,7 +92,8 @@ describe("incremental steps under retention, gc, rm and kills (property)", () =>
             } else if (kills < 3) {
               kills++;
               const waitMs = 100 + pick(900);
-              await killAtRandom(root, waitMs, 1 + pick(3), 2 + pick(3));
+              // Mid-save, mid-commit or mid-retention.
+              await killTypeScript(child, [root, String(1 + pick(3)), String(2 + pick(3))], { waitMs });
               log.push(`kill after ${waitMs} ms`);
             }
             const steps = await checkEveryStep(storage, `seed ${seed}, after ${log.join("; ")}`);

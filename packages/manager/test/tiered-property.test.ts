@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { CheckpointError, type StorageAdapter, load, openStorage, save } from "@cairn/core";
-import { spawnTypeScript } from "@cairn/core/testing";
+import { killTypeScript } from "@cairn/core/testing";
 import { OutageStorage } from "../src/testing/outage-storage.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { random } from "./seeded-random.js";
@@ -36,24 +36,6 @@ async function listed(storage: StorageAdapter): Promise<Map<number, number>> {
   const out = new Map<number, number>();
   for (const step of await new StepStore(storage).committedSteps()) out.set(step, await valueOf(storage, step));
   return out;
-}
-
-async function killAtRandom(args: string[], waitMs: number): Promise<void> {
-  const proc = spawnTypeScript(child, args);
-  let stdout = "";
-  let stderr = "";
-  proc.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
-  await new Promise<void>((resolve, reject) => {
-    proc.stdout?.on("data", (d: Buffer) => {
-      stdout += d.toString();
-      if (stdout.includes("ready\n")) resolve();
-    });
-    proc.once("exit", (code) => reject(new Error(`the saving child exited early (${code}): ${stderr}`)));
-  });
-  await new Promise((r) => setTimeout(r, waitMs));
-  const exited = new Promise((r) => proc.once("exit", r));
-  proc.kill("SIGKILL");
-  await exited;
 }
 
 describe("tiered managers under saves, rollbacks, planted copies, outages and kills (property)", () => {
@@ -162,9 +144,10 @@ describe("tiered managers under saves, rollbacks, planted copies, outages and ki
               const from = newest() + 1;
               const count = 2 + pick(3);
               const waitMs = 300 + pick(1500);
-              await killAtRandom(
+              await killTypeScript(
+                child,
                 [local, bucket, String(from), String(count), String(generation), String(1 + pick(2))],
-                waitMs,
+                { waitMs },
               );
               const [on0, on1] = [await listed(t0), await listed(t1)];
               for (let step = from; step < from + count; step++) {

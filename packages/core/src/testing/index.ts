@@ -15,7 +15,14 @@ export {
   type PreconditionEnforcer,
   type ProxiedRequest,
 } from "./fault-proxy.js";
-export { spawnTypeScript, runTypeScript, rankResults, type RankResult, type TypeScriptRun } from "./run-typescript.js";
+export {
+  spawnTypeScript,
+  runTypeScript,
+  killTypeScript,
+  rankResults,
+  type RankResult,
+  type TypeScriptRun,
+} from "./run-typescript.js";
 export { type MeasuredWork, cpuSecondsOf, measureWork } from "./measure-work.js";
 export { rejection } from "./rejection.js";
 export { setContentHashing } from "../save/checksum-workers.js";

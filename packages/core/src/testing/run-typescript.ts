@@ -48,6 +48,39 @@ export function runTypeScript(
   });
 }
 
+/**
+ * For crash tests: runs a TypeScript file, waits for the line `after` on its stdout, then
+ * `waitMs` more, and SIGKILLs it, so the kill lands at a chosen moment of what it does next.
+ * Resolves once it is dead; a child that exits before printing `after` rejects with its stderr.
+ */
+export async function killTypeScript(
+  script: string,
+  args: readonly string[],
+  options: { readonly after?: string; readonly waitMs?: number } = {},
+): Promise<void> {
+  const child = spawnTypeScript(script, args);
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  let stdout = "";
+  let stderr = "";
+  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+  const line = `${options.after ?? "ready"}\n`;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      child.stdout?.on("data", (d: Buffer) => {
+        stdout += d.toString();
+        if (stdout.includes(line)) resolve();
+      });
+      child.once("exit", (code) =>
+        reject(new Error(`${script} exited (${code}) before printing ${JSON.stringify(line)}: ${stderr}`)),
+      );
+    });
+    await new Promise((resolve) => setTimeout(resolve, options.waitMs ?? 0));
+  } finally {
+    child.kill("SIGKILL");
+    await exited;
+  }
+}
+
 /** What a rank fixture printed on its `RESULT <json>` line. */
 export type RankResult = Record<string, unknown> & { rank: number };
 
