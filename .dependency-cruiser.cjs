@@ -43,6 +43,7 @@ const MANAGER_LAYERS = {
   preemption: ["arguments", "events"],
   tiers: ["steps", "arguments", "events"],
   pipeline: ["tiers", "steps", "arguments", "events"],
+  durability: ["tiers", "steps", "arguments", "events"],
 };
 
 const managerRules = Object.entries(MANAGER_LAYERS).map(([folder, below]) => ({

@@ -14,6 +14,7 @@ import { invalid } from "./arguments/manager-arguments.js";
 import { type SaveDecisionPolicy, savePolicyOf } from "./pipeline/save-policy.js";
 import type { PreemptionSource, SignalTarget } from "./preemption/preemption.js";
 import type { RetentionOptions } from "./steps/retention-policy.js";
+import { type DurabilityOptions, checkDurabilityOptions } from "./durability/durability-options.js";
 import { type ReplicationOptions, type TierOptions, checkTierOptions, locationsOf } from "./tiers/tier-config.js";
 
 /** Which steps a manager keeps, and when it sweeps what crashed saves left. */
@@ -126,6 +127,8 @@ export interface CheckpointManagerOptions extends FlatManagerOptions {
   readonly tiers?: readonly (TierOptions | undefined)[];
   /** With several locations: how steps are copied down the tiers. */
   readonly replication?: ReplicationOptions;
+  /** The loss budget: how much may be at risk of loss, and what a save does beyond it (docs/reliability.md). */
+  readonly durability?: DurabilityOptions;
 }
 
 /** Each grouped option and the flat alias it may be spelled as. */
@@ -276,6 +279,7 @@ export function checkOptions(options: CheckpointManagerOptions): void {
       );
     }
   }
+  checkDurabilityOptions(options.durability);
   for (const name of ["storageOptions", "save", "load"] as const) {
     const value = options[name];
     if (value !== undefined && (typeof value !== "object" || value === null)) fail(name, "an object", value);

@@ -21,6 +21,7 @@ import {
 import {
   type RestoreOptions,
   type SaveStepOptions,
+  checkLatestOptions,
   checkListener,
   checkRestoreArguments,
   checkSaveStepOptions,
@@ -43,6 +44,8 @@ import { agreeOnSave, decideSave } from "./pipeline/save-decision.js";
 import { FixedIntervalPolicy, type SaveDecisionPolicy } from "./pipeline/save-policy.js";
 import { CHECKPOINT_ID_FIELD, OVERWRITE_FIELD, savedIdentity } from "./tiers/copy-identity.js";
 import { restoreFromTiers } from "./tiers/tiered-restore.js";
+import { Durability } from "./durability/durability.js";
+import type { ManagerHealth } from "./durability/loss-budget.js";
 
 export type {
   AsyncSaveOptions,
@@ -56,6 +59,8 @@ export type { RestoreOptions, SaveStepOptions } from "./arguments/manager-argume
 export type { RetentionFailure, StepMetadata } from "./steps/step-store.js";
 export type { TierState } from "./tiers/tier.js";
 export type { UnreplicatedStep } from "./tiers/replication-queue.js";
+export type { ManagerHealth } from "./durability/loss-budget.js";
+export type { DurabilityOptions, OnExceeded } from "./durability/durability-options.js";
 
 /** What `join()` and `close()` resolve with once every background upload and retention pass is done. */
 export interface JoinResult {
@@ -113,6 +118,7 @@ export class CheckpointManager {
   #deletions: DeletionFollower | undefined;
   #deletionPoster: DeletionPoster | undefined;
   readonly #bases: IncrementalBases;
+  readonly #durability: Durability;
   #closed: JoinResult | undefined;
 
   /**
@@ -142,7 +148,8 @@ export class CheckpointManager {
           isBusy: (tier, step) =>
             (tier === 0 && (this.#pipeline.isBusy(step) || this.#bases.isBusy(step))) ||
             (this.#replication?.isHeld(tier, step) ?? false) ||
-            (this.#replication?.queue.has(step, tier) ?? false),
+            (this.#replication?.queue.has(step, tier) ?? false) ||
+            this.#durability.holds(step),
           onDamaged: (tier, step, error) =>
             this.#events.report({ step, error, operation: "listing", ...(this.#tiered ? { tier } : {}) }),
           onRetentionFailure: (tier, { step, error }) =>
@@ -169,6 +176,14 @@ export class CheckpointManager {
       if (this.#group.worldSize > 1 && this.#group.rank === 0) this.#deletionPoster = new DeletionPoster(this.#group);
       if (this.#group.rank !== 0) this.#deletions = followDeletions(this.#group, this.#tiers[0]!, this.#events);
     }
+    this.#durability = new Durability({
+      tiers: this.#tiers,
+      events: this.#events,
+      group: this.#group,
+      options: options.durability,
+      now: () => this.#now(),
+      saveInterval: this.saveInterval ?? 1,
+    });
     this.#pipeline = new SavePipeline({
       ...options,
       location: locations[0]!,
@@ -188,7 +203,10 @@ export class CheckpointManager {
     return this.savePolicy instanceof FixedIntervalPolicy ? this.savePolicy.interval : undefined;
   }
 
-  /** Subscribes to `staged`, `committed`, `replicated`, `error` or `preemption`; returns the unsubscribe function. */
+  /**
+   * Subscribes to `staged`, `committed`, `replicated`, `error`, `preemption`, `skipped`, `stale` or
+   * `lossBudget` (see `ManagerEvents`); returns the unsubscribe function.
+   */
   on<E extends ManagerEventName>(event: E, listener: (payload: ManagerEvents[E]) => void): () => void {
     checkListener(event, listener);
     return this.#events.on(event, listener);
@@ -252,9 +270,18 @@ export class CheckpointManager {
     return store.committedSteps();
   }
 
-  /** The newest of `allSteps()`, reading the metadata of that step alone. */
-  async latestStep(): Promise<number | undefined> {
+  /**
+   * The newest of `allSteps()`, reading the metadata of that step alone. With `verified`, the
+   * newest step whose bytes pass a full `verify`, skipping damaged ones (`skipped` events); steps
+   * this manager saved, restored or verified are not read again. To resume, `restore("latest", …)`
+   * alone reads the step once.
+   */
+  async latestStep(
+    options: { readonly verified?: boolean; readonly signal?: AbortSignal } = {},
+  ): Promise<number | undefined> {
+    checkLatestOptions(options);
     const store = await this.#open();
+    if (options.verified) return this.#durability.latestVerified(options.signal);
     if (this.#tiered) return latestStepOf(this.#tiers, this.#events, this.#group);
     await this.#tiers[0]!.retention?.settled();
     return store.latestStep();
@@ -295,27 +322,38 @@ export class CheckpointManager {
    * Loads `step` into `target` in place (strict: every leaf the target asks for must be there;
    * a subtree like `{ model }` is fine). Without a target, resolves the whole state as host values.
    */
+  restore(step: "latest", target: StateDict, options?: RestoreOptions): Promise<LoadResult & { readonly step: number }>;
   restore(step: number, target: StateDict, options?: RestoreOptions): Promise<LoadResult>;
-  restore(step: number): Promise<StateDict>;
-  async restore(step: number, target?: StateDict, options: RestoreOptions = {}): Promise<LoadResult | StateDict> {
-    checkStep(step);
+  restore(step: number | "latest"): Promise<StateDict>;
+  async restore(
+    step: number | "latest",
+    target?: StateDict,
+    options: RestoreOptions = {},
+  ): Promise<LoadResult | StateDict> {
+    if (step !== "latest") checkStep(step);
     checkRestoreArguments(target, options);
     this.#pipeline.throwFailure();
     const store = await this.#open();
-    if (this.#tiered)
-      return restoreFromTiers(this.#tiers, this.#events, step, target, {
-        ...this.#options.load,
-        ...options,
-        processGroup: this.#group,
-      });
+    const loadOptions = { ...this.#options.load, ...options, processGroup: this.#group };
+    // The newest step whose bytes verify, step by step and tier by tier (durability/).
+    if (step === "latest") {
+      const latest = await this.#durability.restoreLatest(target, loadOptions);
+      return target === undefined ? latest.result : { ...(latest.result as LoadResult), step: latest.step };
+    }
+    const restored = await this.#restoreStep(store, step, target, loadOptions);
+    this.#durability.restored(step, target === undefined ? undefined : (restored as LoadResult));
+    return restored;
+  }
+
+  async #restoreStep(
+    store: StepStore,
+    step: number,
+    target: StateDict | undefined,
+    options: RestoreOptions & { readonly processGroup: CoordinatedProcessGroup },
+  ): Promise<LoadResult | StateDict> {
+    if (this.#tiered) return restoreFromTiers(this.#tiers, this.#events, step, target, options);
     await store.requireCommitted(step);
-    const where = {
-      ...this.#options.load,
-      ...options,
-      storage: store.storage,
-      path: stepDir(step),
-      processGroup: this.#group,
-    };
+    const where = { ...options, storage: store.storage, path: stepDir(step) };
     return target === undefined ? load(where) : load(target, where);
   }
 
@@ -325,6 +363,7 @@ export class CheckpointManager {
     this.#checkWritable("delete");
     await this.#open();
     await deleteEverywhere(this.#tiers, this.#replication, step);
+    this.#durability.forget(step);
   }
 
   /**
@@ -336,6 +375,7 @@ export class CheckpointManager {
     await this.#discovery;
     await this.#replication?.queue.settled();
     await Promise.all(this.#tiers.map((tier) => tier.retention?.settled()));
+    await this.#durability.settled();
     this.#pipeline.throwFailure();
     return this.#joinResult();
   }
@@ -347,6 +387,15 @@ export class CheckpointManager {
   async tiers(): Promise<TierState[]> {
     await this.#open();
     return tierStates(this.#tiers, this.#replication);
+  }
+
+  /**
+   * What is at risk now: the steps and seconds between the newest save and the newest step
+   * committed on the last tier, whether the loss budget is exceeded, the last error, and the
+   * saves and copies in flight. No I/O: cheap enough to call every step.
+   */
+  health(): ManagerHealth {
+    return this.#durability.health();
   }
 
   /**
@@ -386,6 +435,7 @@ export class CheckpointManager {
     } finally {
       this.#replication?.stop();
       this.#deletions?.stop();
+      this.#durability.stop();
       this.#closed = result;
       this.#events.clear();
       this.#pipeline.clear();
@@ -417,6 +467,8 @@ export class CheckpointManager {
       this.#preemption.checkpointed(step);
       return true;
     }
+    // The loss budget: warn, wait or fail while too much is not durable (durability/).
+    await this.#durability.beforeSave(step);
     if (decision.replace && this.#group.rank === 0) await deleteEverywhere(this.#tiers, this.#replication, step, true);
     const savedAt = new Date(this.#now()).toISOString();
     const { checkpointId } = decision;

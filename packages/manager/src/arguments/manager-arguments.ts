@@ -72,8 +72,20 @@ export function checkRestoreArguments(target: unknown, options: unknown): void {
     throw invalid("restore option signal", "an AbortSignal", options.signal);
 }
 
+export function checkLatestOptions(options: unknown): void {
+  if (!isObject(options)) throw invalid("latestStep options", "an object", options);
+  if (options.verified !== undefined && typeof options.verified !== "boolean")
+    throw invalid("latestStep option verified", "a boolean", options.verified);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
+    throw invalid("latestStep option signal", "an AbortSignal", options.signal);
+}
+
 export function checkListener(event: unknown, listener: unknown): asserts event is ManagerEventName {
   if (!isManagerEventName(event))
-    throw invalid("the event", '"staged", "committed", "replicated", "error" or "preemption"', event);
+    throw invalid(
+      "the event",
+      '"staged", "committed", "replicated", "error", "preemption", "skipped", "stale" or "lossBudget"',
+      event,
+    );
   if (typeof listener !== "function") throw invalid(`the listener for ${event}`, "a function", listener);
 }

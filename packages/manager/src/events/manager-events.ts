@@ -42,6 +42,31 @@ export interface ManagerEvents {
   };
   /** A preemption notice arrived; the next save takes a checkpoint whatever the interval. */
   preemption: { readonly reason: string };
+  /**
+   * `restore("latest")` or `latestStep({ verified: true })` passed over `step`: its copy on `tier`
+   * did not verify. `file` is the damaged file when known (`metadata.json` or a data file);
+   * `reason` says what is wrong. Once per step and tier.
+   */
+  skipped: {
+    readonly step: number;
+    readonly tier: number;
+    readonly file?: string;
+    readonly reason: string;
+    readonly error: unknown;
+  };
+  /** A save holds the same weights as the step saved (or restored) before it: training may have stopped updating them. */
+  stale: { readonly step: number; readonly sameAs: number; readonly message: string };
+  /**
+   * The loss budget (`durability`) is exceeded (`exceeded: true`), or met again after it was
+   * (`false`): what would be lost if the run died now, measured against the newest step committed
+   * on the last tier.
+   */
+  lossBudget: {
+    readonly exceeded: boolean;
+    readonly stepsAtRisk: number;
+    readonly secondsAtRisk: number;
+    readonly newestDurable: number | undefined;
+  };
 }
 
 export type ManagerEventName = keyof ManagerEvents;
@@ -55,6 +80,9 @@ const EVENT_NAMES: ReadonlySet<string> = new Set<ManagerEventName>([
   "error",
   "preemption",
   "replicated",
+  "skipped",
+  "stale",
+  "lossBudget",
 ]);
 
 export function isManagerEventName(name: unknown): name is ManagerEventName {
@@ -67,6 +95,7 @@ export function isManagerEventName(name: unknown): name is ManagerEventName {
  */
 export class ManagerEmitter {
   readonly #listeners = new Map<ManagerEventName, Set<(payload: never) => void>>();
+  readonly #watchers = new Map<ManagerEventName, Set<(payload: never) => void>>();
 
   on<E extends ManagerEventName>(event: E, listener: (payload: ManagerEvents[E]) => void): () => void {
     const set = this.#listeners.get(event) ?? new Set();
@@ -75,7 +104,18 @@ export class ManagerEmitter {
     return () => set.delete(listener as (payload: never) => void);
   }
 
+  /**
+   * The manager's own bookkeeping (durability/): called before the listeners, never counted as
+   * one (an `error` nobody else hears still becomes a warning), and kept by `clear()`.
+   */
+  watch<E extends ManagerEventName>(event: E, watcher: (payload: ManagerEvents[E]) => void): void {
+    const set = this.#watchers.get(event) ?? new Set();
+    set.add(watcher as (payload: never) => void);
+    this.#watchers.set(event, set);
+  }
+
   emit<E extends ManagerEventName>(event: E, payload: ManagerEvents[E]): boolean {
+    for (const watcher of this.#watchers.get(event) ?? []) (watcher as (p: ManagerEvents[E]) => void)(payload);
     const listeners = [...(this.#listeners.get(event) ?? [])];
     for (const listener of listeners) {
       try {

@@ -1,0 +1,139 @@
+import { hostTensor, openStorage } from "@cairn/core";
+import { rejection } from "@cairn/core/testing";
+import { describe, expect, it } from "vitest";
+import { CheckpointManager } from "../checkpoint-manager.js";
+import type { CheckpointManagerOptions } from "../checkpoint-manager-options.js";
+import type { ManagerEvents } from "../events/manager-events.js";
+import { truncateDataFile } from "../testing/durability-suite.js";
+import { smallState } from "../testing/small-state.js";
+
+let roots = 0;
+const memoryRoot = (): string => `memory://durability-unit/${process.pid}-${roots++}`;
+const quiet: CheckpointManagerOptions = { checkpointOnPreemption: false };
+
+function record<E extends keyof ManagerEvents>(mgr: CheckpointManager, event: E): ManagerEvents[E][] {
+  const seen: ManagerEvents[E][] = [];
+  mgr.on(event, (payload) => seen.push(payload));
+  return seen;
+}
+
+/** A state with a 64 KiB tensor (so a step has a data file worth truncating) whose contents are `value`. */
+function state(value: number): { w: ReturnType<typeof hostTensor>; step: number } {
+  return { w: hostTensor("float32", [16384], new Float32Array(16384).fill(value)), step: value };
+}
+
+describe("durability options", () => {
+  it.each([
+    ["not an object", 1],
+    ["an array", []],
+    ["a negative maxStepsAtRisk", { maxStepsAtRisk: -1 }],
+    ["a fractional maxStepsAtRisk", { maxStepsAtRisk: 1.5 }],
+    ["a zero maxSecondsAtRisk", { maxSecondsAtRisk: 0 }],
+    ["a NaN maxSecondsAtRisk", { maxSecondsAtRisk: Number.NaN }],
+    ["an infinite maxSecondsAtRisk", { maxSecondsAtRisk: Infinity }],
+    ["a maxSecondsAtRisk past what a timer holds", { maxSecondsAtRisk: 3e6 }],
+    ["a string maxSecondsAtRisk", { maxSecondsAtRisk: "10" }],
+    ["an unknown onExceeded", { maxStepsAtRisk: 1, onExceeded: "panic" }],
+    ["onExceeded without a limit", { onExceeded: "block" }],
+    ["a misspelt key", { maxStepAtRisk: 1 }],
+  ])("refuses %s before touching storage", (_, durability) => {
+    expect(() => new CheckpointManager(memoryRoot(), 1, { durability } as CheckpointManagerOptions)).toThrow(
+      /durability/,
+    );
+  });
+
+  it("refuses bad latestStep options and unknown restore step names", async () => {
+    const mgr = new CheckpointManager(memoryRoot(), 1, quiet);
+    expect((await rejection(mgr.latestStep({ verified: "yes" } as never))).code).toBe("invalid_argument");
+    expect((await rejection(mgr.restore("newest" as never, smallState(0)))).code).toBe("invalid_argument");
+    await mgr.close();
+  });
+});
+
+describe("newest verified step, untiered", () => {
+  it("restore('latest') passes over a truncated newest step, naming the file, and resolves the step it read", async () => {
+    const root = memoryRoot();
+    const mgr = new CheckpointManager(root, 1, quiet);
+    for (let step = 1; step <= 3; step++) await mgr.save(step, state(step));
+    await mgr.close();
+    const storage = await openStorage(root);
+    const file = await truncateDataFile(storage, 3);
+    const next = new CheckpointManager(root, 1, quiet);
+    const skipped = record(next, "skipped");
+    const target = state(0);
+    const restored = await next.restore("latest", target);
+    expect(restored.step).toBe(2);
+    expect(target.w.data[0]).toBe(2);
+    expect(skipped).toEqual([expect.objectContaining({ step: 3, tier: 0, file })]);
+    expect(skipped[0]!.reason).toContain(file);
+    // Without a target: the whole state of the newest good step.
+    expect((await next.restore("latest")).step).toBe(2);
+    expect(skipped).toHaveLength(1);
+    await next.close();
+  });
+
+  it("throws what is not damage (a target that does not match) instead of falling back", async () => {
+    const root = memoryRoot();
+    const mgr = new CheckpointManager(root, 1, quiet);
+    await mgr.save(1, state(1));
+    await mgr.save(2, state(2));
+    const error = await rejection(mgr.restore("latest", { w: hostTensor("float32", [3]) }));
+    expect(error.code).toBe("mismatch");
+    await mgr.close();
+  });
+
+  it("an empty root has no latest step: not_found", async () => {
+    const mgr = new CheckpointManager(memoryRoot(), 1, quiet);
+    expect((await rejection(mgr.restore("latest", state(0)))).code).toBe("not_found");
+    expect(await mgr.latestStep({ verified: true })).toBeUndefined();
+    await mgr.close();
+  });
+});
+
+describe("stale saves", () => {
+  it("warns when a save holds the same weights as the step before it, saved or restored", async () => {
+    const root = memoryRoot();
+    const mgr = new CheckpointManager(root, 1, quiet);
+    const stale = record(mgr, "stale");
+    await mgr.save(1, state(1));
+    await mgr.save(2, state(1));
+    await mgr.saveAsync(3, state(3));
+    await mgr.join();
+    expect(stale).toEqual([
+      { step: 2, sameAs: 1, message: "step 2 holds the same weights as step 1: is training still updating them?" },
+    ]);
+    await mgr.close();
+
+    // A resumed run whose first save equals what it restored.
+    const next = new CheckpointManager(root, 1, quiet);
+    const staleNext = record(next, "stale");
+    const target = state(0);
+    expect((await next.restore("latest", target)).step).toBe(3);
+    await next.save(4, target);
+    await next.save(5, state(5));
+    await next.join();
+    expect(staleNext.map((s) => [s.step, s.sameAs])).toEqual([[4, 3]]);
+    await next.close();
+  });
+});
+
+describe("health()", () => {
+  it("says what is at risk untiered: nothing once committed, and the save in flight meanwhile", async () => {
+    const mgr = new CheckpointManager(memoryRoot(), 10, { ...quiet, durability: { maxStepsAtRisk: 100 } });
+    expect(mgr.health()).toEqual({
+      newestSaved: undefined,
+      newestDurable: undefined,
+      stepsAtRisk: 0,
+      secondsAtRisk: 0,
+      exceeded: false,
+      lastError: undefined,
+      inFlight: { saving: [], copying: [] },
+    });
+    const saving = mgr.saveAsync(10, state(10));
+    await saving;
+    await mgr.join();
+    expect(mgr.health()).toMatchObject({ newestSaved: 10, newestDurable: 10, stepsAtRisk: 0, exceeded: false });
+    expect(mgr.health().inFlight).toEqual({ saving: [], copying: [] });
+    await mgr.close();
+  });
+});

@@ -1,0 +1,111 @@
+import type { CoordinatedProcessGroup, LoadResult, StateDict } from "@cairn/core";
+import type { ManagerEmitter } from "../events/manager-events.js";
+import type { Tier } from "../tiers/tier.js";
+import type { restoreFromTiers } from "../tiers/tiered-restore.js";
+import type { DurabilityOptions } from "./durability-options.js";
+import { LossBudget, type ManagerHealth } from "./loss-budget.js";
+import { latestVerifiedStep, restoreNewestVerified } from "./newest-verified.js";
+import { StaleCheck } from "./stale-check.js";
+import { VerifiedSteps } from "./verified-steps.js";
+
+export interface DurabilitySetup {
+  readonly tiers: readonly Tier[];
+  readonly events: ManagerEmitter;
+  readonly group: CoordinatedProcessGroup;
+  readonly options: DurabilityOptions | undefined;
+  readonly now: () => number;
+  readonly saveInterval: number;
+}
+
+type RestoreOptions = Parameters<typeof restoreFromTiers>[4] & { readonly processGroup: CoordinatedProcessGroup };
+
+/**
+ * A manager's durability contract in one place (docs/reliability.md, "Durability"): the newest
+ * verified step, the retention guard, the loss budget and `health()`, and the stale-save check.
+ * It follows the manager's own events; the face calls `beforeSave`, asks `holds` in retention's
+ * busy check, and routes `restore("latest")`, `latestStep({ verified })`, `health()` and close here.
+ */
+export class Durability {
+  readonly #setup: DurabilitySetup;
+  readonly #verified: VerifiedSteps;
+  readonly #budget: LossBudget;
+  readonly #stale: StaleCheck;
+
+  constructor(setup: DurabilitySetup) {
+    this.#setup = setup;
+    const { tiers, events, group } = setup;
+    const lastTier = tiers.length - 1;
+    this.#verified = new VerifiedSteps(tiers);
+    this.#budget = new LossBudget({ ...setup, options: setup.options ?? {}, lastTier });
+    this.#stale = new StaleCheck(events);
+    events.watch("committed", ({ step }) => {
+      this.#verified.good(step);
+      // Rank 0 reads the commit back for the stale check; the others' tier 0 may hold only their own files.
+      const storage = tiers[0]!.opened?.storage;
+      if (group.rank === 0 && storage) this.#stale.committed(step, storage);
+    });
+    events.watch("replicated", ({ step, tier }) => {
+      if (tier === lastTier) this.#verified.durable(step);
+    });
+  }
+
+  /** Retention's guard: the newest known-good durable step stays while a newer one is not both. */
+  holds(step: number): boolean {
+    return this.#verified.holds(step);
+  }
+
+  /** A step deleted on purpose (`delete`, a replacing save) is forgotten. */
+  forget(step: number): void {
+    this.#verified.forget(step);
+  }
+
+  beforeSave(step: number): Promise<void> {
+    return this.#budget.beforeSave(step);
+  }
+
+  health(): ManagerHealth {
+    return this.#budget.health();
+  }
+
+  async restoreLatest(
+    target: StateDict | undefined,
+    options: RestoreOptions,
+  ): Promise<{ readonly step: number; readonly result: LoadResult | StateDict }> {
+    const restored = await restoreNewestVerified(this.#newest(), target, options);
+    if (target !== undefined) this.#stale.restored(restored.step, (restored.result as LoadResult).metadata);
+    return restored;
+  }
+
+  /**
+   * A step restored by number, into a target (`result`) or whole (undefined): once every entry was
+   * read (so checked) it is known good, and the next save is compared with it.
+   */
+  restored(step: number, result: LoadResult | undefined): void {
+    if (result !== undefined && result.entries < result.metadata.entries.length) return;
+    this.#verified.good(step);
+    if (result !== undefined) this.#stale.restored(step, result.metadata);
+  }
+
+  latestVerified(signal: AbortSignal | undefined): Promise<number | undefined> {
+    return latestVerifiedStep(this.#newest(), signal);
+  }
+
+  /** Waits for the stale checks of the commits so far. */
+  settled(): Promise<void> {
+    return this.#stale.settled();
+  }
+
+  stop(): void {
+    this.#budget.stop();
+  }
+
+  #newest(): {
+    tiers: readonly Tier[];
+    events: ManagerEmitter;
+    group: CoordinatedProcessGroup;
+    verified: VerifiedSteps;
+  } {
+    const { tiers, events, group } = this.#setup;
+    return { tiers, events, group, verified: this.#verified };
+  }
+}

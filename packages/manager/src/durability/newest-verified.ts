@@ -1,0 +1,175 @@
+import {
+  CheckpointError,
+  type CoordinatedProcessGroup,
+  type LoadResult,
+  type StateDict,
+  isCheckpointError,
+  readMetadata,
+} from "@cairn/core";
+import { verifyCheckpoint } from "@cairn/core/ops";
+import { ManagerEmitter } from "../events/manager-events.js";
+import type { RestoreOptions } from "../arguments/manager-arguments.js";
+import { stepDir } from "../steps/step-naming.js";
+import type { Tier } from "../tiers/tier.js";
+import { restoreFromTiers } from "../tiers/tiered-restore.js";
+import { allStepsOf, holders } from "../tiers/tiered-steps.js";
+import type { VerifiedSteps } from "./verified-steps.js";
+
+export interface NewestVerifiedSetup {
+  readonly tiers: readonly Tier[];
+  readonly events: ManagerEmitter;
+  readonly group: CoordinatedProcessGroup;
+  readonly verified: VerifiedSteps;
+}
+
+/** What a copy that does not verify fails with: its bytes are wrong or gone. Storage that cannot answer is not damage. */
+const DAMAGE = new Set(["corrupt", "not_found", "not_committed", "unsupported_version"]);
+
+function isDamage(error: unknown): boolean {
+  return isCheckpointError(error) && DAMAGE.has(error.code);
+}
+
+interface Failure {
+  readonly tier: number;
+  readonly file?: string;
+  readonly reason: string;
+  readonly error: unknown;
+}
+
+function failureOf(tier: number, error: unknown): Failure {
+  const context = isCheckpointError(error) ? error.context : {};
+  const file = context.file ?? context.path?.split("/").at(-1);
+  const reason = error instanceof Error ? error.message : String(error);
+  return { tier, reason, error, ...(file === undefined ? {} : { file }) };
+}
+
+function summary(failures: readonly Failure[]): string {
+  return failures.map((f) => `tier ${f.tier}${f.file === undefined ? "" : ` ${f.file}`}: ${f.reason}`).join("; ");
+}
+
+/** Every step skipped, newest first, as the `corrupt` error for "nothing verifies" lists them. */
+function nothingVerifies(
+  tiers: readonly Tier[],
+  steps: readonly number[],
+  skipped: readonly string[],
+): CheckpointError {
+  const root = tiers.map((t) => t.opened?.storage.root ?? `tier ${t.index}`).join(", ");
+  if (steps.length === 0) return new CheckpointError("not_found", `no committed step under ${root}`, { context: {} });
+  return new CheckpointError(
+    "corrupt",
+    `none of the ${steps.length} committed steps under ${root} verifies: ${skipped.join(" | ")}`,
+    { context: { step: steps.at(-1)! } },
+  );
+}
+
+/** Reports a damaged step: one `skipped` event per tier copy, and remembers it damaged (it is not read again). */
+function skip(setup: NewestVerifiedSetup, step: number, failures: readonly Failure[], skipped: string[]): void {
+  for (const f of failures) setup.events.emit("skipped", { step, ...f });
+  setup.verified.damaged(step, summary(failures));
+  skipped.push(`step ${step} (${summary(failures)})`);
+}
+
+/**
+ * `restore("latest")`: loads the newest committed step whose bytes verify (the load checks every
+ * block it reads, so a good step is read once), falling back tier by tier (as any restore does)
+ * and then step by step. A step whose every copy is damaged (corrupt, truncated, missing files)
+ * is skipped with a `skipped` event per copy; one whose storage fails otherwise (an outage, a
+ * denied read) is thrown, since it may be good. Every step damaged: `corrupt`, listing each.
+ */
+export async function restoreNewestVerified(
+  setup: NewestVerifiedSetup,
+  target: StateDict | undefined,
+  options: RestoreOptions & { readonly processGroup: CoordinatedProcessGroup },
+): Promise<{ readonly step: number; readonly result: LoadResult | StateDict }> {
+  const { tiers, events, group, verified } = setup;
+  const steps = await allStepsOf(tiers, events, group);
+  const skipped: string[] = [];
+  for (let i = steps.length - 1; i >= 0; i--) {
+    const step = steps[i]!;
+    const known = verified.damage(step);
+    if (known !== undefined) {
+      skipped.push(`step ${step} (${known})`);
+      continue;
+    }
+    // Each tier's failure is heard here first: reported as a `restore` error if the step restores, as `skipped` if none does.
+    const failures: Failure[] = [];
+    const heard = new ManagerEmitter();
+    heard.on("error", (e) => failures.push(failureOf(e.tier ?? 0, e.error)));
+    try {
+      const result = await restoreFromTiers(tiers, heard, step, target, options);
+      for (const f of failures) events.report({ step, error: f.error, operation: "restore", tier: f.tier });
+      verified.good(step);
+      return { step, result };
+    } catch (error) {
+      if (failures.length === 0) failures.push(failureOf(0, error));
+      let damaged = !options.signal?.aborted && isDamage(error) && failures.every((f) => isDamage(f.error));
+      // Every rank decides alike: the step is passed over only if every rank found it damaged.
+      if (group.worldSize > 1) damaged = (await group.allGather(damaged)).every((d) => d === true);
+      if (!damaged) {
+        for (const f of failures)
+          if (f.error !== error) events.report({ step, error: f.error, operation: "restore", tier: f.tier });
+        throw error;
+      }
+      skip(setup, step, failures, skipped);
+    }
+  }
+  throw nothingVerifies(tiers, steps, skipped);
+}
+
+/**
+ * `latestStep({ verified: true })`: the newest committed step one of whose copies passes a full
+ * `verify` (every byte read and checked), fastest tier first; steps this manager already knows
+ * good (it saved, restored or verified them) are not read again. Damaged steps are skipped as by
+ * `restoreNewestVerified`. With several ranks, rank 0 verifies and every rank gets its answer.
+ */
+export async function latestVerifiedStep(
+  setup: NewestVerifiedSetup,
+  signal: AbortSignal | undefined,
+): Promise<number | undefined> {
+  const { tiers, events, group } = setup;
+  const steps = await allStepsOf(tiers, events, group);
+  let found: number | undefined;
+  if (group.rank === 0) found = await newestVerifying(setup, steps, signal);
+  if (group.worldSize === 1) return found;
+  const agreed = await group.group("cairn/manager/latest-verified").broadcast(found ?? null, 0);
+  return typeof agreed === "number" && steps.includes(agreed) ? agreed : undefined;
+}
+
+async function newestVerifying(
+  setup: NewestVerifiedSetup,
+  steps: readonly number[],
+  signal: AbortSignal | undefined,
+): Promise<number | undefined> {
+  const { tiers, verified } = setup;
+  const skipped: string[] = [];
+  for (let i = steps.length - 1; i >= 0; i--) {
+    const step = steps[i]!;
+    if (verified.isGood(step)) return step;
+    if (verified.damage(step) !== undefined) continue;
+    const failures: Failure[] = [];
+    for (const tier of await holders(tiers, step)) {
+      try {
+        const { storage } = await tier.open();
+        const metadata = await readMetadata({ storage, path: stepDir(step), ...(signal ? { signal } : {}) });
+        const report = await verifyCheckpoint(storage, stepDir(step), metadata, signal ? { signal } : {});
+        if (report.damaged.length === 0) {
+          verified.good(step);
+          return step;
+        }
+        const first = report.damaged[0]!;
+        const reason = report.damaged.map((d) => `${d.key ?? d.file ?? "?"}: ${d.problem}`).join("; ");
+        failures.push({
+          tier: tier.index,
+          reason,
+          error: new CheckpointError("corrupt", `step ${step}: ${reason}`, { context: { step } }),
+          ...(first.file === undefined ? {} : { file: first.file }),
+        });
+      } catch (error) {
+        if (!isDamage(error) || signal?.aborted) throw error;
+        failures.push(failureOf(tier.index, error));
+      }
+    }
+    if (failures.length > 0) skip(setup, step, failures, skipped);
+  }
+  return undefined;
+}

@@ -1,0 +1,68 @@
+import { type CheckpointMetadata, type StorageAdapter, emitWarning, readMetadata } from "@cairn/core";
+import type { ManagerEmitter } from "../events/manager-events.js";
+import { stepDir } from "../steps/step-naming.js";
+
+/**
+ * What a step's tensors hold, as one string: every chunk's key, position and content hash
+ * (format 2.2 `contentHashes`), or its block CRC32Cs for steps saved without hashes. Undefined
+ * for a step without tensors or bytes (nothing to compare).
+ */
+export function contentFingerprint(metadata: CheckpointMetadata): string | undefined {
+  const parts: string[] = [];
+  for (const entry of metadata.entries) {
+    if (entry.kind === "value") continue;
+    const key = JSON.stringify(entry.key);
+    for (const chunk of entry.chunks)
+      parts.push(`${key}@${chunk.offsets.join(",")}=${chunk.hash ? `h${chunk.hash}` : `c${chunk.crc32c.join(",")}`}`);
+  }
+  return parts.length > 0 ? parts.join("|") : undefined;
+}
+
+/**
+ * Warns (`stale`) when a committed step holds the same weights as the step committed or
+ * restored before it in this process: training that silently stopped updating. Each commit's
+ * metadata is read back once, in the background, in commit order; `settled()` waits for that.
+ */
+export class StaleCheck {
+  readonly #events: ManagerEmitter;
+  #previous: { readonly step: number; readonly fingerprint: string | undefined } | undefined;
+  #chain: Promise<void> = Promise.resolve();
+
+  constructor(events: ManagerEmitter) {
+    this.#events = events;
+  }
+
+  /** A step committed on `storage`: compared with the one before once its metadata is read. */
+  committed(step: number, storage: StorageAdapter): void {
+    this.#chain = this.#chain.then(async () => {
+      try {
+        this.#compare(step, contentFingerprint(await readMetadata({ storage, path: stepDir(step) })));
+      } catch {
+        // A metadata that cannot be read back now is not this check's to report: listing and restore report it.
+        this.#previous = undefined;
+      }
+    });
+  }
+
+  /** A step restored whole from `metadata`: the next save is compared with it. */
+  restored(step: number, metadata: CheckpointMetadata): void {
+    this.#chain = this.#chain.then(() => {
+      this.#previous = { step, fingerprint: contentFingerprint(metadata) };
+    });
+  }
+
+  settled(): Promise<void> {
+    return this.#chain;
+  }
+
+  #compare(step: number, fingerprint: string | undefined): void {
+    const previous = this.#previous;
+    this.#previous = { step, fingerprint };
+    if (previous === undefined || fingerprint === undefined || previous.step === step) return;
+    if (previous.fingerprint !== fingerprint) return;
+    const message = `step ${step} holds the same weights as step ${previous.step}: is training still updating them?`;
+    // Nobody listening: a process warning, as for background failures.
+    if (!this.#events.emit("stale", { step, sameAs: previous.step, message }))
+      emitWarning(`CheckpointManager: ${message}`, "CAIRN_STALE_SAVE");
+  }
+}

@@ -1,0 +1,71 @@
+import type { Tier } from "../tiers/tier.js";
+
+/**
+ * Which steps this manager knows are good (it committed them, or loaded or verified them whole)
+ * and which it found damaged, and the retention guard built on them: the newest step known good
+ * and on the last tier is never deleted, from any tier, while a newer step is not both.
+ */
+export class VerifiedSteps {
+  readonly #tiers: readonly Tier[];
+  readonly #good = new Set<number>();
+  readonly #durable = new Set<number>();
+  /** Damaged steps, with what `restore("latest")` said of them (for the `corrupt` error listing each). */
+  readonly #damaged = new Map<number, string>();
+  /** The newest step known good and on the last tier. */
+  #newestSafe: number | undefined;
+
+  constructor(tiers: readonly Tier[]) {
+    this.#tiers = tiers;
+  }
+
+  /** A step this manager committed on tier 0 (its bytes checksummed as written), or read whole. */
+  good(step: number): void {
+    this.#good.add(step);
+    this.#damaged.delete(step);
+    if (this.#tiers.length === 1 || this.#onLastTier(step)) this.durable(step);
+  }
+
+  /** A step now committed on the last tier. */
+  durable(step: number): void {
+    this.#durable.add(step);
+    if (this.#good.has(step) && (this.#newestSafe === undefined || step > this.#newestSafe)) this.#newestSafe = step;
+  }
+
+  damaged(step: number, why: string): void {
+    this.#good.delete(step);
+    this.#damaged.set(step, why);
+  }
+
+  isGood(step: number): boolean {
+    return this.#good.has(step);
+  }
+
+  /** What was found wrong with `step`, if it was found damaged. */
+  damage(step: number): string | undefined {
+    return this.#damaged.get(step);
+  }
+
+  /** A deleted step is forgotten, so a new save under its number starts afresh. */
+  forget(step: number): void {
+    this.#good.delete(step);
+    this.#durable.delete(step);
+    this.#damaged.delete(step);
+    if (this.#newestSafe === step) this.#newestSafe = undefined;
+  }
+
+  /**
+   * The retention guard: whether `step` is the newest known-good durable step while some newer
+   * step on any tier is not yet known good and durable. Cheap unless `step` is that very step.
+   */
+  holds(step: number): boolean {
+    if (step !== this.#newestSafe) return false;
+    for (const tier of this.#tiers)
+      for (const s of tier.opened?.knownSteps() ?? [])
+        if (s > step && !(this.#good.has(s) && this.#durable.has(s))) return true;
+    return false;
+  }
+
+  #onLastTier(step: number): boolean {
+    return this.#tiers.at(-1)!.opened?.lists(step) ?? false;
+  }
+}
