@@ -17,6 +17,8 @@ interface Job {
   error?: unknown;
   permanent?: boolean;
   running: boolean;
+  /** Aborted when the job is dropped (its step deleted, or saved again): its outcome no longer counts. */
+  readonly dropped: AbortController;
 }
 
 /** A destination tier's outage: its copies wait until `notBefore`, then the newest is tried. */
@@ -68,13 +70,20 @@ export class ReplicationQueue {
     const k = key(step, tier);
     const existing = this.#jobs.get(k);
     if (existing && !existing.permanent) return;
-    this.#jobs.set(k, { step, tier, running: false });
+    this.#jobs.set(k, { step, tier, running: false, dropped: new AbortController() });
     this.#kick(tier);
   }
 
-  /** Drops a queued copy (the step was deleted); a copy already running finishes. */
+  /**
+   * Drops the copies of `step` (deleted, or about to be saved again): a running one is aborted and
+   * its outcome ignored, so a later `add` of the step queues a copy of what is committed then.
+   */
   remove(step: number): void {
-    for (const [k, job] of this.#jobs) if (job.step === step && !job.running) this.#jobs.delete(k);
+    for (const [k, job] of this.#jobs) {
+      if (job.step !== step) continue;
+      this.#jobs.delete(k);
+      job.dropped.abort();
+    }
     this.#changed();
   }
 
@@ -175,13 +184,15 @@ export class ReplicationQueue {
     this.#running.add(job.tier);
     job.running = true;
     try {
-      await this.#options.copy(job.step, job.tier, this.#abort.signal);
-      this.#jobs.delete(key(job.step, job.tier));
+      await this.#options.copy(job.step, job.tier, AbortSignal.any([this.#abort.signal, job.dropped.signal]));
+      if (this.#jobs.get(key(job.step, job.tier)) === job) this.#jobs.delete(key(job.step, job.tier));
       this.#failing.delete(job.tier);
     } catch (error) {
       job.error = error;
       if (this.#abort.signal.aborted) {
         // Stopped: the job stays listed as not replicated.
+      } else if (job.dropped.signal.aborted) {
+        // Dropped while running: a copy of the step as committed now is queued on its own.
       } else if (isPermanent(error)) {
         job.permanent = true;
         this.#options.report(job.step, job.tier, error);

@@ -2,6 +2,7 @@
 // readable and the same checkpoint; a step number a slower tier holds is refused without
 // overwrite, whatever the order of calls.
 import { type StorageAdapter, openStorage, save } from "@cairn/core";
+import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { OutageStorage } from "../testing/outage-storage.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { CheckpointManager } from "../checkpoint-manager.js";
@@ -191,6 +192,28 @@ describe("a copy on a slower tier counts only when it is this step's checkpoint 
       expect(await bucket.restore(4)).toEqual(state(104));
       expect(await bucket.restore(5)).toEqual(state(found === "older" ? 105 : 905));
     });
+
+  // Found by attack30: the running copy of the old save failed (its files deleted) and was taken as the new save's copy.
+  it("an overwrite while the step's earlier copy is running replicates the new save", async () => {
+    const t0 = await openStorage(memoryRoot());
+    const bucket = await openStorage(memoryRoot());
+    const slow = new FaultyStorageAdapter(bucket);
+    const write = slow.write.bind(slow);
+    slow.write = async (...args) => {
+      await new Promise((r) => setTimeout(r, 50));
+      return write(...args);
+    };
+    const mgr = manager([t0, slow], 1, { tiers: [{ maxToKeep: 1 }], replication: { retry: fast } });
+    const errors: unknown[] = [];
+    mgr.on("error", (e) => errors.push(e));
+    await mgr.save(5, state(5));
+    await new Promise((r) => setTimeout(r, 25));
+    await mgr.save(5, state(105), { overwrite: true });
+    await mgr.save(6, state(106));
+    expect((await mgr.close()).unreplicated).toEqual([]);
+    expect(errors).toEqual([]);
+    expect(await manager(bucket, 1, { readOnly: true }).restore(5)).toEqual(state(105));
+  });
 
   it("a copy an earlier process made, found there, counts: tier 0 may then delete the step", async () => {
     const [t0, t1] = [await openStorage(memoryRoot()), await openStorage(memoryRoot())];
