@@ -215,6 +215,26 @@ describe("a copy on a slower tier counts only when it is this step's checkpoint 
     expect(await manager(bucket, 1, { readOnly: true }).restore(5)).toEqual(state(105));
   });
 
+  it("delete(step) while its copy is running: nothing reaches the slower tier, and nothing is reported unreplicated", async () => {
+    const t0 = await openStorage(memoryRoot());
+    const bucket = await openStorage(memoryRoot());
+    const slow = new FaultyStorageAdapter(bucket);
+    const write = slow.write.bind(slow);
+    slow.write = async (...args) => {
+      await new Promise((r) => setTimeout(r, 50));
+      return write(...args);
+    };
+    const mgr = manager([t0, slow], 1, { replication: { retry: fast } });
+    const errors: unknown[] = [];
+    mgr.on("error", (e) => errors.push(e));
+    await mgr.save(5, state(5));
+    await new Promise((r) => setTimeout(r, 25));
+    await mgr.delete(5);
+    expect((await mgr.close()).unreplicated).toEqual([]);
+    expect(errors).toEqual([]);
+    expect(await manager(bucket, 1, { readOnly: true }).allSteps()).toEqual([]);
+  });
+
   it("a copy an earlier process made, found there, counts: tier 0 may then delete the step", async () => {
     const [t0, t1] = [await openStorage(memoryRoot()), await openStorage(memoryRoot())];
     const first = manager([t0, t1], 1, { replication: { retry: fast } });
