@@ -268,6 +268,21 @@ async function stage(
       const place = placed.get(index);
       return place && { segment: place.segment, index: place.index, count: place.count };
     };
+    /**
+     * tfjs tensors' bytes, the next one's `data()` started while this one is copied: a device
+     * backend downloads it meanwhile, and at most one tensor is read ahead.
+     */
+    const reads = new Map<number, Promise<Uint8Array>>();
+    const readAhead = (from: number): void => {
+      let next = from;
+      while (next < leaves.length && (leaves[next]!.kind !== "tensor" || byReference(leaves[next]!))) next++;
+      const leaf = leaves[next];
+      if (leaf?.kind !== "tensor" || leaf.source.kind !== "tfjs" || reads.has(next)) return;
+      const read = tensorBytes(leaf);
+      // Awaited in its turn; handled now, so a staging that fails first leaves no unhandled rejection.
+      read.catch(() => undefined);
+      reads.set(next, read);
+    };
     const staged: Leaf[] = [];
     for (const [index, leaf] of leaves.entries()) {
       throwIfAborted(signal, pace ? "the save (copying held tensors in the background)" : "staging");
@@ -283,7 +298,10 @@ async function stage(
         staged.push({ ...leaf, source: { kind: "tfjs", tensor: clone }, staged: undefined });
       } else {
         const buffer = target(index, byteSize(leaf.dtype, leaf.shape));
-        copyMs += await copyInto(buffer, await tensorBytes(leaf), pace);
+        const bytes = reads.get(index) ?? tensorBytes(leaf);
+        reads.delete(index);
+        readAhead(index + 1);
+        copyMs += await copyInto(buffer, await bytes, pace);
         const data = new (arrayConstructorFor(leaf.dtype))(
           buffer.buffer,
           buffer.byteOffset,
