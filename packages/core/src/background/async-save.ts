@@ -12,6 +12,8 @@ import {
   stageLeaves,
 } from "../stage/staging.js";
 import { StagingPool } from "../stage/staging-pool.js";
+import { DEFAULT_BLOCK_SIZE } from "../format/metadata.js";
+import { hasStagedHook, runStagedHook, withStagingSums } from "./staging-sums.js";
 import type { StateDict } from "../state/state-dict.js";
 import { canUploadInWorker, uploadInWorker } from "#platform/background/upload-thread.js";
 
@@ -86,6 +88,16 @@ export async function asyncSave(
     if (options.freshPool === "save" && strategy === "copy" && pool.fresh) return inPlace(leaves, pool, layout);
     return stageLeaves(leaves, strategy, pool, options.signal, layout);
   });
+  // Copies' sums are taken as soon as they are staged, before the upload's turn, where the upload
+  // runs on this thread anyway; the upload worker takes them itself, never waiting for this thread.
+  const blockSize = options.blockSize ?? DEFAULT_BLOCK_SIZE;
+  const summed = snapshot.then(async (s) => {
+    if (s.inPlace === true || (options.uploadWorker !== false && !hasStagedHook())) return s.leaves;
+    const leaves = await withStagingSums(s.leaves, blockSize);
+    await runStagedHook(leaves);
+    return leaves;
+  });
+  summed.catch(() => undefined);
   const schedule = options.schedule ?? (<T>(upload: () => Promise<T>) => upload());
   const done = snapshot.then((s) =>
     schedule(async () => {
@@ -93,8 +105,8 @@ export async function asyncSave(
         const commit =
           options.uploadWorker === false || s.inPlace === true
             ? planAndCommit
-            : offloaded(pool, layout, s.dropReferences);
-        return await saveLeaves(s.leaves, options, started, commit);
+            : offloaded(pool, layout, s.dropReferences, blockSize);
+        return await saveLeaves(await summed, options, started, commit);
       } finally {
         s.release();
       }
@@ -186,13 +198,18 @@ function asyncSaveOptionsOf(idOrOptions: string | AsyncSaveOptions): AsyncSaveOp
  * they are copied. Where the copies would not fit the staging budget, or the worker could not
  * take them anyway, the upload runs here.
  */
-function offloaded(pool: StagingPool, layout: StagingLayout | undefined, dropReferences: () => void): CommitLeaves {
+function offloaded(
+  pool: StagingPool,
+  layout: StagingLayout | undefined,
+  dropReferences: () => void,
+  blockSize: number,
+): CommitLeaves {
   return async (leaves, location, options) => {
     if (canUploadInWorker(leaves, location, options)) return uploadInWorker(leaves, location, options);
     // Could the worker take these leaves once they are in shared memory?
     const workerCould = canUploadInWorker([], location, options);
     const copied = workerCould ? await copyInBackground(leaves, pool, options.signal, layout) : undefined;
-    if (!copied) return planAndCommit(leaves, location, options);
+    if (!copied) return planAndCommit(await withStagingSums(leaves, blockSize), location, options);
     // The clones' (device) memory is not read again: the worker writes the copies.
     dropReferences();
     try {

@@ -8,6 +8,8 @@ import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { CheckpointError } from "../errors.js";
 import { type ProcessGroup, SingleProcessGroup } from "../process-group.js";
 import { planAndCommit } from "../save/save.js";
+import { DEFAULT_BLOCK_SIZE } from "../format/metadata.js";
+import { withStagingSums } from "./staging-sums.js";
 import type { PortableStorage, StorageAdapter } from "../storage/storage-adapter.js";
 import {
   type FromUploadWorker,
@@ -101,7 +103,9 @@ async function run(job: UploadJob): Promise<void> {
       group,
       release: async () => undefined,
     };
-    const result = await planAndCommit(job.leaves, location, { ...job.options, signal: controller.signal });
+    // The copies' sums, taken here as the job arrives unless the calling thread took them (see withStagingSums).
+    const leaves = await withStagingSums(job.leaves, job.options.blockSize ?? DEFAULT_BLOCK_SIZE);
+    const result = await planAndCommit(leaves, location, { ...job.options, signal: controller.signal });
     reply = { type: "done", job: job.job, result };
   } catch (error) {
     reply = { type: "failed", job: job.job, error: errorToWire(error) };

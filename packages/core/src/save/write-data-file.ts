@@ -8,6 +8,7 @@ import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-
 import { dataFileLayout } from "../plan/data-file-layout.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { type Leaf, hostDataOf, stagedPlaceOf, tensorBytes } from "../state/leaf.js";
+import { checkStagedSums } from "./staged-sums.js";
 import { type TypedArray, bytesOf } from "../state/dtypes.js";
 import type { ChunkMetadata, DataFileMetadata } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";
@@ -375,6 +376,16 @@ export async function writeDataFile(
       signal: options.signal,
     });
     sums = await Promise.all(hashing);
+    // A staged copy must have been written as it was staged; the bytes are hashed as they go out.
+    groups.forEach((group, g) =>
+      checkStagedSums(
+        file.items,
+        group,
+        leaves,
+        group.map((i) => blockSizes[i]!),
+        sums[g]!.sums,
+      ),
+    );
   } finally {
     // The write settled, so the storage holds no part of it any more; nor may a group still be read or hashed.
     if (packed) {

@@ -18,8 +18,15 @@ export type Leaf =
       readonly source: TensorSource;
       readonly shard?: ShardPlacement;
       readonly staged?: StagedPlace;
+      readonly stagedSums?: StagedSums;
     }
-  | { readonly kind: "bytes"; readonly path: KeyPath; readonly data: Uint8Array; readonly staged?: StagedPlace }
+  | {
+      readonly kind: "bytes";
+      readonly path: KeyPath;
+      readonly data: Uint8Array;
+      readonly staged?: StagedPlace;
+      readonly stagedSums?: StagedSums;
+    }
   | { readonly kind: "value"; readonly path: KeyPath; readonly value: JsonPrimitive | EmptyContainer };
 
 /**
@@ -31,6 +38,15 @@ export interface StagedPlace {
   readonly segment: number;
   readonly index: number;
   readonly count: number;
+}
+
+/**
+ * The block CRC32Cs of a staged copy, computed once it was staged: the write computes them again
+ * from the bytes it writes, and a difference means the copy changed in between.
+ */
+export interface StagedSums {
+  readonly blockSize: number;
+  readonly sums: readonly number[];
 }
 
 /** Where a shard lies in its global tensor. */
