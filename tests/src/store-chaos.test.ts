@@ -5,8 +5,8 @@ import { type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { rankResults, spawnTypeScript } from "@cairn/core/testing";
 import { STORE_DEADLINE_MS } from "@cairn/distributed";
-import { type TestServer, startEtcd, startRedis } from "./store-servers.js";
-import { afterEach, describe, expect, it } from "vitest";
+import { startEtcd, startRedis } from "./store-servers.js";
+import { describe, it } from "vitest";
 import { tempDir } from "./helpers.js";
 
 const RANK = new URL("./fixtures/store-chaos-rank.ts", import.meta.url).pathname;
@@ -48,22 +48,23 @@ async function until(rank: Rank, text: string): Promise<void> {
   }
 }
 
-const servers: TestServer[] = [];
-const ranks: Rank[] = [];
-afterEach(async () => {
-  for (const r of ranks.splice(0)) r.child.kill("SIGKILL");
-  await Promise.all(servers.splice(0).map((s) => s.stop()));
-});
-
-describe.each([
+// The cases run at once, each with its own server and ranks: each mostly waits out a deadline.
+describe.concurrent.each([
   ["etcd", startEtcd],
   ["redis", startRedis],
 ])("ranks on a real %s store that stops", (name, startServer) => {
   for (const signal of ["SIGSTOP", "SIGKILL"] as const) {
     for (const moment of ["mid-save", "mid-rendezvous"] as const) {
-      it(`${signal} ${moment}: every rank ends within the deadline with a process_group error naming the store`, async () => {
+      it(`${signal} ${moment}: every rank ends within the deadline with a process_group error naming the store`, async ({
+        expect,
+        onTestFinished,
+      }) => {
+        const ranks: Rank[] = [];
         const server = await startServer();
-        servers.push(server);
+        onTestFinished(async () => {
+          for (const r of ranks) r.child.kill("SIGKILL");
+          await server.stop();
+        });
         const root = `file://${await tempDir()}`;
         const runId = randomUUID();
         const first = startRank(0, server.url, runId, root);
