@@ -3,6 +3,7 @@ import { type StorageOptions, CheckpointError } from "@cairn/core";
 import { type CommandSpec, type OptionSpec, type OptionValues, UsageError, makeContext } from "./command.js";
 import { cpCommand } from "./commands/cp.js";
 import { diffCommand } from "./commands/diff.js";
+import { doctorCommand } from "./commands/doctor.js";
 import { exportCommand } from "./commands/export.js";
 import { gcCommand } from "./commands/gc.js";
 import { importCommand } from "./commands/import.js";
@@ -26,6 +27,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   lsCommand,
   inspectCommand,
   verifyCommand,
+  doctorCommand,
   statsCommand,
   diffCommand,
   uiCommand,

@@ -50,3 +50,12 @@ export {
 } from "./steps/step-listing.js";
 export { type CollectedGarbage, type RemovedSteps, collectGarbage, removeSteps } from "./steps/step-cleanup.js";
 export { type TieredStep, mergeTiers } from "./tiers/tier-listing.js";
+export { type StepVerification, type VerifyStepOptions, verifyStep } from "./steps/step-verification.js";
+export {
+  type ExamineOptions,
+  type ExaminedCopy,
+  type ExaminedStep,
+  type Leftover,
+  type TiersExamination,
+  examineTiers,
+} from "./tiers/tier-examination.js";

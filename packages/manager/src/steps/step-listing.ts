@@ -1,6 +1,7 @@
 import { type CheckpointErrorCode, type StorageAdapter, CheckpointError, isGone, readMetadata } from "@cairn/core";
 import { METADATA_FILE, checkpointFingerprint, isReferencedFile } from "@cairn/core/format";
 import { checkpointBytes } from "@cairn/core/ops";
+import { TEMP_OBJECT_PREFIX } from "@cairn/core/storage";
 import PQueue from "p-queue";
 import { parseStep, stepDir } from "./step-naming.js";
 import { metricsOf } from "./stored-values.js";
@@ -34,6 +35,9 @@ export interface StepListing {
    * headers and its chunks, `checkpointBytes`), instead of writing them. 0 for a full save.
    */
   readonly referencedBytes: number;
+  /** Of `objects` and `bytes`: temp files of writes in progress or killed (`TEMP_OBJECT_PREFIX`), which no step uses. */
+  readonly tempObjects: number;
+  readonly tempBytes: number;
   /** The committed steps using files of this directory (a base of incremental steps), ascending. */
   readonly referencedBy: readonly number[];
   /** Committed: when it was saved (the manager's `savedAt`, else the commit time). Leftover: its newest object's time, if storage knows every object's. */
@@ -141,6 +145,8 @@ async function readStep(storage: StorageAdapter, step: number, signal?: AbortSig
 interface Found {
   objects: number;
   bytes: number;
+  tempObjects: number;
+  tempBytes: number;
   newest?: number;
   unknownAge: boolean;
   committed: boolean;
@@ -169,10 +175,26 @@ export async function listSteps(storage: StorageAdapter, options: ListStepsOptio
       continue;
     }
     let entry = dirs.get(step);
-    if (!entry) dirs.set(step, (entry = { objects: 0, bytes: 0, unknownAge: false, committed: false, paths: [] }));
+    if (!entry)
+      dirs.set(
+        step,
+        (entry = {
+          objects: 0,
+          bytes: 0,
+          tempObjects: 0,
+          tempBytes: 0,
+          unknownAge: false,
+          committed: false,
+          paths: [],
+        }),
+      );
     entry.objects++;
     entry.bytes += object.size;
     entry.paths.push(object.path);
+    if (object.path.slice(object.path.lastIndexOf("/") + 1).startsWith(TEMP_OBJECT_PREFIX)) {
+      entry.tempObjects++;
+      entry.tempBytes += object.size;
+    }
     if (object.modified) entry.newest = Math.max(entry.newest ?? 0, object.modified.getTime());
     else entry.unknownAge = true;
     if (object.path.slice(slash + 1) === METADATA_FILE) {
@@ -212,6 +234,8 @@ export async function listSteps(storage: StorageAdapter, options: ListStepsOptio
         step,
         objects: found.objects,
         bytes: found.bytes,
+        tempObjects: found.tempObjects,
+        tempBytes: found.tempBytes,
         referencedBytes: 0,
         referencedBy,
         metrics: {},

@@ -4,7 +4,18 @@ import { mergeTiers } from "./tier-listing.js";
 
 function listing(step: number, state: StepState, bytes: number): StepListing {
   const committed = state === "committed" || state === "damaged";
-  return { step, state, committed, objects: 1, bytes, referencedBytes: 0, referencedBy: [], metrics: {} };
+  return {
+    step,
+    state,
+    committed,
+    objects: 1,
+    bytes,
+    tempObjects: 0,
+    tempBytes: 0,
+    referencedBytes: 0,
+    referencedBy: [],
+    metrics: {},
+  };
 }
 
 describe("mergeTiers", () => {
