@@ -24,7 +24,14 @@ export interface ReplicationOptions {
    * match by their CRCs, instead of copying them again (default true; false: whole copies).
    */
   readonly incremental?: boolean;
+  /**
+   * How long a save waits for a slower tier's first listing before deciding without it, as for a
+   * tier that cannot be listed (default 30 s): a tier that stops answering never holds up a save.
+   */
+  readonly listingWaitMs?: number;
 }
+
+export const DEFAULT_LISTING_WAIT_MS = 30_000;
 
 /** A tier as the manager runs it: where, and what it keeps. */
 export interface TierConfig {
@@ -32,6 +39,8 @@ export interface TierConfig {
   readonly location: string | StorageAdapter;
   readonly retention: RetentionOptions;
   readonly every: number;
+  /** `replication.listingWaitMs`, or its default. */
+  readonly listingWaitMs: number;
 }
 
 export const DEFAULT_REPLICATION_RETRY = { baseDelayMs: 1_000, maxDelayMs: 30_000 } as const;
@@ -109,6 +118,8 @@ export function checkTierOptions(tiers: unknown, replication: unknown, locations
       throw invalid(`CheckpointManager option replication.${name}`, "a boolean", r[name]);
   }
   count(r.concurrency, 1, "CheckpointManager option replication.concurrency");
+  if (r.listingWaitMs !== undefined)
+    checkDuration(r.listingWaitMs, "CheckpointManager option replication.listingWaitMs", { min: 0, max: MAX_TIMER_MS });
   if (r.retry !== undefined) {
     if (typeof r.retry !== "object" || r.retry === null)
       throw invalid("CheckpointManager option replication.retry", "an object", r.retry);
@@ -129,8 +140,12 @@ export function checkTierOptions(tiers: unknown, replication: unknown, locations
  */
 export function tierConfigs(
   locations: readonly (string | StorageAdapter)[],
-  options: RetentionOptions & { readonly tiers?: readonly (TierOptions | undefined)[] },
+  options: RetentionOptions & {
+    readonly tiers?: readonly (TierOptions | undefined)[];
+    readonly replication?: ReplicationOptions;
+  },
 ): TierConfig[] {
+  const listingWaitMs = options.replication?.listingWaitMs ?? DEFAULT_LISTING_WAIT_MS;
   const { maxToKeep, keepPeriod, keepTimeInterval, bestFn, bestMode } = options;
   return locations.map((location, index) => {
     const own = options.tiers?.[index];
@@ -142,6 +157,6 @@ export function tierConfigs(
       bestFn,
       bestMode,
     };
-    return { index, location, retention, every: own?.every ?? 1 };
+    return { index, location, retention, every: own?.every ?? 1, listingWaitMs };
   });
 }

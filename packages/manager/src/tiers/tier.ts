@@ -140,11 +140,21 @@ export class Tier {
    * the caller decides without it (and its listing is retried in the background).
    */
   async indexed(): Promise<boolean> {
-    this.#firstListing ??= this.committedSteps().then(
+    this.#firstListing ??= this.#firstListingWithin(this.config.listingWaitMs);
+    return (await this.#firstListing) || this.#opened?.listed === true;
+  }
+
+  /** The first listing, or false once `ms` passed without it (it goes on; later decisions see it when done). */
+  #firstListingWithin(ms: number): Promise<boolean> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const listed = this.committedSteps().then(
       () => true,
       () => false,
     );
-    return (await this.#firstListing) || this.#opened?.listed === true;
+    const waited = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
+    });
+    return Promise.race([listed, waited]).finally(() => clearTimeout(timer));
   }
 
   /**

@@ -60,4 +60,30 @@ describe("a slower tier that hangs", () => {
     expect(closed).not.toBe("pending");
     expect(closed === "pending" ? [] : closed.unreplicated!.map((u) => u.step).sort()).toContain(2);
   });
+
+  it("the first save of a process decides without a slower tier whose first listing hangs", async () => {
+    const t0 = await openStorage(`memory://tiered-hang/${process.pid}-first-0`);
+    const t1 = new StuckStorage(await openStorage(`memory://tiered-hang/${process.pid}-first-1`));
+    t1.stuck = true;
+    const mgr = new CheckpointManager([t0, t1], 1, {
+      checkpointOnPreemption: false,
+      replication: { listingWaitMs: 100, retry: { baseDelayMs: 20, maxDelayMs: 100 } },
+    });
+    mgr.on("error", () => undefined);
+    expect(await within(mgr.save(1, state(1)), 5000)).not.toBe("pending");
+    expect(await within(mgr.save(2, state(2)), 5000)).not.toBe("pending");
+    expect(await within(mgr.restore(1), 5000)).toEqual(state(1));
+    const closed = await within(mgr.close({ timeoutMs: 200 }), 5000);
+    expect(closed === "pending" ? "pending" : closed.unreplicated!.map((u) => u.step).sort()).toEqual([1, 2]);
+  });
+
+  it("refuses a listing wait that no timer can hold", () => {
+    for (const listingWaitMs of [-1, Number.NaN, 2 ** 31, "5"])
+      expect(
+        () =>
+          new CheckpointManager(["memory://tiered-hang/refused-0", "memory://tiered-hang/refused-1"], 1, {
+            replication: { listingWaitMs },
+          } as never),
+      ).toThrow(/listingWaitMs/);
+  });
 });
