@@ -18,10 +18,11 @@ import {
   withRetry,
 } from "@cairn/core/storage";
 import { crc32c } from "@cairn/core/format";
-import type { Bucket, CRC32CValidator, CreateWriteStreamOptions, File, Storage } from "@google-cloud/storage";
+import type { Bucket, CreateWriteStreamOptions, File, Storage } from "@google-cloud/storage";
 import PQueue from "p-queue";
-import { type GcsErrorSite, damagedBody, exhausted, httpStatus, toCheckpointError } from "./gcs-errors.js";
-import { type SdkResponse, announcedCrc32c, announcedRange, nativeCrc32cValidator } from "./gcs-integrity.js";
+import { type GcsErrorSite, exhausted, httpStatus, toCheckpointError } from "./gcs-errors.js";
+import { nativeCrc32cValidator } from "./gcs-integrity.js";
+import { downloadObject, downloadRange } from "./gcs-download.js";
 
 /** Tuning of a `GcsStorageAdapter`; every field has a default. */
 export interface GcsStorageAdapterOptions {
@@ -104,7 +105,12 @@ export class GcsStorageAdapter implements StorageAdapter {
   async read(path: string, range?: ByteRange, options: ReadOptions = {}): Promise<Uint8Array> {
     const site = this.#site("read", path, options.signal);
     if (!range)
-      return splitHead(await this.#retrying(site, (deadline) => this.#downloadObject(site, deadline)), options.head);
+      return splitHead(
+        await this.#retrying(site, (deadline) =>
+          downloadObject(this.#file(site), site, deadline, this.#options.validation),
+        ),
+        options.head,
+      );
     if (range.length <= 0) {
       // HTTP cannot ask for zero bytes; a zero-length read of a missing object is still `not_found`.
       if (!(await this.stat(path))) throw toCheckpointError({ code: 404, message: "No such object" }, site);
@@ -117,7 +123,7 @@ export class GcsStorageAdapter implements StorageAdapter {
       range.offset +
       (split ? Math.min(range.length, this.#options.parallelReadPartBytes + target.headLength) : range.length);
     const first = await this.#retrying(site, (deadline) =>
-      this.#downloadRange(site, deadline, range.offset, firstEnd, target, 0),
+      downloadRange(this.#file(site), site, deadline, range.offset, firstEnd, target, 0),
     );
     if (first.size !== undefined) options.onObjectSize?.(first.size);
     if (first.got < firstEnd - range.offset || first.size === undefined) return target.result(first.got);
@@ -299,109 +305,6 @@ export class GcsStorageAdapter implements StorageAdapter {
   }
 
   /**
-   * One GET of the object, or of bytes `[start, end)` of it, handing each chunk of the body to
-   * `onChunk` as it arrives, with the response's status. GCS answers a range starting past the
-   * end with 416, which is an empty body. A body that ends short of the range its answer
-   * announced, or a whole object whose CRC32C differs from `x-goog-hash`, was cut or damaged on
-   * the way: a transient error, never a short or wrong result. The adapter checks the hash
-   * itself, as the SDK skips it when `x-goog-stored-content-encoding` is absent.
-   */
-  async #download(
-    site: GcsErrorSite,
-    deadline: ProgressDeadline,
-    range: { start: number; end: number } | undefined,
-    onChunk: (chunk: Buffer, status: number | undefined) => void,
-  ): Promise<{ size: number | undefined }> {
-    const stream = this.#file(site).createReadStream({
-      ...(range ? { start: range.start, end: range.end - 1 } : {}),
-      validation: false,
-    });
-    let status: number | undefined;
-    let announced: { start: number; end: number; size: number } | null | undefined;
-    let hash: { readonly expected: string; readonly crc: CRC32CValidator } | undefined;
-    stream.on("response", (response: SdkResponse) => {
-      deadline.touch();
-      status = response.statusCode;
-      announced = announcedRange(response);
-      const expected = range || this.#options.validation === false ? undefined : announcedCrc32c(response);
-      hash = expected === undefined ? undefined : { expected, crc: nativeCrc32cValidator() };
-    });
-    const onAbort = (): void => void stream.destroy(deadline.signal.reason);
-    deadline.signal.addEventListener("abort", onAbort, { once: true });
-    let received = 0;
-    try {
-      for await (const chunk of stream as AsyncIterable<Buffer>) {
-        deadline.touch();
-        received += chunk.byteLength;
-        hash?.crc.update(chunk);
-        onChunk(chunk, status);
-      }
-    } catch (error) {
-      if (range && httpStatus(error) === 416) return { size: undefined };
-      throw toCheckpointError(error, site);
-    } finally {
-      deadline.signal.removeEventListener("abort", onAbort);
-    }
-    if (announced === null) throw damagedBody(site, `the answer's Content-Range is missing or malformed`);
-    if (
-      announced &&
-      range &&
-      (announced.start !== range.start ||
-        (announced.end !== range.end - 1 && announced.end !== announced.size - 1) ||
-        announced.end >= range.end)
-    ) {
-      throw damagedBody(
-        site,
-        `bytes ${range.start}-${range.end - 1} were asked for and bytes ${announced.start}-${announced.end} announced`,
-      );
-    }
-    if (announced && received < announced.end - announced.start + 1)
-      throw damagedBody(site, `the body ended after ${received} of ${announced.end - announced.start + 1} bytes`);
-    if (hash && !hash.crc.validate(hash.expected))
-      throw damagedBody(
-        site,
-        `the body's CRC32C (${hash.crc.toString()}) is not the object's (${hash.expected}); ${received} bytes came`,
-      );
-    // A 200 answer is the whole object (a server that ignored the range).
-    return { size: announced ? announced.size : status === 200 ? received : undefined };
-  }
-
-  /** A whole object, of unknown size, gathered in chunks. */
-  async #downloadObject(site: GcsErrorSite, deadline: ProgressDeadline): Promise<Uint8Array> {
-    const chunks: Buffer[] = [];
-    await this.#download(site, deadline, undefined, (chunk) => chunks.push(chunk));
-    const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-    return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  }
-
-  /**
-   * Bytes `[start, end)` of an object, put in place in `target` from offset `at` as they arrive
-   * (no second copy to join them); resolves how many there were (fewer at the object's end), and
-   * the object's size where the answer told it.
-   * Bytes outside the range are dropped: a server that ignores the range sends them (200 with
-   * the whole object, as the firebase emulator does for ranges past the end).
-   */
-  async #downloadRange(
-    site: GcsErrorSite,
-    deadline: ProgressDeadline,
-    start: number,
-    end: number,
-    target: ReadTarget,
-    at: number,
-  ): Promise<{ got: number; size: number | undefined }> {
-    let received = 0;
-    let skip = 0;
-    const { size } = await this.#download(site, deadline, { start, end }, (chunk, status) => {
-      skip = status === 200 ? start : 0;
-      const from = Math.max(0, skip - received);
-      const to = Math.min(chunk.byteLength, skip + end - start - received);
-      if (from < to) target.set(chunk.subarray(from, to), at + received + from - skip);
-      received += chunk.byteLength;
-    });
-    return { got: Math.min(end - start, Math.max(0, received - skip)), size };
-  }
-
-  /**
    * Bytes `[start, end)` of an object of `size` bytes, in parts read concurrently into `target`,
    * whose range begins at object offset `base` (past the head, which the read's first part carried).
    */
@@ -421,7 +324,7 @@ export class GcsStorageAdapter implements StorageAdapter {
       parts.push(
         queue.add(async () => {
           const { got, size: partSize } = await this.#retrying(site, (deadline) =>
-            this.#downloadRange(site, deadline, partStart, partEnd, target, partStart - base),
+            downloadRange(this.#file(site), site, deadline, partStart, partEnd, target, partStart - base),
           );
           if (got !== partEnd - partStart || partSize !== size) {
             throw new CheckpointError(
