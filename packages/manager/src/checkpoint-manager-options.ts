@@ -10,6 +10,7 @@ import {
   type StorageOptions,
   isCoordinated,
 } from "@cairn/core";
+import { checkDuration } from "@cairn/core/storage";
 import { invalid } from "./arguments/manager-arguments.js";
 import { type SaveDecisionPolicy, savePolicyOf } from "./pipeline/save-policy.js";
 import type { PreemptionSource, SignalTarget } from "./preemption/preemption.js";
@@ -185,6 +186,13 @@ export interface CloseOptions {
    * succeeded or failed once after its retries, like `join()`.
    */
   readonly timeoutMs?: number;
+}
+
+/** Checks `close()`'s options; returns its `timeoutMs`. */
+export function checkCloseOptions(options: CloseOptions): number | undefined {
+  const timeoutMs = options.timeoutMs;
+  if (timeoutMs !== undefined) checkDuration(timeoutMs, "close option timeoutMs", { infinite: true });
+  return timeoutMs;
 }
 
 function fail(name: string, expected: string, value: unknown): never {

@@ -1,19 +1,19 @@
-export {
-  CheckpointManager,
-  type AsyncSaveOptions,
-  type CheckpointManagerOptions,
-  type CloseOptions,
-  type FlatManagerOptions,
-  type ManagerRetentionOptions,
-  type PreemptionOptions,
-  type JoinResult,
-  type RestoreOptions,
-  type RetentionFailure,
-  type SaveStepOptions,
-  type StepMetadata,
-  type TierState,
-  type UnreplicatedStep,
-} from "./checkpoint-manager.js";
+export { CheckpointManager } from "./checkpoint-manager.js";
+export type {
+  AsyncSaveOptions,
+  CheckpointManagerOptions,
+  CloseOptions,
+  FlatManagerOptions,
+  ManagerRetentionOptions,
+  PreemptionOptions,
+} from "./checkpoint-manager-options.js";
+export type { LatestStepOptions, RestoreOptions, SaveStepOptions } from "./arguments/manager-arguments.js";
+export type { RetentionFailure, StepMetadata } from "./steps/step-store.js";
+export type { JoinResult } from "./tiers/tier-set.js";
+export type { ManagerHealth } from "./durability/loss-budget.js";
+export type { DurabilityOptions, OnExceeded } from "./durability/durability-options.js";
+export type { TierState } from "./tiers/tier.js";
+export type { UnreplicatedStep } from "./tiers/replication-queue.js";
 export {
   type SaveDecisionPolicy,
   AnySavePolicy,

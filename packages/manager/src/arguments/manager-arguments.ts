@@ -35,6 +35,17 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 }
 
 /** A state dict is an object of named entries; what each leaf may be is checked by save and load. */
+/** Checks a `save` or `saveAsync` call's state dict and options. */
+export function checkSaveArguments(stateDict: unknown, options: unknown): void {
+  checkStateDict(stateDict);
+  checkSaveStepOptions(options);
+}
+
+/** Refuses what a read-only manager cannot do. */
+export function checkWritable(readOnly: boolean | undefined, what: string): void {
+  if (readOnly) throw new CheckpointError("invalid_argument", `this CheckpointManager is read-only; it cannot ${what}`);
+}
+
 export function checkStateDict(stateDict: unknown, what = "the state dict"): asserts stateDict is StateDict {
   if (!isObject(stateDict)) throw invalid(what, "an object of named tensors and values", stateDict);
 }
@@ -70,6 +81,13 @@ export function checkRestoreArguments(target: unknown, options: unknown): void {
     throw invalid("restore option partial", "a boolean", options.partial);
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
     throw invalid("restore option signal", "an AbortSignal", options.signal);
+}
+
+/** Options of `latestStep`. */
+export interface LatestStepOptions {
+  /** The newest step whose bytes pass a full `verify`, skipping damaged ones. */
+  readonly verified?: boolean;
+  readonly signal?: AbortSignal;
 }
 
 export function checkLatestOptions(options: unknown): void {

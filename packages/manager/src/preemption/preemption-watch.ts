@@ -1,6 +1,20 @@
 import { CheckpointError, type CoordinatedProcessGroup } from "@cairn/core";
 import type { ManagerEmitter } from "../events/manager-events.js";
-import type { PreemptionSource } from "./preemption.js";
+import { platformPreemptionSources } from "#platform/preemption/preemption-defaults.js";
+import type { DefaultPreemptionOptions, PreemptionSource } from "./preemption.js";
+
+/** What a manager's options say of preemption notices. */
+export interface WatchedOptions extends DefaultPreemptionOptions {
+  readonly checkpointOnPreemption?: boolean;
+  readonly preemptionSources?: readonly PreemptionSource[];
+  readonly readOnly?: boolean;
+}
+
+/** The sources a manager watches: the platform's defaults and its own; none when it takes no preemption checkpoint. */
+export function watchedSources(options: WatchedOptions): PreemptionSource[] {
+  if (!(options.checkpointOnPreemption ?? true) || options.readOnly) return [];
+  return [...platformPreemptionSources(options), ...(options.preemptionSources ?? [])];
+}
 
 /** The topic a preemption notice is posted on, and the tag of the one collective that agrees on its step. */
 const PREEMPTION_TOPIC = "cairn/preemption";

@@ -36,9 +36,11 @@ function nextTierAfter(error: unknown, signal: AbortSignal | undefined): boolean
 
 /**
  * Loads `step` from the fastest tier that holds it whole: a copy that is missing, damaged or
- * unreadable there is reported (`error`, operation `"restore"`, with the tier) and the next
- * tier is read. A target loaded in place is overwritten whole by the read that succeeds. With
- * several ranks, a collective: see `restoreAcrossRanks`.
+ * unreadable there is reported (`error`, operation `"restore"`, with the tier) and the next tier
+ * is read; the first failure is thrown when no tier serves. One location is the tier set of one:
+ * its failure is thrown, with nothing else to report. A target loaded in place is overwritten
+ * whole by the read that succeeds. With several ranks and tiers (a tier 0 per rank), a
+ * collective: see `restoreAcrossRanks`.
  */
 export async function restoreFromTiers(
   tiers: readonly Tier[],
@@ -47,14 +49,15 @@ export async function restoreFromTiers(
   target: StateDict | undefined,
   options: RestoreOptions,
 ): Promise<LoadResult | StateDict> {
-  if (options.processGroup.worldSize > 1) return restoreAcrossRanks(tiers, events, step, target, options);
+  if (tiers.length > 1 && options.processGroup.worldSize > 1)
+    return restoreAcrossRanks(tiers, events, step, target, options);
   let first: unknown;
   for await (const tier of holdersInOrder(tiers, step)) {
     try {
       return await loadFrom((await tier.open()).storage, step, target, options);
     } catch (error) {
       if (!nextTierAfter(error, options.signal)) throw error;
-      events.report({ step, error, operation: "restore", tier: tier.index });
+      if (tiers.length > 1) events.report({ step, error, operation: "restore", tier: tier.index });
       first ??= error;
     }
   }

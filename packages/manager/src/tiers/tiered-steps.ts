@@ -12,7 +12,7 @@ export function fallsThrough(error: unknown): boolean {
 /**
  * Asks every tier, in order, and keeps the answers of those that answered. A tier whose storage
  * fails is reported (`error`, operation `"listing"`) and left out; if every tier fails, the
- * first failure is thrown.
+ * first failure is thrown (and not also reported) and the others reported.
  */
 async function acrossTiers<T>(
   tiers: readonly Tier[],
@@ -27,14 +27,15 @@ async function acrossTiers<T>(
     }),
   );
   const answers: T[] = [];
+  const thrown = settled.every((s) => s.status === "rejected") ? 0 : -1;
   settled.forEach((s, index) => {
     if (s.status === "fulfilled") {
       answers.push(s.value);
       tiers[index]!.listingSucceeded();
-    } else
+    } else if (index !== thrown)
       tiers[index]!.listingFailed(s.reason, (error) => events.report({ error, operation: "listing", tier: index }));
   });
-  if (answers.length === 0) throw (settled[0] as PromiseRejectedResult).reason;
+  if (thrown === 0) throw (settled[0] as PromiseRejectedResult).reason;
   return answers;
 }
 
@@ -108,22 +109,34 @@ export async function holders(tiers: readonly Tier[], step: number): Promise<Tie
   return found.filter((t): t is Tier => t !== undefined);
 }
 
-/** The tiers holding `step` committed, fastest first, each asked only once the faster ones were read past: a slower tier that hangs never holds up a faster one. */
+/**
+ * The tiers holding `step` committed, fastest first, each asked only once the faster ones were
+ * read past: a slower tier that hangs never holds up a faster one. Tiers that cannot answer are
+ * left out; when none answers, the first failure is thrown (what exists is unknown, not absent).
+ */
 export async function* holdersInOrder(tiers: readonly Tier[], step: number): AsyncGenerator<Tier> {
+  let answered = false;
+  let first: { error: unknown } | undefined;
   for (const tier of tiers) {
-    const held = await tier
-      .open()
-      .then((store) => store.isCommitted(step))
-      .catch(() => false);
+    let held: boolean;
+    try {
+      held = await (await tier.open()).isCommitted(step);
+      answered = true;
+    } catch (error) {
+      first ??= { error };
+      continue;
+    }
     if (held) yield tier;
   }
+  if (!answered && first) throw first.error;
 }
 
 export async function notFound(tiers: readonly Tier[], events: ManagerEmitter, step: number): Promise<CheckpointError> {
   const steps = await allStepsOf(tiers, events).catch(() => [] as number[]);
+  const where = tiers.length === 1 ? `under ${(await tiers[0]!.open()).storage.root}` : "on any tier";
   return new CheckpointError(
     "not_found",
-    `step ${step} has no committed checkpoint on any tier; committed steps: ${steps.length ? steps.join(", ") : "none"}`,
+    `step ${step} has no committed checkpoint ${where}; committed steps: ${steps.length ? steps.join(", ") : "none"}`,
     {
       context: { step },
     },
