@@ -12,54 +12,22 @@ import { joinPath } from "@cairn/core/storage";
 import { METADATA_FILE, referencedFiles } from "@cairn/core/format";
 import PQueue from "p-queue";
 import { type RetentionOptions, type StepRecord, stepsToDelete } from "./retention-policy.js";
-import { readFileTable } from "./step-file-table.js";
 import { StepFiles } from "./step-files.js";
 import { StepIndex } from "./step-index.js";
-import { parseStep, stepDir } from "./step-naming.js";
-import { hostileJsonCopy, metricsOf } from "./stored-values.js";
+import { stepDir } from "./step-naming.js";
+import { type StepMetadata, metricsOf, stepMetadataOf } from "./stored-values.js";
+import { type RetentionFailure, type RetentionPass, StepSweeper, type SweptFile } from "./step-sweeper.js";
 
-/** What `metadata(step)` returns, as the manager stores it in each step's user metadata. */
-export interface StepMetadata {
-  readonly step: number;
-  /** ISO 8601 commit time. */
-  readonly savedAt: string;
-  readonly metrics: Readonly<Record<string, number>>;
-  readonly metadata: Readonly<Record<string, unknown>>;
-}
-
-/** A step retention could not delete, and why; `step` is undefined when the pass failed before reaching any step (listing the root). */
-export interface RetentionFailure {
-  readonly step: number | undefined;
-  readonly error: unknown;
-}
-
-/** A data file a retention pass swept, with the rank that wrote it (whose own tier 0 holds it when each rank has one). */
-export interface SweptFile {
-  /** `<step>/<file name>`, relative to the root. */
-  readonly path: string;
-  readonly rank: number;
-}
-
-/** What one retention pass did: the committed steps it deleted, and what it could not do (retried by the next pass). */
-export interface RetentionPass {
-  readonly deleted: number[];
-  readonly failures: RetentionFailure[];
-  /** With `sweepsByRank`: every rank's data files the deleted steps' sweeps took (from their metadata), for ranks with their own tier 0. */
-  readonly swept: SweptFile[];
-}
+export type { StepMetadata } from "./stored-values.js";
+export type { RetentionFailure, RetentionPass, SweptFile } from "./step-sweeper.js";
 
 /** Called once per step whose metadata.json is present but unusable (damaged, foreign, a newer format); the step is skipped. */
 export type DamagedStepListener = (step: number, error: CheckpointError) => void;
 
 /** Metadata reads in flight at once when listing many steps. */
 const READ_CONCURRENCY = 8;
-/** Steps a retention pass deletes at once, and objects each of them deletes at once. */
+/** Steps a retention pass deletes at once. */
 const STEP_CONCURRENCY = 8;
-const DELETE_CONCURRENCY = 16;
-
-function isNotFound(error: unknown): boolean {
-  return isCheckpointError(error, "not_found");
-}
 
 /** Which checkpoint a committed step is, as the caller tells them apart (tiers/: copy identity); compared for equality only. */
 export type StepIdentity = string;
@@ -95,10 +63,8 @@ export class StepStore {
   readonly #retired = new Map<number, StepIdentity | undefined>();
   /** Which files of other steps the committed steps use: deletions keep those (mark and sweep). */
   readonly #files = new StepFiles();
-  /** Steps this store un-committed whose other objects it could not all delete, with those objects: finished by the next pass whatever their age. */
-  readonly #unfinished = new Map<number, readonly string[]>();
-  /** Steps whose metadata.json a deletion is removing now. */
-  readonly #deleting = new Set<number>();
+  /** Deletes steps and sweeps their files: what no committed step uses, never a file a kept step references. */
+  readonly #sweeper: StepSweeper;
   readonly #onDamaged: DamagedStepListener | undefined;
   readonly #now: () => number;
   readonly #openedAt: number;
@@ -110,6 +76,7 @@ export class StepStore {
   constructor(storage: StorageAdapter, options: StepStoreOptions = {}) {
     this.storage = storage;
     this.#index = new StepIndex(storage);
+    this.#sweeper = new StepSweeper(storage, this.#index, this.#files, (step) => this.forget(step));
     this.#onDamaged = options.onDamaged;
     this.#now = options.now ?? Date.now;
     this.#openedAt = this.#now();
@@ -218,18 +185,7 @@ export class StepStore {
   /** What `step` was saved with; stored values are copied into null-prototype objects. */
   async metadata(step: number): Promise<StepMetadata> {
     await this.requireCommitted(step);
-    const metadata = await readMetadata({ storage: this.storage, path: stepDir(step) });
-    const user = metadata.user;
-    const custom = hostileJsonCopy(user.metadata);
-    return {
-      step,
-      savedAt: typeof user.savedAt === "string" ? user.savedAt : "",
-      metrics: metricsOf(user.metrics),
-      metadata:
-        typeof custom === "object" && custom !== null && !Array.isArray(custom)
-          ? (custom as Record<string, unknown>)
-          : Object.create(null),
-    };
+    return stepMetadataOf(step, await readMetadata({ storage: this.storage, path: stepDir(step) }));
   }
 
   /**
@@ -242,64 +198,12 @@ export class StepStore {
   async deleteStep(step: number, listed = true): Promise<void> {
     // Mark: every listed step's references are known before anything is swept (each step's metadata is read once, then cached).
     await this.#markAll();
-    await this.#delete(step, listed, false);
+    await this.#sweeper.delete(step, listed, false);
   }
 
   /** Whether a deletion of `step` has begun un-committing it: a save must not take it as its base. */
   isDeleting(step: number): boolean {
-    return this.#deleting.has(step);
-  }
-
-  /**
-   * `deleteStep` once every step is marked (a retention pass marks once for all its deletions).
-   * With `byRank`, resolves every rank's data files its sweep takes, read from its metadata first.
-   * `claim` is asked right before the metadata goes (in the same turn that marks the step as being
-   * deleted): false leaves the step alone and resolves undefined.
-   */
-  async #delete(
-    step: number,
-    listed: boolean,
-    byRank: boolean,
-    claim: () => boolean = () => true,
-  ): Promise<SweptFile[] | undefined> {
-    const dir = stepDir(step);
-    const listing = listed ? undefined : this.#index.objectsOf(step)?.paths;
-    // Its metadata, read before it is deleted, names its objects when no listing does, and every rank's files.
-    const table = byRank || (!listed && !listing) ? await readFileTable(this.storage, step) : [];
-    const known = listed ? undefined : (listing ?? table.filter((file) => file.own).map((file) => file.path));
-    const ownReferences = this.#files.referencedBy(step);
-    if (!claim()) return undefined;
-    this.#deleting.add(step);
-    try {
-      await this.storage.delete(joinPath(dir, METADATA_FILE)).catch((error: unknown) => {
-        if (!isNotFound(error)) throw error;
-      });
-      this.forget(step);
-    } finally {
-      this.#deleting.delete(step);
-    }
-    // Files of other steps it referenced: those of a step still committed (or being deleted, not yet forgotten) are that step's own, swept with it.
-    const ownerGone = (path: string): boolean => {
-      const owner = parseStep(path.slice(0, path.indexOf("/")));
-      return owner === step || owner === undefined || !this.#index.has(owner);
-    };
-    const referenced = ownReferences.filter(ownerGone);
-    let rest = known?.filter((path) => path !== joinPath(dir, METADATA_FILE));
-    if (rest === undefined) {
-      rest = [];
-      for await (const object of this.storage.list(`${dir}/`)) rest.push(object.path);
-    }
-    // Sweep: its own files no other step uses, and the files of other steps only it used.
-    const sweep = this.#files.sweepable([...rest, ...referenced]);
-    // Decided now, with every step marked: what the other ranks delete of this step on their own tier 0.
-    const rankOf = new Map(byRank ? table.map((file) => [file.path, file.rank]) : []);
-    const swept = this.#files
-      .sweepable([...rankOf.keys()].filter(ownerGone))
-      .map((path) => ({ path, rank: rankOf.get(path)! }));
-    this.#unfinished.set(step, sweep);
-    await this.#deleteAll(sweep);
-    this.#unfinished.delete(step);
-    return swept;
+    return this.#sweeper.isDeleting(step);
   }
 
   /**
@@ -331,16 +235,10 @@ export class StepStore {
         }
       });
     const work: Promise<void>[] = [];
-    for (const [step, paths] of this.#unfinished) {
+    for (const [step, paths] of this.#sweeper.unfinished) {
       // A step saved anew since is no longer this store's to finish.
-      if (this.#index.has(step) || isBusy(step)) this.#unfinished.delete(step);
-      else
-        work.push(
-          attempt(step, async () => {
-            await this.#deleteAll(this.#files.sweepable(paths));
-            this.#unfinished.delete(step);
-          }),
-        );
+      if (this.#index.has(step) || isBusy(step)) this.#sweeper.unfinished.delete(step);
+      else work.push(attempt(step, () => this.#sweeper.finishUnfinished(step, paths)));
     }
     if ((options.maxToKeep ?? 0) > 0) {
       await this.#load();
@@ -353,13 +251,13 @@ export class StepStore {
       const records = steps.flatMap((step) => this.#records.get(step) ?? []);
       // A step whose metadata could not be read may reference any file: this pass deletes nothing (its next one will).
       for (const step of unread.length > 0 ? [] : stepsToDelete(records, options)) {
-        if (!isBusy(step) && !this.#unfinished.has(step))
+        if (!isBusy(step) && !this.#sweeper.unfinished.has(step))
           work.push(
             attempt(step, async () => {
               // Every listed step was read (marked) above: no pass over them per deletion.
               const identity = this.#identities.get(step);
               // Busy is asked again in the turn the metadata goes: a save taking it as base meanwhile keeps it.
-              const gone = await this.#delete(step, false, this.#sweepsByRank, () => !isBusy(step));
+              const gone = await this.#sweeper.delete(step, false, this.#sweepsByRank, () => !isBusy(step));
               if (gone === undefined) return;
               swept.push(...gone);
               this.#retired.set(step, identity);
@@ -371,22 +269,17 @@ export class StepStore {
     if (this.#index.listings !== this.#sweptListing) {
       const old = this.#index
         .leftovers()
-        .filter(([step, { newest }]) => !isBusy(step) && !this.#unfinished.has(step) && now - newest >= leftoverAgeMs);
+        .filter(
+          ([step, { newest }]) => !isBusy(step) && !this.#sweeper.unfinished.has(step) && now - newest >= leftoverAgeMs,
+        );
       // Leftovers may hold files a committed incremental step uses (a deleted base's): every step is marked before any is swept.
       const marked = old.length > 0 ? await this.#markAll(true) : [];
       if (marked.length > 0) failures.push(...marked);
       else this.#sweptListing = this.#index.listings;
       for (const [step, { paths }] of marked.length > 0 ? [] : old) {
         const sweep = this.#files.sweepable(paths);
-        work.push(
-          attempt(step, async () => {
-            // Until every object is gone, every later pass tries again, without a listing.
-            this.#unfinished.set(step, sweep);
-            await this.#deleteAll(sweep);
-            this.#unfinished.delete(step);
-            if (sweep.length === paths.length) this.#index.removed(step);
-          }),
-        );
+        // Until every object is gone, every later pass tries again, without a listing.
+        work.push(attempt(step, () => this.#sweeper.finish(step, sweep, sweep.length === paths.length)));
       }
     }
     await Promise.all(work);
@@ -406,7 +299,7 @@ export class StepStore {
   #committedElsewhere(step: number): void {
     this.#damaged.delete(step);
     this.#retired.delete(step);
-    this.#unfinished.delete(step);
+    this.#sweeper.unfinished.delete(step);
     this.#index.added(step);
   }
 
@@ -445,13 +338,6 @@ export class StepStore {
       ),
     );
     return failures;
-  }
-
-  async #deleteAll(paths: readonly string[]): Promise<void> {
-    const queue = new PQueue({ concurrency: DELETE_CONCURRENCY });
-    const results = await Promise.allSettled(paths.map((path) => queue.add(() => this.storage.delete(path))));
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected" && !isNotFound(r.reason));
-    if (failed) throw failed.reason;
   }
 
   /**

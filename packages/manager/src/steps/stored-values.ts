@@ -1,4 +1,13 @@
-import { CheckpointError } from "@cairn/core";
+import { CheckpointError, type CheckpointMetadata } from "@cairn/core";
+
+/** What `metadata(step)` returns, as the manager stores it in each step's user metadata. */
+export interface StepMetadata {
+  readonly step: number;
+  /** ISO 8601 commit time. */
+  readonly savedAt: string;
+  readonly metrics: Readonly<Record<string, number>>;
+  readonly metadata: Readonly<Record<string, unknown>>;
+}
 
 /** Deeper JSON than this in a step's user metadata is refused rather than copied. */
 const MAX_DEPTH = 256;
@@ -20,4 +29,19 @@ export function hostileJsonCopy(value: unknown, depth = 0): unknown {
   const copy: Record<string, unknown> = Object.create(null);
   for (const [key, item] of Object.entries(value)) copy[key] = hostileJsonCopy(item, depth + 1);
   return copy;
+}
+
+/** What `metadata(step)` returns, from the step's metadata: its stored values copied into null-prototype objects. */
+export function stepMetadataOf(step: number, metadata: CheckpointMetadata): StepMetadata {
+  const user = metadata.user;
+  const custom = hostileJsonCopy(user.metadata);
+  return {
+    step,
+    savedAt: typeof user.savedAt === "string" ? user.savedAt : "",
+    metrics: metricsOf(user.metrics),
+    metadata:
+      typeof custom === "object" && custom !== null && !Array.isArray(custom)
+        ? (custom as Record<string, unknown>)
+        : Object.create(null),
+  };
 }
