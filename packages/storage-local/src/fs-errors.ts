@@ -15,6 +15,9 @@ export interface FsSite {
   readonly action: FsAction;
 }
 
+/** Errno names that show the object is not there: nothing at its name, or a file where one of its directories would be. */
+export const MISSING_CODES: ReadonlySet<string> = new Set(["ENOENT", "ENOTDIR"]);
+
 /** The errno name of a node:fs or memfs failure ("ENOENT"), or "" for anything else. */
 export function errnoOf(error: unknown): string {
   const code = (error as { code?: unknown } | null)?.code;

@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
 import { posix } from "node:path";
-import PQueue from "p-queue";
 import { type StorageAdapter, CheckpointError } from "@cairn/core";
 import {
   type ByteRange,
@@ -14,13 +13,22 @@ import {
   TEMP_OBJECT_PREFIX,
   cancelledError,
   checkRelativePath,
-  prefetched,
 } from "@cairn/core/storage";
 import { DirectReads, directReadAvailable } from "./direct-read.js";
 import { rangeLength, readRange, readScattered } from "./file-reads.js";
-import { directCreateFlags, directIoAvailable, writeDirect, writeFully } from "./direct-write.js";
+import { directCreateFlags, directIoAvailable, writeDirect } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
-import { type FsAction, type FsSite, errnoOf, existingObject, fsError, missingObject } from "./fs-errors.js";
+import {
+  type FsAction,
+  type FsSite,
+  MISSING_CODES,
+  errnoOf,
+  existingObject,
+  fsError,
+  missingObject,
+} from "./fs-errors.js";
+import { NotPublished, published, writeWindowed } from "./file-writes.js";
+import { walkFiles } from "./walk-files.js";
 
 export interface FsStorageAdapterOptions {
   /** fsync the directory after a rename or link so the new name survives a power loss (node:fs only). */
@@ -35,82 +43,8 @@ export interface FsStorageAdapterOptions {
   readonly directIo?: boolean;
 }
 
-/** Waits for `WriteOptions.publishAfter`; its rejection is the write's, as it is (`fsError` keeps what is no file system error as the cause of one). */
-class NotPublished {
-  constructor(readonly reason: unknown) {}
-}
-
-async function published(after: Promise<unknown>): Promise<void> {
-  try {
-    await after;
-  } catch (reason) {
-    throw new NotPublished(reason);
-  }
-}
-
 /** Smaller objects (metadata.json) go through the page cache: a direct write would gain nothing. */
 export const DIRECT_MIN_BYTES = 1 << 20;
-
-/** Errno names that show the object is not there: nothing at its name, or a file where one of its directories would be. */
-const MISSING_CODES: ReadonlySet<string> = new Set(["ENOENT", "ENOTDIR"]);
-
-/** File system calls (readdir, stat) one listing makes at once. */
-const LIST_CONCURRENCY = 32;
-/** Entries of one directory a listing works on ahead of the one it yields. */
-const LIST_AHEAD = 64;
-
-async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const item of items) out.push(item);
-  return out;
-}
-
-/** Bytes of positional writes a file keeps in flight while it pulls the next parts of its body. */
-const WRITE_WINDOW_BYTES = 16 << 20;
-/** Writes a file keeps in flight at most, whatever their size. */
-const WRITE_WINDOW_COUNT = 32;
-
-/**
- * Writes the body's parts at their positions with several writes in flight, instead of one
- * write at a time: each completion needs an event-loop turn, and a background save beside a
- * training loop may get one turn per training step, so one-at-a-time writes of small parts
- * would pace the save by the training loop. Every write has finished or failed when it returns.
- */
-async function writeWindowed(
-  handle: FileHandleLike,
-  body: Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
-  check: () => void,
-): Promise<void> {
-  const inflight = new Set<Promise<void>>();
-  let inflightBytes = 0;
-  let failure: { error: unknown } | undefined;
-  try {
-    let position = 0;
-    for await (const part of body) {
-      check();
-      while (
-        inflight.size >= WRITE_WINDOW_COUNT ||
-        (inflight.size > 0 && inflightBytes + part.byteLength > WRITE_WINDOW_BYTES)
-      )
-        await Promise.race(inflight);
-      if (failure) throw failure.error;
-      const write = writeFully(handle, part, part.byteLength, position)
-        .catch((error: unknown) => {
-          failure ??= { error };
-        })
-        .finally(() => {
-          inflight.delete(write);
-          inflightBytes -= part.byteLength;
-        });
-      inflight.add(write);
-      inflightBytes += part.byteLength;
-      position += part.byteLength;
-    }
-  } finally {
-    await Promise.all(inflight);
-  }
-  if (failure) throw failure.error;
-}
 
 /**
  * A `StorageAdapter` over a POSIX-like file system rooted at a directory. Writes are durable
@@ -412,35 +346,10 @@ export class FsStorageAdapter implements StorageAdapter {
     const base = prefix.includes("/") ? prefix.slice(0, prefix.lastIndexOf("/")) : "";
     if (base) checkRelativePath(this.protocol, base);
     this.#abs(base);
-    yield* this.#walk(base, prefix, new PQueue({ concurrency: LIST_CONCURRENCY }));
-  }
-
-  async *#walk(rel: string, prefix: string, calls: PQueue): AsyncGenerator<ObjectInfo> {
-    let entries: { name: string | Buffer; isDirectory(): boolean; isFile(): boolean }[];
-    const dir = posix.join(this.#dir, rel);
-    try {
-      entries = await calls.add(() => this.#fs.readdir(dir, { withFileTypes: true }));
-    } catch (error) {
-      if (MISSING_CODES.has(errnoOf(error))) return;
-      throw fsError(error, this.#site("list", rel || ".", dir));
-    }
-    const jobs: (() => Promise<ObjectInfo[]>)[] = [];
-    const names = entries.map((e) => ({ name: String(e.name), dir: e.isDirectory(), file: e.isFile() }));
-    names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    // Temp files are listed too: what a killed writer left must be found to be swept.
-    for (const entry of names) {
-      const path = rel ? `${rel}/${entry.name}` : entry.name;
-      if (entry.dir && (path.startsWith(prefix) || prefix.startsWith(`${path}/`))) {
-        jobs.push(() => collect(this.#walk(path, prefix, calls)));
-      } else if (entry.file && path.startsWith(prefix)) {
-        jobs.push(async () => {
-          const info = await calls.add(() => this.stat(path));
-          return info ? [info] : [];
-        });
-      }
-    }
-    // Up to LIST_AHEAD entries in flight, yielded in name order; each failure is thrown in its turn.
-    for await (const infos of prefetched(jobs, LIST_AHEAD, (job) => job())) yield* infos;
+    yield* walkFiles(this.#fs, this.#dir, base, prefix, {
+      stat: (path) => this.stat(path),
+      failed: (error, rel, dir) => fsError(error, this.#site("list", rel || ".", dir)),
+    });
   }
 
   async delete(path: string): Promise<void> {
