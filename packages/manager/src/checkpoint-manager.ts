@@ -30,8 +30,8 @@ import type { TierState } from "./tiers/tier.js";
  * (fastest first) it commits to the first and copies each step down the others (docs/tiers.md).
  *
  * Call order: construct, saves, restores and queries, then `close()`. Errors are `CheckpointError`s
- * with a code and the offending value; a failed background upload is emitted as `error` and
- * rejects the next call, once; a step retention cannot delete is reported and retried, never fatal.
+ * with a code and the offending value; a failed background upload is emitted as `error` and,
+ * unless transient (the run goes on within its loss budget), rejects the next call, once; a step retention cannot delete is reported and retried, never fatal.
  * Managers may share a root: damaged or foreign steps are reported (`"listing"`) and skipped.
  */
 type Restored = LoadResult | StateDict;

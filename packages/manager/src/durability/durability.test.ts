@@ -1,5 +1,5 @@
-import { hostTensor, openStorage } from "@cairn/core";
-import { rejection } from "@cairn/core/testing";
+import { CheckpointError, hostTensor, openStorage } from "@cairn/core";
+import { FaultyStorageAdapter, rejection } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../checkpoint-manager.js";
 import type { CheckpointManagerOptions } from "../checkpoint-manager-options.js";
@@ -134,6 +134,42 @@ describe("health()", () => {
     await mgr.join();
     expect(mgr.health()).toMatchObject({ newestSaved: 10, newestDurable: 10, stepsAtRisk: 0, exceeded: false });
     expect(mgr.health().inFlight).toEqual({ saving: [], copying: [] });
+    await mgr.close();
+  });
+});
+
+describe("transient failures", () => {
+  it("a background save failing transiently is retried per file, reported once, and the run goes on", async () => {
+    const inner = await openStorage(memoryRoot());
+    let attempts = 0;
+    const storage = new FaultyStorageAdapter(inner, [
+      {
+        operation: "write",
+        path: (p) => p.startsWith("2/data-"),
+        times: Infinity,
+        error: () => {
+          attempts++;
+          return new CheckpointError("storage", "the bucket blinked (injected)", { context: { transient: true } });
+        },
+      },
+    ]);
+    const mgr = new CheckpointManager(storage, 1, {
+      ...quiet,
+      save: { retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 } },
+    });
+    const errors = record(mgr, "error");
+    await mgr.saveAsync(1, state(1));
+    await mgr.saveAsync(2, state(2));
+    await mgr.join();
+    // Core's retry of the file, up to its limit; then one report, no rejection.
+    expect(attempts).toBe(3);
+    expect(errors.map((e) => [e.operation, e.step])).toEqual([["save", 2]]);
+    expect(mgr.health()).toMatchObject({ newestSaved: 2, newestDurable: 1, stepsAtRisk: 1 });
+    expect(mgr.health().lastError?.step).toBe(2);
+    expect(await mgr.saveAsync(3, state(3))).toBe(true);
+    await mgr.join();
+    expect(mgr.health()).toMatchObject({ newestDurable: 3, stepsAtRisk: 0 });
+    expect(await mgr.allSteps()).toEqual([1, 3]);
     await mgr.close();
   });
 });

@@ -14,8 +14,9 @@ export interface ManagerEvents {
     readonly backgroundCopySeconds: number;
   };
   /**
-   * Something failed in the background. `operation` says what: `"save"` (a background upload;
-   * its error also rejects the next call once), `"retention"` (a step could not be deleted:
+   * Something failed in the background. `operation` says what: `"save"` (a background upload
+   * that failed after core's retries of each file; unless that failure was transient, its error
+   * also rejects the next call once), `"retention"` (a step could not be deleted:
    * saving goes on, the next pass retries, `join()` lists it), `"listing"` (a committed step's
    * metadata is damaged or foreign: it is skipped), `"preemption"` (a notice source cannot reach
    * its endpoint, so notices may be missed), `"replication"` (a copy to the slower tier `tier`
@@ -130,9 +131,12 @@ export class ManagerEmitter {
     return listeners.length > 0;
   }
 
-  /** Emits `error`; with nobody listening, a failure that rejects no call becomes a process warning rather than nothing. */
-  report(payload: ManagerEvents["error"]): void {
-    if (this.emit("error", payload) || payload.operation === "save") return;
+  /**
+   * Emits `error`; with nobody listening, a failure that rejects no call (`thrown` false: by
+   * default all but a save's) becomes a process warning rather than nothing.
+   */
+  report(payload: ManagerEvents["error"], thrown = payload.operation === "save"): void {
+    if (this.emit("error", payload) || thrown) return;
     const tier = payload.tier === undefined ? "" : ` (tier ${payload.tier})`;
     const what = `${payload.step === undefined ? payload.operation : `${payload.operation} of step ${payload.step}`}${tier}`;
     const message =

@@ -6,6 +6,8 @@ import {
   type StorageAdapter,
   StagingPool,
   asyncSave,
+  isCheckpointError,
+  isTransient,
   prepareAsyncSave,
   startUploadWorker,
   storageUrl,
@@ -120,8 +122,11 @@ export class SavePipeline {
     const info = await staged;
     this.#options.events.emit("staged", { step, bytes: info.bytes, seconds: info.seconds });
     const settled = done.then(committed).catch((error: unknown) => {
-      this.#failure ??= error;
-      this.#options.events.report({ step, error, operation: "save" });
+      // Transient (core retried each file and gave up): reported, and the run goes on within its
+      // loss budget. Anything else (denied, full, a bad value) also rejects the next call, once.
+      const transient = isTransient(error) || (isCheckpointError(error, "storage") && isTransient(error.cause));
+      if (!transient) this.#failure ??= error;
+      this.#options.events.report({ step, error, operation: "save" }, !transient);
     });
     this.#pending.set(step, settled);
     void settled.finally(() => this.#pending.delete(step));
