@@ -9,6 +9,7 @@ import { dataFileLayout } from "../plan/data-file-layout.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { type Leaf, hostDataOf, stagedPlaceOf, tensorBytes } from "../state/leaf.js";
 import { checkStagedSums } from "./staged-sums.js";
+import { COALESCE_BELOW, coalesce, groupItems } from "./item-groups.js";
 import { type TypedArray, bytesOf } from "../state/dtypes.js";
 import type { ChunkMetadata, DataFileMetadata } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";
@@ -35,61 +36,6 @@ export interface KnownChecksums {
 interface ItemChecksums {
   readonly sums: readonly (readonly number[])[];
   readonly hashes?: readonly (string | undefined)[];
-}
-
-/** Items are read and checksummed in groups of up to this many bytes (one item if larger). */
-const GROUP_BYTES = 64 << 20;
-/**
- * Runs of items smaller than this are copied into one buffer, so they go out in a single write:
- * on the main thread, where each write's completion may wait for a training step. Off it (the
- * upload worker) turns cost nothing, and the copy would only add memory traffic beside training.
- */
-const COALESCE_BELOW = 4 << 20;
-
-/** Consecutive items of a file, each group at most GROUP_BYTES unless a single item is larger. */
-function groupItems(items: readonly WriteItem[]): number[][] {
-  const groups: number[][] = [];
-  let bytes = Infinity;
-  items.forEach((item, i) => {
-    if (bytes + item.byteLength > GROUP_BYTES) {
-      groups.push([]);
-      bytes = 0;
-    }
-    groups[groups.length - 1]!.push(i);
-    bytes += item.byteLength;
-  });
-  return groups;
-}
-
-/** The group's bytes as few chunks: big items as they are, runs of small ones copied together (up to COALESCE_BELOW each). */
-function* coalesce(datas: readonly Uint8Array[]): Generator<Uint8Array> {
-  let run: Uint8Array[] = [];
-  let runBytes = 0;
-  const flush = function* (): Generator<Uint8Array> {
-    if (run.length === 1) yield run[0]!;
-    else if (run.length > 1) {
-      const joined = new Uint8Array(run.reduce((n, d) => n + d.byteLength, 0));
-      let at = 0;
-      for (const d of run) {
-        joined.set(d, at);
-        at += d.byteLength;
-      }
-      yield joined;
-    }
-    run = [];
-    runBytes = 0;
-  };
-  for (const data of datas) {
-    if (data.byteLength >= COALESCE_BELOW) {
-      yield* flush();
-      yield data;
-    } else {
-      if (runBytes + data.byteLength > COALESCE_BELOW) yield* flush();
-      run.push(data);
-      runBytes += data.byteLength;
-    }
-  }
-  yield* flush();
 }
 
 /** File offsets in a staged segment's body parts are cut on these boundaries (direct I/O's alignment). */
