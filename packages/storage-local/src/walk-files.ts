@@ -15,6 +15,12 @@ async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
   return out;
 }
 
+/** How a walk stats a file it found, and the error it throws for a directory it could not read. */
+interface WalkCalls {
+  readonly stat: (path: string) => Promise<ObjectInfo | null>;
+  readonly failed: (error: unknown, rel: string, dir: string) => unknown;
+}
+
 /**
  * The files under `rel` (a directory relative to `root`) whose paths start with `prefix`, in name
  * order, as `FsStorageAdapter.list` gives them: entries are stat'ed (`how.stat`) and
@@ -25,10 +31,7 @@ export function walkFiles(
   root: string,
   rel: string,
   prefix: string,
-  how: {
-    readonly stat: (path: string) => Promise<ObjectInfo | null>;
-    readonly failed: (error: unknown, rel: string, dir: string) => unknown;
-  },
+  how: WalkCalls,
 ): AsyncGenerator<ObjectInfo> {
   return walk(fs, root, rel, prefix, how, new PQueue({ concurrency: LIST_CONCURRENCY }));
 }
@@ -38,10 +41,7 @@ async function* walk(
   root: string,
   rel: string,
   prefix: string,
-  how: {
-    readonly stat: (path: string) => Promise<ObjectInfo | null>;
-    readonly failed: (error: unknown, rel: string, dir: string) => unknown;
-  },
+  how: WalkCalls,
   calls: PQueue,
 ): AsyncGenerator<ObjectInfo> {
   let entries: { name: string | Buffer; isDirectory(): boolean; isFile(): boolean }[];
