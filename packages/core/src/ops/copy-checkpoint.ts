@@ -83,15 +83,6 @@ export async function copyCheckpoint(
 ): Promise<CopyResult> {
   const { share } = options;
   const commits = share === undefined || share.rank === 0;
-  const replacing = commits
-    ? await checkpointDestination(
-        destination.storage,
-        destination.dir,
-        destination.where,
-        options.force === true,
-        options.signal,
-      )
-    : undefined;
   const { metadata } = source;
   const attempt = share?.attempt ?? newAttemptId();
   const names = renameFiles(metadata, attempt);
@@ -103,6 +94,16 @@ export async function copyCheckpoint(
   let bytes = 0;
   let agreed = share === undefined;
   try {
+    // Inside the try: a destination that cannot be checked still fails the agreement every rank waits on.
+    const replacing = commits
+      ? await checkpointDestination(
+          destination.storage,
+          destination.dir,
+          destination.where,
+          options.force === true,
+          options.signal,
+        )
+      : undefined;
     // The first failure stops the other files; every write is settled before a failed copy removes its files.
     const stop = new AbortController();
     let firstFailure: unknown;
