@@ -59,6 +59,8 @@ export class ReplicationQueue {
   readonly #timers = new Map<number, NodeJS.Timeout>();
   readonly #watchers = new Set<() => void>();
   readonly #abort = new AbortController();
+  /** The copies running, each settling once its copy (and the collectives it joined) is done. */
+  readonly #inflight = new Set<Promise<void>>();
 
   constructor(options: ReplicationQueueOptions) {
     this.#options = options;
@@ -138,12 +140,13 @@ export class ReplicationQueue {
     cancel();
   }
 
-  /** Stops: no new copy starts, running ones are aborted, timers cleared. */
-  stop(): void {
+  /** Stops: no new copy starts, running ones are aborted, timers cleared; resolves once the aborted ones settled. */
+  async stop(): Promise<void> {
     this.#abort.abort();
     for (const timer of this.#timers.values()) clearTimeout(timer);
     this.#timers.clear();
     this.#changed();
+    await Promise.all(this.#inflight);
   }
 
   #until(done: () => boolean): Promise<void> {
@@ -172,8 +175,11 @@ export class ReplicationQueue {
       if (job.tier === tier && !job.permanent && (!next || job.step > next.step)) next = job;
     if (!next) return;
     const wait = (this.#failing.get(tier)?.notBefore ?? 0) - Date.now();
-    if (wait <= 0) void this.#run(next);
-    else {
+    if (wait <= 0) {
+      const run = this.#run(next);
+      this.#inflight.add(run);
+      void run.finally(() => this.#inflight.delete(run));
+    } else {
       const timer = setTimeout(() => this.#kick(tier), wait);
       unrefTimer(timer);
       this.#timers.set(tier, timer);

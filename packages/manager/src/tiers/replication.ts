@@ -9,7 +9,7 @@ import {
   unrefTimer,
 } from "@cairn/core";
 import { referencedFiles } from "@cairn/core/format";
-import { backoffDelay } from "@cairn/core/storage";
+import { backoffDelay, longTimer } from "@cairn/core/storage";
 import { type CopyResult, copyCheckpoint, throwIfDamaged, verifyCheckpoint } from "@cairn/core/ops";
 import type { ManagerEmitter } from "../events/manager-events.js";
 import { ReplicationQueue, type UnreplicatedStep } from "./replication-queue.js";
@@ -20,6 +20,9 @@ import { metricsOf } from "../steps/stored-values.js";
 import type { Tier } from "./tier.js";
 import { identityOf, readableCopy, replacesOlder } from "./copy-identity.js";
 import { DEFAULT_REPLICATION_RETRY, type ReplicationOptions } from "./tier-config.js";
+
+/** How long a stopping rank waits for its aborted copies to leave their collectives. */
+const STOP_WAIT_MS = 10_000;
 
 export interface ReplicationSetup {
   readonly tiers: readonly Tier[];
@@ -47,7 +50,7 @@ export class Replication {
   #rediscover: { timer?: NodeJS.Timeout; attempts: number } = { attempts: 0 };
   #stopped = false;
   readonly #abort = new AbortController();
-  #unfollow: (() => void) | undefined;
+  #unfollow: (() => Promise<void>) | undefined;
   /** `tier/step` a save with `overwrite` could not delete there: its copy replaces what it finds. */
   readonly #replacing = new Set<string>();
   /** Steps on a slower tier whose files a copy in flight references (`tier/step`), with how many copies do: held from that tier's retention. */
@@ -146,13 +149,20 @@ export class Replication {
     this.#replacing.add(`${tier}/${step}`);
   }
 
-  /** Stops copying and discovering (on close); what is left stays unreplicated. */
-  stop(): void {
+  /**
+   * Stops copying and discovering (on close); what is left stays unreplicated. With several ranks
+   * it resolves once the aborted copies settled (10 s at most), so none is left in a collective
+   * another rank waits on after it closed the group.
+   */
+  async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#rediscover.timer);
-    this.#unfollow?.();
     this.#abort.abort();
-    this.queue.stop();
+    const settled = Promise.all([this.#unfollow?.(), this.queue.stop()]);
+    if (this.#setup.group.worldSize === 1) return;
+    let cancel = (): void => undefined;
+    await Promise.race([settled, new Promise<void>((resolve) => (cancel = longTimer(resolve, STOP_WAIT_MS)))]);
+    cancel();
   }
 
   /** What is not replicated yet. */

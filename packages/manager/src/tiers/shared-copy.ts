@@ -50,16 +50,24 @@ export async function leadCopy(
   };
   const collective = group.group(tagOf(request));
   group.post(REPLICATE_TOPIC, request);
-  const from = await source.open();
-  const to = await destination.open();
-  let bytes: Uint8Array;
+  let ready;
   try {
-    bytes = await from.storage.read(joinPath(stepDir(step), METADATA_FILE), undefined, { signal: options.signal });
+    const [from, to] = [await source.open(), await destination.open()];
+    const bytes = await from.storage.read(joinPath(stepDir(step), METADATA_FILE), undefined, {
+      signal: options.signal,
+    });
+    ready = {
+      from,
+      to,
+      bytes,
+      metadata: parseMetadata(bytes, `${from.storage.root}/${stepDir(step)}/${METADATA_FILE}`),
+    };
   } catch (error) {
+    // The others wait for this broadcast whatever failed here: it tells them the copy is off.
     await collective.broadcast<SourceMetadata>({ error: messageOf(error) });
     throw error;
   }
-  const metadata = parseMetadata(bytes, `${from.storage.root}/${stepDir(step)}/${METADATA_FILE}`);
+  const { from, to, bytes, metadata } = ready;
   await collective.broadcast<SourceMetadata>({ metadata: bytesToBase64(bytes) });
   return copyCheckpoint(
     { storage: from.storage, dir: stepDir(step), metadata, where: `${from.storage.root}/${stepDir(step)}` },
@@ -87,7 +95,8 @@ function requestOf(value: unknown, tiers: number): CopyRequest | undefined {
 
 /**
  * A rank other than 0: joins every copy rank 0 asks for, copying the files this rank wrote from
- * its own source tier. Resolves the unsubscribe. A failure is passed to `onFailure` (rank 0 retries).
+ * its own source tier. A failure is passed to `onFailure` (rank 0 retries). Returns the stop: it
+ * unsubscribes and resolves once the copies joined are done, so none is left inside a collective.
  */
 export function followCopies(
   group: CoordinatedProcessGroup,
@@ -99,12 +108,13 @@ export function followCopies(
     onCopied: (step: number, tier: Tier) => void;
     onFailure: (step: number, tier: number, error: unknown) => void;
   },
-): () => void {
-  return group.on(REPLICATE_TOPIC, (value, from) => {
+): () => Promise<void> {
+  const joined = new Set<Promise<void>>();
+  const unfollow = group.on(REPLICATE_TOPIC, (value, from) => {
     const request = from === 0 ? requestOf(value, tiers.length) : undefined;
     if (!request) return;
     const collective = group.group(tagOf(request));
-    void (async () => {
+    const copy = (async () => {
       const got = await collective.broadcast<SourceMetadata>(undefined);
       if (typeof got !== "object" || got === null || typeof (got as { metadata?: unknown }).metadata !== "string")
         return;
@@ -138,5 +148,11 @@ export function followCopies(
       );
       options.onCopied(request.step, destination);
     })().catch((error: unknown) => options.onFailure(request.step, request.tier, error));
+    joined.add(copy);
+    void copy.finally(() => joined.delete(copy));
   });
+  return async () => {
+    unfollow();
+    await Promise.all(joined);
+  };
 }

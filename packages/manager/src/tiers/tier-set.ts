@@ -273,13 +273,15 @@ export class TierSet {
   /** Several ranks: the others keep joining rank 0's copies, and deleting what its retention did, until it is done. */
   async followRankZero(): Promise<void> {
     if (!this.#replication || this.#group.worldSize === 1) return;
+    // Rank 0's copies end before the others stop following: none waits for a rank that left.
+    if (this.#group.rank === 0) await this.#replication.stop();
     const posted = await this.#group.group("cairn/manager/close").broadcast(this.#deletionPoster?.posted, 0);
     await this.#deletions?.settled(typeof posted === "number" ? posted : 0, 10_000);
   }
 
   async close(): Promise<void> {
     this.#closed = true;
-    this.#replication?.stop();
+    await this.#replication?.stop();
     this.#deletions?.stop();
     await Promise.all(this.#tiers.map((tier) => tier.close()));
   }
