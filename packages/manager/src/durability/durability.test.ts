@@ -173,3 +173,72 @@ describe("transient failures", () => {
     await mgr.close();
   });
 });
+
+// Found by attack32: a save that failed with nothing else in flight left the budget exceeded for
+// good; "block" then waited for ever and "fail" refused every later save, storage healthy again.
+describe("the loss budget after a failed save", () => {
+  /** Storage whose writes under the given steps' folders fail for good. */
+  async function failingOn(steps: readonly number[]): Promise<FaultyStorageAdapter> {
+    return new FaultyStorageAdapter(await openStorage(memoryRoot()), [
+      {
+        operation: "write",
+        path: (p: string) => steps.some((s) => p.startsWith(`${s}/`)),
+        times: Infinity,
+        error: () => new CheckpointError("storage", "down (injected)", { context: { transient: false } }),
+      },
+    ]);
+  }
+  const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+  /** What `promise` settled to within `ms`, or "pending". */
+  const within = <T>(promise: Promise<T>, ms: number): Promise<T | "pending"> =>
+    Promise.race([promise, sleep(ms).then(() => "pending" as const)]);
+
+  async function failedSecond(onExceeded: "block" | "fail"): Promise<CheckpointManager> {
+    const mgr = new CheckpointManager(await failingOn([2]), 1, {
+      ...quiet,
+      durability: { maxSecondsAtRisk: 0.1, onExceeded },
+    });
+    mgr.on("error", () => undefined);
+    await mgr.save(1, state(1));
+    await mgr.saveAsync(2, state(2));
+    await mgr.join().catch(() => undefined);
+    await sleep(300);
+    expect(mgr.health()).toMatchObject({ exceeded: true, inFlight: { saving: [], copying: [] } });
+    return mgr;
+  }
+
+  it('"block" lets the next save go when nothing in flight could meet the budget', async () => {
+    const mgr = await failedSecond("block");
+    expect(await within(mgr.save(3, state(3)), 5000)).toBe(true);
+    expect(mgr.health()).toMatchObject({ exceeded: false, newestDurable: 3, stepsAtRisk: 0 });
+    expect(await mgr.allSteps()).toEqual([1, 3]);
+    await mgr.close();
+  });
+
+  it('"fail" throws once, then the next save may meet the budget again', async () => {
+    const mgr = await failedSecond("fail");
+    expect((await rejection(mgr.save(3, state(3)))).code).toBe("storage");
+    await mgr.save(4, state(4));
+    expect(mgr.health()).toMatchObject({ exceeded: false, newestDurable: 4 });
+    expect(await mgr.allSteps()).toEqual([1, 4]);
+    await mgr.close();
+  });
+
+  it("a rollback past a failed step leaves it out of what is at risk", async () => {
+    const mgr = new CheckpointManager(await failingOn([10]), 1, {
+      ...quiet,
+      durability: { maxSecondsAtRisk: 0.2, onExceeded: "fail" },
+    });
+    mgr.on("error", () => undefined);
+    await mgr.save(5, state(5));
+    await mgr.saveAsync(10, state(10));
+    await mgr.join().catch(() => undefined);
+    await mgr.restore(5);
+    for (const step of [6, 7, 8, 9]) {
+      await mgr.save(step, state(step));
+      await sleep(150);
+    }
+    expect(mgr.health()).toMatchObject({ exceeded: false, newestDurable: 9, stepsAtRisk: 0 });
+    await mgr.close();
+  });
+});

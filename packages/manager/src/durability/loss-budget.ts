@@ -45,6 +45,10 @@ export class LossBudget {
   readonly #atRisk = new Map<number, number>();
   /** Steps saved and not yet committed on tier 0. */
   readonly #saving = new Set<number>();
+  /** Steps whose save failed: at risk, but nothing in flight will make them durable. */
+  readonly #failed = new Set<number>();
+  /** Whether `"fail"` threw since the budget was last met. */
+  #thrown = false;
   #newestSaved: number | undefined;
   #newestDurable: number | undefined;
   #lastError: ManagerEvents["error"] | undefined;
@@ -65,7 +69,11 @@ export class LossBudget {
     });
     events.watch("error", (payload) => {
       this.#lastError = payload;
-      if (payload.operation === "save" && payload.step !== undefined) this.#saving.delete(payload.step);
+      if (payload.operation === "save" && payload.step !== undefined && this.#saving.delete(payload.step)) {
+        this.#failed.add(payload.step);
+        // A save waiting for the budget may now be the only way to meet it: it looks again.
+        this.#wake();
+      }
     });
   }
 
@@ -76,14 +84,22 @@ export class LossBudget {
   async beforeSave(step: number): Promise<void> {
     this.#evaluate();
     const mode = this.#setup.options.onExceeded ?? "warn";
-    if (this.#exceeded && mode === "fail") throw this.#exceededError(step);
-    while (this.#exceeded && mode === "block") {
+    // With nothing in flight that could make a step durable (its saves failed), only this save
+    // can meet the budget again: "block" lets it go, "fail" throws once for that and then lets it go.
+    if (this.#exceeded && mode === "fail" && (this.#pending() || !this.#thrown)) {
+      this.#thrown = true;
+      throw this.#exceededError(step);
+    }
+    while (this.#exceeded && mode === "block" && this.#pending() && !this.#stopped) {
       await new Promise<void>((resolve, reject) => this.#waiters.add({ resolve, reject }));
       this.#evaluate();
     }
     if (this.#stopped) return;
-    // A rollback: the durable steps past this one belong to an abandoned timeline.
+    // A rollback: the durable steps past this one belong to an abandoned timeline, and so do the
+    // steps at risk past it (a save that failed there will never be durable, nor needs to be).
     if (this.#newestDurable !== undefined && step <= this.#newestDurable) this.#newestDurable = undefined;
+    for (const s of [...this.#atRisk.keys()]) if (s > step) this.#forget(s);
+    this.#failed.delete(step);
     this.#newestSaved = step;
     this.#atRisk.delete(step);
     this.#atRisk.set(step, this.#setup.now());
@@ -93,7 +109,7 @@ export class LossBudget {
 
   health(): ManagerHealth {
     const { stepsAtRisk, secondsAtRisk } = this.#measure();
-    const copying = [...this.#atRisk.keys()].filter((s) => !this.#saving.has(s));
+    const copying = [...this.#atRisk.keys()].filter((s) => !this.#saving.has(s) && !this.#failed.has(s));
     return {
       newestSaved: this.#newestSaved,
       newestDurable: this.#newestDurable,
@@ -120,8 +136,24 @@ export class LossBudget {
   #durable(step: number): void {
     if (this.#newestDurable === undefined || step > this.#newestDurable) this.#newestDurable = step;
     // What is older than a durable step is no longer at risk: a resume starts from the newest durable step.
-    for (const s of this.#atRisk.keys()) if (s <= step) this.#atRisk.delete(s);
+    for (const s of [...this.#atRisk.keys()]) if (s <= step) this.#forget(s);
     this.#evaluate();
+  }
+
+  #wake(): void {
+    for (const waiter of this.#waiters) waiter.resolve();
+    this.#waiters.clear();
+  }
+
+  #forget(step: number): void {
+    this.#atRisk.delete(step);
+    this.#failed.delete(step);
+  }
+
+  /** Whether a step at risk is still being saved or copied (so waiting can meet the budget). */
+  #pending(): boolean {
+    for (const s of this.#atRisk.keys()) if (!this.#failed.has(s)) return true;
+    return false;
   }
 
   #measure(): { stepsAtRisk: number; secondsAtRisk: number; oldest: number | undefined } {
@@ -153,6 +185,7 @@ export class LossBudget {
       (maxSecondsAtRisk !== undefined && secondsAtRisk > maxSecondsAtRisk);
     if (exceeded !== this.#exceeded) {
       this.#exceeded = exceeded;
+      if (!exceeded) this.#thrown = false;
       this.#setup.events.emit("lossBudget", {
         exceeded,
         stepsAtRisk,
@@ -160,10 +193,7 @@ export class LossBudget {
         newestDurable: this.#newestDurable,
       });
     }
-    if (!exceeded) {
-      for (const waiter of this.#waiters) waiter.resolve();
-      this.#waiters.clear();
-    }
+    if (!exceeded) this.#wake();
     this.#cancelTimer?.();
     this.#cancelTimer = undefined;
     // Seconds at risk grow with no event: a timer notices the moment they pass the budget.
