@@ -1,4 +1,4 @@
-import { CheckpointError, hostTensor, openStorage } from "@cairn/core";
+import { CheckpointError, hostTensor, openStorage, readMetadata } from "@cairn/core";
 import { FaultyStorageAdapter, rejection } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../checkpoint-manager.js";
@@ -239,6 +239,38 @@ describe("the loss budget after a failed save", () => {
       await sleep(150);
     }
     expect(mgr.health()).toMatchObject({ exceeded: false, newestDurable: 9, stepsAtRisk: 0 });
+    await mgr.close();
+  });
+});
+
+// Found by attack32: a partial restore of "latest" read only the intact part of a damaged step
+// and counted the whole step as verified, so latestStep({ verified: true }) named it.
+describe("a partial restore of the latest step", () => {
+  it("does not vouch for the bytes it did not read", async () => {
+    const storage = await openStorage(memoryRoot());
+    const saved = new CheckpointManager(storage, 1, quiet);
+    const two = (v: number) => ({
+      a: hostTensor("float32", [4096], new Float32Array(4096).fill(v)),
+      b: hostTensor("float32", [4096], new Float32Array(4096).fill(-v)),
+    });
+    for (const step of [1, 2, 3]) await saved.save(step, two(step));
+    await saved.close();
+    // Flip a byte of b in step 3.
+    const metadata = await readMetadata({ storage, path: "3" });
+    const chunk = metadata.entries.find((e) => e.key.join(".") === "b" && e.kind === "tensor");
+    if (chunk?.kind !== "tensor") throw new Error("no tensor b in step 3");
+    const { file, byteOffset } = chunk.chunks[0]!;
+    const bytes = new Uint8Array(await storage.read(`3/${file}`));
+    bytes[byteOffset + 8]! ^= 0xff;
+    await storage.delete(`3/${file}`);
+    await storage.write(`3/${file}`, bytes);
+
+    const mgr = new CheckpointManager(storage, 1, quiet);
+    mgr.on("error", () => undefined);
+    const target = { a: hostTensor("float32", [4096], new Float32Array(4096)) };
+    const restored = await mgr.restore("latest", target, { partial: true });
+    expect((restored as { step: number }).step).toBe(3);
+    expect(await mgr.latestStep({ verified: true })).toBe(2);
     await mgr.close();
   });
 });
