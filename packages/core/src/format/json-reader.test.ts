@@ -183,6 +183,16 @@ describe("metadata.json 2.x read from its bytes", () => {
     expect(encodeMetadata(parsed)).toEqual(bytes);
   });
 
+  it("refuses a count written as -0, which would not write back the same (found by the forged-bodies property)", () => {
+    const damaged = forged(bytes, (original) => {
+      const text = new TextDecoder().decode(original);
+      const at = text.indexOf('"rank":0');
+      if (at < 0) throw new Error("no rank 0 in the fixture");
+      return new TextEncoder().encode(`${text.slice(0, at)}"rank":-0${text.slice(at + 8)}`);
+    });
+    expect(() => parseMetadata(damaged, "m")).toThrow(expect.objectContaining({ code: "corrupt" }) as never);
+  });
+
   it("takes forged bodies (checksum matching) as corrupt or as metadata that writes back the same", () => {
     fc.assert(
       fc.property(

@@ -15,8 +15,9 @@ export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** A whole number ≥ 0 as Cairn writes one: never `-0`, which reads as 0 and writes back as "0". */
 export function isCount(value: unknown): value is number {
-  return Number.isSafeInteger(value) && (value as number) >= 0;
+  return Number.isSafeInteger(value) && (value as number) >= 0 && !Object.is(value, -0);
 }
 
 export function isCounts(value: unknown): value is number[] {
