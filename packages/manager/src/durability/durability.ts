@@ -81,8 +81,7 @@ export class Durability {
    * read (so checked) it is known good, and the next save is compared with it.
    */
   restored(step: number, result: LoadResult | undefined): void {
-    if (result !== undefined && result.entries < result.metadata.entries.length) return;
-    this.#verified.good(step);
+    if (!this.#verified.loaded(step, result)) return;
     if (result !== undefined) this.#stale.restored(step, result.metadata);
   }
 

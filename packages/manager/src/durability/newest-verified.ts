@@ -98,12 +98,7 @@ export async function restoreNewestVerified(
     try {
       const result = await restoreFromTiers(tiers, heard, step, target, options);
       for (const f of failures) events.report({ step, error: f.error, operation: "restore", tier: f.tier });
-      // Only a load that read every entry vouches for the step (a partial one read part of its bytes).
-      const whole = (r: unknown): boolean => {
-        const load = r as Partial<LoadResult> | undefined;
-        return load?.metadata === undefined || (load.entries ?? 0) >= load.metadata.entries.length;
-      };
-      if (whole(result)) verified.good(step);
+      verified.loaded(step, target === undefined ? undefined : (result as LoadResult));
       return { step, result };
     } catch (error) {
       if (failures.length === 0) failures.push(failureOf(0, error));

@@ -1,3 +1,4 @@
+import type { LoadResult } from "@cairn/core";
 import type { Tier } from "../tiers/tier.js";
 
 /**
@@ -23,6 +24,16 @@ export class VerifiedSteps {
     this.#good.add(step);
     this.#damaged.delete(step);
     if (this.#tiers.length === 1 || this.#onLastTier(step)) this.durable(step);
+  }
+
+  /**
+   * A step restored into a target (`result`) or whole (undefined): good once every entry was read
+   * (so checked); a partial load read only some of its bytes and vouches for nothing. Says which.
+   */
+  loaded(step: number, result: LoadResult | undefined): boolean {
+    if (result !== undefined && result.entries < result.metadata.entries.length) return false;
+    this.good(step);
+    return true;
   }
 
   /** A step now committed on the last tier. */
