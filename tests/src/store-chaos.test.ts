@@ -105,3 +105,42 @@ describe.concurrent.each([
     }
   }
 });
+
+// The class behind a rank that failed 27 s after its Redis died: teardown (an unwatch, the lease's
+// deletion, quit) waited on a store already known to be gone. Once a call failed, nothing waits.
+describe.concurrent.each([
+  ["etcd", startEtcd],
+  ["redis", startRedis],
+])("a %s client whose server went away", (_name, startServer) => {
+  for (const signal of ["SIGSTOP", "SIGKILL"] as const) {
+    it(`${signal}: the next call fails within the deadline, and close() then returns at once`, async ({
+      expect,
+      onTestFinished,
+    }) => {
+      const server = await startServer();
+      onTestFinished(() => server.stop());
+      const store = await server.open();
+      await store.set("alive", "1", { lease: true });
+      // A wait whose timer fires after the loss: its closing read fails, and so does its unwatch.
+      const waiting = store.wait("never", 1_500).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      const stoppedAt = Date.now();
+      server.signal(signal);
+      // Redis re-reads when the wait times out; etcd's wait just ends, and the next call fails.
+      const failure =
+        (await waiting) ??
+        (await store.get("alive").then(
+          () => undefined,
+          (e: unknown) => e,
+        ));
+      expect(failure).toMatchObject({ code: "process_group" });
+      expect(Date.now() - stoppedAt, "the failure").toBeLessThan(1_200 + STORE_DEADLINE_MS + 4_000);
+      const closing = Date.now();
+      await store.close();
+      expect(Date.now() - closing, "close() after a failed call").toBeLessThan(STORE_DEADLINE_MS / 4);
+    }, 60_000);
+  }
+});

@@ -1,7 +1,7 @@
 import { CheckpointError } from "@cairn/core";
 import { longTimer } from "@cairn/core/storage";
 import { DEFAULT_LEASE_MS, STORE_DEADLINE_MS, type Store, type StoreOptions, withDeadline } from "@cairn/distributed";
-import { Redis } from "ioredis";
+import { Redis, ReplyError } from "ioredis";
 
 /** Sets KEYS[1] to ARGV[3] if it is absent (ARGV[1] = "0") or equals ARGV[2] (ARGV[1] = "1"), and wakes its waiters. */
 const COMPARE_AND_SET = `local cur = redis.call('GET', KEYS[1])
@@ -9,6 +9,23 @@ if (ARGV[1] == '0' and cur) or (ARGV[1] == '1' and cur ~= ARGV[2]) then return 0
 redis.call('SET', KEYS[1], ARGV[3])
 redis.call('PUBLISH', KEYS[1], '')
 return 1`;
+
+/** How long a lost connection is retried before the client gives up and every call fails at once. */
+const RECONNECT_MS = STORE_DEADLINE_MS / 2;
+
+/**
+ * An ioredis retry strategy (one per connection): reconnects every 100 ms to 1 s until `ms` have
+ * passed since the connection was lost, then ends the client, which fails its queued commands.
+ * ioredis's own limit (maxRetriesPerRequest) counts attempts whose delays grow, so a dead server
+ * held each call for 6 to 10 s.
+ */
+function reconnectFor(ms: number): (attempt: number) => number | null {
+  let lostAt = 0;
+  return (attempt) => {
+    if (attempt === 1) lostAt = Date.now();
+    return Date.now() - lostAt >= ms ? null : Math.min(attempt * 100, 1_000);
+  };
+}
 
 /**
  * A `Store` on Redis through `ioredis`: `redis://[:password@]host:6379/prefix[?db=N]`
@@ -25,7 +42,7 @@ export class RedisStore implements Store {
   readonly #leased = new Set<string>();
   readonly #leaseMs: number;
   readonly #renewal: NodeJS.Timeout;
-  /** Set once a command went unanswered past its deadline: teardown then no longer waits for Redis. */
+  /** Set once a command failed other than by Redis's own refusal: teardown then no longer waits for Redis. */
   #unresponsive = false;
 
   constructor(url: URL, options: StoreOptions = {}) {
@@ -47,10 +64,12 @@ export class RedisStore implements Store {
       ...(url.protocol === "rediss:" ? { tls: {} } : {}),
       commandTimeout: STORE_DEADLINE_MS,
       connectTimeout: STORE_DEADLINE_MS,
-      maxRetriesPerRequest: 3,
+      // Commands wait out a reconnection, which has its own deadline (see reconnectFor).
+      maxRetriesPerRequest: null,
+      retryStrategy: reconnectFor(RECONNECT_MS),
     });
     this.#client.on("error", () => undefined);
-    this.#subscriber = this.#client.duplicate();
+    this.#subscriber = this.#client.duplicate({ retryStrategy: reconnectFor(RECONNECT_MS) });
     this.#subscriber.on("error", () => undefined);
     this.#subscriber.on("message", (channel: string) => {
       for (const wake of this.#waiters.get(channel)?.wakers ?? []) wake();
@@ -133,7 +152,8 @@ export class RedisStore implements Store {
       entry.wakers.delete(waker);
       if (entry.wakers.size === 0 && this.#waiters.get(channel) === entry) {
         this.#waiters.delete(channel);
-        await entry.subscribed
+        // Teardown has a deadline too, but nobody waits for it: the answer (or the failure) is already known.
+        void entry.subscribed
           .then(() => this.#call(`unwatch ${key}`, () => this.#subscriber.unsubscribe(channel)))
           .catch(() => undefined);
       }
@@ -152,14 +172,22 @@ export class RedisStore implements Store {
     } while (cursor !== "0");
   }
 
-  /** Deletes the leased keys and quits (waiting only while Redis answers); the connections end either way. */
+  /**
+   * Deletes the leased keys and quits, waiting only while Redis answers: on a lost connection or
+   * after a failed call it just disconnects (the leases then end by their TTL).
+   */
   async close(): Promise<void> {
     clearInterval(this.#renewal);
     this.#subscriber.disconnect();
-    if (this.#unresponsive) return this.#client.disconnect();
-    if (this.#leased.size > 0)
-      await this.#call("delete the leased keys", () => this.#client.del(...this.#leased)).catch(() => undefined);
-    await this.#call("quit", () => this.#client.quit()).catch(() => this.#client.disconnect());
+    try {
+      if (this.#unresponsive || this.#client.status !== "ready") return;
+      if (this.#leased.size > 0) await this.#call("delete the leased keys", () => this.#client.del(...this.#leased));
+      await this.#call("quit", () => this.#client.quit());
+    } catch {
+      // Reported by the call that failed before; the connection ends below either way.
+    } finally {
+      this.#client.disconnect();
+    }
   }
 
   /** One Redis command, with the store's deadline; any failure is a `process_group` error naming it. */
@@ -167,6 +195,8 @@ export class RedisStore implements Store {
     try {
       return await withDeadline(what, call(), { onExpired: () => (this.#unresponsive = true) });
     } catch (error) {
+      // Only Redis's own refusal (a script or type error) comes from a server that still answers.
+      if (!(error instanceof ReplyError)) this.#unresponsive = true;
       throw new CheckpointError("process_group", `[redis] ${what} on ${this.where}: ${(error as Error).message}`, {
         cause: error,
       });
