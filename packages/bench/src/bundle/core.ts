@@ -1,0 +1,2 @@
+// The bundle suite's entry for @cairn/core: everything the package exports.
+export * from "@cairn/core";
