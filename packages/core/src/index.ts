@@ -77,5 +77,6 @@ export {
 } from "./background/async-save.js";
 export { startUploadWorker, uploadWorkerReady } from "#platform/background/upload-thread.js";
 export { RUNTIME, emitWarning, unrefTimer, yieldToEventLoop } from "#platform/runtime.js";
-export { type StagingStrategy, type StagedLeaves } from "./stage/staging.js";
+export { type StagedLeaves } from "./stage/staging.js";
+export { type StagingStrategy } from "./stage/staging-plan.js";
 export { type StagingPoolOptions, StagingPool } from "./stage/staging-pool.js";

@@ -3,14 +3,8 @@ import { type Leaf } from "../state/leaf.js";
 import { checkOption, checkpointOptionsOf } from "../storage/checkpoint-location.js";
 import { type CommitLeaves, planAndCommit, saveLeaves, savePlannerOf } from "../save/save.js";
 import { DEFAULT_SAVE_CONCURRENCY, type SaveOptions, type SaveResult, checkSaveOptions } from "../save/save-options.js";
-import {
-  type StagedLeaves,
-  type StagingLayout,
-  type StagingStrategy,
-  copyInBackground,
-  prepareStaging,
-  stageLeaves,
-} from "../stage/staging.js";
+import { type StagedLeaves, copyInBackground, prepareStaging, stageLeaves } from "../stage/staging.js";
+import type { StagingLayout, StagingStrategy } from "../stage/staging-plan.js";
 import { StagingPool } from "../stage/staging-pool.js";
 import { DEFAULT_BLOCK_SIZE } from "../format/metadata.js";
 import { hasStagedHook, runStagedHook, withStagingSums } from "./staging-sums.js";
@@ -149,6 +143,7 @@ export async function prepareAsyncSave(
 function stagingLayoutOf(options: Pick<AsyncSaveOptions, "planner" | "concurrency" | "processGroup">): StagingLayout {
   return {
     planner: savePlannerOf(options),
+    defaultPlanner: options.planner === undefined,
     rank: options.processGroup?.rank ?? 0,
     filesPerRank: options.concurrency ?? DEFAULT_SAVE_CONCURRENCY,
   };

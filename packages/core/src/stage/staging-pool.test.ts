@@ -62,7 +62,7 @@ describe("prepareStaging", () => {
     };
     const pool = new StagingPool();
     const leaves = await flattenStateDict(state);
-    const layout = { planner: new DefaultSavePlanner(), rank: 0, filesPerRank: 2 };
+    const layout = { planner: new DefaultSavePlanner(), defaultPlanner: true, rank: 0, filesPerRank: 2 };
     await prepareStaging(leaves, "copy", pool, layout);
     const allocated = pool.allocatedBytes;
     expect(allocated).toBeGreaterThan(1 << 21);

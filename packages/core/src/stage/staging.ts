@@ -2,28 +2,15 @@ import { arrayConstructorFor, byteSize } from "../state/dtypes.js";
 import { yieldToEventLoop } from "#platform/runtime.js";
 import { throwIfAborted } from "../errors.js";
 import { type Leaf, type StagedPlace, tensorBytes } from "../state/leaf.js";
-import { MAX_PAGE_ALIGNED_BYTES, pageAlignedAvailable } from "../storage/page-aligned.js";
 import type { StagingPool } from "./staging-pool.js";
-import type { SafetensorsLayout } from "../format/safetensors.js";
-import { dataFileLayout } from "../plan/data-file-layout.js";
-import type { SavePlanner, WriteItem } from "../plan/save-planner.js";
-import type { HostTensor, TensorLike } from "../state/tensors.js";
-
-/**
- * How a background save snapshots tensors before `saveAsync` returns.
- * - `"copy"` (default): every tensor is read through `data()` and copied into host buffers from
- *   a pool kept between saves (bounded memory, like DCP's pinned-memory staging cache). Costs
- *   a device→host read and a memcpy before returning, and one copy of the state in host memory.
- * - `"reference"`: tfjs tensors are held by `clone()`, which shares their data without copying
- *   (a tfjs tensor's data never changes; `Variable.assign` swaps in new data), so returning is
- *   nearly instant; the device memory of every tensor stays alive until its bytes are read
- *   for the upload, and the device→host read happens in the background. Host tensors and blobs,
- *   being mutable, are copied as with `"copy"`. Where the upload worker can write the save, the
- *   held tensors are copied into the pool in the background, a slice per event-loop turn
- *   (`copyInBackground`), and dropped once copied, so host memory for one copy is needed during
- *   the upload after all; otherwise they are held until the upload ends.
- */
-export type StagingStrategy = "copy" | "reference";
+import type { HostTensor } from "../state/tensors.js";
+import {
+  type Cloneable,
+  type StagingLayout,
+  type StagingStrategy,
+  heldByReference,
+  stagingPlan,
+} from "./staging-plan.js";
 
 /** A snapshot of a state dict's leaves that training can no longer change. */
 export interface StagedLeaves {
@@ -36,65 +23,6 @@ export interface StagedLeaves {
   release(): void;
   /** Drops the tensor clones alone, freeing their (device) memory, once nothing will read them (their bytes were copied). */
   dropReferences(): void;
-}
-
-/** Who plans the save that follows, so copies can be staged laid out as its data files. */
-export interface StagingLayout {
-  /** The save's planner: its `rankFiles` says which files this rank writes (none: leaf by leaf). */
-  readonly planner: SavePlanner;
-  readonly rank: number;
-  /** Data files per rank (`SaveOptions.concurrency`, default `DEFAULT_SAVE_CONCURRENCY`). */
-  readonly filesPerRank: number;
-}
-
-/**
- * Files smaller than this are staged leaf by leaf: storage writes them through the page cache,
- * which gains nothing from their layout.
- */
-const SEGMENT_MIN_BYTES = 1 << 20;
-
-interface Segment {
-  readonly items: readonly WriteItem[];
-  readonly layout: SafetensorsLayout;
-}
-
-/**
- * The data files the planner gives this rank if it writes every item it holds (always, with one
- * rank; with several, unless replicated items go to another rank), laid out as the save will
- * write them, as staging segments: those big enough to gain, small enough for one WebAssembly
- * memory, whose items are whole leaves, each once, at offsets that suit their typed arrays.
- */
-function plannedSegments(leaves: readonly Leaf[], layout: StagingLayout): Segment[] {
-  const { planner, rank, filesPerRank } = layout;
-  if (!pageAlignedAvailable || planner.rankFiles === undefined) return [];
-  const files = planner.rankFiles(planner.createLocalPlan(leaves, rank), { attempt: "staging", filesPerRank });
-  const seen = new Set<number>();
-  const wholeLeaf = (item: WriteItem): boolean => {
-    const leaf = leaves[item.leafIndex];
-    if (seen.has(item.leafIndex) || leaf === undefined || leaf.kind === "value") return false;
-    seen.add(item.leafIndex);
-    return item.byteLength === (leaf.kind === "bytes" ? leaf.data.byteLength : byteSize(leaf.dtype, leaf.shape));
-  };
-  return files
-    .filter((items) => items.every(wholeLeaf))
-    .map((items) => ({ items, layout: dataFileLayout(items).layout }))
-    .filter(
-      ({ items, layout }) =>
-        layout.fileSize >= SEGMENT_MIN_BYTES &&
-        layout.fileSize <= MAX_PAGE_ALIGNED_BYTES &&
-        items.every(
-          (item, i) =>
-            layout.offsets[i]! % (item.kind === "tensor" ? arrayConstructorFor(item.dtype).BYTES_PER_ELEMENT : 1) === 0,
-        ),
-    );
-}
-
-interface Cloneable extends TensorLike {
-  clone(): TensorLike & { dispose(): void };
-}
-
-function cloneable(tensor: TensorLike): tensor is Cloneable {
-  return typeof (tensor as Partial<Cloneable>).clone === "function";
 }
 
 /**
@@ -172,43 +100,6 @@ async function copyInto(target: Uint8Array, source: Uint8Array, pace: Pace | und
   return ms;
 }
 
-interface StagingPlan {
-  /** Whether a leaf is held by reference rather than copied. */
-  readonly byReference: (leaf: Leaf) => boolean;
-  readonly segments: readonly Segment[];
-  /** Leaf index → where in which segment its bytes go, and which of the segment's file items it is. */
-  readonly placed: ReadonlyMap<number, StagedPlace & { offset: number }>;
-  /** The buffers to acquire: one per segment, then one per copied leaf in no segment, in leaf order. */
-  readonly sizes: readonly number[];
-  readonly copiedBytes: number;
-}
-
-/** Which staging buffers snapshotting `leaves` takes from the pool, and where each leaf goes. */
-function stagingPlan(
-  leaves: readonly Leaf[],
-  strategy: StagingStrategy,
-  layout: StagingLayout | undefined,
-): StagingPlan {
-  const byReference = (leaf: Leaf): boolean =>
-    strategy === "reference" && leaf.kind === "tensor" && leaf.source.kind === "tfjs" && cloneable(leaf.source.tensor);
-  const segments = layout && strategy === "copy" ? plannedSegments(leaves, layout) : [];
-  const placed = new Map<number, StagedPlace & { offset: number }>();
-  segments.forEach(({ items, layout }, segment) =>
-    items.forEach((item, index) =>
-      placed.set(item.leafIndex, { segment, index, count: items.length, offset: layout.offsets[index]! }),
-    ),
-  );
-  const sizes = segments.map((s) => s.layout.fileSize);
-  let copiedBytes = 0;
-  leaves.forEach((leaf, index) => {
-    if (leaf.kind === "value" || byReference(leaf)) return;
-    const bytes = leaf.kind === "bytes" ? leaf.data.byteLength : byteSize(leaf.dtype, leaf.shape);
-    copiedBytes += bytes;
-    if (!placed.has(index)) sizes.push(bytes);
-  });
-  return { byReference, segments, placed, sizes, copiedBytes };
-}
-
 /**
  * Readies in `pool` the buffers a later `stageLeaves` of leaves shaped like these will take
  * (same strategy and layout): allocated now and made resident by another thread, so that save
@@ -220,7 +111,7 @@ export function prepareStaging(
   pool: StagingPool,
   layout?: StagingLayout,
 ): Promise<void> {
-  const { segments, sizes } = stagingPlan(leaves, strategy, layout);
+  const { segments, sizes } = stagingPlan(leaves, strategy, layout, pool);
   return pool.prepare(
     sizes,
     segments.map(() => true),
@@ -238,7 +129,8 @@ async function stage(
   // Background work starts in a turn of its own: working out the layout of thousands of tensors
   // takes milliseconds, which must not hold up whatever the caller does next (saveAsync's return).
   await pace?.yield();
-  const { byReference, segments, placed, sizes, copiedBytes } = stagingPlan(leaves, strategy, layout);
+  const { segments, placed, sizes, copiedBytes } = stagingPlan(leaves, strategy, layout, pool);
+  const byReference = (leaf: Leaf): boolean => heldByReference(leaf, strategy);
   // Never waits for buffers: those it would wait for may be held by this very save, or by saves queued behind it.
   if (options.paced === true && pool.inUseBytes + sizes.reduce((a, b) => a + b, 0) > pool.maxBytes) return undefined;
   const buffers = await pool.acquire(
