@@ -1,20 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { seededRandom } from "../testing/seeded-random.js";
 import type { CheckpointMetadata, ChunkMetadata, EntryMetadata, TensorEntry } from "../format/metadata.js";
 import { type KeyPath, pathId } from "../state/state-dict.js";
 import { DefaultLoadPlanner } from "./default-load-planner.js";
 import type { LoadRequest } from "./load-planner.js";
-
-/** A small seeded generator (mulberry32), so a failing case can be replayed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 function entry(key: KeyPath, length: number, file: string): EntryMetadata {
   const chunk: ChunkMetadata = {
@@ -42,7 +31,7 @@ function request(e: EntryMetadata, key: KeyPath = e.key): LoadRequest {
 describe("DefaultLoadPlanner: matching requests to entries", () => {
   it("matches by key path whatever the order, subset or duplicates, as a lookup by key id does", () => {
     for (let seed = 1; seed <= 200; seed++) {
-      const next = random(seed);
+      const next = seededRandom(seed);
       const pick = <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]!;
       // Keys that differ only by an index's type (0 against "0") or a segment's split ("a.b" against "a", "b").
       const keys: KeyPath[] = [

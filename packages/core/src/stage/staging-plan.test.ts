@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { seededRandom } from "../testing/seeded-random.js";
 import { DefaultSavePlanner } from "../plan/default-save-planner.js";
 import { flattenStateDict } from "../state/flatten.js";
 import type { StateDict } from "../state/state-dict.js";
@@ -6,18 +7,6 @@ import { hostTensor } from "../state/tensors.js";
 import type { TensorLike } from "../state/tensors.js";
 import { type StagingLayout, type StagingStrategy, stagingPlan } from "./staging-plan.js";
 import { StagingPool } from "./staging-pool.js";
-
-/** A small seeded generator (mulberry32), so a failing case can be replayed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 /** A tfjs-like tensor that reference staging can clone. */
 function tfjsLike(length: number): TensorLike & { clone(): TensorLike & { dispose(): void } } {
@@ -57,7 +46,7 @@ function stateOf(specs: ReadonlyMap<string, Spec>): StateDict {
 describe("stagingPlan", () => {
   it("reuses the pool's last plan exactly when every leaf's key, kind, dtype and shape match (seeded)", async () => {
     for (let seed = 1; seed <= 12; seed++) {
-      const next = random(seed);
+      const next = seededRandom(seed);
       const pick = <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]!;
       const length = (): number => pick([0, 3, 1000, 1 << 18, (1 << 19) + 5]);
       const spec = (): Spec => ({
