@@ -1,4 +1,4 @@
-import { mkdir, readFile, truncate, writeFile } from "node:fs/promises";
+import { cp, mkdir, readFile, rm, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { type HostTensor, hostTensor, readMetadata } from "@cairn/core";
 import { CheckpointManager } from "@cairn/manager";
@@ -145,6 +145,18 @@ describe("cairn doctor", () => {
     expect(damaged.code).toBe(3);
     expect(damaged.report.steps.filter((s) => s.tiers[0]!.verified === false).map((s) => s.step)).toEqual([3, 4]);
     expect(damaged.report.newestVerified).toBeNull();
+  });
+
+  it("a step directory holding another step's checkpoint (copied by hand) is damaged: its bytes verify, its weights are not its own", async () => {
+    const root = await plainRoot();
+    await rm(join(root, "30"), { recursive: true });
+    await cp(join(root, "20"), join(root, "30"), { recursive: true });
+    const { code, report, text } = await doctor([root]);
+    expect(code).toBe(3);
+    expect(report).toMatchObject({ newestStep: 30, newestVerified: 20, ok: false });
+    expect(report.steps[2]!.tiers[0]!.state).toBe("damaged");
+    expect(report.steps[2]!.tiers[0]!.damaged[0]!.problem).toMatch(/metadata of step 20, not of step 30/);
+    expect(text).toMatch(/^30\s+DAMAGED/m);
   });
 
   it("of a location holding nothing fails with exit 1; the listing is read-only", async () => {

@@ -4,7 +4,7 @@ import type { Tier } from "../tiers/tier.js";
 import type { restoreFromTiers } from "../tiers/tiered-restore.js";
 import type { DurabilityOptions } from "./durability-options.js";
 import { LossBudget, type ManagerHealth } from "./loss-budget.js";
-import { latestVerifiedStep, restoreNewestVerified } from "./newest-verified.js";
+import { latestVerifiedStep, restoreNewestVerified, restoreVerifying } from "./newest-verified.js";
 import { StaleCheck } from "./stale-check.js";
 import { VerifiedSteps } from "./verified-steps.js";
 
@@ -35,8 +35,8 @@ export class Durability {
     this.#setup = setup;
     const { tiers, events, group } = setup;
     const lastTier = tiers.length - 1;
-    this.#verified = new VerifiedSteps(tiers);
     this.#budget = new LossBudget({ ...setup, options: setup.options ?? {}, lastTier });
+    this.#verified = new VerifiedSteps(tiers, (step) => this.#budget.damaged(step));
     this.#stale = new StaleCheck(events);
     events.watch("committed", ({ step }) => {
       this.#verified.good(step);
@@ -63,6 +63,11 @@ export class Durability {
     return this.#budget.beforeSave(step);
   }
 
+  /** A save thrown to its caller, at whatever stage: counted once in `health()` and the loss budget. */
+  saveFailed(step: number, error: unknown): void {
+    this.#budget.saveFailed(step, error);
+  }
+
   health(): ManagerHealth {
     return this.#budget.health();
   }
@@ -77,12 +82,13 @@ export class Durability {
   }
 
   /**
-   * A step restored by number, into a target (`result`) or whole (undefined): once every entry was
-   * read (so checked) it is known good, and the next save is compared with it.
+   * A restore by number: once every entry was read (so checked) the step is known good, and the
+   * next save is compared with it; a step whose every copy is damaged is known damaged.
    */
-  restored(step: number, result: LoadResult | undefined): void {
-    if (!this.#verified.loaded(step, result)) return;
-    if (result !== undefined) this.#stale.restored(step, result.metadata);
+  async restore(step: number, target: StateDict | undefined, options: RestoreOptions): Promise<LoadResult | StateDict> {
+    const { result, vouched } = await restoreVerifying(this.#newest(), step, target, options);
+    if (vouched && target !== undefined) this.#stale.restored(step, (result as LoadResult).metadata);
+    return result;
   }
 
   latestVerified(signal: AbortSignal | undefined): Promise<number | undefined> {

@@ -1,4 +1,4 @@
-import { CheckpointError } from "@cairn/core";
+import { CheckpointError, isCheckpointError } from "@cairn/core";
 import { longTimer } from "@cairn/core/storage";
 import type { ManagerEmitter, ManagerEvents } from "../events/manager-events.js";
 import type { DurabilityOptions } from "./durability-options.js";
@@ -51,6 +51,8 @@ export class LossBudget {
   #thrown = false;
   #newestSaved: number | undefined;
   #newestDurable: number | undefined;
+  /** Steps this manager made durable (since the last rollback), so a damaged newest one gives way to the one before. */
+  readonly #durableSteps = new Set<number>();
   #lastError: ManagerEvents["error"] | undefined;
   #exceeded = false;
   #waiters = new Set<{ resolve: () => void; reject: (error: unknown) => void }>();
@@ -69,12 +71,20 @@ export class LossBudget {
     });
     events.watch("error", (payload) => {
       this.#lastError = payload;
-      if (payload.operation === "save" && payload.step !== undefined && this.#saving.delete(payload.step)) {
-        this.#failed.add(payload.step);
-        // A save waiting for the budget may now be the only way to meet it: it looks again.
-        this.#wake();
-      }
+      if (payload.operation === "save" && payload.step !== undefined) this.#failedSave(payload.step);
     });
+  }
+
+  /**
+   * A save of `step` thrown to its caller, at whatever stage (opening, listing, deciding, the
+   * budget's own refusal, writing): counted as a failed save, as a failure reported in the
+   * background is, and its error is the last one. A failure already heard (a background one
+   * rethrown by the next call) is not heard twice; a refusal of a step that exists or is being
+   * saved (`already_exists`) loses nothing.
+   */
+  saveFailed(step: number, error: unknown): void {
+    if (this.#lastError?.error !== error) this.#lastError = { step, error, operation: "save" };
+    if (!isCheckpointError(error, "already_exists")) this.#failedSave(step);
   }
 
   /**
@@ -97,7 +107,10 @@ export class LossBudget {
     if (this.#stopped) return;
     // A rollback: the durable steps past this one belong to an abandoned timeline, and so do the
     // steps at risk past it (a save that failed there will never be durable, nor needs to be).
-    if (this.#newestDurable !== undefined && step <= this.#newestDurable) this.#newestDurable = undefined;
+    if (this.#newestDurable !== undefined && step <= this.#newestDurable) {
+      this.#newestDurable = undefined;
+      this.#durableSteps.clear();
+    }
     for (const s of [...this.#atRisk.keys()]) if (s > step) this.#forget(s);
     this.#failed.delete(step);
     this.#newestSaved = step;
@@ -133,10 +146,37 @@ export class LossBudget {
     this.#waiters.clear();
   }
 
+  /**
+   * A step found damaged on every tier: no longer durable. If it was the newest durable step, the
+   * one before it is, and the damaged step is at risk (lost, with nothing in flight to mend it).
+   */
+  damaged(step: number): void {
+    if (!this.#durableSteps.delete(step) || step !== this.#newestDurable) return;
+    this.#newestDurable = undefined;
+    for (const s of this.#durableSteps)
+      if (this.#newestDurable === undefined || s > this.#newestDurable) this.#newestDurable = s;
+    this.#atRisk.set(step, this.#setup.now());
+    this.#failed.add(step);
+    this.#evaluate();
+  }
+
   #durable(step: number): void {
+    this.#durableSteps.add(step);
     if (this.#newestDurable === undefined || step > this.#newestDurable) this.#newestDurable = step;
     // What is older than a durable step is no longer at risk: a resume starts from the newest durable step.
     for (const s of [...this.#atRisk.keys()]) if (s <= step) this.#forget(s);
+    this.#evaluate();
+  }
+
+  /** `step`'s save failed: at risk, with nothing in flight to make it durable (unless a newer step is durable already). */
+  #failedSave(step: number): void {
+    if (this.#stopped || (this.#newestDurable !== undefined && step <= this.#newestDurable)) return;
+    if (!this.#atRisk.has(step)) this.#atRisk.set(step, this.#setup.now());
+    if (this.#newestSaved === undefined || step > this.#newestSaved) this.#newestSaved = step;
+    this.#saving.delete(step);
+    this.#failed.add(step);
+    // A save waiting for the budget may now be the only way to meet it: it looks again.
+    this.#wake();
     this.#evaluate();
   }
 

@@ -4,12 +4,12 @@ import {
   type LoadResult,
   type StateDict,
   isCheckpointError,
-  readMetadata,
 } from "@cairn/core";
 import { verifyCheckpoint } from "@cairn/core/ops";
 import { ManagerEmitter } from "../events/manager-events.js";
 import type { RestoreOptions } from "../arguments/manager-arguments.js";
 import { stepDir } from "../steps/step-naming.js";
+import { readStepMetadata } from "../steps/stored-values.js";
 import type { Tier } from "../tiers/tier.js";
 import { restoreFromTiers } from "../tiers/tiered-restore.js";
 import { allStepsOf, holders } from "../tiers/tiered-steps.js";
@@ -34,6 +34,8 @@ interface Failure {
   readonly file?: string;
   readonly reason: string;
   readonly error: unknown;
+  /** False for the thrown error of a restore whose tiers reported nothing (one tier, or none answered). */
+  readonly heard?: boolean;
 }
 
 function failureOf(tier: number, error: unknown): Failure {
@@ -82,7 +84,7 @@ export async function restoreNewestVerified(
   options: RestoreOptions & { readonly processGroup: CoordinatedProcessGroup },
 ): Promise<{ readonly step: number; readonly result: LoadResult | StateDict }> {
   const { tiers, events, group, verified } = setup;
-  const steps = await allStepsOf(tiers, events, group);
+  const steps = await allStepsOf(tiers, events, group, true);
   const skipped: string[] = [];
   for (let i = steps.length - 1; i >= 0; i--) {
     const step = steps[i]!;
@@ -91,29 +93,68 @@ export async function restoreNewestVerified(
       skipped.push(`step ${step} (${known})`);
       continue;
     }
-    // Each tier's failure is heard here first: reported as a `restore` error if the step restores, as `skipped` if none does.
-    const failures: Failure[] = [];
-    const heard = new ManagerEmitter();
-    heard.on("error", (e) => failures.push(failureOf(e.tier ?? 0, e.error)));
-    try {
-      const result = await restoreFromTiers(tiers, heard, step, target, options);
-      for (const f of failures) events.report({ step, error: f.error, operation: "restore", tier: f.tier });
-      verified.loaded(step, target === undefined ? undefined : (result as LoadResult));
-      return { step, result };
-    } catch (error) {
-      if (failures.length === 0) failures.push(failureOf(0, error));
-      let damaged = !options.signal?.aborted && isDamage(error) && failures.every((f) => isDamage(f.error));
-      // Every rank decides alike: the step is passed over only if every rank found it damaged.
-      if (group.worldSize > 1) damaged = (await group.allGather(damaged)).every((d) => d === true);
-      if (!damaged) {
-        for (const f of failures)
-          if (f.error !== error) events.report({ step, error: f.error, operation: "restore", tier: f.tier });
-        throw error;
-      }
-      skip(setup, step, failures, skipped);
-    }
+    const attempt = await attemptRestore(setup, step, target, options);
+    if ("result" in attempt) return { step, result: attempt.result };
+    skip(setup, step, attempt.failures, skipped);
   }
   throw nothingVerifies(tiers, steps, skipped);
+}
+
+/**
+ * `restore(step)`: any restore, the durability contract told of what it found: a step read whole
+ * is known good, one whose every copy is damaged is known damaged (verified nowhere from then on).
+ */
+export async function restoreVerifying(
+  setup: NewestVerifiedSetup,
+  step: number,
+  target: StateDict | undefined,
+  options: RestoreOptions & { readonly processGroup: CoordinatedProcessGroup },
+): Promise<{ readonly result: LoadResult | StateDict; readonly vouched: boolean }> {
+  // As any restore: each tier's failure heard is reported, the first one thrown too.
+  const attempt = await attemptRestore(setup, step, target, options, true);
+  if ("result" in attempt) return attempt;
+  for (const f of attempt.failures)
+    if (f.heard !== false) setup.events.report({ step, error: f.error, operation: "restore", tier: f.tier });
+  setup.verified.damaged(step, summary(attempt.failures));
+  throw attempt.error;
+}
+
+/**
+ * One restore of `step`, fastest tier first, each tier's failure heard here first: its result
+ * (those failures reported as `restore` errors, the step known good once read whole), or, when
+ * every copy is damaged (on every rank: a collective), the error and each copy's failure. Any
+ * other failure is thrown (it may be an outage: the step may be good), the others (with
+ * `reportThrown`, it too) reported.
+ */
+async function attemptRestore(
+  setup: NewestVerifiedSetup,
+  step: number,
+  target: StateDict | undefined,
+  options: RestoreOptions & { readonly processGroup: CoordinatedProcessGroup },
+  reportThrown = false,
+): Promise<
+  | { readonly result: LoadResult | StateDict; readonly vouched: boolean }
+  | { readonly error: unknown; readonly failures: readonly Failure[] }
+> {
+  const { tiers, events, group, verified } = setup;
+  const failures: Failure[] = [];
+  const heard = new ManagerEmitter();
+  heard.on("error", (e) => failures.push(failureOf(e.tier ?? 0, e.error)));
+  try {
+    const result = await restoreFromTiers(tiers, heard, step, target, options);
+    for (const f of failures) events.report({ step, error: f.error, operation: "restore", tier: f.tier });
+    return { result, vouched: verified.loaded(step, target === undefined ? undefined : (result as LoadResult)) };
+  } catch (error) {
+    if (failures.length === 0) failures.push({ ...failureOf(0, error), heard: false });
+    let damaged = !options.signal?.aborted && isDamage(error) && failures.every((f) => isDamage(f.error));
+    // Every rank decides alike: the step is passed over only if every rank found it damaged.
+    if (group.worldSize > 1) damaged = (await group.allGather(damaged)).every((d) => d === true);
+    if (damaged) return { error, failures };
+    for (const f of failures)
+      if ((reportThrown && f.heard !== false) || f.error !== error)
+        events.report({ step, error: f.error, operation: "restore", tier: f.tier });
+    throw error;
+  }
 }
 
 /**
@@ -127,7 +168,7 @@ export async function latestVerifiedStep(
   signal: AbortSignal | undefined,
 ): Promise<number | undefined> {
   const { tiers, events, group } = setup;
-  const steps = await allStepsOf(tiers, events, group);
+  const steps = await allStepsOf(tiers, events, group, true);
   let found: number | undefined;
   if (group.rank === 0) found = await newestVerifying(setup, steps, signal);
   if (group.worldSize === 1) return found;
@@ -150,7 +191,7 @@ async function newestVerifying(
     for (const tier of await holders(tiers, step)) {
       try {
         const { storage } = await tier.open();
-        const metadata = await readMetadata({ storage, path: stepDir(step), ...(signal ? { signal } : {}) });
+        const metadata = await readStepMetadata(storage, step, signal);
         const report = await verifyCheckpoint(storage, stepDir(step), metadata, signal ? { signal } : {});
         if (report.damaged.length === 0) {
           verified.good(step);

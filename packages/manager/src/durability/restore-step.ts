@@ -14,12 +14,8 @@ export async function restoreStep(
   target: StateDict | undefined,
   options: RestoreOptions,
 ): Promise<LoadResult | StateDict> {
-  if (step !== "latest") {
-    const restored = await tiers.restore(step, target, options);
-    durability.restored(step, target === undefined ? undefined : (restored as LoadResult));
-    return restored;
-  }
   await tiers.open();
+  if (step !== "latest") return durability.restore(step, target, { ...options, processGroup: tiers.group });
   const latest = await durability.restoreLatest(target, { ...options, processGroup: tiers.group });
   return target === undefined ? latest.result : { ...(latest.result as LoadResult), step: latest.step };
 }

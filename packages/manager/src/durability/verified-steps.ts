@@ -14,9 +14,12 @@ export class VerifiedSteps {
   readonly #damaged = new Map<number, string>();
   /** The newest step known good and on the last tier. */
   #newestSafe: number | undefined;
+  readonly #onDamaged: (step: number) => void;
 
-  constructor(tiers: readonly Tier[]) {
+  /** `onDamaged`: told of each step found damaged, which is verified nowhere from then on (health too). */
+  constructor(tiers: readonly Tier[], onDamaged: (step: number) => void = () => undefined) {
     this.#tiers = tiers;
+    this.#onDamaged = onDamaged;
   }
 
   /** A step this manager committed on tier 0 (its bytes checksummed as written), or read whole. */
@@ -42,9 +45,12 @@ export class VerifiedSteps {
     if (this.#good.has(step) && (this.#newestSafe === undefined || step > this.#newestSafe)) this.#newestSafe = step;
   }
 
+  /** A step whose every copy was found damaged: no longer good, so the retention guard moves back to the newest safe step before it. */
   damaged(step: number, why: string): void {
     this.#good.delete(step);
     this.#damaged.set(step, why);
+    if (this.#newestSafe === step) this.#newestSafe = this.#safest();
+    this.#onDamaged(step);
   }
 
   isGood(step: number): boolean {
@@ -61,7 +67,15 @@ export class VerifiedSteps {
     this.#good.delete(step);
     this.#durable.delete(step);
     this.#damaged.delete(step);
-    if (this.#newestSafe === step) this.#newestSafe = undefined;
+    if (this.#newestSafe === step) this.#newestSafe = this.#safest();
+  }
+
+  /** The newest step both known good and durable. */
+  #safest(): number | undefined {
+    let newest: number | undefined;
+    for (const step of this.#good)
+      if (this.#durable.has(step) && (newest === undefined || step > newest)) newest = step;
+    return newest;
   }
 
   /**

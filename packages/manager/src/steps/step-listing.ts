@@ -1,10 +1,10 @@
-import { type CheckpointErrorCode, type StorageAdapter, CheckpointError, isGone, readMetadata } from "@cairn/core";
+import { type CheckpointErrorCode, type StorageAdapter, CheckpointError, isGone } from "@cairn/core";
 import { METADATA_FILE, checkpointFingerprint, isReferencedFile } from "@cairn/core/format";
 import { checkpointBytes } from "@cairn/core/ops";
 import { TEMP_OBJECT_PREFIX } from "@cairn/core/storage";
 import PQueue from "p-queue";
-import { parseStep, stepDir } from "./step-naming.js";
-import { metricsOf } from "./stored-values.js";
+import { parseStep } from "./step-naming.js";
+import { metricsOf, readStepMetadata } from "./stored-values.js";
 
 /** What went wrong with one step: a tool reports it and goes on with the others. */
 export interface StepProblem {
@@ -123,7 +123,7 @@ export function problemOf(step: number, error: unknown): StepProblem {
 }
 
 async function readStep(storage: StorageAdapter, step: number, signal?: AbortSignal): Promise<FromMetadata> {
-  const metadata = await readMetadata({ storage, path: stepDir(step), ...(signal ? { signal } : {}) });
+  const metadata = await readStepMetadata(storage, step, signal);
   const savedAt = metadata.user.savedAt;
   const seconds = typeof savedAt === "string" ? (Date.parse(metadata.createdAt) - Date.parse(savedAt)) / 1000 : NaN;
   const uses: string[] = [];

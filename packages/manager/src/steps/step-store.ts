@@ -6,7 +6,6 @@ import {
   isGone,
   isInterrupted,
   isStorageFailure,
-  readMetadata,
 } from "@cairn/core";
 import { joinPath } from "@cairn/core/storage";
 import { METADATA_FILE, referencedFiles } from "@cairn/core/format";
@@ -15,7 +14,7 @@ import { type RetentionOptions, type StepRecord, stepsToDelete } from "./retenti
 import { StepFiles } from "./step-files.js";
 import { StepIndex } from "./step-index.js";
 import { stepDir } from "./step-naming.js";
-import { type StepMetadata, metricsOf, stepMetadataOf } from "./stored-values.js";
+import { type StepMetadata, metricsOf, readStepMetadata, stepMetadataOf } from "./stored-values.js";
 import { type RetentionFailure, type RetentionPass, StepSweeper, type SweptFile } from "./step-sweeper.js";
 
 export type { StepMetadata } from "./stored-values.js";
@@ -90,6 +89,14 @@ export class StepStore {
     const steps = this.#index.steps();
     await this.#readRecords(steps.filter((step) => !this.#records.has(step) && !this.#damaged.has(step)));
     return steps.filter((step) => this.#records.has(step));
+  }
+
+  /**
+   * Listed steps whose metadata.json is present but unusable (damaged, another step's, a newer
+   * format), ascending, as `committedSteps()` last found them: candidates that failed to verify.
+   */
+  damagedSteps(): number[] {
+    return [...this.#damaged.keys()].filter((step) => this.#index.has(step)).sort((a, b) => a - b);
   }
 
   /** The newest committed step whose metadata reads back: reads metadata only from the newest step down to the first usable one. */
@@ -185,7 +192,7 @@ export class StepStore {
   /** What `step` was saved with; stored values are copied into null-prototype objects. */
   async metadata(step: number): Promise<StepMetadata> {
     await this.requireCommitted(step);
-    return stepMetadataOf(step, await readMetadata({ storage: this.storage, path: stepDir(step) }));
+    return stepMetadataOf(step, await readStepMetadata(this.storage, step));
   }
 
   /**
@@ -350,7 +357,7 @@ export class StepStore {
     if (this.#damaged.has(step)) return undefined;
     let metadata: CheckpointMetadata;
     try {
-      metadata = await readMetadata({ storage: this.storage, path: stepDir(step) });
+      metadata = await readStepMetadata(this.storage, step);
     } catch (error) {
       if (isGone(error)) {
         this.#index.removed(step);

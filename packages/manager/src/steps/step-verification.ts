@@ -1,7 +1,8 @@
-import { type StorageAdapter, isDamaged, readMetadata } from "@cairn/core";
+import { type StorageAdapter, isDamaged } from "@cairn/core";
 import { METADATA_FILE } from "@cairn/core/format";
 import { type Damage, verifyCheckpoint } from "@cairn/core/ops";
 import { stepDir } from "./step-naming.js";
+import { readStepMetadata } from "./stored-values.js";
 
 /** What reading one step's every byte found. */
 export interface StepVerification {
@@ -32,7 +33,7 @@ export async function verifyStep(
   const { signal } = options;
   let metadata;
   try {
-    metadata = await readMetadata({ storage, path: stepDir(step), ...(signal ? { signal } : {}) });
+    metadata = await readStepMetadata(storage, step, signal);
   } catch (error) {
     if (!isDamaged(error)) throw error;
     return { ok: false, bytes: 0, damaged: [{ file: METADATA_FILE, problem: error.message }] };

@@ -1,4 +1,6 @@
-import { CheckpointError, type CheckpointMetadata } from "@cairn/core";
+import { CheckpointError, type CheckpointMetadata, type StorageAdapter, readMetadata } from "@cairn/core";
+import { METADATA_FILE } from "@cairn/core/format";
+import { stepDir } from "./step-naming.js";
 
 /** What `metadata(step)` returns, as the manager stores it in each step's user metadata. */
 export interface StepMetadata {
@@ -44,4 +46,30 @@ export function stepMetadataOf(step: number, metadata: CheckpointMetadata): Step
         ? (custom as Record<string, unknown>)
         : Object.create(null),
   };
+}
+
+/**
+ * Refuses the metadata of another step under `step`'s name (a directory copied or renamed by
+ * hand): its bytes verify, but its weights are not this step's. The manager stores `step` in each
+ * step's user metadata; metadata without one (written by another tool) is taken as it is.
+ */
+export function checkStepOf(step: number, metadata: CheckpointMetadata, root: string): CheckpointMetadata {
+  const stored = metadata.user.step;
+  if (stored === undefined || stored === step) return metadata;
+  const path = `${root.replace(/\/$/, "")}/${stepDir(step)}/${METADATA_FILE}`;
+  throw new CheckpointError(
+    "corrupt",
+    `${path} holds the metadata of step ${JSON.stringify(stored)}, not of step ${step} (a directory copied or renamed by hand): it is not this step's checkpoint`,
+    { context: { step, path, file: METADATA_FILE } },
+  );
+}
+
+/** A step's metadata.json, read and checked to be that step's (`checkStepOf`): what every reader of a step starts with. */
+export async function readStepMetadata(
+  storage: StorageAdapter,
+  step: number,
+  signal?: AbortSignal,
+): Promise<CheckpointMetadata> {
+  const metadata = await readMetadata({ storage, path: stepDir(step), ...(signal ? { signal } : {}) });
+  return checkStepOf(step, metadata, storage.root);
 }

@@ -1,12 +1,4 @@
-import {
-  CheckpointError,
-  type CoordinatedProcessGroup,
-  type LoadOptions,
-  type LoadResult,
-  type StateDict,
-  type StorageAdapter,
-  type StorageOptions,
-} from "@cairn/core";
+import { CheckpointError, type CoordinatedProcessGroup, type StorageAdapter, type StorageOptions } from "@cairn/core";
 import { longTimer } from "@cairn/core/storage";
 import type { ManagerEmitter } from "../events/manager-events.js";
 import type { RetentionOptions } from "../steps/retention-policy.js";
@@ -17,7 +9,6 @@ import type { UnreplicatedStep } from "./replication-queue.js";
 import { Replication } from "./replication.js";
 import { Tier, type TierState } from "./tier.js";
 import { type ReplicationOptions, type TierOptions, tierConfigs } from "./tier-config.js";
-import { restoreFromTiers } from "./tiered-restore.js";
 import { allStepsOf, deleteEverywhere, latestStepOf, metadataOf, tierStates } from "./tiered-steps.js";
 
 export interface TierSetSetup {
@@ -191,15 +182,6 @@ export class TierSet {
   async metadata(step: number): Promise<StepMetadata> {
     await this.open();
     return metadataOf(this.#tiers, this.#events, step);
-  }
-
-  async restore(
-    step: number,
-    target: StateDict | undefined,
-    options: Omit<LoadOptions, "storage" | "path" | "checkpointId">,
-  ): Promise<LoadResult | StateDict> {
-    await this.open();
-    return restoreFromTiers(this.#tiers, this.#events, step, target, { ...options, processGroup: this.#group });
   }
 
   /** Lists every tier again; a slower tier that cannot be listed is reported (once per outage), tier 0's failure thrown. */

@@ -10,22 +10,33 @@ import {
   load,
   rankFailure,
 } from "@cairn/core";
-import { METADATA_FILE, base64ToBytes, bytesToBase64 } from "@cairn/core/format";
+import { METADATA_FILE, base64ToBytes, bytesToBase64, parseMetadata } from "@cairn/core/format";
 import { joinPath } from "@cairn/core/storage";
 import type { ManagerEmitter } from "../events/manager-events.js";
 import { stepDir } from "../steps/step-naming.js";
+import { checkStepOf, readStepMetadata } from "../steps/stored-values.js";
 import type { Tier } from "./tier.js";
 import { fallsThrough, holders, holdersInOrder, notFound } from "./tiered-steps.js";
 
 type RestoreOptions = Omit<LoadOptions, "storage" | "path" | "checkpointId"> & { readonly processGroup: ProcessGroup };
 
-function loadFrom(
+/** Loads `step` from `storage`, its metadata (read there, or given) first checked to be that step's (`checkStepOf`). */
+async function loadFrom(
   storage: StorageAdapter,
   step: number,
   target: StateDict | undefined,
   options: RestoreOptions & Pick<LoadOptions, "metadata">,
 ): Promise<LoadResult | StateDict> {
-  const where = { ...options, storage, path: stepDir(step) };
+  const given = options.metadata;
+  const metadata =
+    given === undefined
+      ? await readStepMetadata(storage, step, options.signal)
+      : checkStepOf(
+          step,
+          given instanceof Uint8Array ? parseMetadata(given, `${stepDir(step)}/${METADATA_FILE}`) : given,
+          storage.root,
+        );
+  const where = { ...options, metadata, storage, path: stepDir(step) };
   return target === undefined ? load(where) : load(target, where);
 }
 

@@ -40,7 +40,8 @@ async function acrossTiers<T>(
 }
 
 /**
- * Committed steps on any tier, ascending. With several ranks (a collective): the steps rank 0
+ * Committed steps on any tier, ascending; `withDamaged`: and those whose metadata.json is there
+ * but unusable (candidates of `restore("latest")` that fail to verify). With several ranks (a collective): the steps rank 0
  * sees committed on some tier where every other rank holds them too (committed, or with a tier
  * 0 per rank, a directory of its own files of that step), which are those every rank can restore
  * together.
@@ -49,13 +50,13 @@ export async function allStepsOf(
   tiers: readonly Tier[],
   events: ManagerEmitter,
   group?: ProcessGroup,
+  withDamaged = false,
 ): Promise<number[]> {
   const rank = group?.rank ?? 0;
-  const lists = await acrossTiers(
-    tiers,
-    events,
-    async (store, tier) => [tier.index, await tier.committedSteps(), store.filesOfRank(rank)] as const,
-  );
+  const lists = await acrossTiers(tiers, events, async (store, tier) => {
+    const steps = await tier.committedSteps();
+    return [tier.index, withDamaged ? [...steps, ...store.damagedSteps()] : steps, store.filesOfRank(rank)] as const;
+  });
   if (group === undefined || group.worldSize === 1)
     return [...new Set(lists.flatMap(([, steps]) => steps))].sort((a, b) => a - b);
   const ranks = await group.allGather(lists.map(([index, steps, own]) => [index, steps, own]));
