@@ -213,7 +213,12 @@ export class CheckpointManager {
     const forPreemption = await this.#preemption.isDue(step);
     if (!(options.force || forPreemption || this.savePolicy.shouldSave(step))) return false;
     checkWritable(this.#options.readOnly, "save");
-    await this.#saver.save(step, stateDict, options, { background, forPreemption });
+    try {
+      await this.#saver.save(step, stateDict, options, { background, forPreemption });
+    } catch (error) {
+      this.#durability.saveFailed(step, error);
+      throw error;
+    }
     if (forPreemption) this.#preemption.checkpointed(step);
     return true;
   }
