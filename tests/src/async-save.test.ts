@@ -103,6 +103,9 @@ describe('asyncSave with freshPool: "save"', () => {
     const first = await asyncSave({ host }, { checkpointId: `${url}/0`, pool, freshPool: "save" });
     const info = await first.staged;
     expect(info.bytes).toBe(0);
+    // The pool is readied after the call returns, not before: nothing allocated yet.
+    expect(pool.fresh).toBe(false);
+    expect(pool.allocatedBytes).toBe(0);
     // Staged means written: what the checkpoint holds is already fixed.
     host.data.fill(5);
     await first.done;

@@ -1,6 +1,7 @@
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { isPageAligned, pageAlignedSharedBytes, sharedBytes } from "../storage/page-aligned.js";
 import { prefault } from "#platform/stage/prefault.js";
+import { yieldToEventLoop } from "#platform/runtime.js";
 
 export interface StagingPoolOptions {
   /** Most bytes of staging buffers held at once (default: unbounded). A save needing more is refused. */
@@ -82,6 +83,9 @@ export class StagingPool {
   prepare(sizes: readonly number[], pageAligned: readonly boolean[] = []): Promise<void> {
     this.#fresh = false;
     const run = async (): Promise<void> => {
+      // In a turn of its own: allocating and starting the prefault thread take milliseconds, which
+      // whatever called this (a first saveAsync written in place, about to return) must not wait for.
+      await yieldToEventLoop();
       if (this.#inUse + sizes.reduce((a, b) => a + b, 0) > this.#maxBytes) return;
       const buffers = this.#takeAll(sizes, pageAligned);
       try {
