@@ -16,7 +16,8 @@
 // checkpoint committed (medians), and the mean step time of a small tfjs training loop over
 // every idle step and over every step while a save was in flight (until its `committed` event),
 // and, from that event, how long the training thread spent in reference staging's background
-// copy (median).
+// copy (median). Copy staging's run then times its floor: `data()` of every tensor, and that plus
+// a copy of the bytes into resident shared memory (see stagingFloor).
 // One save is in flight for only a handful of steps, too few to resolve a 10 % difference on
 // this machine; five give some thirty.
 import { rmSync } from "node:fs";
@@ -242,6 +243,37 @@ for (let step = 1; step <= SAVES; step++) {
   seconds.push((committedAt - started) / 1000);
 }
 await close();
+// Before the floor's own buffers below.
+const peakRss = process.resourceUsage().maxRSS * 1024;
+
+/**
+ * What copy staging cannot go below, timed on this thread after the saves: every tensor's
+ * `data()` awaited in turn (as staging reads them) alone, then each followed by a copy of its
+ * bytes into resident shared memory (page-aligned, as staging segments are: what the upload
+ * worker can read) and into resident plain memory. Medians of 5, interleaved.
+ */
+async function stagingFloor(): Promise<{ dataMs: number; sharedCopyMs: number; plainCopyMs: number }> {
+  const shared = pageAlignedSharedBytes(bytes).fill(1);
+  const plain = new Uint8Array(bytes).fill(1);
+  const readAll = async (into?: Uint8Array): Promise<number> => {
+    const started = performance.now();
+    let at = 0;
+    for (const t of Object.values(state)) {
+      const data = (await t.data()) as Float32Array;
+      into?.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at);
+      at += data.byteLength;
+    }
+    return performance.now() - started;
+  };
+  const times: { data: number[]; shared: number[]; plain: number[] } = { data: [], shared: [], plain: [] };
+  for (let i = 0; i < 5; i++) {
+    times.data.push(await readAll());
+    times.shared.push(await readAll(shared));
+    times.plain.push(await readAll(plain));
+  }
+  return { dataMs: median(times.data), sharedCopyMs: median(times.shared), plainCopyMs: median(times.plain) };
+}
+const floor = mode === "copy" ? await stagingFloor() : undefined;
 const blockedMs = median(blocked);
 const totalSeconds = median(seconds);
 sendResult({
@@ -256,5 +288,6 @@ sendResult({
   idleStepMs: idleMs / idleSteps,
   busyStepMs: busySteps > 0 ? busyMs / busySteps : undefined,
   busySteps,
-  peakRss: process.resourceUsage().maxRSS * 1024,
+  peakRss,
+  ...floor,
 });
