@@ -12,6 +12,8 @@ import { crc32c } from "@cairn/core/format";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
 import { isOwnUpload } from "./own-object.js";
 import { isTransientS3Error, s3CodeOf } from "./s3-error.js";
+import { releasePart } from "./slice-parts.js";
+import { withUnsignedPayload } from "./unsigned-payload.js";
 
 /** S3 numbers parts 1 to 10,000. */
 export const MAX_PARTS = 10_000;
@@ -109,6 +111,7 @@ export async function multipartUpload(
       )
       .finally(() => {
         release();
+        releasePart(bytes);
         inflight.delete(task);
       });
     inflight.add(task);
@@ -171,15 +174,17 @@ async function uploadPart(
     { op: `uploading part ${part.partNumber} of`, key: part.key, path: part.path },
     (attempt) =>
       client.send(
-        new UploadPartCommand({
-          Bucket: context.bucket,
-          Key: part.key,
-          UploadId: part.uploadId,
-          PartNumber: part.partNumber,
-          Body: bytes,
-          ContentLength: bytes.byteLength,
-          ...(checksum ? { ChecksumAlgorithm: "CRC32C", ChecksumCRC32C: checksum } : {}),
-        }),
+        withUnsignedPayload(
+          new UploadPartCommand({
+            Bucket: context.bucket,
+            Key: part.key,
+            UploadId: part.uploadId,
+            PartNumber: part.partNumber,
+            Body: bytes,
+            ContentLength: bytes.byteLength,
+            ...(checksum ? { ChecksumAlgorithm: "CRC32C", ChecksumCRC32C: checksum } : {}),
+          }),
+        ),
         { abortSignal: attempt.signal },
       ),
     { signal, watch: "socket" },

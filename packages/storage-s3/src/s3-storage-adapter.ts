@@ -24,9 +24,10 @@ import { MAX_PARTS, multipartUpload } from "./multipart-upload.js";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
 import { isOwnPut } from "./own-object.js";
 import { isTransientS3Error, s3CodeOf } from "./s3-error.js";
-import { sliceParts } from "./slice-parts.js";
+import { releasePart, sliceParts } from "./slice-parts.js";
 import { type RangedAnswer, rangedGet, replacedWhileRead } from "./ranged-get.js";
 import { type S3StorageAdapterOptions, checkS3Options } from "./s3-storage-options.js";
+import { withUnsignedPayload } from "./unsigned-payload.js";
 
 /** Where the adapter's root is: a bucket and a key prefix ("" or ending in "/"). */
 export interface S3Location {
@@ -215,6 +216,7 @@ export class S3StorageAdapter implements StorageAdapter {
         await this.#put(key, path, first.done ? new Uint8Array(0) : first.value, ifAbsent, signal);
       } finally {
         release();
+        if (!first.done) releasePart(first.value);
       }
       return;
     }
@@ -252,15 +254,17 @@ export class S3StorageAdapter implements StorageAdapter {
         async ({ signal: attemptSignal }) => {
           try {
             await this.#client.send(
-              new PutObjectCommand({
-                Bucket: this.#bucket,
-                Key: key,
-                Body: bytes,
-                ContentLength: bytes.byteLength,
-                ContentType: "application/octet-stream",
-                ...(checksum ? { ChecksumAlgorithm: "CRC32C", ChecksumCRC32C: checksum } : {}),
-                ...(ifAbsent ? { IfNoneMatch: "*" } : {}),
-              }),
+              withUnsignedPayload(
+                new PutObjectCommand({
+                  Bucket: this.#bucket,
+                  Key: key,
+                  Body: bytes,
+                  ContentLength: bytes.byteLength,
+                  ContentType: "application/octet-stream",
+                  ...(checksum ? { ChecksumAlgorithm: "CRC32C", ChecksumCRC32C: checksum } : {}),
+                  ...(ifAbsent ? { IfNoneMatch: "*" } : {}),
+                }),
+              ),
               { abortSignal: attemptSignal },
             );
           } catch (error) {

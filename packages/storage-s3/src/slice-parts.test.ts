@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { sliceParts } from "./slice-parts.js";
+import { releasePart, sliceParts } from "./slice-parts.js";
 
 async function collect(parts: AsyncIterable<Uint8Array>): Promise<Uint8Array[]> {
   const out: Uint8Array[] = [];
@@ -34,5 +34,29 @@ describe("sliceParts", () => {
     const parts = await collect(sliceParts([bytes(2), bytes(2, 2), bytes(2, 4), bytes(2, 6)], 4));
     expect(parts).toHaveLength(2);
     expect(Buffer.concat(parts)).toEqual(Buffer.from(bytes(8)));
+  });
+
+  it("fills parts in reused memory, taken back only once released, never a view of the body", async () => {
+    const [filled] = await collect(sliceParts([bytes(3), bytes(3, 3)], 4));
+    const [notYet] = await collect(sliceParts([bytes(3), bytes(3, 3)], 4));
+    expect(notYet!.buffer).not.toBe(filled!.buffer);
+    releasePart(filled!);
+    const [again] = await collect(sliceParts([bytes(3), bytes(3, 3)], 4));
+    expect(again!.buffer).toBe(filled!.buffer);
+    expect(again).toEqual(bytes(4));
+
+    const big = bytes(8);
+    const [view] = await collect(sliceParts([big], 4));
+    releasePart(view!);
+    releasePart(again!);
+    releasePart(again!);
+    const [next, other] = [
+      ...(await collect(sliceParts([bytes(3), bytes(3, 3)], 4))),
+      ...(await collect(sliceParts([bytes(3), bytes(3, 3)], 4))),
+    ];
+    expect(next!.buffer).toBe(filled!.buffer);
+    // Released twice, given back once: the next part is fresh memory, and neither is the body's.
+    expect(other!.buffer).not.toBe(filled!.buffer);
+    expect([next!.buffer, other!.buffer]).not.toContain(big.buffer);
   });
 });

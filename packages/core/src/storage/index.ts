@@ -76,3 +76,4 @@ export {
   splitLastSegment,
 } from "./checkpoint-location.js";
 export { pageAlignedAvailable, pageAlignedSharedBytes } from "./page-aligned.js";
+export { giveBackReusableMemory, takeReusableMemory } from "./reusable-memory.js";
