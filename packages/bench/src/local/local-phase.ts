@@ -136,5 +136,14 @@ switch (phase) {
 const seconds = (performance.now() - started) / 1000;
 const used = process.cpuUsage(cpu);
 // A verified load's limit on this runtime: one thread's CRC32C of the same bytes (only the calling thread can read the targets).
+const crcCpu = process.cpuUsage();
 const crcSeconds = phase === "cairn-load" ? crcSecondsOf(sd) : undefined;
-sendResult({ phase, bytes: stateBytes(spec), seconds, cpuSeconds: (used.user + used.system) / 1e6, crcSeconds });
+const crcUsed = process.cpuUsage(crcCpu);
+sendResult({
+  phase,
+  bytes: stateBytes(spec),
+  seconds,
+  cpuSeconds: (used.user + used.system) / 1e6,
+  crcSeconds,
+  crcCpuSeconds: crcSeconds === undefined ? undefined : (crcUsed.user + crcUsed.system) / 1e6,
+});

@@ -15,6 +15,8 @@ export interface PhaseRun {
   readonly peakRss: number;
   /** cairn-load only: seconds of one thread's CRC32C of the same bytes, in the same process. */
   readonly crcSeconds?: number;
+  /** cairn-load only: the process's CPU seconds over that CRC32C (one thread: its CPU time, which a busy machine skews less). */
+  readonly crcCpuSeconds?: number;
 }
 
 /** Runs a phase of `local-phase.ts` (Cairn, node:fs, safetensors-style, direct write, dd read). */
