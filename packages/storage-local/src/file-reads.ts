@@ -1,6 +1,9 @@
 import { type ByteRange, type ReadOptions, ReadTarget } from "@cairn/core/storage";
 import { type FileHandleLike, MAX_CALL_BYTES } from "./fs-like.js";
 
+/** Parts handed to one readv call: Linux's IOV_MAX, past which libuv reads only the first ones anyway. */
+const READV_PARTS = 1024;
+
 /** How many bytes of a file of `size` bytes `range` covers (a range past the end is cut there). */
 export function rangeLength(size: number, range: ByteRange | undefined): number {
   const start = Math.min(range?.offset ?? 0, size);
@@ -33,15 +36,20 @@ export async function readScattered(
   position: number,
   parts: readonly Uint8Array[],
 ): Promise<number> {
-  let rest = parts.filter((p) => p.byteLength > 0);
+  const rest = parts.filter((p) => p.byteLength > 0);
+  // The next part to fill, and how many of its bytes are already read: a readv call fills at most IOV_MAX parts.
+  let first = 0;
+  let into = 0;
   let done = 0;
-  while (rest.length > 0) {
-    const { bytesRead } = await handle.readv(rest, position + done);
+  while (first < rest.length) {
+    const batch = rest.slice(first, first + READV_PARTS);
+    if (into > 0) batch[0] = batch[0]!.subarray(into);
+    const { bytesRead } = await handle.readv(batch, position + done);
     if (bytesRead === 0) break;
     done += bytesRead;
-    let left = bytesRead;
-    while (rest.length > 0 && left >= rest[0]!.byteLength) left -= rest.shift()!.byteLength;
-    if (left > 0) rest = [rest[0]!.subarray(left), ...rest.slice(1)];
+    let left = bytesRead + into;
+    while (first < rest.length && left >= rest[first]!.byteLength) left -= rest[first++]!.byteLength;
+    into = left;
   }
   return done;
 }
