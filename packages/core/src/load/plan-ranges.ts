@@ -19,7 +19,7 @@ export interface Piece {
   /** Absolute file offsets. */
   readonly start: number;
   readonly end: number;
-  readonly consumers: readonly { readonly item: ReadItem; readonly layout: RowLayout }[];
+  readonly consumers: readonly Consumer[];
 }
 
 /** One range read of a data file, covering neighbouring pieces. */
@@ -42,85 +42,117 @@ export function planRanges(
   maxReadBytes: number,
   gapBytes: number,
 ): { ranges: RangeRead[]; maxRead: number } {
-  const byChunk = new Map<ChunkMetadata, { runs: number[]; consumers: { item: ReadItem; layout: RowLayout }[] }>();
+  // Who gets each chunk's bytes, and for chunks some item needs only part of, the block-aligned runs `[start, end, start, end…]` it needs.
+  const byChunk = new Map<ChunkMetadata, Consumer[]>();
+  let partRuns: Map<ChunkMetadata, number[]> | undefined;
   for (const item of items) {
     const destination = destinations[item.request]!;
     const { chunk } = item;
-    const need = byChunk.get(chunk) ?? { runs: [], consumers: [] };
-    byChunk.set(chunk, need);
-    need.consumers.push({ item, layout: rowLayout(chunk, destination.box, item.region) });
-    if (sameBox(item.region, chunk)) {
-      // The whole chunk (every unsharded tensor): one run, no row layout to compute.
-      need.runs.push(0, chunk.byteLength);
-      continue;
-    }
+    const consumer = { item, layout: rowLayout(chunk, destination.box, item.region) };
+    const consumers = byChunk.get(chunk);
+    if (consumers) consumers.push(consumer);
+    else byChunk.set(chunk, [consumer]);
+    // The whole chunk (every unsharded tensor): one run, no row layout to compute.
+    if (sameBox(item.region, chunk)) continue;
+    partRuns ??= new Map();
+    const runs = partRuns.get(chunk) ?? [];
+    partRuns.set(chunk, runs);
     const source = rowLayout(chunk, chunk, item.region);
     const runBytes = source.run * destination.itemSize;
     for (let r = 0; r < source.src.length; r++) {
       const start = source.src[r]! * destination.itemSize;
-      need.runs.push(
+      runs.push(
         Math.floor(start / chunk.blockSize) * chunk.blockSize,
         Math.min(chunk.byteLength, Math.ceil((start + runBytes) / chunk.blockSize) * chunk.blockSize),
       );
     }
   }
-  const pieces: Piece[] = [];
+  // Pieces by file, each file's list in the order of its offsets (sorted only where the items were not).
+  const byFile = new Map<string, Piece[]>();
   let maxRead = maxReadBytes;
-  for (const [chunk, need] of byChunk) {
+  for (const [chunk, consumers] of byChunk) {
     const block = chunk.blockSize;
     const chunkRead = Math.max(block, Math.floor(maxReadBytes / block) * block);
     maxRead = Math.max(maxRead, chunkRead);
     // A chunk landing in one contiguous run of one destination is read straight into it, needing
     // no buffer: it can be read in bigger pieces, which the kernel serves as longer sequential reads.
-    const direct = need.consumers.length === 1 && need.consumers[0]!.layout.src.length === 1;
+    const direct = consumers.length === 1 && consumers[0]!.layout.src.length === 1;
     const step = direct ? Math.max(chunkRead, Math.floor(DIRECT_READ_BYTES / block) * block) : chunkRead;
-    const runs =
-      need.runs.length === 2 ? [need.runs as [number, number]] : mergedRuns(need.runs, need.consumers.length > 1);
-    for (const [start, end] of runs) {
-      for (let at = start; at < end; at += step) {
-        pieces.push({
-          chunk,
-          start: chunk.byteOffset + at,
-          end: chunk.byteOffset + Math.min(end, at + step),
-          consumers: need.consumers,
-        });
-      }
+    let pieces = byFile.get(chunk.file);
+    if (!pieces) {
+      pieces = [];
+      byFile.set(chunk.file, pieces);
     }
+    const part = partRuns?.get(chunk);
+    if (part === undefined || consumers.some((c) => sameBox(c.item.region, chunk))) {
+      pushPieces(pieces, chunk, consumers, 0, chunk.byteLength, step);
+      continue;
+    }
+    const runs = mergedRuns(part, consumers.length > 1);
+    for (let r = 0; r < runs.length; r += 2) pushPieces(pieces, chunk, consumers, runs[r]!, runs[r + 1]!, step);
   }
-  pieces.sort((a, b) => (a.chunk.file < b.chunk.file ? -1 : a.chunk.file > b.chunk.file ? 1 : a.start - b.start));
   const ranges: RangeRead[] = [];
-  for (const piece of pieces) {
-    const last = ranges[ranges.length - 1];
-    if (
-      last &&
-      last.file === piece.chunk.file &&
-      piece.start >= last.end &&
-      piece.start - last.end <= gapBytes &&
-      piece.end - last.start <= maxRead
-    ) {
-      last.end = piece.end;
-      last.pieces.push(piece);
-    } else {
-      ranges.push({ file: piece.chunk.file, start: piece.start, end: piece.end, pieces: [piece] });
+  for (const file of [...byFile.keys()].sort()) {
+    const pieces = byFile.get(file)!;
+    if (!inOrder(pieces)) pieces.sort((a, b) => a.start - b.start);
+    for (const piece of pieces) {
+      const last = ranges[ranges.length - 1];
+      if (
+        last &&
+        last.file === file &&
+        piece.start >= last.end &&
+        piece.start - last.end <= gapBytes &&
+        piece.end - last.start <= maxRead
+      ) {
+        last.end = piece.end;
+        last.pieces.push(piece);
+      } else {
+        ranges.push({ file, start: piece.start, end: piece.end, pieces: [piece] });
+      }
     }
   }
   return { ranges, maxRead };
 }
 
-function sameBox(a: Box, b: Box): boolean {
-  return a.sizes.every((s, d) => s === b.sizes[d] && a.offsets[d] === b.offsets[d]);
+/** A read item and where its rows go. */
+interface Consumer {
+  readonly item: ReadItem;
+  readonly layout: RowLayout;
 }
 
-/** Flat `[start, end, start, end…]` runs merged where they overlap or touch, in order (sorted first if `unsorted`). */
-function mergedRuns(flat: readonly number[], unsorted: boolean): [number, number][] {
+/** Pieces of at most `step` bytes covering `[start, end)` of `chunk`. */
+function pushPieces(
+  pieces: Piece[],
+  chunk: ChunkMetadata,
+  consumers: readonly Consumer[],
+  start: number,
+  end: number,
+  step: number,
+): void {
+  for (let at = start; at < end; at += step)
+    pieces.push({ chunk, start: chunk.byteOffset + at, end: chunk.byteOffset + Math.min(end, at + step), consumers });
+}
+
+function inOrder(pieces: readonly Piece[]): boolean {
+  for (let i = 1; i < pieces.length; i++) if (pieces[i]!.start < pieces[i - 1]!.start) return false;
+  return true;
+}
+
+function sameBox(a: Box, b: Box): boolean {
+  for (let d = 0; d < a.sizes.length; d++) if (a.sizes[d] !== b.sizes[d] || a.offsets[d] !== b.offsets[d]) return false;
+  return true;
+}
+
+/** Flat `[start, end, start, end…]` runs merged where they overlap or touch, in order (sorted first if `unsorted`), flat again. */
+function mergedRuns(flat: readonly number[], unsorted: boolean): number[] {
   let runs: [number, number][] = [];
   for (let i = 0; i < flat.length; i += 2) runs.push([flat[i]!, flat[i + 1]!]);
   if (unsorted) runs = runs.sort((a, b) => a[0] - b[0]);
-  const merged: [number, number][] = [];
-  for (const run of runs) {
-    const last = merged[merged.length - 1];
-    if (last && run[0] <= last[1]) last[1] = Math.max(last[1], run[1]);
-    else merged.push(run);
+  const merged: number[] = [];
+  for (const [start, end] of runs) {
+    if (merged.length > 0 && start <= merged[merged.length - 1]!)
+      merged[merged.length - 1] = Math.max(merged[merged.length - 1]!, end);
+    else merged.push(start, end);
   }
   return merged;
 }
