@@ -160,10 +160,22 @@ async function walk(
     );
   }
   const ancestors = new Ancestors();
-  const visit = (value: unknown, path: KeyPath, replace: (value: StateValue) => void): Promise<void> | undefined => {
+  /** Where a leaf found in `parent` under `key` gets its replacement; made only for leaves (a closure per container costs garbage). */
+  const replacer = (parent: Record<string | number, StateValue> | undefined, key: string | number) =>
+    !replaceable
+      ? noReplace
+      : parent
+        ? (replacement: StateValue): void => void (parent[key] = replacement)
+        : noRootReplace;
+  const visit = (
+    value: unknown,
+    path: KeyPath,
+    parent: Record<string | number, StateValue> | undefined,
+    key: string | number,
+  ): Promise<void> | undefined => {
     const classified = classify(value, path);
     if (classified.type === "leaf") {
-      onLeaf(classified.leaf, replace);
+      onLeaf(classified.leaf, replacer(parent, key));
       return undefined;
     }
     if (classified.type === "sharded") {
@@ -187,7 +199,7 @@ async function walk(
     if (classified.type === "stateful") return visitStateful(classified.object, object, path);
     const { keys } = classified;
     if ((keys ?? (object as unknown[])).length === 0) {
-      onLeaf({ kind: "value", path, value: keys ? {} : [] }, replace);
+      onLeaf({ kind: "value", path, value: keys ? {} : [] }, replacer(parent, key));
       ancestors.delete(object);
       return undefined;
     }
@@ -224,20 +236,17 @@ async function walk(
           `the key ${JSON.stringify(key)} is not allowed (loaded into an object it would reach Object.prototype); rename it`,
         );
       }
-      const replace = replaceable
-        ? (replacement: StateValue): void => {
-            record[key] = replacement;
-          }
-        : noReplace;
-      const pending = visit(record[key], childPath(path, key), replace);
+      const pending = visit(record[key], childPath(path, key), record, key);
       if (pending) return pending.then(() => visitContainer(container, keys, path, i + 1));
     }
     return undefined;
   };
   if (Object.keys(root).length === 0 && !isStateful(root)) return;
-  await visit(root, [], () => {
-    throw new CheckpointError("invalid_argument", "the state dict's root cannot be replaced");
-  });
+  await visit(root, [], undefined, "");
+}
+
+function noRootReplace(): void {
+  throw new CheckpointError("invalid_argument", "the state dict's root cannot be replaced");
 }
 
 /**
