@@ -75,7 +75,12 @@ async function readOneFile(dir: string, targets: readonly HostTensor[]): Promise
 }
 
 /** Rounds, wall ranges and the median CPU seconds of both sides with their ratio. */
-function cpuExtra(wall: number[], baseWall: number[], cpu: number[], baseCpu: number[]): Record<string, unknown> {
+function cpuExtra(
+  wall: number[],
+  baseWall: number[],
+  cpu: number[],
+  baseCpu: number[],
+): Record<string, number | readonly number[]> {
   return {
     rounds: ROUNDS,
     range: range(wall),
