@@ -1,6 +1,12 @@
 import { crc32c as nativeCrc32c } from "@node-rs/crc32";
 import { describe, expect, it } from "vitest";
-import { crc32cJs, loadPortableCrc32c, portableCrc32c, portableCrc32cImplementation } from "./crc32c-portable.js";
+import {
+  CRC32C_JS_SOURCE,
+  crc32cJs,
+  loadPortableCrc32c,
+  portableCrc32c,
+  portableCrc32cImplementation,
+} from "./crc32c-portable.js";
 
 /** The same vectors for every implementation: lengths around the 8-byte stride and WebAssembly's threshold, odd offsets. */
 function vectors(): Uint8Array[] {
@@ -34,5 +40,12 @@ describe("the portable CRC32C", () => {
     const native = nativeCrc32c(b as Buffer, nativeCrc32c(a as Buffer));
     expect(portableCrc32c(b, portableCrc32c(a))).toBe(native >>> 0);
     expect(crc32cJs(b, crc32cJs(a))).toBe(native >>> 0);
+  });
+});
+
+describe("the portable CRC32C's source text", () => {
+  it("makes the same function in another realm, where nothing of this module exists", () => {
+    const made = new Function(`"use strict"; return (${CRC32C_JS_SOURCE})();`)() as typeof crc32cJs;
+    expect(vectors().map((v) => made(v))).toEqual(vectors().map((v) => nativeCrc32c(v as Buffer) >>> 0));
   });
 });

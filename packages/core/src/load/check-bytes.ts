@@ -41,13 +41,13 @@ export function checkBlocks(
   key: string,
   start: number,
   data: Uint8Array,
-  sums?: readonly number[],
+  sums?: ArrayLike<number>,
 ): void {
   const { blockSize } = chunk;
   for (let at = 0; at < data.byteLength; at += blockSize) {
     const block = (start + at) / blockSize;
     const end = Math.min(at + blockSize, data.byteLength);
-    // `sums`: the blocks' CRC32Cs already computed (on a checksum worker), one per block of `data`.
+    // `sums`: the blocks' CRC32Cs already computed (on a checksum worker, or by the adapter), one per block of `data`.
     if ((sums ? sums[at / blockSize] : crc32c(data.subarray(at, end))) !== chunk.crc32c[block]) {
       const from = chunk.byteOffset + start + at;
       throw new CheckpointError(

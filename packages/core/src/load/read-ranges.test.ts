@@ -8,6 +8,7 @@ import { save } from "../save/save.js";
 import { DefaultSavePlanner } from "../plan/default-save-planner.js";
 import { type HostTensor, hostTensor } from "../state/tensors.js";
 import { ReadTarget } from "../storage/read-target.js";
+import { blockChecksums } from "../format/crc32c.js";
 import {
   type ByteRange,
   type ObjectInfo,
@@ -300,6 +301,57 @@ describe("readRanges: damage on the wire", () => {
       code: "corrupt",
     });
     expect(readsPerRange(local)).toEqual([1]);
+  });
+});
+
+/** Hashes each ranged read's blocks where asked (`ReadOptions.blockChecksums`), as OPFS does in its read workers: right, wrong or too few. */
+class HashingStorageAdapter extends RecordingStorageAdapter {
+  sums: "right" | "wrong" | "short" = "right";
+  readonly asked: number[] = [];
+
+  override async read(path: string, range?: ByteRange, options: ReadOptions = {}): Promise<Uint8Array> {
+    const bytes = await super.read(path, range, options);
+    const request = options.blockChecksums;
+    if (request) {
+      this.asked.push(request.blockSize);
+      const sums = Uint32Array.from(blockChecksums(bytes, request.blockSize));
+      if (this.sums === "wrong") sums[0] = sums[0]! ^ 1;
+      request.onChecksums(this.sums === "short" ? sums.subarray(1) : sums);
+    }
+    return bytes;
+  }
+}
+
+describe("readRanges: block checksums computed by the adapter", () => {
+  async function hashing(sums: HashingStorageAdapter["sums"]) {
+    const { storage, metadata, saved: s } = await saved(1);
+    const adapter = new HashingStorageAdapter(false);
+    storage.copyTo(adapter);
+    adapter.sums = sums;
+    return { adapter, metadata, s };
+  }
+
+  it("are asked for, per block of the chunk, on reads straight into a target, and a load with them is whole", async () => {
+    const { adapter, metadata, s } = await hashing("right");
+    const target = emptyLike(s);
+    await load(target, { ...LOAD, storage: adapter });
+    const b = metadata.entries.find((e) => e.key[0] === "b");
+    expect(adapter.asked.length).toBeGreaterThan(0);
+    expect(new Set(adapter.asked)).toEqual(new Set([b?.kind === "tensor" ? b.chunks[0]!.blockSize : -1]));
+    for (const key of Object.keys(s)) expect(same(target[key]!, s[key]!)).toBe(true);
+  });
+
+  it("are what is checked: sums that disagree with the checkpoint fail the load as corrupt", async () => {
+    const { adapter, s } = await hashing("wrong");
+    await expect(load(emptyLike(s), { ...LOAD, storage: adapter })).rejects.toMatchObject({ code: "corrupt" });
+  });
+
+  it("are ignored when there is not one per block: core hashes the bytes itself and finds the damage", async () => {
+    const { adapter, metadata, s } = await hashing("short");
+    const { file, byteOffset } = chunkOf(metadata, "b");
+    await load(emptyLike(s), { ...LOAD, storage: adapter });
+    flipByte(adapter, file, byteOffset + 5);
+    await expect(load(emptyLike(s), { ...LOAD, storage: adapter })).rejects.toMatchObject({ code: "corrupt" });
   });
 });
 

@@ -63,7 +63,7 @@ export type ReadFn = (
   file: string,
   offset: number,
   length: number,
-  options?: Pick<ReadOptions, "into" | "head">,
+  options?: Pick<ReadOptions, "into" | "head" | "blockChecksums">,
 ) => Promise<Uint8Array>;
 
 /**
@@ -185,19 +185,26 @@ export async function readRanges(
     const key = destinations[piece.consumers[0]!.item.request]!.key;
     const { blockSize } = piece.chunk;
     const step = Math.max(blockSize, Math.floor(PIPELINED_READ_BYTES / blockSize) * blockSize);
-    const reads: { at: number; length: number; data: Promise<Uint8Array> }[] = [];
+    const reads: { at: number; length: number; data: Promise<Uint8Array>; sums: { given?: Uint32Array } }[] = [];
     for (let at = range.start; at < range.end; at += step) {
       const length = Math.min(step, range.end - at);
-      const data = read(range.file, at, length, { into: into.subarray(at - range.start, at - range.start + length) });
+      // Where the adapter hashes the blocks as they arrive (OPFS, in its read workers), only the comparison is left here.
+      const sums: { given?: Uint32Array } = {};
+      const blockChecksums = { blockSize, onChecksums: (computed: Uint32Array) => (sums.given = computed) };
+      const data = read(range.file, at, length, {
+        into: into.subarray(at - range.start, at - range.start + length),
+        ...(verify ? { blockChecksums } : {}),
+      });
       // Awaited in order below; one failing early must not count as unhandled meanwhile.
       data.catch(() => undefined);
-      reads.push({ at, length, data });
+      reads.push({ at, length, data, sums });
     }
     try {
-      for (const { at, length, data } of reads) {
+      for (const { at, length, data, sums } of reads) {
         const bytes = await data;
         if (bytes.byteLength < length) throw truncated(range, at + bytes.byteLength);
-        if (verify) checkBlocks(piece.chunk, key, at - piece.chunk.byteOffset, bytes);
+        const given = sums.given?.length === Math.ceil(bytes.byteLength / blockSize) ? sums.given : undefined;
+        if (verify) checkBlocks(piece.chunk, key, at - piece.chunk.byteOffset, bytes, given);
         const place = into.subarray(at - range.start, at - range.start + length);
         if (bytes.buffer !== place.buffer || bytes.byteOffset !== place.byteOffset) place.set(bytes);
       }

@@ -26,6 +26,7 @@ export {
   type WriteBody,
   type WriteOptions,
   type ReadOptions,
+  type BlockChecksumRequest,
   joinPath,
   checkRelativePath,
   notFound,

@@ -50,7 +50,7 @@ export class ObjectReaders {
     name: string,
     offset: number,
     length: number,
-    buffers: Pick<ReadOptions, "into" | "head"> = {},
+    buffers: Pick<ReadOptions, "into" | "head" | "blockChecksums"> = {},
   ): Promise<Uint8Array> {
     const options = { ...buffers, signal: this.#options.signal };
     if (!this.#storage.openReader) return this.#readTelling(name, offset, length, options);

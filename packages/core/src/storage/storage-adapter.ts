@@ -81,6 +81,19 @@ export interface ReadOptions {
    * without a `stat` of its own. Adapters that learn no size never call it.
    */
   readonly onObjectSize?: (size: number) => void;
+  /**
+   * Asks for the CRC32C of every `blockSize` bytes the read returns, computed where the bytes
+   * arrive: OPFS reads them in Web Workers and hashes them there, off the page's thread. An
+   * adapter that can passes them to `onChecksums` before it resolves; others ignore it and core
+   * hashes the bytes itself. Core checks them against the checkpoint's block CRC32Cs either way.
+   */
+  readonly blockChecksums?: BlockChecksumRequest;
+}
+
+/** See `ReadOptions.blockChecksums`: one CRC32C per `blockSize` bytes of the read's result, the last block possibly shorter. */
+export interface BlockChecksumRequest {
+  readonly blockSize: number;
+  readonly onChecksums: (sums: Uint32Array) => void;
 }
 
 /**
