@@ -16,6 +16,7 @@ import {
 import { newAttemptId } from "@cairn/core/format";
 import { browserStorageError } from "./location.js";
 import { type OpfsWorkerFile, OpfsWriteWorker } from "./opfs-write-worker.js";
+import { OpfsReadWorkers, ReadWorkersUnavailable } from "./opfs-read-workers.js";
 
 /** Files of writes in progress: never listed, never read as objects; a closed tab leaves them behind, unlisted. */
 const TEMP_PREFIX = ".cairn-tmp-";
@@ -46,10 +47,10 @@ async function* chunks(body: WriteBody): AsyncGenerator<Uint8Array> {
 
 /**
  * `opfs://name/a/b`: objects are files of the Origin Private File System under the directories
- * name/a/b, one directory per path segment. Reads go through `File` snapshots on the calling
- * thread (the browser reads on its own I/O thread); writes go to a temp file beside the object,
- * through a sync access handle in a Web Worker where the browser has them (else createWritable),
- * and are moved into place whole, so a write interrupted by anything, a closed tab included,
+ * name/a/b, one directory per path segment. Reads go through `File` snapshots, sliced and read
+ * in Web Workers that also hash the blocks a load asks for (else on the calling thread); writes
+ * go to a temp file beside the object, through a sync access handle in a Web Worker where the
+ * browser has them (else createWritable), and are moved into place whole, so a write interrupted by anything, a closed tab included,
  * leaves no object. `ifAbsent` creates under a Web Lock held by every tab and worker of the origin.
  */
 export class OpfsStorageAdapter implements StorageAdapter {
@@ -221,7 +222,11 @@ export class OpfsStorageAdapter implements StorageAdapter {
   }
 }
 
-/** Reads `range` of a File snapshot into the read's target (head, into, or a new buffer). */
+/**
+ * Reads `range` of a File snapshot into the read's target (head, into, or a new buffer): in the
+ * read workers where the page has them, which hash the blocks when asked
+ * (`ReadOptions.blockChecksums`), else on this thread.
+ */
 async function readFile(
   file: File,
   path: string,
@@ -232,16 +237,38 @@ async function readFile(
   const start = Math.min(range?.offset ?? 0, file.size);
   const end = range ? Math.min(file.size, start + range.length) : file.size;
   const target = new ReadTarget(end - start, options);
+  // Sums are of what the read returns: without a head, all of the range.
+  const blockSize = options.head ? 0 : (options.blockChecksums?.blockSize ?? 0);
   let bytes: Uint8Array;
+  let sums: Uint32Array | undefined;
   try {
-    bytes = new Uint8Array(await file.slice(start, end).arrayBuffer());
+    ({ bytes, sums } = await readInWorker(file, start, end, blockSize));
   } catch (error) {
     throw browserStorageError(protocol, path, "reading", error);
   }
   throwIfAborted(options.signal, `[${protocol}] reading ${path}`, null);
   options.onObjectSize?.(file.size);
   target.set(bytes, 0);
+  if (sums) options.blockChecksums?.onChecksums(sums);
   return target.result(bytes.byteLength);
+}
+
+/** `[start, end)` of `file` read by the read workers (and hashed there), or on this thread where they are unavailable. */
+async function readInWorker(
+  file: File,
+  start: number,
+  end: number,
+  blockSize: number,
+): Promise<{ bytes: Uint8Array; sums?: Uint32Array | undefined }> {
+  const workers = OpfsReadWorkers.shared();
+  if (workers) {
+    try {
+      return await workers.read(file, start, end, blockSize);
+    } catch (error) {
+      if (!(error instanceof ReadWorkersUnavailable)) throw error;
+    }
+  }
+  return { bytes: new Uint8Array(await file.slice(start, end).arrayBuffer()) };
 }
 
 /** Writes the body into `temp`: through the worker's sync access handle, or createWritable where there is none. */
