@@ -1,4 +1,4 @@
-import { CheckpointError, isCheckpointError } from "@cairn/core";
+import { CheckpointError, isCheckpointError, isPermanent } from "@cairn/core";
 import { longTimer } from "@cairn/core/storage";
 import type { ManagerEmitter, ManagerEvents } from "../events/manager-events.js";
 import type { DurabilityOptions } from "./durability-options.js";
@@ -32,6 +32,16 @@ export interface LossBudgetSetup {
   readonly saveInterval: number;
   /** The last tier's index: a step committed there (replicated, or committed when it is 0) is durable. */
   readonly lastTier: number;
+}
+
+/**
+ * Whether a reported failure means its step can no longer become durable: its save failed, or a
+ * copy of it was given up on for good (its source damaged or gone, another checkpoint under that
+ * number on the slower tier). Either releases the budget the same way; a copy failing during an
+ * outage is retried, so its step stays in flight.
+ */
+function neverDurable(payload: ManagerEvents["error"]): boolean {
+  return payload.operation === "save" || (payload.operation === "replication" && isPermanent(payload.error));
 }
 
 /**
@@ -71,7 +81,7 @@ export class LossBudget {
     });
     events.watch("error", (payload) => {
       this.#lastError = payload;
-      if (payload.operation === "save" && payload.step !== undefined) this.#failedSave(payload.step);
+      if (payload.step !== undefined && neverDurable(payload)) this.#failedSave(payload.step);
     });
   }
 
@@ -168,7 +178,7 @@ export class LossBudget {
     this.#evaluate();
   }
 
-  /** `step`'s save failed: at risk, with nothing in flight to make it durable (unless a newer step is durable already). */
+  /** `step`'s save failed or its copy was given up on: at risk, with nothing in flight to make it durable (unless a newer step is durable already). */
   #failedSave(step: number): void {
     if (this.#stopped || (this.#newestDurable !== undefined && step <= this.#newestDurable)) return;
     if (!this.#atRisk.has(step)) this.#atRisk.set(step, this.#setup.now());
