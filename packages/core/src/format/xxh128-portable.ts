@@ -18,10 +18,20 @@ export interface Xxh128Stream {
   digest(): string;
 }
 
-/** XXH3-128 in WebAssembly (hash-wasm): no `node:` import, so browsers and workers of any kind run it. */
-export async function portableXxh128(): Promise<Xxh128> {
-  // Imported when needed: the module carries every hash-wasm binary (270 KB), only this one is used.
-  const { createXXHash128 } = await import("hash-wasm");
+/** hash-wasm's `createXXHash128`, as each build imports it. */
+export type CreateXxh128 = () => Promise<{
+  init(): unknown;
+  update(bytes: Uint8Array): unknown;
+  digest(format: "hex"): string;
+  digest(format: "binary"): Uint8Array;
+}>;
+
+/**
+ * XXH3-128 in WebAssembly (hash-wasm): no `node:` import, so browsers and workers of any kind run
+ * it. Node imports hash-wasm when it first needs it; a browser bundle imports it statically, so
+ * the bundler keeps only this algorithm's binary of the package's many.
+ */
+export async function portableXxh128(createXXHash128: CreateXxh128): Promise<Xxh128> {
   const one = await createXXHash128();
   return {
     implementation: "portable",

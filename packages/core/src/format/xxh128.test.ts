@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { loadXxh128 } from "./xxh128.js";
+import { createXXHash128 } from "hash-wasm";
 import { portableXxh128 } from "./xxh128-portable.js";
 
 /** Deterministic bytes: no two lengths share a prefix pattern that could hide an off-by-one. */
@@ -47,7 +48,7 @@ describe("XXH3-128", () => {
 
   it("native and portable give the same digests, one-shot and streamed in any pieces", async () => {
     const native = await loadXxh128();
-    const portable = await portableXxh128();
+    const portable = await portableXxh128(createXXHash128);
     // On this machine the native module must load: a silent fallback would hide a packaging fault.
     expect(native.implementation).toBe("native");
     for (const length of LENGTHS) {

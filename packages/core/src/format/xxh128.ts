@@ -18,7 +18,10 @@ let loaded: Promise<Xxh128> | undefined;
  * give the same digits (tested); the browser build maps this file to the portable one.
  */
 export function loadXxh128(): Promise<Xxh128> {
-  return (loaded ??= loadNative().then((native) => native ?? portableXxh128()));
+  return (loaded ??= loadNative().then(
+    // Imported when needed: the module carries every hash-wasm binary (270 KB), only this one is used.
+    async (native) => native ?? portableXxh128((await import("hash-wasm")).createXXHash128),
+  ));
 }
 
 async function loadNative(): Promise<Xxh128 | undefined> {
