@@ -59,7 +59,7 @@ export class CheckpointManager {
     const now = (): number => (options.now ?? Date.now)();
     this.savePolicy = policy;
     this.#options = options;
-    const bases = new IncrementalBases(options.incremental);
+    const bases = new IncrementalBases(options.incremental, (step) => this.#durability.isDamaged(step));
     const events = this.#events;
     const isSaving = (step: number): boolean => this.#pipeline.isBusy(step) || bases.isBusy(step);
     const holds = (step: number): boolean => this.#durability.holds(step);

@@ -59,6 +59,11 @@ export class Durability {
     this.#verified.forget(step);
   }
 
+  /** Whether `step` was found damaged (every copy) and not saved again since. */
+  isDamaged(step: number): boolean {
+    return this.#verified.damage(step) !== undefined;
+  }
+
   beforeSave(step: number): Promise<void> {
     return this.#budget.beforeSave(step);
   }
@@ -77,7 +82,7 @@ export class Durability {
     options: RestoreOptions,
   ): Promise<{ readonly step: number; readonly result: LoadResult | StateDict }> {
     const restored = await restoreNewestVerified(this.#newest(), target, options);
-    if (target !== undefined) this.#stale.restored(restored.step, (restored.result as LoadResult).metadata);
+    this.#restored(restored.step, target, restored.result);
     return restored;
   }
 
@@ -87,8 +92,16 @@ export class Durability {
    */
   async restore(step: number, target: StateDict | undefined, options: RestoreOptions): Promise<LoadResult | StateDict> {
     const { result, vouched } = await restoreVerifying(this.#newest(), step, target, options);
-    if (vouched && target !== undefined) this.#stale.restored(step, (result as LoadResult).metadata);
+    if (vouched) this.#restored(step, target, result);
     return result;
+  }
+
+  /** A step restored whole: the next save is compared with it (a targetless restore's metadata read from the fastest tier listing it, else tier 0). */
+  #restored(step: number, target: StateDict | undefined, result: LoadResult | StateDict): void {
+    if (target !== undefined) return this.#stale.restored(step, (result as LoadResult).metadata);
+    const { tiers } = this.#setup;
+    const storage = (tiers.find((t) => t.opened?.lists(step)) ?? tiers[0])?.opened?.storage;
+    if (this.#setup.group.rank === 0 && storage) this.#stale.restoredFrom(step, storage);
   }
 
   latestVerified(signal: AbortSignal | undefined): Promise<number | undefined> {

@@ -3,19 +3,30 @@ import type { ManagerEmitter } from "../events/manager-events.js";
 import { stepDir } from "../steps/step-naming.js";
 
 /**
- * What a step's tensors hold, as one string: every chunk's key, position and content hash
- * (format 2.2 `contentHashes`), or its block CRC32Cs for steps saved without hashes. Undefined
- * for a step without tensors or bytes (nothing to compare).
+ * What a step's tensors hold, as one string: every entry's key, dtype and shape (or byte length),
+ * and every chunk's position and content hash (format 2.2 `contentHashes`), or its block CRC32Cs
+ * for steps saved without hashes: the same bytes as another dtype or shape are other weights.
+ * Undefined for a step without tensors or bytes (nothing to compare).
  */
 export function contentFingerprint(metadata: CheckpointMetadata): string | undefined {
   const parts: string[] = [];
   for (const entry of metadata.entries) {
     if (entry.kind === "value") continue;
-    const key = JSON.stringify(entry.key);
+    const type = entry.kind === "tensor" ? `${entry.dtype}[${entry.shape.join(",")}]` : `bytes[${entry.byteLength}]`;
+    const key = `${JSON.stringify(entry.key)}:${type}`;
     for (const chunk of entry.chunks)
       parts.push(`${key}@${chunk.offsets.join(",")}=${chunk.hash ? `h${chunk.hash}` : `c${chunk.crc32c.join(",")}`}`);
   }
   return parts.length > 0 ? parts.join("|") : undefined;
+}
+
+/** The fingerprint of `step` as committed on `storage`; null when its metadata cannot be read now (listing and restore report that, not this check). */
+async function fingerprintOn(storage: StorageAdapter, step: number): Promise<string | undefined | null> {
+  try {
+    return contentFingerprint(await readMetadata({ storage, path: stepDir(step) }));
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -35,12 +46,17 @@ export class StaleCheck {
   /** A step committed on `storage`: compared with the one before once its metadata is read. */
   committed(step: number, storage: StorageAdapter): void {
     this.#chain = this.#chain.then(async () => {
-      try {
-        this.#compare(step, contentFingerprint(await readMetadata({ storage, path: stepDir(step) })));
-      } catch {
-        // A metadata that cannot be read back now is not this check's to report: listing and restore report it.
-        this.#previous = undefined;
-      }
+      const fingerprint = await fingerprintOn(storage, step);
+      if (fingerprint === null) this.#previous = undefined;
+      else this.#compare(step, fingerprint);
+    });
+  }
+
+  /** A step restored whole without a target (no metadata in hand): its metadata is read from `storage`, in the background. */
+  restoredFrom(step: number, storage: StorageAdapter): void {
+    this.#chain = this.#chain.then(async () => {
+      const fingerprint = await fingerprintOn(storage, step);
+      this.#previous = fingerprint === null ? undefined : { step, fingerprint };
     });
   }
 

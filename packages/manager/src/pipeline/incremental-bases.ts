@@ -6,8 +6,8 @@ export type IncrementalOption = boolean | { readonly fullEvery?: number };
 /**
  * Which committed step an incremental save references (docs/incremental.md): the step this
  * manager committed last, while it is still committed; none (a full save) for the first save, when
- * that step is gone, and every `fullEvery`-th save. A base is busy while a save uses it, so
- * retention leaves it alone until that save commits or fails.
+ * that step is gone, known damaged, or failed a save that used it, and every `fullEvery`-th save.
+ * A base is busy while a save uses it, so retention leaves it alone until that save commits or fails.
  */
 export class IncrementalBases {
   readonly #fullEvery: number | undefined;
@@ -16,10 +16,15 @@ export class IncrementalBases {
   /** Incremental saves committed since the last full one. */
   #sinceFull = 0;
   readonly #held = new Map<number, number>();
+  /** Bases a save failed with: never chosen again (until saved anew), so one bad base cannot fail every later save. */
+  readonly #refused = new Set<number>();
+  readonly #isDamaged: (step: number) => boolean;
 
-  constructor(option: IncrementalOption | undefined) {
+  /** `isDamaged`: whether a step was found damaged (by a restore or `latestStep({ verified })`). */
+  constructor(option: IncrementalOption | undefined, isDamaged: (step: number) => boolean = () => false) {
     this.#enabled = option !== undefined && option !== false;
     this.#fullEvery = typeof option === "object" ? option.fullEvery : undefined;
+    this.#isDamaged = isDamaged;
   }
 
   /** The base for a save of `step` (undefined: save in full), held busy until `release` is called. */
@@ -28,7 +33,7 @@ export class IncrementalBases {
     if (!this.#enabled) return none;
     this.#last ??= await store.latestStep();
     const base = this.#last;
-    if (base === undefined || base === step) return none;
+    if (base === undefined || base === step || this.#refused.has(base) || this.#isDamaged(base)) return none;
     if (this.#fullEvery !== undefined && this.#sinceFull + 1 >= this.#fullEvery) return none;
     this.#held.set(base, (this.#held.get(base) ?? 0) + 1);
     const release = (): void => {
@@ -47,7 +52,14 @@ export class IncrementalBases {
   /** A save of `step` committed; `incremental` says whether it references another step's files. */
   committed(step: number, incremental: boolean): void {
     this.#last = step;
+    this.#refused.delete(step);
     this.#sinceFull = incremental ? this.#sinceFull + 1 : 0;
+  }
+
+  /** A save that referenced `base` failed (the base may be damaged or unreadable): later saves do not use it. */
+  failed(base: number): void {
+    this.#refused.add(base);
+    if (this.#last === base) this.#last = undefined;
   }
 
   /** Whether a save in flight references `step`: retention must not delete it. */

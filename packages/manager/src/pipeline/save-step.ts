@@ -6,6 +6,7 @@ import {
   type SaveResult,
   type StateDict,
   isCheckpointError,
+  isUnusable,
   save,
 } from "@cairn/core";
 import type { SaveStepOptions } from "../arguments/manager-arguments.js";
@@ -86,17 +87,22 @@ export class StepSaver {
       processGroup: group,
       ...(base === undefined ? {} : { incremental: { base: stepDir(base) } }),
     };
-    const committed = (result: SaveResult): Promise<void> =>
-      this.#committed(store, step, savedAt, metadata.metrics, result, group, checkpointId);
+    let done = false;
+    const committed = (result: SaveResult): Promise<void> => {
+      done = true;
+      return this.#committed(store, step, savedAt, metadata.metrics, result, group, checkpointId);
+    };
     let releaseLater = false;
     try {
       await pipeline.hold(step, async () => {
-        if (!mode.background)
-          return committed(await save(stateDict, where).catch((error: unknown) => lostRace(store, step, error)));
+        if (!mode.background) return committed(await this.#saveNow(store, step, stateDict, where, base));
         const { settled } = await pipeline.stage(step, stateDict, where, committed);
-        // The base stays busy until the background save commits or fails.
+        // The base stays busy until the background save commits or fails; a failed one is not used again.
         releaseLater = true;
-        void settled.finally(release);
+        void settled.finally(() => {
+          if (!done && base !== undefined) bases.failed(base);
+          release();
+        });
         if (mode.forPreemption) {
           await settled;
           pipeline.throwFailure();
@@ -104,6 +110,28 @@ export class StepSaver {
       });
     } finally {
       if (!releaseLater) release();
+    }
+  }
+
+  /**
+   * A foreground save. One whose incremental base turns out unusable (damaged or gone since it
+   * was chosen) is saved again in full at once, and that base is not used again.
+   */
+  async #saveNow(
+    store: StepStore,
+    step: number,
+    stateDict: StateDict,
+    where: SaveOptions,
+    base: number | undefined,
+  ): Promise<SaveResult> {
+    try {
+      return await save(stateDict, where);
+    } catch (error) {
+      if (base === undefined) return lostRace(store, step, error);
+      this.#s.bases.failed(base);
+      if (!isUnusable(error)) return lostRace(store, step, error);
+      const { incremental: _, ...full } = where;
+      return await save(stateDict, full).catch((e: unknown) => lostRace(store, step, e));
     }
   }
 
