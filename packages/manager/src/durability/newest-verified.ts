@@ -3,7 +3,9 @@ import {
   type CoordinatedProcessGroup,
   type LoadResult,
   type StateDict,
+  failureOf as outcomeFailure,
   isCheckpointError,
+  rankFailure,
 } from "@cairn/core";
 import { verifyCheckpoint } from "@cairn/core/ops";
 import { ManagerEmitter } from "../events/manager-events.js";
@@ -12,7 +14,7 @@ import { stepDir } from "../steps/step-naming.js";
 import { readStepMetadata } from "../steps/stored-values.js";
 import type { Tier } from "../tiers/tier.js";
 import { restoreFromTiers } from "../tiers/tiered-restore.js";
-import { allStepsOf, holders } from "../tiers/tiered-steps.js";
+import { allStepsOf, holdersInOrder } from "../tiers/tiered-steps.js";
 import type { VerifiedSteps } from "./verified-steps.js";
 
 export interface NewestVerifiedSetup {
@@ -49,13 +51,23 @@ function summary(failures: readonly Failure[]): string {
   return failures.map((f) => `tier ${f.tier}${f.file === undefined ? "" : ` ${f.file}`}: ${f.reason}`).join("; ");
 }
 
-/** Every step skipped, newest first, as the `corrupt` error for "nothing verifies" lists them. */
+/**
+ * Every step skipped, newest first, as the `corrupt` error for "nothing verifies" lists them; a
+ * tier that could not be listed (`unlisted`, its failure) may hold a good step: then `storage`.
+ */
 function nothingVerifies(
   tiers: readonly Tier[],
   steps: readonly number[],
   skipped: readonly string[],
+  unlisted: Tier | undefined,
 ): CheckpointError {
   const root = tiers.map((t) => t.opened?.storage.root ?? `tier ${t.index}`).join(", ");
+  if (unlisted !== undefined)
+    return new CheckpointError(
+      "storage",
+      `no step verifies on the tiers that could be listed (${steps.length === 0 ? "none committed" : skipped.join(" | ")}), and tier ${unlisted.index} (${unlisted.opened?.storage.root ?? "not opened"}) could not be listed: it may hold a good step; try again once it answers`,
+      { cause: unlisted.listingFailure, context: { transient: true } },
+    );
   if (steps.length === 0) return new CheckpointError("not_found", `no committed step under ${root}`, { context: {} });
   return new CheckpointError(
     "corrupt",
@@ -97,7 +109,13 @@ export async function restoreNewestVerified(
     if ("result" in attempt) return { step, result: attempt.result };
     skip(setup, step, attempt.failures, skipped);
   }
-  throw nothingVerifies(tiers, steps, skipped);
+  let unlisted = tiers.find((t) => t.listingFailure !== undefined);
+  // Every rank throws alike: the first tier some rank could not list.
+  if (group.worldSize > 1) {
+    const down = await group.allGather(unlisted?.index ?? null);
+    unlisted = tiers.find((t) => down.includes(t.index));
+  }
+  throw nothingVerifies(tiers, steps, skipped, unlisted);
 }
 
 /**
@@ -150,10 +168,12 @@ async function attemptRestore(
     // Every rank decides alike: the step is passed over only if every rank found it damaged.
     if (group.worldSize > 1) damaged = (await group.allGather(damaged)).every((d) => d === true);
     if (damaged) return { error, failures };
+    // Not passed over: the failure that says why (a tier that could not answer) is thrown, unless any restore's first is.
+    const thrown = reportThrown ? error : (failures.find((f) => !isDamage(f.error))?.error ?? error);
     for (const f of failures)
-      if ((reportThrown && f.heard !== false) || f.error !== error)
+      if ((reportThrown && f.heard !== false) || f.error !== thrown)
         events.report({ step, error: f.error, operation: "restore", tier: f.tier });
-    throw error;
+    throw thrown;
   }
 }
 
@@ -169,10 +189,20 @@ export async function latestVerifiedStep(
 ): Promise<number | undefined> {
   const { tiers, events, group } = setup;
   const steps = await allStepsOf(tiers, events, group, true);
+  if (group.worldSize === 1) return newestVerifying(setup, steps, signal);
   let found: number | undefined;
-  if (group.rank === 0) found = await newestVerifying(setup, steps, signal);
-  if (group.worldSize === 1) return found;
-  const agreed = await group.group("cairn/manager/latest-verified").broadcast(found ?? null, 0);
+  let failure: unknown;
+  if (group.rank === 0)
+    found = await newestVerifying(setup, steps, signal).catch((error: unknown) => void (failure = error));
+  // Rank 0's answer or its failure: no rank waits for an answer that never comes.
+  const sent = failure === undefined ? (found ?? null) : rankFailure(failure);
+  const agreed = await group.group("cairn/manager/latest-verified").broadcast(sent, 0);
+  if (failure !== undefined) throw failure;
+  const failed = outcomeFailure(agreed);
+  if (failed)
+    throw new CheckpointError(failed.code, `rank 0 could not find the newest verified step: ${failed.message}`, {
+      context: { rank: 0 },
+    });
   return typeof agreed === "number" && steps.includes(agreed) ? agreed : undefined;
 }
 
@@ -188,7 +218,9 @@ async function newestVerifying(
     if (verified.isGood(step)) return step;
     if (verified.damage(step) !== undefined) continue;
     const failures: Failure[] = [];
-    for (const tier of await holders(tiers, step)) {
+    // A tier that cannot say whether it holds the step may hold a good copy: the answer is unknown, thrown.
+    let unknown: { error: unknown } | undefined;
+    for await (const tier of holdersInOrder(tiers, step, (_, error) => (unknown ??= { error }))) {
       try {
         const { storage } = await tier.open();
         const metadata = await readStepMetadata(storage, step, signal);
@@ -210,6 +242,7 @@ async function newestVerifying(
         failures.push(failureOf(tier.index, error));
       }
     }
+    if (unknown !== undefined) throw unknown.error;
     if (failures.length > 0) skip(setup, step, failures, skipped);
   }
   return undefined;

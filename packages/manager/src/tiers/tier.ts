@@ -50,8 +50,8 @@ export class Tier {
   readonly config: TierConfig;
   readonly #options: TierSetup;
   #store: Promise<StepStore> | undefined;
-  /** Whether the latest listing failed: its outage was reported. */
-  #listingDown = false;
+  /** The latest listing's failure, if it failed (its outage was reported); undefined once one succeeds. */
+  #listingFailure: unknown;
   /** The first listing's attempt, shared: decisions that need the index wait for it once. */
   #firstListing: Promise<boolean> | undefined;
   #opened: StepStore | undefined;
@@ -82,12 +82,17 @@ export class Tier {
    * until a listing succeeds again (`listingSucceeded`).
    */
   listingFailed(error: unknown, report: (error: unknown) => void): void {
-    if (!this.#listingDown) report(error);
-    this.#listingDown = true;
+    if (this.#listingFailure === undefined) report(error);
+    this.#listingFailure = error ?? new Error("a listing failed with no reason");
   }
 
   listingSucceeded(): void {
-    this.#listingDown = false;
+    this.#listingFailure = undefined;
+  }
+
+  /** Why the latest listing of this tier failed; undefined when it succeeded (what this tier holds is known). */
+  get listingFailure(): unknown {
+    return this.#listingFailure;
   }
 
   /** Whether this tier takes `step` at all (`every`). */

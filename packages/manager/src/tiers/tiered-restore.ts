@@ -63,7 +63,8 @@ export async function restoreFromTiers(
   if (tiers.length > 1 && options.processGroup.worldSize > 1)
     return restoreAcrossRanks(tiers, events, step, target, options);
   let first: unknown;
-  for await (const tier of holdersInOrder(tiers, step)) {
+  const unanswered: { tier: Tier; error: unknown }[] = [];
+  for await (const tier of holdersInOrder(tiers, step, (tier, error) => unanswered.push({ tier, error }))) {
     try {
       return await loadFrom((await tier.open()).storage, step, target, options);
     } catch (error) {
@@ -71,6 +72,11 @@ export async function restoreFromTiers(
       if (tiers.length > 1) events.report({ step, error, operation: "restore", tier: tier.index });
       first ??= error;
     }
+  }
+  // No tier served, yet some could not say whether they hold the step: a failed copy too (it may be good).
+  for (const { tier, error } of unanswered) {
+    events.report({ step, error, operation: "restore", tier: tier.index });
+    first ??= error;
   }
   throw first ?? (await notFound(tiers, events, step));
 }

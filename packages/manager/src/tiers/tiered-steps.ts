@@ -113,9 +113,14 @@ export async function holders(tiers: readonly Tier[], step: number): Promise<Tie
 /**
  * The tiers holding `step` committed, fastest first, each asked only once the faster ones were
  * read past: a slower tier that hangs never holds up a faster one. Tiers that cannot answer are
- * left out; when none answers, the first failure is thrown (what exists is unknown, not absent).
+ * left out and told to `unanswered` (the step may be there: a caller deciding it is damaged
+ * must know); when none answers, the first failure is thrown (what exists is unknown, not absent).
  */
-export async function* holdersInOrder(tiers: readonly Tier[], step: number): AsyncGenerator<Tier> {
+export async function* holdersInOrder(
+  tiers: readonly Tier[],
+  step: number,
+  unanswered?: (tier: Tier, error: unknown) => void,
+): AsyncGenerator<Tier> {
   let answered = false;
   let first: { error: unknown } | undefined;
   for (const tier of tiers) {
@@ -125,6 +130,7 @@ export async function* holdersInOrder(tiers: readonly Tier[], step: number): Asy
       answered = true;
     } catch (error) {
       first ??= { error };
+      unanswered?.(tier, error);
       continue;
     }
     if (held) yield tier;
