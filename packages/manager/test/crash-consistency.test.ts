@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { killTypeScript } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
-import { random } from "./seeded-random.js";
+import { random } from "../src/testing/seeded-random.js";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import { sameState } from "../src/testing/index.js";
 import { stateOf } from "./fixtures/crash-child.js";

@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { type StorageAdapter, load, openStorage } from "@cairn/core";
 import { FaultyStorageAdapter, killTypeScript } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
-import { random } from "./seeded-random.js";
+import { random } from "../src/testing/seeded-random.js";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import { StepStore } from "../src/steps/step-store.js";
 import { stepDir } from "../src/steps/step-naming.js";

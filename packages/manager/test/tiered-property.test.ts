@@ -12,7 +12,7 @@ import { CheckpointError, type StorageAdapter, load, openStorage, save } from "@
 import { killTypeScript } from "@cairn/core/testing";
 import { OutageStorage } from "../src/testing/outage-storage.js";
 import { afterAll, describe, expect, it } from "vitest";
-import { random } from "./seeded-random.js";
+import { random } from "../src/testing/seeded-random.js";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import { StepStore } from "../src/steps/step-store.js";
 import { smallState } from "../src/testing/small-state.js";

@@ -18,7 +18,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { StepStore } from "../src/steps/step-store.js";
 import type { RankCheck, RankPlan, RankReport } from "./fixtures/tiered-ranks-property-rank.js";
 import { rowShardedState } from "./fixtures/row-sharded-state.js";
-import { random } from "./seeded-random.js";
+import { random } from "../src/testing/seeded-random.js";
 
 const RANK = fileURLToPath(new URL("./fixtures/tiered-ranks-property-rank.ts", import.meta.url));
 /** Seed → tier 0 layout: one shared directory, or one per rank (each rank's disk). */

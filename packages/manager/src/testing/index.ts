@@ -7,3 +7,4 @@ export {
   type DurabilitySuiteOptions,
   type DurableTier,
 } from "./durability-suite.js";
+export { durabilityPropertySuite, type DurabilityPropertyOptions } from "./durability-property-suite.js";
