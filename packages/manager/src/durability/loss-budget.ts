@@ -81,7 +81,9 @@ export class LossBudget {
     });
     events.watch("error", (payload) => {
       this.#lastError = payload;
-      if (payload.step !== undefined && neverDurable(payload)) this.#failedSave(payload.step);
+      // A copy given up on releases only a step this manager's saves put at risk: one of an earlier run was never counted.
+      const counted = payload.operation === "save" || this.#atRisk.has(payload.step ?? NaN);
+      if (payload.step !== undefined && counted && neverDurable(payload)) this.#failedSave(payload.step);
     });
   }
 
