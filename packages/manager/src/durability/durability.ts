@@ -64,8 +64,10 @@ export class Durability {
     return this.#verified.damage(step) !== undefined;
   }
 
-  beforeSave(step: number): Promise<void> {
-    return this.#budget.beforeSave(step);
+  /** Before a save of `step` (decided, so it goes ahead): what was known of an older checkpoint under its number (an overwrite) no longer holds. */
+  async beforeSave(step: number): Promise<void> {
+    await this.#budget.beforeSave(step);
+    this.#verified.forget(step);
   }
 
   /** A save thrown to its caller, at whatever stage: counted once in `health()` and the loss budget. */

@@ -119,9 +119,12 @@ export class LossBudget {
     if (this.#stopped) return;
     // A rollback: the durable steps past this one belong to an abandoned timeline, and so do the
     // steps at risk past it (a save that failed there will never be durable, nor needs to be).
+    // The durable steps before it still are: the newest of them is the newest durable step.
     if (this.#newestDurable !== undefined && step <= this.#newestDurable) {
       this.#newestDurable = undefined;
-      this.#durableSteps.clear();
+      for (const s of [...this.#durableSteps])
+        if (s >= step) this.#durableSteps.delete(s);
+        else if (this.#newestDurable === undefined || s > this.#newestDurable) this.#newestDurable = s;
     }
     for (const s of [...this.#atRisk.keys()]) if (s > step) this.#forget(s);
     this.#failed.delete(step);

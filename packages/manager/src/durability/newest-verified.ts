@@ -13,8 +13,9 @@ import type { RestoreOptions } from "../arguments/manager-arguments.js";
 import { stepDir } from "../steps/step-naming.js";
 import { readStepMetadata } from "../steps/stored-values.js";
 import type { Tier } from "../tiers/tier.js";
+import { stepCopies } from "../tiers/step-copies.js";
 import { restoreFromTiers } from "../tiers/tiered-restore.js";
-import { allStepsOf, holdersInOrder } from "../tiers/tiered-steps.js";
+import { allStepsOf } from "../tiers/tiered-steps.js";
 import type { VerifiedSteps } from "./verified-steps.js";
 
 export interface NewestVerifiedSetup {
@@ -220,8 +221,9 @@ async function newestVerifying(
     const failures: Failure[] = [];
     // A tier that cannot say whether it holds the step may hold a good copy: the answer is unknown, thrown.
     let unknown: { error: unknown } | undefined;
-    for await (const tier of holdersInOrder(tiers, step, (_, error) => (unknown ??= { error }))) {
+    for await (const { tier, other } of stepCopies(tiers, step, signal, (_, error) => (unknown ??= { error }))) {
       try {
+        if (other) throw other;
         const { storage } = await tier.open();
         const metadata = await readStepMetadata(storage, step, signal);
         const report = await verifyCheckpoint(storage, stepDir(step), metadata, signal ? { signal } : {});

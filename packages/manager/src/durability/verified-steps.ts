@@ -90,7 +90,16 @@ export class VerifiedSteps {
     return false;
   }
 
+  /**
+   * Whether the last tier lists `step` as the same checkpoint tier 0 holds: a copy of another
+   * checkpoint under that number (the one an overwrite replaced, still there while that tier was
+   * down) is not this step's (the rule of `stepCopies`). Unknown identities count as the same.
+   */
   #onLastTier(step: number): boolean {
-    return this.#tiers.at(-1)!.opened?.lists(step) ?? false;
+    const last = this.#tiers.at(-1)!.opened;
+    if (!last?.lists(step)) return false;
+    const mine = this.#tiers[0]!.opened?.identityOf(step);
+    const there = last.identityOf(step);
+    return mine === undefined || there === undefined || mine === there;
   }
 }

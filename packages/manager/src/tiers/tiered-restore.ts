@@ -15,8 +15,9 @@ import { joinPath } from "@cairn/core/storage";
 import type { ManagerEmitter } from "../events/manager-events.js";
 import { stepDir } from "../steps/step-naming.js";
 import { checkStepOf, readStepMetadata } from "../steps/stored-values.js";
+import { stepCopies } from "./step-copies.js";
 import type { Tier } from "./tier.js";
-import { fallsThrough, holders, holdersInOrder, notFound } from "./tiered-steps.js";
+import { fallsThrough, holders, notFound } from "./tiered-steps.js";
 
 type RestoreOptions = Omit<LoadOptions, "storage" | "path" | "checkpointId"> & { readonly processGroup: ProcessGroup };
 
@@ -64,8 +65,11 @@ export async function restoreFromTiers(
     return restoreAcrossRanks(tiers, events, step, target, options);
   let first: unknown;
   const unanswered: { tier: Tier; error: unknown }[] = [];
-  for await (const tier of holdersInOrder(tiers, step, (tier, error) => unanswered.push({ tier, error }))) {
+  for await (const { tier, other } of stepCopies(tiers, step, options.signal, (tier, error) =>
+    unanswered.push({ tier, error }),
+  )) {
     try {
+      if (other) throw other;
       return await loadFrom((await tier.open()).storage, step, target, options);
     } catch (error) {
       if (!nextTierAfter(error, options.signal)) throw error;
