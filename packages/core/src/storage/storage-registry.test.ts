@@ -11,7 +11,8 @@ describe("storage registry", () => {
     expect(storageUrl("s3://bucket/a").protocol).toBe("s3:");
   });
 
-  it("names the package to install for a well-known protocol that is not installed", async () => {
+  // Two Node processes, one after the other: under CI's double load each can take seconds to start.
+  it("names the package to install for a well-known protocol that is not installed", { timeout: 60_000 }, async () => {
     // In a real Node process, from a directory whose project has no storage packages, without the
     // NODE_PATH pnpm's shims set (it exposes every workspace package): a user's project sees neither.
     const script = fileURLToPath(new URL("../../test/fixtures/open-missing-protocol.ts", import.meta.url));
