@@ -156,7 +156,9 @@ describe("MetadataPreemptionSource.awsSpot", () => {
     const seen = watch(MetadataPreemptionSource.awsSpot({ url, intervalMs: 10, timeoutMs: 100 }));
     server.notice = true;
     await poll(() => seen.notices.length).toBe(1);
-    expect(server.tokensSeen).toEqual([undefined]);
+    // Every GET went without a token; how many polls ran before the notice was seen depends on load.
+    expect(server.tokensSeen.length).toBeGreaterThanOrEqual(1);
+    expect(server.tokensSeen.every((t) => t === undefined)).toBe(true);
     expect(seen.reports).toEqual([]);
   });
 
