@@ -33,6 +33,7 @@ export interface ManagerEvents {
   /**
    * A step is committed on the slower tier `tier` (tiered managers): `bytes` copied in `seconds`,
    * `sinceCommit` ms after it was committed on tier 0 (its saved time, for steps of earlier runs).
+   * With several ranks every rank hears it, `bytes` being its own files'.
    */
   replicated: {
     readonly step: number;

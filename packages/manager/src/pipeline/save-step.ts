@@ -1,6 +1,7 @@
 import {
   CheckpointError,
   type CoordinatedProcessGroup,
+  agreeAcrossRanks,
   type ProcessGroup,
   type SaveOptions,
   type SaveResult,
@@ -65,7 +66,11 @@ export class StepSaver {
     if (decision.kind === "refuse")
       throw new CheckpointError("already_exists", decision.message, { context: { step } });
     if (decision.kind === "done") return;
-    await this.#s.beforeSave(step);
+    // The budget's word, alike on every rank: one rank's refusal refuses the save everywhere, so no rank goes on alone.
+    let refused: unknown;
+    await this.#s.beforeSave(step).catch((error: unknown) => void (refused = error ?? new Error("refused")));
+    if (group.worldSize > 1) await agreeAcrossRanks(group, refused, `save step ${step} within its loss budget`);
+    else if (refused !== undefined) throw refused;
     if (decision.replace && this.#s.group.rank === 0) await tiers.delete(step, true);
     const savedAt = new Date(this.#s.now()).toISOString();
     const { checkpointId } = decision;

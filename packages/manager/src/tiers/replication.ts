@@ -72,10 +72,14 @@ export class Replication {
         readBack: false,
         concurrency: setup.options.concurrency ?? DEFAULT_SAVE_CONCURRENCY,
         signal: this.#abort.signal,
-        onCopied: (step, tier) => {
+        onCopied: (step, tier, { bytes, seconds, metadata }) => {
           // Every rank wrote its files: this rank's index lists the step there (rank 0 commits it).
           tier.opened?.noteCommitted(step);
           failing.delete(tier.index);
+          // This rank hears it too (its own bytes): its loss budget counts the step durable, as rank 0's does.
+          const saved = Date.parse(typeof metadata.user.savedAt === "string" ? metadata.user.savedAt : "");
+          const sinceCommit = Number.isFinite(saved) ? Math.max(0, setup.now() - saved) : 0;
+          setup.events.emit("replicated", { step, tier: tier.index, bytes, seconds, sinceCommit });
         },
         onFailure: (step, tier, error) => {
           if (!failing.has(tier)) setup.events.report({ step, error, operation: "replication", tier });

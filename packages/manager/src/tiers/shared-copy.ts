@@ -1,4 +1,9 @@
-import { type CoordinatedProcessGroup, type ProcessGroup, agreeAcrossRanks } from "@cairn/core";
+import {
+  type CheckpointMetadata,
+  type CoordinatedProcessGroup,
+  type ProcessGroup,
+  agreeAcrossRanks,
+} from "@cairn/core";
 import { METADATA_FILE, base64ToBytes, bytesToBase64, newAttemptId, parseMetadata } from "@cairn/core/format";
 import { type CopyResult, copyCheckpoint } from "@cairn/core/ops";
 import { joinPath } from "@cairn/core/storage";
@@ -105,7 +110,12 @@ export function followCopies(
     readBack: boolean;
     concurrency: number;
     signal: AbortSignal;
-    onCopied: (step: number, tier: Tier) => void;
+    /** This rank's files of `step` are on `tier`: `bytes` it copied in `seconds`, and the step's metadata. */
+    onCopied: (
+      step: number,
+      tier: Tier,
+      copied: { bytes: number; seconds: number; metadata: CheckpointMetadata },
+    ) => void;
     onFailure: (step: number, tier: number, error: unknown) => void;
   },
 ): () => Promise<void> {
@@ -135,7 +145,8 @@ export function followCopies(
         throw error;
       }
       const { source, to, metadata } = ready;
-      await copyCheckpoint(
+      const started = performance.now();
+      const { bytes } = await copyCheckpoint(
         { storage: source.storage, dir, metadata, where: `${source.storage.root}/${dir}` },
         { storage: to.storage, dir, where: `${to.storage.root}/${dir}` },
         {
@@ -146,7 +157,7 @@ export function followCopies(
           share: { attempt: request.attempt, rank: group.rank, agree },
         },
       );
-      options.onCopied(request.step, destination);
+      options.onCopied(request.step, destination, { bytes, seconds: (performance.now() - started) / 1000, metadata });
     })().catch((error: unknown) => options.onFailure(request.step, request.tier, error));
     joined.add(copy);
     void copy.finally(() => joined.delete(copy));
