@@ -18,6 +18,18 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 const within = <T>(promise: Promise<T>, ms: number): Promise<T | "pending"> =>
   Promise.race([promise, sleep(ms).then(() => "pending" as const)]);
 
+/** Storage whose writes under `step`'s folder are denied for good. */
+async function deniedUnder(step: number): Promise<FaultyStorageAdapter> {
+  return new FaultyStorageAdapter(await openStorage(memoryRoot()), [
+    {
+      operation: "write",
+      path: (p: string) => p.startsWith(`${step}/`),
+      times: Infinity,
+      error: () => new CheckpointError("storage", "denied (injected)", { context: { transient: false } }),
+    },
+  ]);
+}
+
 // Found by an outside attack: a save that failed before the loss budget heard of it (opening,
 // listing, deciding), or a foreground save thrown to its caller, was missing from health().
 describe("every failed save counts in health() and the loss budget, once", () => {
@@ -39,14 +51,7 @@ describe("every failed save counts in health() and the loss budget, once", () =>
   });
 
   it('a foreground save failing while written is no longer "saving": "block" does not wait for it for ever', async () => {
-    const storage = new FaultyStorageAdapter(await openStorage(memoryRoot()), [
-      {
-        operation: "write",
-        path: (p: string) => p.startsWith("2/"),
-        times: Infinity,
-        error: () => new CheckpointError("storage", "denied (injected)", { context: { transient: false } }),
-      },
-    ]);
+    const storage = await deniedUnder(2);
     const mgr = new CheckpointManager(storage, 1, {
       ...quiet,
       durability: { maxStepsAtRisk: 0, onExceeded: "block" },
@@ -63,14 +68,7 @@ describe("every failed save counts in health() and the loss budget, once", () =>
   });
 
   it("a background failure rethrown by the next call is one error, not two; a refused duplicate loses nothing", async () => {
-    const storage = new FaultyStorageAdapter(await openStorage(memoryRoot()), [
-      {
-        operation: "write",
-        path: (p: string) => p.startsWith("2/"),
-        times: Infinity,
-        error: () => new CheckpointError("storage", "denied (injected)", { context: { transient: false } }),
-      },
-    ]);
+    const storage = await deniedUnder(2);
     const mgr = new CheckpointManager(storage, 1, quiet);
     const errors: unknown[] = [];
     mgr.on("error", (e) => errors.push(e.error));
