@@ -1,4 +1,5 @@
 import type { LoadResult } from "@cairn/core";
+import { sameCheckpoint } from "../tiers/copy-identity.js";
 import type { Tier } from "../tiers/tier.js";
 
 /**
@@ -93,13 +94,11 @@ export class VerifiedSteps {
   /**
    * Whether the last tier lists `step` as the same checkpoint tier 0 holds: a copy of another
    * checkpoint under that number (the one an overwrite replaced, still there while that tier was
-   * down) is not this step's (the rule of `stepCopies`). Unknown identities count as the same.
+   * down) is not this step's (`sameCheckpoint`).
    */
   #onLastTier(step: number): boolean {
     const last = this.#tiers.at(-1)!.opened;
     if (!last?.lists(step)) return false;
-    const mine = this.#tiers[0]!.opened?.identityOf(step);
-    const there = last.identityOf(step);
-    return mine === undefined || there === undefined || mine === there;
+    return sameCheckpoint(this.#tiers[0]!.opened?.identityOf(step), last.identityOf(step));
   }
 }

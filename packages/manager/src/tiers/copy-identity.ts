@@ -36,6 +36,16 @@ export function replacesOlder(source: CheckpointMetadata, found: CheckpointMetad
   return source.user[OVERWRITE_FIELD] === true && savedTime(found) < savedTime(source);
 }
 
+/**
+ * The one rule of which copies are a step (docs/reliability.md, "Durability"): the step is the
+ * checkpoint its copy on the fastest tier holding it names (`reference`); a copy on another tier
+ * is that step only if it names the same. Unknown identities (a metadata that cannot be read)
+ * cannot tell them apart and count as the same.
+ */
+export function sameCheckpoint(reference: CopyIdentity | undefined, found: CopyIdentity | undefined): boolean {
+  return reference === undefined || found === undefined || reference === found;
+}
+
 /** A new identity for a save: 128 random bits. */
 export function newCheckpointId(): string {
   return bytesToHex(crypto.getRandomValues(new Uint8Array(16)));

@@ -1,6 +1,6 @@
 import { CheckpointError, readMetadata } from "@cairn/core";
 import { stepDir } from "../steps/step-naming.js";
-import { type CopyIdentity, identityOf } from "./copy-identity.js";
+import { type CopyIdentity, identityOf, sameCheckpoint } from "./copy-identity.js";
 import type { Tier } from "./tier.js";
 import { holdersInOrder } from "./tiered-steps.js";
 
@@ -53,7 +53,7 @@ export async function* stepCopies(
     if (reference === undefined) {
       reference = { identity, tier: tier.index };
       yield { tier };
-    } else if (reference.identity !== undefined && identity !== undefined && identity !== reference.identity) {
+    } else if (!sameCheckpoint(reference.identity, identity)) {
       const root = (await tier.open()).storage.root;
       const other = new CheckpointError(
         "not_found",

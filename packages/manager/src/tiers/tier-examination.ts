@@ -1,8 +1,10 @@
-import type { StorageAdapter } from "@cairn/core";
+import { type StorageAdapter, readMetadata } from "@cairn/core";
 import type { Damage } from "@cairn/core/ops";
 import PQueue from "p-queue";
 import { type RootListing, type StepListing, type StepProblem, listSteps, problemOf } from "../steps/step-listing.js";
 import { verifyStep } from "../steps/step-verification.js";
+import { stepDir } from "../steps/step-naming.js";
+import { type CopyIdentity, identityOf, sameCheckpoint } from "./copy-identity.js";
 import { mergeTiers } from "./tier-listing.js";
 
 /** One step's copy on one tier, as `examineTiers` found it. */
@@ -14,6 +16,8 @@ export interface ExaminedCopy {
   readonly damaged?: readonly Damage[];
   /** Set when the copy could not be verified for another reason than damage (a storage failure): the answer is unknown. */
   readonly error?: StepProblem;
+  /** Set when the copy is another checkpoint than the step's copy on a faster tier (an older save an overwrite replaced, another run's): not a copy of this step, whatever it verifies to. */
+  readonly otherCheckpoint?: true;
 }
 
 /** One step across the tiers, fastest first. */
@@ -88,6 +92,7 @@ export async function examineTiers(
   const { signal } = options;
   const listings = await Promise.all(tiers.map((storage) => listSteps(storage, signal ? { signal } : {})));
   const copies = listings.map(() => new Map<number, ExaminedCopy>());
+  const identities = listings.map(() => new Map<number, CopyIdentity>());
   const queue = new PQueue({ concurrency: options.concurrency ?? 2 });
   await Promise.all(
     listings.flatMap((listing, tier) =>
@@ -98,6 +103,11 @@ export async function examineTiers(
             const damaged = s.error ? [{ problem: s.error.message }] : [];
             return void copies[tier]!.set(s.step, { listing: s, verified: !s.error, damaged });
           }
+          if (tiers.length > 1)
+            await readMetadata({ storage: tiers[tier]!, path: stepDir(s.step), ...(signal ? { signal } : {}) }).then(
+              (metadata) => void identities[tier]!.set(s.step, identityOf(metadata)),
+              () => undefined,
+            );
           try {
             const report = await verifyStep(tiers[tier]!, s.step, {
               ...(signal ? { signal } : {}),
@@ -114,7 +124,11 @@ export async function examineTiers(
     ),
   );
   const steps = mergeTiers(listings).map(({ step }): ExaminedStep => {
-    const each = copies.map((m) => m.get(step));
+    const each = sameCheckpointCopies(
+      step,
+      copies.map((m) => m.get(step)),
+      identities.map((m) => m.get(step)),
+    );
     return {
       step,
       tiers: each,
@@ -157,4 +171,33 @@ export async function examineTiers(
       : {}),
     leftovers,
   };
+}
+
+/**
+ * A step's copies, each on a slower tier than the fastest committed one marked as not this step
+ * when it is another checkpoint (`sameCheckpoint`): it verifies as nothing of this step, so it is
+ * neither the step's durable copy nor proof that the step verifies.
+ */
+function sameCheckpointCopies(
+  step: number,
+  each: readonly (ExaminedCopy | undefined)[],
+  identities: readonly (CopyIdentity | undefined)[],
+): (ExaminedCopy | undefined)[] {
+  const first = each.findIndex((c) => c?.listing.committed);
+  if (first < 0) return [...each];
+  const reference = identities[first];
+  return each.map((copy, tier) =>
+    copy === undefined || tier <= first || !copy.listing.committed || sameCheckpoint(reference, identities[tier])
+      ? copy
+      : {
+          ...copy,
+          verified: false,
+          otherCheckpoint: true,
+          damaged: [
+            {
+              problem: `another checkpoint under step ${step} than tier ${first}'s (an older save an overwrite replaced, or another run's): not a copy of step ${step}`,
+            },
+          ],
+        },
+  );
 }
