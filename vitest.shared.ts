@@ -11,6 +11,14 @@ export function cairnProject(name: string, test: UserWorkspaceConfig["test"] = {
   return defineProject({
     resolve: { conditions },
     ssr: { resolve: { conditions, externalConditions: ["@cairn/source"] } },
-    test: { name, include: ["src/**/*.test.ts", "test/**/*.test.ts"], ...test },
+    // CI runs the suite on two Node versions at once on 2 cores: vitest's 5 s default fails
+    // tests that are only slow there (a worker or child start, an fsync). A hang still fails.
+    test: {
+      name,
+      include: ["src/**/*.test.ts", "test/**/*.test.ts"],
+      testTimeout: 30_000,
+      hookTimeout: 60_000,
+      ...test,
+    },
   });
 }
