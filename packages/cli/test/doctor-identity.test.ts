@@ -2,20 +2,11 @@ import { createHash } from "node:crypto";
 import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { CheckpointError, hostTensor, openStorage } from "@cairn/core";
+import { hostTensor, openStorage } from "@cairn/core";
 import { CheckpointManager } from "@cairn/manager";
-import { OutageStorage, truncateDataFile } from "@cairn/manager/testing";
+import { FullOutageStorage as FullOutage, truncateDataFile } from "@cairn/manager/testing";
 import { describe, expect, it } from "vitest";
 import { cairn, jsonLines, tempDir } from "./helpers.js";
-
-/** An outage that refuses deletes too (OutageStorage lets them through). */
-class FullOutage extends OutageStorage {
-  override async delete(path: string): Promise<void> {
-    if (this.down)
-      throw new CheckpointError("storage", `${path}: down (injected)`, { context: { path, transient: false } });
-    return super.delete(path);
-  }
-}
 
 const state = (v: number) => ({ w: hostTensor("float32", [4096], new Float32Array(4096).fill(v)), step: v });
 

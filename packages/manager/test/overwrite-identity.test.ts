@@ -2,20 +2,11 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { CheckpointError, type HostTensor, hostTensor, openStorage } from "@cairn/core";
+import { type HostTensor, hostTensor, openStorage } from "@cairn/core";
 import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import { truncateDataFile } from "../src/testing/durability-suite.js";
-import { OutageStorage } from "../src/testing/outage-storage.js";
-
-/** An outage that refuses deletes too (OutageStorage lets them through). */
-class FullOutage extends OutageStorage {
-  override async delete(path: string): Promise<void> {
-    if (this.down)
-      throw new CheckpointError("storage", `${path}: down (injected)`, { context: { path, transient: false } });
-    return super.delete(path);
-  }
-}
+import { FullOutageStorage as FullOutage } from "../src/testing/outage-storage.js";
 
 const state = (v: number) => ({ w: hostTensor("float32", [4096], new Float32Array(4096).fill(v)) });
 const quiet = { checkpointOnPreemption: false, replication: { retry: { baseDelayMs: 20, maxDelayMs: 100 } } } as const;

@@ -8,4 +8,4 @@ export {
   type DurableTier,
 } from "./durability-suite.js";
 export { durabilityPropertySuite, type DurabilityPropertyOptions } from "./durability-property-suite.js";
-export { OutageStorage } from "./outage-storage.js";
+export { FullOutageStorage, OutageStorage } from "./outage-storage.js";

@@ -31,3 +31,14 @@ export class OutageStorage extends FaultyStorageAdapter {
     yield* super.list(prefix);
   }
 }
+
+/** An outage that refuses deletes too (`OutageStorage` lets them through): a save with `overwrite` cannot clear the step there. */
+export class FullOutageStorage extends OutageStorage {
+  override async delete(path: string): Promise<void> {
+    if (this.down)
+      throw new CheckpointError("storage", `[${this.protocol}] ${path}: the bucket is down (injected)`, {
+        context: { path, transient: false },
+      });
+    return super.delete(path);
+  }
+}
