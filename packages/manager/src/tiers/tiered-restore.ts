@@ -103,6 +103,22 @@ async function metadataToSend(
   }
 }
 
+/** On rank 0: the tiers whose copy of `step` is another checkpoint, with why; none when that cannot be told. */
+async function otherCopies(
+  tiers: readonly Tier[],
+  step: number,
+  signal: AbortSignal | undefined,
+): Promise<{ tier: number; message: string }[]> {
+  const marked: { tier: number; message: string }[] = [];
+  try {
+    for await (const { tier, other } of stepCopies(tiers, step, signal))
+      if (other) marked.push({ tier: tier.index, message: other.message });
+  } catch {
+    // A tier that cannot be listed or read here fails its own read below, on every rank.
+  }
+  return marked;
+}
+
 /** Another rank's failure as this rank throws or keeps it, naming the rank and the tier. */
 function failureOfRank(rank: number, outcome: unknown, step: number, tier: number): CheckpointError {
   const failure = failureOf(outcome) ?? { code: "process_group" as const, message: "no reason given" };
@@ -133,9 +149,23 @@ async function restoreAcrossRanks(
   const held = await group.allGather((await holders(tiers, step)).map((t) => t.index));
   const holds = (rank: number, index: number): boolean =>
     Array.isArray(held[rank]) && (held[rank] as unknown[]).includes(index);
+  // Rank 0's tiers holding another checkpoint under this number (stepCopies' rule): no rank reads them.
+  const others = await group.broadcast(group.rank === 0 ? await otherCopies(tiers, step, options.signal) : null, 0);
+  const otherOn = (index: number): string | undefined =>
+    Array.isArray(others)
+      ? ((others as { tier?: unknown; message?: unknown }[]).find((o) => o?.tier === index)?.message as
+          string | undefined)
+      : undefined;
   let first: unknown;
   for (const tier of tiers) {
     if (!holds(0, tier.index)) continue;
+    const other = otherOn(tier.index);
+    if (other !== undefined) {
+      const error = new CheckpointError("not_found", other, { context: { step, path: stepDir(step) } });
+      events.report({ step, error, operation: "restore", tier: tier.index });
+      first ??= error;
+      continue;
+    }
     let sent: unknown;
     if (!held.every((_, rank) => holds(rank, tier.index))) {
       sent = await group.broadcast(
