@@ -7,7 +7,7 @@ import { type StagedLeaves, copyInBackground, prepareStaging, stageLeaves } from
 import type { StagingLayout, StagingStrategy } from "../stage/staging-plan.js";
 import { StagingPool } from "../stage/staging-pool.js";
 import { DEFAULT_BLOCK_SIZE } from "../format/metadata.js";
-import { runStagedHook, withStagingSums } from "./staging-sums.js";
+import { hasStagedHook, runStagedHook, withStagingSums } from "./staging-sums.js";
 import type { StateDict } from "../state/state-dict.js";
 import { canUploadInWorker, uploadInWorker } from "#platform/background/upload-thread.js";
 
@@ -82,12 +82,11 @@ export async function asyncSave(
     if (options.freshPool === "save" && strategy === "copy" && pool.fresh) return inPlace(leaves, pool, layout);
     return stageLeaves(leaves, strategy, pool, options.signal, layout);
   });
-  // Copies' sums are taken on the checksum workers as soon as they are staged, while the upload
-  // may still wait its turn: a copy changed after this (a buffer reused too early) fails the
-  // write's comparison, on this thread or on the upload worker alike.
+  // Copies' sums are taken as soon as they are staged, before the upload's turn, where the upload
+  // runs on this thread anyway; the upload worker takes them itself, never waiting for this thread.
   const blockSize = options.blockSize ?? DEFAULT_BLOCK_SIZE;
   const summed = snapshot.then(async (s) => {
-    if (s.inPlace === true) return s.leaves;
+    if (s.inPlace === true || (options.uploadWorker !== false && !hasStagedHook())) return s.leaves;
     const leaves = await withStagingSums(s.leaves, blockSize);
     await runStagedHook(leaves);
     return leaves;

@@ -18,8 +18,8 @@ export function setStagedHook(hook: ((leaves: readonly Leaf[]) => void | Promise
  * The staged leaves, each copy carrying the block CRC32Cs of its bytes as staged (`Leaf.stagedSums`),
  * with the block size the write will choose for it: the write compares the sums it computes with
  * them. Hashed on the checksum workers where the copies are in shared memory (without content
- * hashes), as soon as a background save has staged them; the upload worker sums only copies made
- * in the background (a copy that already has sums keeps them).
+ * hashes), or in place on the upload worker, which takes the sums as its job arrives so that it
+ * never waits for the calling thread (a copy that already has sums keeps them).
  */
 export async function withStagingSums(leaves: readonly Leaf[], maxBlockSize: number): Promise<readonly Leaf[]> {
   const indexes: number[] = [];
@@ -46,6 +46,11 @@ export async function withStagingSums(leaves: readonly Leaf[], maxBlockSize: num
     leaves = withSums;
   }
   return leaves;
+}
+
+/** Whether a test hook waits for the staged leaves (`setStagedHook`). */
+export function hasStagedHook(): boolean {
+  return stagedHook !== undefined;
 }
 
 /** Runs the test hook, if any, on leaves whose sums were taken. */

@@ -103,7 +103,7 @@ async function run(job: UploadJob): Promise<void> {
       group,
       release: async () => undefined,
     };
-    // Sums for copies the calling thread did not sum at staging (copies made in the background).
+    // The copies' sums, taken here as the job arrives unless the calling thread took them (see withStagingSums).
     const leaves = await withStagingSums(job.leaves, job.options.blockSize ?? DEFAULT_BLOCK_SIZE);
     const result = await planAndCommit(leaves, location, { ...job.options, signal: controller.signal });
     reply = { type: "done", job: job.job, result };
