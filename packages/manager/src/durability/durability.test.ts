@@ -3,19 +3,12 @@ import { FaultyStorageAdapter, rejection } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../checkpoint-manager.js";
 import type { CheckpointManagerOptions } from "../checkpoint-manager-options.js";
-import type { ManagerEvents } from "../events/manager-events.js";
-import { truncateDataFile } from "../testing/durability-suite.js";
+import { record, truncateDataFile } from "../testing/durability-suite.js";
 import { smallState } from "../testing/small-state.js";
 
 let roots = 0;
 const memoryRoot = (): string => `memory://durability-unit/${process.pid}-${roots++}`;
 const quiet: CheckpointManagerOptions = { checkpointOnPreemption: false };
-
-function record<E extends keyof ManagerEvents>(mgr: CheckpointManager, event: E): ManagerEvents[E][] {
-  const seen: ManagerEvents[E][] = [];
-  mgr.on(event, (payload) => seen.push(payload));
-  return seen;
-}
 
 /** A state with a 64 KiB tensor (so a step has a data file worth truncating) whose contents are `value`. */
 function state(value: number): { w: ReturnType<typeof hostTensor>; step: number } {

@@ -3,19 +3,12 @@ import { rejection } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../checkpoint-manager.js";
 import type { CheckpointManagerOptions } from "../checkpoint-manager-options.js";
-import type { ManagerEvents } from "../events/manager-events.js";
-import { truncateDataFile } from "../testing/durability-suite.js";
+import { record, truncateDataFile } from "../testing/durability-suite.js";
 import { OutageStorage } from "../testing/outage-storage.js";
 
 let roots = 0;
 const memoryRoot = (): string => `memory://found-damage/${process.pid}-${roots++}`;
 const quiet: CheckpointManagerOptions = { checkpointOnPreemption: false };
-
-function record<E extends keyof ManagerEvents>(mgr: CheckpointManager, event: E): ManagerEvents[E][] {
-  const seen: ManagerEvents[E][] = [];
-  mgr.on(event, (payload) => seen.push(payload));
-  return seen;
-}
 
 function state(value: number): { w: ReturnType<typeof hostTensor>; step: number } {
   return { w: hostTensor("float32", [4096], new Float32Array(4096).fill(value)), step: value };

@@ -39,7 +39,8 @@ export async function truncateDataFile(storage: StorageAdapter, step: number): P
   throw new Error(`step ${step} has no data file under ${storage.root}`);
 }
 
-function record<E extends keyof ManagerEvents>(mgr: CheckpointManager, event: E): ManagerEvents[E][] {
+/** The payloads of every `event` the manager emits from now on, in order. */
+export function record<E extends keyof ManagerEvents>(mgr: CheckpointManager, event: E): ManagerEvents[E][] {
   const seen: ManagerEvents[E][] = [];
   mgr.on(event, (payload) => seen.push(payload));
   return seen;
