@@ -1,5 +1,6 @@
 import { CheckpointError } from "../errors.js";
 import { crc32c } from "../format/crc32c.js";
+import { crc32cCombine, crc32cCombiner } from "../format/crc32c-combine.js";
 import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE } from "../format/metadata.js";
 
 /** A data file's size in storage, or null if it is missing, as `StorageAdapter.stat` says. */
@@ -44,6 +45,8 @@ export function checkBlocks(
   sums?: ArrayLike<number>,
 ): void {
   const { blockSize } = chunk;
+  // Many small blocks: one CRC32C over the run, checked against their sums combined; block by block only to name the damage.
+  if (!sums && blockSize < RUN_CHECK_BELOW && data.byteLength > blockSize && runMatches(chunk, start, data)) return;
   for (let at = 0; at < data.byteLength; at += blockSize) {
     const block = (start + at) / blockSize;
     const end = Math.min(at + blockSize, data.byteLength);
@@ -57,4 +60,38 @@ export function checkBlocks(
       );
     }
   }
+}
+
+/**
+ * Blocks smaller than this are checked as one run: a CRC32C call costs about 0.24 µs on top of
+ * its bytes, so 1 GiB in 1 KiB blocks took 468 ms of CPU against 225 ms in 1 MiB blocks.
+ */
+const RUN_CHECK_BELOW = 64 * 1024;
+
+const combiners = new Map<number, (crcA: number, crcB: number) => number>();
+
+/**
+ * Whether `data`'s CRC32C equals its blocks' stored CRC32Cs combined. Damage spread over several
+ * blocks of the run then escapes only with the odds of one CRC32C (2⁻³²), as in a 1 MiB block.
+ */
+function runMatches(chunk: ChunkMetadata, start: number, data: Uint8Array): boolean {
+  const { blockSize } = chunk;
+  let combine = combiners.get(blockSize);
+  if (!combine) combiners.set(blockSize, (combine = crc32cCombiner(blockSize)));
+  const first = start / blockSize;
+  const whole = Math.floor(data.byteLength / blockSize);
+  let expected = chunk.crc32c[first];
+  if (expected === undefined) return false;
+  for (let i = 1; i < whole; i++) {
+    const sum = chunk.crc32c[first + i];
+    if (sum === undefined) return false;
+    expected = combine(expected, sum);
+  }
+  const tail = data.byteLength - whole * blockSize;
+  if (tail > 0) {
+    const sum = chunk.crc32c[first + whole];
+    if (sum === undefined) return false;
+    expected = crc32cCombine(expected, sum, tail);
+  }
+  return crc32c(data) === expected;
 }

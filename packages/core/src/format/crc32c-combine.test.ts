@@ -1,0 +1,42 @@
+import { describe, expect, it } from "vitest";
+import { crc32c } from "./crc32c.js";
+import { crc32cCombine, crc32cCombiner } from "./crc32c-combine.js";
+
+function randomBytes(length: number, seed: number): Uint8Array {
+  let x = seed >>> 0;
+  const bytes = new Uint8Array(length);
+  for (let i = 0; i < length; i++) bytes[i] = (x = (x * 1103515245 + 12345) >>> 0) >>> 24;
+  return bytes;
+}
+
+describe("crc32cCombine", () => {
+  it("gives the CRC32C of the concatenation over seeded random splits", () => {
+    for (let seed = 1; seed <= 200; seed++) {
+      const length = (seed * 7919) % 70_000;
+      const bytes = randomBytes(length, seed);
+      const cut = length === 0 ? 0 : (seed * 104_729) % (length + 1);
+      const a = bytes.subarray(0, cut);
+      const b = bytes.subarray(cut);
+      expect(crc32cCombine(crc32c(a), crc32c(b), b.byteLength)).toBe(crc32c(bytes));
+    }
+  });
+
+  it("leaves the first CRC as it is when the second part is empty", () => {
+    const a = randomBytes(100, 9);
+    expect(crc32cCombine(crc32c(a), crc32c(new Uint8Array(0)), 0)).toBe(crc32c(a));
+  });
+
+  it("a fixed-length combiner agrees with the general one over a run of blocks", () => {
+    for (const blockSize of [1, 3, 1024, 4096, 65_536]) {
+      const combine = crc32cCombiner(blockSize);
+      const bytes = randomBytes(blockSize * 9, blockSize);
+      let run = crc32c(bytes.subarray(0, blockSize));
+      for (let at = blockSize; at < bytes.byteLength; at += blockSize) {
+        const sum = crc32c(bytes.subarray(at, at + blockSize));
+        expect(combine(run, sum)).toBe(crc32cCombine(run, sum, blockSize));
+        run = combine(run, sum);
+      }
+      expect(run).toBe(crc32c(bytes));
+    }
+  });
+});
