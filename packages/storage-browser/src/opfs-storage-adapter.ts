@@ -11,7 +11,9 @@ import {
   cancelledError,
   throwIfAborted,
   checkRelativePath,
+  giveBackReusableMemory,
   notFound,
+  takeReusableMemory,
 } from "@cairn/core/storage";
 import { newAttemptId } from "@cairn/core/format";
 import { browserStorageError } from "./location.js";
@@ -20,6 +22,12 @@ import { OpfsReadWorkers, ReadWorkersUnavailable } from "./opfs-read-workers.js"
 
 /** Files of writes in progress: never listed, never read as objects; a closed tab leaves them behind, unlisted. */
 const TEMP_PREFIX = ".cairn-tmp-";
+
+/**
+ * Reads of at least this many bytes go through a read-only sync access handle in a read worker
+ * (which locks out writers while it reads); smaller ones, metadata and headers, slice the snapshot.
+ */
+const SYNC_READ_MIN_BYTES = 1 << 20;
 
 /** Bytes a write keeps queued at the worker while it pulls the next parts of its body. */
 const WRITE_WINDOW_BYTES = 32 << 20;
@@ -37,6 +45,26 @@ type ListableDirectory = FileSystemDirectoryHandle & {
 function isNotFound(error: unknown): boolean {
   const name = (error as { name?: unknown })?.name;
   return name === "NotFoundError" || name === "TypeMismatchError";
+}
+
+/** How long a delete or replace waits for reads holding the file (read-only sync access handles, a few ms each). */
+const READ_LOCK_WAIT_MS = 10_000;
+
+/**
+ * Runs `change` (a removal), again while reads lock the file (NoModificationAllowedError), for
+ * at most READ_LOCK_WAIT_MS: each read holds its lock only while it reads.
+ */
+async function onceUnlocked(change: () => Promise<void>): Promise<void> {
+  const deadline = Date.now() + READ_LOCK_WAIT_MS;
+  for (let wait = 2; ; wait = Math.min(wait * 2, 100)) {
+    try {
+      return await change();
+    } catch (error) {
+      if ((error as { name?: unknown })?.name !== "NoModificationAllowedError" || Date.now() + wait > deadline)
+        throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, wait));
+  }
 }
 
 /** Chunks of a body, whatever form it came in. */
@@ -93,13 +121,15 @@ export class OpfsStorageAdapter implements StorageAdapter {
     return dir;
   }
 
-  async #file(path: string): Promise<File> {
+  /** The object's snapshot, and its handle, which reads lock it through. */
+  async #file(path: string): Promise<SnapshotFile> {
     const segments = this.#path(path);
     const name = segments[segments.length - 1];
     try {
       const dir = name === undefined ? undefined : await this.#parent(segments, false);
       if (!dir || name === undefined || name.startsWith(TEMP_PREFIX)) throw notFound(this.protocol, path, this.root);
-      return await (await dir.getFileHandle(name)).getFile();
+      const handle = await dir.getFileHandle(name);
+      return { handle, file: await handle.getFile() };
     } catch (error) {
       if (isNotFound(error)) throw notFound(this.protocol, path, this.root);
       throw browserStorageError(this.protocol, path, "reading", error);
@@ -114,7 +144,7 @@ export class OpfsStorageAdapter implements StorageAdapter {
   async openReader(path: string): Promise<ObjectReader> {
     const file = await this.#file(path);
     return {
-      size: file.size,
+      size: file.file.size,
       read: (range, options = {}) => readFile(file, path, range, options, this.protocol),
       close: () => Promise.resolve(),
     };
@@ -122,7 +152,7 @@ export class OpfsStorageAdapter implements StorageAdapter {
 
   async stat(path: string): Promise<ObjectInfo | null> {
     try {
-      const file = await this.#file(path);
+      const { file } = await this.#file(path);
       return { path, size: file.size, modified: new Date(file.lastModified) };
     } catch (error) {
       if ((error as { code?: unknown }).code === "not_found") return null;
@@ -163,7 +193,7 @@ export class OpfsStorageAdapter implements StorageAdapter {
           },
         );
         if (existing && options.ifAbsent) throw alreadyExists(this.protocol, path, this.root);
-        if (existing) await dir.removeEntry(name);
+        if (existing) await onceUnlocked(() => dir.removeEntry(name));
         await (temp as MovableHandle).move(dir, name);
       });
     } catch (error) {
@@ -211,7 +241,7 @@ export class OpfsStorageAdapter implements StorageAdapter {
       if (!dir) return;
       // A directory of that name is no object: it stays.
       await dir.getFileHandle(name);
-      await dir.removeEntry(name);
+      await onceUnlocked(() => dir.removeEntry(name));
     } catch (error) {
       if (!isNotFound(error)) throw browserStorageError(this.protocol, path, "deleting", error);
     }
@@ -222,13 +252,20 @@ export class OpfsStorageAdapter implements StorageAdapter {
   }
 }
 
+/** A file's snapshot and its handle. */
+interface SnapshotFile {
+  readonly file: File;
+  readonly handle: FileSystemFileHandle;
+}
+
 /**
  * Reads `range` of a File snapshot into the read's target (head, into, or a new buffer): in the
  * read workers where the page has them, which hash the blocks when asked
- * (`ReadOptions.blockChecksums`), else on this thread.
+ * (`ReadOptions.blockChecksums`), else on this thread. A large read lands in reusable memory
+ * lent to the worker (fresh memory costs a page fault per 4 KiB) and is copied into the target.
  */
 async function readFile(
-  file: File,
+  { file, handle }: SnapshotFile,
   path: string,
   range: ByteRange | undefined,
   options: ReadOptions,
@@ -236,34 +273,49 @@ async function readFile(
 ): Promise<Uint8Array> {
   const start = Math.min(range?.offset ?? 0, file.size);
   const end = range ? Math.min(file.size, start + range.length) : file.size;
-  const target = new ReadTarget(end - start, options);
   // Sums are of what the read returns: without a head, all of the range.
   const blockSize = options.head ? 0 : (options.blockChecksums?.blockSize ?? 0);
+  const large = end - start >= SYNC_READ_MIN_BYTES;
+  // A read returning a buffer of its own returns the worker's; one into the caller's memory borrows the pool's.
+  const own = !options.head && !options.into;
+  const lent = large && !own ? takeReusableMemory(end - start) : undefined;
   let bytes: Uint8Array;
   let sums: Uint32Array | undefined;
   try {
-    ({ bytes, sums } = await readInWorker(file, start, end, blockSize));
+    ({ bytes, sums } = await readInWorker(
+      file,
+      large ? handle : undefined,
+      start,
+      end,
+      blockSize,
+      lent?.buffer as ArrayBuffer | undefined,
+    ));
   } catch (error) {
     throw browserStorageError(protocol, path, "reading", error);
   }
   throwIfAborted(options.signal, `[${protocol}] reading ${path}`, null);
   options.onObjectSize?.(file.size);
-  target.set(bytes, 0);
   if (sums) options.blockChecksums?.onChecksums(sums);
+  if (own) return bytes;
+  const target = new ReadTarget(end - start, options);
+  target.set(bytes, 0);
+  if (lent) giveBackReusableMemory(new Uint8Array(bytes.buffer));
   return target.result(bytes.byteLength);
 }
 
 /** `[start, end)` of `file` read by the read workers (and hashed there), or on this thread where they are unavailable. */
 async function readInWorker(
   file: File,
+  handle: FileSystemFileHandle | undefined,
   start: number,
   end: number,
   blockSize: number,
+  into: ArrayBuffer | undefined,
 ): Promise<{ bytes: Uint8Array; sums?: Uint32Array | undefined }> {
   const workers = OpfsReadWorkers.shared();
   if (workers) {
     try {
-      return await workers.read(file, start, end, blockSize);
+      return await workers.read(file, handle, start, end, blockSize, into);
     } catch (error) {
       if (!(error instanceof ReadWorkersUnavailable)) throw error;
     }

@@ -47,4 +47,37 @@ describe("OPFS read workers in Chromium", () => {
       await page.close();
     },
   );
+
+  it(
+    "read large ranges through read-only sync access handles, several of one file at once, hashed as core does",
+    { timeout: 180_000 },
+    async ({ skip }) => {
+      const session = await chromium.session(skip);
+      const page = await openTestPage(session, (served ??= await serveTestPage({ entry: PAGE })).url);
+      const result = await page.call<{ same: boolean; sumsRight: boolean; locked: number; sliced: number }>(
+        "largeReads",
+        8,
+      );
+      expect(result).toEqual({ same: true, sumsRight: true, locked: 8, sliced: 0 });
+      await page.close();
+    },
+  );
+
+  it("never return bytes of a file replaced after the snapshot was taken", { timeout: 180_000 }, async ({ skip }) => {
+    const session = await chromium.session(skip);
+    const page = await openTestPage(session, (served ??= await serveTestPage({ entry: PAGE })).url);
+    expect(await page.call<string>("replacedUnderReader")).toMatch(/^(old|error: .*)$/);
+    await page.close();
+  });
+
+  it("let a delete through while reads of the file are in flight", { timeout: 180_000 }, async ({ skip }) => {
+    const session = await chromium.session(skip);
+    const page = await openTestPage(session, (served ??= await serveTestPage({ entry: PAGE })).url);
+    const rounds = 6;
+    expect(await page.call<{ deleted: string[]; gone: boolean[] }>("deleteWhileReading", rounds)).toEqual({
+      deleted: Array(rounds).fill("ok"),
+      gone: Array(rounds).fill(true),
+    });
+    await page.close();
+  });
 });
