@@ -1,7 +1,8 @@
 // Web Workers that read ranges of OPFS files and CRC32C their blocks where the bytes land, so a
 // load's reads and checksums leave the page's thread; the bytes come back transferred, not copied.
-// Their code is this module's `workerMain` with core's JavaScript CRC32C, run from a Blob URL.
-import { CRC32C_JS_SOURCE } from "@cairn/core/format";
+// Their code is this module's `workerMain` with core's WebAssembly CRC32C (its JavaScript one where
+// WebAssembly cannot be compiled), run from a Blob URL.
+import { CRC32C_JS_SOURCE, CRC32C_WASM_BYTES, CRC32C_WASM_SOURCE } from "@cairn/core/format";
 
 interface ReadRequest {
   readonly id: number;
@@ -26,6 +27,8 @@ type ReadReply =
       readonly length: number;
       /** Whether it read through a sync access handle (else it sliced the snapshot). */
       readonly locked: boolean;
+      /** Whether its sums, if any, came from WebAssembly (else JavaScript). */
+      readonly wasm: boolean;
       readonly sums?: Uint32Array;
     }
   | { readonly id: number; readonly ok: false; readonly error: { name: string; message: string } };
@@ -35,13 +38,13 @@ type SyncReader = { read(into: Uint8Array, options: { at: number }): number; clo
 type OpenSync = (options: { mode: "read-only" }) => Promise<SyncReader>;
 
 /**
- * Runs in a worker, given the CRC32C function: answers every request once, bytes and sums
+ * Runs in a worker, given the CRC32C function (and whether it is WebAssembly's): answers every request once, bytes and sums
  * transferred. Reads through a read-only sync access handle (a pread into the given memory, at
  * about a third of the CPU of `File.slice().arrayBuffer()`, docs/benchmarks.md), checked under its
  * lock to still be the snapshot asked for; where that handle cannot be had (a writer holds the
  * file, the browser has no read-only mode) or the file changed, slices the snapshot as before.
  */
-function workerMain(crc32c: (bytes: Uint8Array) => number): void {
+function workerMain(crc32c: (bytes: Uint8Array) => number, wasm: boolean): void {
   const scope = self as unknown as {
     onmessage: ((event: { data: ReadRequest }) => void) | null;
     postMessage(message: ReadReply, transfer: Transferable[]): void;
@@ -75,13 +78,13 @@ function workerMain(crc32c: (bytes: Uint8Array) => number): void {
       const bytes = read ?? new Uint8Array(await data.file.slice(data.start, data.end).arrayBuffer());
       const [buffer, length, locked] = [bytes.buffer as ArrayBuffer, bytes.byteLength, read !== undefined];
       if (data.blockSize <= 0) {
-        scope.postMessage({ id: data.id, ok: true, buffer, length, locked }, [buffer]);
+        scope.postMessage({ id: data.id, ok: true, buffer, length, locked, wasm }, [buffer]);
         return;
       }
       const sums = new Uint32Array(Math.ceil(bytes.byteLength / data.blockSize));
       for (let i = 0; i < sums.length; i++)
         sums[i] = crc32c(bytes.subarray(i * data.blockSize, (i + 1) * data.blockSize));
-      scope.postMessage({ id: data.id, ok: true, buffer, length, locked, sums }, [buffer, sums.buffer]);
+      scope.postMessage({ id: data.id, ok: true, buffer, length, locked, wasm, sums }, [buffer, sums.buffer]);
     } catch (error) {
       const { name, message } = (error ?? {}) as { name?: unknown; message?: unknown };
       scope.postMessage(
@@ -109,8 +112,8 @@ export class OpfsReadWorkers {
   readonly #waiting = new Map<number, Waiting>();
   #next = 0;
   #broken = false;
-  /** Reads answered so far: through a sync access handle, and by slicing the snapshot. */
-  readonly answered = { locked: 0, sliced: 0 };
+  /** Reads answered so far: through a sync access handle, by slicing the snapshot, and hashed in WebAssembly. */
+  readonly answered = { locked: 0, sliced: 0, hashedInWasm: 0 };
 
   private constructor(workers: Worker[]) {
     this.#workers = workers;
@@ -135,7 +138,8 @@ export class OpfsReadWorkers {
     const count = Math.max(1, Math.min(4, globalThis.navigator?.hardwareConcurrency || 2));
     const workers: Worker[] = [];
     try {
-      const source = `(${workerMain.toString()})((${CRC32C_JS_SOURCE})());`;
+      const wasm = `(${CRC32C_WASM_SOURCE})(new Uint8Array([${CRC32C_WASM_BYTES.join()}]))`;
+      const source = `((wasm) => (${workerMain.toString()})(wasm ?? (${CRC32C_JS_SOURCE})(), !!wasm))(${wasm});`;
       const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
       try {
         for (let i = 0; i < count; i++) workers.push(new Worker(url, { name: `cairn-opfs-reader-${i}` }));
@@ -189,6 +193,7 @@ export class OpfsReadWorkers {
     this.#waiting.delete(reply.id);
     this.#load.set(waiting.worker, this.#load.get(waiting.worker)! - waiting.bytes);
     if (reply.ok) this.answered[reply.locked ? "locked" : "sliced"]++;
+    if (reply.ok && reply.sums && reply.wasm) this.answered.hashedInWasm++;
     if (!reply.ok) waiting.reject(Object.assign(new Error(reply.error.message), { name: reply.error.name }));
     else
       waiting.resolve({

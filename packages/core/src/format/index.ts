@@ -18,6 +18,7 @@ export { type KeyPath, displayKey, isForbiddenKey, pathId } from "../state/state
 export { type Box, type RowLayout, intersectBoxes, rowLayout, rowSpan, copyRows } from "../state/box.js";
 export { crc32c, blockChecksums } from "./crc32c.js";
 export { CRC32C_JS_SOURCE } from "./crc32c-js.js";
+export { CRC32C_WASM_BYTES, CRC32C_WASM_SOURCE } from "./crc32c-wasm.js";
 export {
   layoutSafetensors,
   uniqueTensorNames,

@@ -72,9 +72,9 @@ async function flippedLoad(): Promise<string[]> {
 
 const MiB = 1 << 20;
 
-/** Reads of the read workers answered so far, through a sync access handle and by slicing. */
-function answered(): { locked: number; sliced: number } {
-  return { ...(OpfsReadWorkers.shared()?.answered ?? { locked: 0, sliced: 0 }) };
+/** Reads of the read workers answered so far: through a sync access handle, by slicing, hashed in WebAssembly. */
+function answered(): { locked: number; sliced: number; hashedInWasm: number } {
+  return { ...(OpfsReadWorkers.shared()?.answered ?? { locked: 0, sliced: 0, hashedInWasm: 0 }) };
 }
 
 /**
@@ -83,7 +83,7 @@ function answered(): { locked: number; sliced: number } {
  */
 async function largeReads(
   count: number,
-): Promise<{ same: boolean; sumsRight: boolean; locked: number; sliced: number }> {
+): Promise<{ same: boolean; sumsRight: boolean; locked: number; sliced: number; hashedInWasm: number }> {
   const storage = openOpfsStorage(new URL("opfs://read-workers/large"));
   const bytes = pattern(9 * MiB, 11);
   await storage.write("object", bytes);
@@ -111,6 +111,7 @@ async function largeReads(
     sumsRight: results.every((r) => r.sumsRight),
     locked: after.locked - before.locked,
     sliced: after.sliced - before.sliced,
+    hashedInWasm: after.hashedInWasm - before.hashedInWasm,
   };
 }
 
