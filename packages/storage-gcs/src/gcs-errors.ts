@@ -121,18 +121,3 @@ export function damagedBody(site: GcsErrorSite, detail: string): CheckpointError
     context: { path: site.path, protocol: "gs", transient: true },
   });
 }
-
-/**
- * The error to surface once the adapter's own retries are spent: the same failure, marked
- * permanent, so a caller that also retries (core's save and load) does not start over.
- */
-export function exhausted(error: CheckpointError, attempts: number): CheckpointError {
-  return new CheckpointError(
-    error.code,
-    `${error.message} (gave up after ${attempts} attempt${attempts === 1 ? "" : "s"})`,
-    {
-      context: { ...error.context, transient: false },
-      cause: error.cause,
-    },
-  );
-}

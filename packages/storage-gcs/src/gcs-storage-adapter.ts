@@ -11,7 +11,6 @@ import {
   DEFAULT_PROGRESS_TIMEOUT_MS,
   ReadTarget,
   checkRelativePath,
-  isTransient,
   progressDeadline,
   splitHead,
   touching,
@@ -20,7 +19,7 @@ import {
 import { crc32c } from "@cairn/core/format";
 import type { Bucket, CreateWriteStreamOptions, File, Storage } from "@google-cloud/storage";
 import PQueue from "p-queue";
-import { type GcsErrorSite, exhausted, httpStatus, toCheckpointError } from "./gcs-errors.js";
+import { type GcsErrorSite, httpStatus, toCheckpointError } from "./gcs-errors.js";
 import { nativeCrc32cValidator } from "./gcs-integrity.js";
 import { downloadObject, downloadRange } from "./gcs-download.js";
 
@@ -249,18 +248,11 @@ export class GcsStorageAdapter implements StorageAdapter {
    */
   async #retrying<T>(site: GcsErrorSite, request: (deadline: ProgressDeadline) => Promise<T>): Promise<T> {
     this.#checkOpen(site);
-    let attempts = 0;
-    try {
-      return await withRetry(
-        async () => {
-          attempts++;
-          return this.#underDeadline(site, request);
-        },
-        { policy: this.#retry, ...(site.signal ? { signal: site.signal } : {}) },
-      );
-    } catch (error) {
-      throw isTransient(error) ? exhausted(error, attempts) : error;
-    }
+    return withRetry(() => this.#underDeadline(site, request), {
+      policy: this.#retry,
+      exhaust: true,
+      ...(site.signal ? { signal: site.signal } : {}),
+    });
   }
 
   /**

@@ -87,6 +87,7 @@ export class HttpStorageAdapter implements StorageAdapter {
     if (range && range.length <= 0) return Promise.resolve(new ReadTarget(0, options).result(0));
     return withRetry(() => this.#get(url, path, range, options), {
       policy: this.#retry,
+      exhaust: true,
       ...(options.signal ? { signal: options.signal } : {}),
     });
   }

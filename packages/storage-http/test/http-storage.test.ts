@@ -127,6 +127,20 @@ describe("http:// storage", () => {
     });
   });
 
+  it("tries a failing range as often as the adapter's policy says, not that times core's retry around it", async () => {
+    const server = await serve("short-range");
+    const target = { a: hostTensor("float32", [ROWS, 256]) };
+    // Core's default retry (6 attempts) is on here: the adapter's given-up error is permanent.
+    await expect(
+      load(target, { checkpointId: `${server.origin}/run/10`, storageOptions: options }),
+    ).rejects.toMatchObject({ code: "storage", message: expect.stringMatching(/gave up after 3 attempts/) });
+    const perRange = new Map<string, number>();
+    for (const r of server.requests.filter((r) => r.includes(".safetensors")))
+      perRange.set(r, (perRange.get(r) ?? 0) + 1);
+    expect(perRange.size).toBeGreaterThan(0);
+    expect(Math.max(...perRange.values())).toBeLessThanOrEqual(3);
+  });
+
   it(
     "catches a body shorter than its Content-Range, and a connection cut before Content-Length",
     { timeout: 60_000 },

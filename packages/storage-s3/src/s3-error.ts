@@ -162,18 +162,5 @@ function describe(error: unknown, status: number | undefined, s3Code: string): s
   return parts.join(", ");
 }
 
-/**
- * The error to throw when the adapter gave up retrying: the same error marked permanent, so
- * core's own retry around the adapter does not start the whole sequence again.
- */
-export function exhausted(error: unknown, attempts: number): unknown {
-  if (!(error instanceof CheckpointError) || !error.transient) return error;
-  return new CheckpointError(
-    error.code,
-    `${error.message} (gave up after ${attempts} attempt${attempts === 1 ? "" : "s"})`,
-    {
-      cause: error.cause,
-      context: { ...error.context, transient: false },
-    },
-  );
-}
+// The error an adapter throws once its retries are spent: core's, one home for S3, GCS and HTTP.
+export { exhausted } from "@cairn/core/storage";

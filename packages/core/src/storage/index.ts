@@ -68,6 +68,7 @@ export {
   backoffDelay,
   TRANSIENT_NETWORK_CODES,
   withRetry,
+  exhausted,
   sleep,
 } from "./retry.js";
 export {

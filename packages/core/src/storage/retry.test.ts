@@ -6,6 +6,24 @@ const transient = (): CheckpointError => new CheckpointError("storage", "blip", 
 const permanent = (): CheckpointError => new CheckpointError("storage", "denied", { context: { transient: false } });
 
 describe("withRetry", () => {
+  it("with exhaust, marks what it gave up on permanent, so a retry around it tries once", async () => {
+    let calls = 0;
+    const inner = (): Promise<never> =>
+      withRetry(
+        async () => {
+          calls++;
+          throw transient();
+        },
+        { policy: { maxAttempts: 3 }, exhaust: true, sleep: async () => undefined },
+      );
+    const error = await withRetry(inner, { sleep: async () => undefined }).catch((e: unknown) => e);
+    expect(calls).toBe(3);
+    expect(error).toMatchObject({ code: "storage", message: "blip (gave up after 3 attempts)", transient: false });
+    // A permanent error passes through as it is.
+    const denied = permanent();
+    await expect(withRetry(() => Promise.reject(denied), { exhaust: true })).rejects.toBe(denied);
+  });
+
   it("retries transient errors with exponential, jittered, bounded delays", async () => {
     const delays: number[] = [];
     let calls = 0;

@@ -1,4 +1,4 @@
-import { type CheckpointError, cancelledError, isTransient } from "../errors.js";
+import { CheckpointError, cancelledError, isTransient } from "../errors.js";
 
 /** How transient storage failures are retried: exponential backoff with full jitter, bounded in count and time. */
 export interface RetryPolicy {
@@ -51,6 +51,25 @@ export interface RetryOptions {
   /** Injected so tests control jitter; returns a number in [0, 1). */
   readonly random?: () => number;
   readonly onRetry?: (error: CheckpointError, attempt: number, delayMs: number) => void;
+  /**
+   * Marks the transient error that ends the retries permanent (`exhausted`). For adapters that
+   * retry their own requests: core's retry around every adapter call then does not start the
+   * whole sequence again, so one failure is tried as often as the adapter's policy says, not that times core's.
+   */
+  readonly exhaust?: boolean;
+}
+
+/**
+ * The error to throw once retries are spent: the same failure marked permanent (`transient:
+ * false`), naming the attempts, so a caller that also retries does not start over.
+ */
+export function exhausted(error: unknown, attempts: number): unknown {
+  if (!isTransient(error)) return error;
+  return new CheckpointError(
+    error.code,
+    `${error.message} (gave up after ${attempts} attempt${attempts === 1 ? "" : "s"})`,
+    { cause: error.cause, context: { ...error.context, transient: false } },
+  );
 }
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -106,9 +125,10 @@ export async function withRetry<T>(operation: (attempt: number) => Promise<T>, o
     try {
       return await operation(attempt);
     } catch (error) {
-      if (!isTransient(error) || attempt >= policy.maxAttempts) throw error;
+      const giveUp = (): unknown => (options.exhaust ? exhausted(error, attempt) : error);
+      if (!isTransient(error) || attempt >= policy.maxAttempts) throw giveUp();
       const delay = backoffDelay(attempt, policy, "full", random);
-      if (now() - started + delay > policy.maxElapsedMs) throw error;
+      if (now() - started + delay > policy.maxElapsedMs) throw giveUp();
       options.onRetry?.(error, attempt, delay);
       await wait(delay, options.signal);
     }

@@ -191,7 +191,8 @@ export function durabilitySuite(name: string, options: DurabilitySuiteOptions): 
           await until(() => mgr.health().exceeded, "the budget to be exceeded");
           expect(budget.map((b) => b.exceeded)).toEqual([true]);
           expect(mgr.health()).toMatchObject({ newestSaved: 2, newestDurable: 1, stepsAtRisk: 1 });
-          expect(mgr.health().lastError?.operation).toBe("replication");
+          // The budget is time: on a loaded machine it can run out before the adapter gives up its retries.
+          await until(() => mgr.health().lastError?.operation === "replication", "the failed copy to be reported");
           const saved: number[] = [1, 2];
           let ended = false;
           if (onExceeded === "warn") {
