@@ -1,4 +1,6 @@
 const UTF8 = new TextEncoder();
+/** Text longer than this is written by TextEncoder's native `encodeInto`, which then costs less than a loop. */
+const LONG_TEXT = 64;
 
 /** The base64 alphabet's character codes. */
 const BASE64 = Uint8Array.from("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", (c) =>
@@ -34,10 +36,17 @@ export class JsonBytes {
     this.capacity = grown.byteLength;
   }
 
-  /** UTF-8 text: ASCII byte by byte (a native write per short piece costs more), anything else through TextEncoder. */
+  /**
+   * UTF-8 text: short ASCII byte by byte (a native write per short piece costs more), long text
+   * and anything not ASCII through TextEncoder.
+   */
   text(text: string): void {
     this.ensure(text.length * 3);
     const buffer = this.buf;
+    if (text.length > LONG_TEXT) {
+      this.length += UTF8.encodeInto(text, buffer.subarray(this.length)).written;
+      return;
+    }
     let at = this.length;
     for (let i = 0; i < text.length; i++) {
       const c = text.charCodeAt(i);
@@ -48,6 +57,20 @@ export class JsonBytes {
       buffer[at++] = c;
     }
     this.length = at;
+  }
+
+  /** Bytes already encoded (a constant piece of JSON, made once with `JsonBytes.encoded`). */
+  raw(bytes: Uint8Array): void {
+    this.ensure(bytes.length);
+    const buffer = this.buf;
+    let at = this.length;
+    for (let i = 0; i < bytes.length; i++) buffer[at++] = bytes[i]!;
+    this.length = at;
+  }
+
+  /** `text`'s UTF-8 bytes, for `raw`. */
+  static encoded(text: string): Uint8Array {
+    return UTF8.encode(text);
   }
 
   byte(value: number): void {

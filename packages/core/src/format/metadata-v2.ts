@@ -4,7 +4,7 @@ import { type KeyPath, displayKey } from "../state/state-dict.js";
 import { encodeChecksums } from "./checksum-blocks.js";
 import { type ChunkMetadata, type DataFileMetadata, type EntryMetadata, CONTENT_HASH_ALGORITHM } from "./metadata.js";
 import { tensorName } from "./naming.js";
-import type { JsonBytes } from "./json-bytes.js";
+import { JsonBytes } from "./json-bytes.js";
 
 /**
  * Format 2.x's compact `files` and `entries` (docs/format.md): files are a table that chunks
@@ -50,9 +50,16 @@ export function writeV2(
     let shared = 0;
     while (shared < previous.length && shared < key.length - 1 && previous[shared] === key[shared]) shared++;
     previous = key;
-    out.text(e > 0 ? ',["' : '["');
-    out.text(entry.kind === "tensor" ? "t" : entry.kind === "bytes" ? "b" : entry.special !== undefined ? "n" : "v");
-    out.text('",[');
+    if (e > 0) out.byte(0x2c);
+    out.raw(
+      entry.kind === "tensor"
+        ? OPEN_TENSOR
+        : entry.kind === "bytes"
+          ? OPEN_BYTES
+          : entry.special !== undefined
+            ? OPEN_SPECIAL
+            : OPEN_VALUE,
+    );
     out.integer(shared);
     for (let k = shared; k < key.length; k++) {
       out.byte(0x2c);
@@ -60,7 +67,8 @@ export function writeV2(
       if (typeof element === "string") out.string(element);
       else out.number(element);
     }
-    out.text("],");
+    out.byte(0x5d);
+    out.byte(0x2c);
     if (entry.kind === "value") {
       out.text(entry.special !== undefined ? JSON.stringify(entry.special) : JSON.stringify(entry.value ?? null));
       out.byte(0x5d);
@@ -73,7 +81,8 @@ export function writeV2(
     } else {
       out.number(entry.byteLength);
     }
-    out.text(",[");
+    out.byte(0x2c);
+    out.byte(0x5b);
     const shape = entry.kind === "tensor" ? entry.shape : [entry.byteLength];
     for (let c = 0; c < entry.chunks.length; c++) {
       const chunk = entry.chunks[c]!;
@@ -86,7 +95,8 @@ export function writeV2(
       const fields = chunkFields(chunk, key, shape, defaultBlockSize);
       if (chunk.hash === undefined) hashes = undefined;
       else hashes?.push(chunk.hash);
-      out.text(c > 0 ? ",[" : "[");
+      if (c > 0) out.byte(0x2c);
+      out.byte(0x5b);
       out.integer(file);
       out.byte(0x2c);
       out.number(chunk.byteOffset);
@@ -109,7 +119,8 @@ export function writeV2(
       }
       out.byte(0x5d);
     }
-    out.text("]]");
+    out.byte(0x5d);
+    out.byte(0x5d);
   }
   out.byte(0x5d);
   if (hashes && hashes.length > 0) {
@@ -126,6 +137,12 @@ export function writeV2(
     out.text('"}');
   }
 }
+
+/** An entry's opening by kind, up to its key's shared prefix length: `["t",[`. */
+const OPEN_TENSOR = JsonBytes.encoded('["t",[');
+const OPEN_BYTES = JsonBytes.encoded('["b",[');
+const OPEN_SPECIAL = JsonBytes.encoded('["n",[');
+const OPEN_VALUE = JsonBytes.encoded('["v",[');
 
 /** The field of format 2.2 holding every chunk's content hash, in the order `entries` lists the chunks. */
 export const CONTENT_HASHES = "contentHashes";

@@ -18,6 +18,8 @@ export interface SafetensorsLayout {
   readonly fileSize: number;
 }
 
+const DATA_OFFSETS = JsonBytes.encoded('],"data_offsets":[');
+
 /**
  * Lays out a safetensors file: header first, then every tensor's raw little-endian bytes,
  * back to back (the format forbids holes). The header is padded with spaces so the data
@@ -65,26 +67,28 @@ export function layoutNamedSafetensors<T extends { readonly dtype: DType; readon
   const out = new JsonBytes(8 + 64 * tensors.length + 256, 8);
   out.text("{");
   let first = true;
-  // `:{"dtype":"F32","shape":[`, made once per dtype rather than once per tensor.
-  const opening = new Map<DType, string>();
+  // `:{"dtype":"F32","shape":[`, encoded once per dtype rather than written out per tensor.
+  const opening = new Map<DType, Uint8Array>();
   const part = (i: number): void => {
     const t = tensors[i]!;
     if (!first) out.byte(0x2c);
     first = false;
     out.string(names[i]!);
     let open = opening.get(t.dtype);
-    if (open === undefined) opening.set(t.dtype, (open = `:{"dtype":"${safetensorsDType(t.dtype)}","shape":[`));
-    out.text(open);
+    if (open === undefined)
+      opening.set(t.dtype, (open = JsonBytes.encoded(`:{"dtype":"${safetensorsDType(t.dtype)}","shape":[`)));
+    out.raw(open);
     const shape = shapeOf(t);
     for (let d = 0; d < shape.length; d++) {
       if (d > 0) out.byte(0x2c);
       out.integer(shape[d]!);
     }
-    out.text('],"data_offsets":[');
+    out.raw(DATA_OFFSETS);
     out.integer(starts[i]!);
     out.byte(0x2c);
     out.integer(starts[i]! + t.byteLength);
-    out.text("]}");
+    out.byte(0x5d);
+    out.byte(0x7d);
   };
   let next = 0;
   for (const { tensor } of indexed.sort((x, y) => x.index - y.index)) part(tensor);
