@@ -105,8 +105,12 @@ export async function planSave(
   throwIfAborted(options.signal, "the save");
   const planner = savePlannerOf(options);
   // Checked before any byte is written, so a save onto a committed checkpoint fails fast; the ifAbsent commit still decides races.
-  const exists = group.rank === 0 && (await location.storage.stat(joinPath(location.dir, METADATA_FILE))) !== null;
-  const plans = await group.allGather(planner.createLocalPlan(leaves, group.rank));
+  // Asked first and awaited after the local plan, so the storage's round trip overlaps the planning.
+  const existing = group.rank === 0 ? location.storage.stat(joinPath(location.dir, METADATA_FILE)) : undefined;
+  existing?.catch(() => undefined);
+  const local = planner.createLocalPlan(leaves, group.rank);
+  const exists = existing !== undefined && (await existing) !== null;
+  const plans = await group.allGather(local);
   let decision: GlobalSavePlan | { error: string } | undefined;
   let plannerError: unknown;
   if (group.rank === 0) {
