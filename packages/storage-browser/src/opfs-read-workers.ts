@@ -2,7 +2,7 @@
 // load's reads and checksums leave the page's thread; the bytes come back transferred, not copied.
 // Their code is this module's `workerMain` with core's WebAssembly CRC32C (its JavaScript one where
 // WebAssembly cannot be compiled), run from a Blob URL.
-import { CRC32C_JS_SOURCE, CRC32C_WASM_BYTES, CRC32C_WASM_SOURCE } from "@cairn/core/format";
+import { CRC32C_JS_SOURCE, CRC32C_TABLES_SOURCE, CRC32C_WASM_BYTES, CRC32C_WASM_SOURCE } from "@cairn/core/format";
 
 interface ReadRequest {
   readonly id: number;
@@ -138,8 +138,9 @@ export class OpfsReadWorkers {
     const count = Math.max(1, Math.min(4, globalThis.navigator?.hardwareConcurrency || 2));
     const workers: Worker[] = [];
     try {
-      const wasm = `(${CRC32C_WASM_SOURCE})(new Uint8Array([${CRC32C_WASM_BYTES.join()}]))`;
-      const source = `((wasm) => (${workerMain.toString()})(wasm ?? (${CRC32C_JS_SOURCE})(), !!wasm))(${wasm});`;
+      const wasm = `(${CRC32C_WASM_SOURCE})(new Uint8Array([${CRC32C_WASM_BYTES.join()}]), t)`;
+      const main = `const wasm = ${wasm}; (${workerMain.toString()})(wasm ?? (${CRC32C_JS_SOURCE})(t), !!wasm);`;
+      const source = `((t) => { ${main} })((${CRC32C_TABLES_SOURCE})());`;
       const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
       try {
         for (let i = 0; i < count; i++) workers.push(new Worker(url, { name: `cairn-opfs-reader-${i}` }));

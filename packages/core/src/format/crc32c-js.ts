@@ -2,12 +2,12 @@
 // from a string runs (no import here, so importing it costs nothing where native CRC32C is used).
 
 /**
- * Makes CRC32C in plain JavaScript (slicing by 16, four 32-bit words at a time), continuing from
- * `initial`: about 0.8× WebAssembly's speed (docs/benchmarks.md). Self-contained, with no nested
- * named function, so the text `CRC32C_JS_SOURCE` makes the same function in a Web Worker.
+ * The 16 tables of slicing by 16 (table k maps a byte to its CRC shifted through k more zero
+ * bytes), as the JavaScript and WebAssembly CRC32C use them. Self-contained, so the text
+ * `CRC32C_TABLES_SOURCE` makes the same tables in a Web Worker.
  */
-export function makeCrc32cJs(): (bytes: Uint8Array, initial?: number) => number {
-  // Table k maps a byte to its CRC shifted through k more zero bytes; 0x82f63b78 is Castagnoli's reversed polynomial.
+export function makeCrc32cTables(): Int32Array {
+  // 0x82f63b78 is Castagnoli's reversed polynomial.
   const t = new Int32Array(16 * 256);
   for (let n = 0; n < 256; n++) {
     let c = n;
@@ -21,6 +21,16 @@ export function makeCrc32cJs(): (bytes: Uint8Array, initial?: number) => number 
       t[k * 256 + n] = c;
     }
   }
+  return t;
+}
+
+/**
+ * Makes CRC32C in plain JavaScript (slicing by 16, four 32-bit words at a time) from
+ * `makeCrc32cTables`' tables, continuing from `initial`: about 0.8× WebAssembly's speed
+ * (docs/benchmarks.md). Self-contained, with no nested named function, so the text
+ * `CRC32C_JS_SOURCE` makes the same function in a Web Worker.
+ */
+export function makeCrc32cJs(t: Int32Array): (bytes: Uint8Array, initial?: number) => number {
   // Words are read in the host's byte order: little-endian everywhere JavaScript runs, else bytewise.
   const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
   return function (bytes: Uint8Array, initial = 0): number {
@@ -60,8 +70,11 @@ export function makeCrc32cJs(): (bytes: Uint8Array, initial?: number) => number 
   };
 }
 
-/** `makeCrc32cJs`'s source text: `(${CRC32C_JS_SOURCE})()` is the same CRC32C in any realm (a Web Worker made from a string). */
+/** `makeCrc32cTables`' source text: `(${CRC32C_TABLES_SOURCE})()` makes the same tables in any realm. */
+export const CRC32C_TABLES_SOURCE: string = makeCrc32cTables.toString();
+
+/** `makeCrc32cJs`'s source text: `(${CRC32C_JS_SOURCE})(tables)` is the same CRC32C in any realm (a Web Worker made from a string). */
 export const CRC32C_JS_SOURCE: string = makeCrc32cJs.toString();
 
 /** CRC32C in plain JavaScript, continuing from `initial`: runs anywhere. */
-export const crc32cJs: (bytes: Uint8Array, initial?: number) => number = makeCrc32cJs();
+export const crc32cJs: (bytes: Uint8Array, initial?: number) => number = makeCrc32cJs(makeCrc32cTables());

@@ -79,12 +79,15 @@ function moduleBytes(): Uint8Array {
 export const CRC32C_WASM_BYTES: Uint8Array = moduleBytes();
 
 /**
- * Makes CRC32C from `CRC32C_WASM_BYTES`, continuing from `initial`; undefined where WebAssembly
+ * Makes CRC32C from `CRC32C_WASM_BYTES` and `makeCrc32cTables`' tables, continuing from `initial`; undefined where WebAssembly
  * cannot be compiled (none, or a CSP without 'wasm-unsafe-eval'). Bytes are copied into the
  * module's memory 1 MiB at a time. Self-contained, with no nested named function, so the text
  * `CRC32C_WASM_SOURCE` makes the same function in a Web Worker.
  */
-export function makeCrc32cWasm(bytes: Uint8Array): ((bytes: Uint8Array, initial?: number) => number) | undefined {
+export function makeCrc32cWasm(
+  bytes: Uint8Array,
+  t: Int32Array,
+): ((bytes: Uint8Array, initial?: number) => number) | undefined {
   const tables = 16 * 1024;
   const slice = 1 << 20;
   let exports: { crc(at: number, length: number, crc: number): number; memory: WebAssembly.Memory };
@@ -95,20 +98,7 @@ export function makeCrc32cWasm(bytes: Uint8Array): ((bytes: Uint8Array, initial?
   } catch {
     return undefined;
   }
-  // Table k maps a byte to its CRC shifted through k more zero bytes; 0x82f63b78 is Castagnoli's reversed polynomial.
-  const t = new Int32Array(exports.memory.buffer, 0, 16 * 256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
-    t[n] = c;
-  }
-  for (let n = 0; n < 256; n++) {
-    let c = t[n]!;
-    for (let k = 1; k < 16; k++) {
-      c = t[c & 0xff]! ^ (c >>> 8);
-      t[k * 256 + n] = c;
-    }
-  }
+  new Int32Array(exports.memory.buffer, 0, 16 * 256).set(t);
   const heap = new Uint8Array(exports.memory.buffer, tables, slice);
   const crc = exports.crc;
   return function (data: Uint8Array, initial = 0): number {
@@ -122,5 +112,5 @@ export function makeCrc32cWasm(bytes: Uint8Array): ((bytes: Uint8Array, initial?
   };
 }
 
-/** `makeCrc32cWasm`'s source text: `(${CRC32C_WASM_SOURCE})(bytes)` is the same function in any realm. */
+/** `makeCrc32cWasm`'s source text: `(${CRC32C_WASM_SOURCE})(bytes, tables)` is the same function in any realm. */
 export const CRC32C_WASM_SOURCE: string = makeCrc32cWasm.toString();
