@@ -16,45 +16,24 @@
 // checkpoint committed (medians), and the mean step time of a small tfjs training loop over
 // every idle step and over every step while a save was in flight (until its `committed` event),
 // and, from that event, how long the training thread spent in reference staging's background
-// copy (median). Copy staging's run then times its floor: `data()` of every tensor, and that plus
-// a copy of the bytes into resident shared memory (see stagingFloor).
+// copy (median). (Copy staging's blocking against its floor: the copy-staging suite.)
 // One save is in flight for only a handful of steps, too few to resolve a 10 % difference on
 // this machine; five give some thirty.
 import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
-import * as tf from "@tensorflow/tfjs";
 import { pageAlignedSharedBytes } from "@cairn/core/storage";
 import { CheckpointManager } from "@cairn/manager";
 import { median, sendResult } from "./support.js";
+import { trainingState, trainer } from "./tfjs-training.js";
 
 const [mode, root] = process.argv.slice(2) as [
   "sync" | "copy" | "reference" | "rawfs" | "rawfs-direct" | "overlap",
   string,
 ];
-await tf.setBackend("cpu");
 const MiB = 1 << 20;
-
-const state: Record<string, tf.Tensor> = {};
-/** A quarter of the state: 256 MiB, or 4 MiB in a quick run. */
-const QUARTER = process.env.CAIRN_BENCH_QUICK === "1" ? 4 * MiB : 256 * MiB;
-for (let i = 0; i < 3; i++) state[`large${i}`] = tf.variable(tf.fill([QUARTER / 4], i + 0.5));
-for (let i = 0; i < 2000; i++) state[`small${i}`] = tf.variable(tf.fill([Math.floor(QUARTER / 2000 / 4)], i));
-const bytes = Object.values(state).reduce((n, t) => n + t.size * 4, 0);
-
-const model = tf.sequential({
-  layers: [tf.layers.dense({ units: 256, inputShape: [256], activation: "relu" }), tf.layers.dense({ units: 1 })],
-});
-const optimizer = tf.train.adam(0.001);
-const x = tf.randomNormal([256, 256]);
-const y = tf.randomNormal([256, 1]);
-function trainStep(): void {
-  const loss = optimizer.minimize(
-    () => tf.losses.meanSquaredError(y, model.predict(x) as tf.Tensor) as tf.Scalar,
-    true,
-  );
-  if (loss) loss.dispose();
-}
+const { state, bytes } = await trainingState();
+const trainStep = trainer();
 /** Mean ms per training step over `steps`, or until `until` settles (at least `steps`). */
 async function stepTime(steps: number, until?: Promise<unknown>): Promise<{ ms: number; steps: number }> {
   let settled = until === undefined;
@@ -243,37 +222,8 @@ for (let step = 1; step <= SAVES; step++) {
   seconds.push((committedAt - started) / 1000);
 }
 await close();
-// Before the floor's own buffers below.
 const peakRss = process.resourceUsage().maxRSS * 1024;
 
-/**
- * What copy staging cannot go below, timed on this thread after the saves: every tensor's
- * `data()` awaited in turn (as staging reads them) alone, then each followed by a copy of its
- * bytes into resident shared memory (page-aligned, as staging segments are: what the upload
- * worker can read) and into resident plain memory. Medians of 5, interleaved.
- */
-async function stagingFloor(): Promise<{ dataMs: number; sharedCopyMs: number; plainCopyMs: number }> {
-  const shared = pageAlignedSharedBytes(bytes).fill(1);
-  const plain = new Uint8Array(bytes).fill(1);
-  const readAll = async (into?: Uint8Array): Promise<number> => {
-    const started = performance.now();
-    let at = 0;
-    for (const t of Object.values(state)) {
-      const data = (await t.data()) as Float32Array;
-      into?.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at);
-      at += data.byteLength;
-    }
-    return performance.now() - started;
-  };
-  const times: { data: number[]; shared: number[]; plain: number[] } = { data: [], shared: [], plain: [] };
-  for (let i = 0; i < 5; i++) {
-    times.data.push(await readAll());
-    times.shared.push(await readAll(shared));
-    times.plain.push(await readAll(plain));
-  }
-  return { dataMs: median(times.data), sharedCopyMs: median(times.shared), plainCopyMs: median(times.plain) };
-}
-const floor = mode === "copy" ? await stagingFloor() : undefined;
 const blockedMs = median(blocked);
 const totalSeconds = median(seconds);
 sendResult({
@@ -289,5 +239,4 @@ sendResult({
   busyStepMs: busySteps > 0 ? busyMs / busySteps : undefined,
   busySteps,
   peakRss,
-  ...floor,
 });

@@ -31,12 +31,6 @@ interface Run {
   busySteps?: number;
   saves: number;
   peakRss: number;
-  /** Copy staging's run: ms for `data()` of every tensor, in turn. */
-  dataMs?: number;
-  /** Copy staging's run: ms for that plus a copy of each tensor into resident shared memory: the floor of copy staging. */
-  sharedCopyMs?: number;
-  /** Copy staging's run: the same into resident plain (unshared) memory. */
-  plainCopyMs?: number;
 }
 
 const ROUNDS = roundsOf(3);
@@ -142,7 +136,7 @@ for (const mode of ["copy", "reference"] as const) {
     baseline: { name: "synchronous save", value: syncSeconds },
     ratio: blocked / syncSeconds,
     better: "lower",
-    // Copy staging is judged against its floor on this thread instead (the last row).
+    // Copy staging is judged against its floor on this thread instead (the copy-staging suite).
     target: mode === "copy" ? undefined : 0.05,
   });
   const throughput = median(runs.map((r) => r.backgroundMBps));
@@ -175,28 +169,3 @@ for (const mode of ["copy", "reference"] as const) {
     },
   });
 }
-
-// Copy staging's limit on this thread: it must read every tensor through data() and copy its bytes
-// into memory the upload worker can read; both timed in the copy run's own process.
-const copyRuns = rounds.map((r) => r.copy);
-const floorMs = median(copyRuns.map((r) => r.sharedCopyMs!));
-const copyBlockedMs = median(copyRuns.map((r) => r.blockedMs));
-report({
-  suite: SUITE,
-  name: `saveAsync, copy staging: blocks training vs its floor, ${state}`,
-  value: copyBlockedMs / 1000,
-  unit: "s",
-  baseline: {
-    name: "data() of every tensor + a copy into resident shared memory, same process",
-    value: floorMs / 1000,
-  },
-  ratio: copyBlockedMs / floorMs,
-  better: "lower",
-  target: 1.1,
-  extra: {
-    dataMs: median(copyRuns.map((r) => r.dataMs!)),
-    plainCopyMs: median(copyRuns.map((r) => r.plainCopyMs!)),
-    floorVsSyncSave: median(rounds.map((r) => r.copy.sharedCopyMs! / r.sync.blockedMs)),
-    perRound: copyRuns.map((r) => (r.blockedMs / r.sharedCopyMs!).toFixed(2)).join(" "),
-  },
-});

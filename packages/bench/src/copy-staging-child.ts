@@ -1,0 +1,99 @@
+// One process of the copy-staging suite: the async-training state (1 GiB of tfjs tensors on the
+// cpu backend; 16 MiB in a quick run) saved again and again to file:// by a manager with copy
+// staging. After a first save (which readies the staging pool and the upload worker), each of
+// CAIRN_BENCH_SAVES (default 7; 2 quick) turns takes three samples, the order rotated every turn,
+// each after three training steps:
+//   save   how long `saveAsync` blocks, then the wait until it committed (not timed);
+//   floor  what copy staging cannot go below on this thread: every tensor's `data()` awaited in
+//          turn, each followed by a memcpy of its bytes into resident page-aligned shared memory
+//          (where the upload worker can read them, as staging segments are);
+//   sync   a synchronous `save` of the same state (the issue's other baseline).
+// Each sample is timed as wall time and as this thread's CPU time, which a busy machine skews far
+// less. Then, unpaired, the parts of the floor: `data()` alone, the copy with `Uint8Array.set`
+// (how V8 copies into shared memory) and a memcpy into plain memory.
+import { Buffer } from "node:buffer";
+import { pageAlignedSharedBytes } from "@cairn/core/storage";
+import { CheckpointManager } from "@cairn/manager";
+import { type Variable, fill } from "@tensorflow/tfjs";
+import { threadCpuSeconds } from "./process-stats.js";
+import { sendResult } from "./support.js";
+import { trainingState, trainer } from "./tfjs-training.js";
+
+/** One sample: wall and this thread's CPU, in ms. */
+export interface Spent {
+  readonly wallMs: number;
+  readonly cpuMs: number;
+}
+
+export interface CopyStagingRun {
+  readonly bytes: number;
+  /** One per turn, taken side by side. */
+  readonly save: Spent[];
+  readonly floor: Spent[];
+  readonly sync: Spent[];
+  /** The floor's parts, one per turn after the three samples. */
+  readonly dataOnly: Spent[];
+  readonly setShared: Spent[];
+  readonly plainMemcpy: Spent[];
+}
+
+const [root] = process.argv.slice(2) as [string];
+const SAVES = Number(process.env.CAIRN_BENCH_SAVES ?? (process.env.CAIRN_BENCH_QUICK === "1" ? 2 : 7));
+const { state, bytes } = await trainingState();
+const trainStep = trainer();
+for (let i = 0; i < 5; i++) trainStep();
+
+async function timed(work: () => Promise<unknown>): Promise<Spent> {
+  const cpu = threadCpuSeconds();
+  const started = performance.now();
+  await work();
+  const wallMs = performance.now() - started;
+  return { wallMs, cpuMs: (threadCpuSeconds() - cpu) * 1000 };
+}
+
+const shared = pageAlignedSharedBytes(bytes).fill(1);
+const plain = new Uint8Array(bytes).fill(1);
+const memcpy = (into: Uint8Array, at: number, from: Uint8Array): void =>
+  void Buffer.from(into.buffer, into.byteOffset + at, from.byteLength).fill(from);
+const set = (into: Uint8Array, at: number, from: Uint8Array): void => into.set(from, at);
+/** Every tensor's `data()` awaited in turn, each copied by `copy` into `into` (or not at all). */
+async function readAll(into?: Uint8Array, copy = memcpy): Promise<void> {
+  let at = 0;
+  for (const t of Object.values(state)) {
+    const data = (await t.data()) as Float32Array;
+    if (into) copy(into, at, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    at += data.byteLength;
+  }
+}
+
+const manager = new CheckpointManager(root, 1, { staging: "copy", checkpointOnPreemption: false, maxToKeep: 2 });
+await manager.saveAsync(0, state, { force: true });
+await manager.join();
+
+const run: CopyStagingRun = { bytes, save: [], floor: [], sync: [], dataOnly: [], setShared: [], plainMemcpy: [] };
+let step = 0;
+/** Training moves the weights between saves (a save of unchanged weights is warned about). */
+const touched = state.small0 as Variable;
+const samples: Record<"save" | "floor" | "sync", () => Promise<Spent>> = {
+  save: async () => {
+    const spent = await timed(() => manager.saveAsync(++step, state));
+    await manager.join();
+    return spent;
+  },
+  floor: () => timed(() => readAll(shared)),
+  sync: () => timed(() => manager.save(++step, state)),
+};
+const order = ["save", "floor", "sync"] as const;
+for (let turn = 0; turn < SAVES; turn++) {
+  for (let k = 0; k < order.length; k++) {
+    const kind = order[(turn + k) % order.length]!;
+    for (let i = 0; i < 3; i++) trainStep();
+    touched.assign(fill(touched.shape, turn * 3 + k + 1));
+    run[kind].push(await samples[kind]());
+  }
+  run.dataOnly.push(await timed(() => readAll()));
+  run.setShared.push(await timed(() => readAll(shared, set)));
+  run.plainMemcpy.push(await timed(() => readAll(plain)));
+}
+await manager.close();
+sendResult(run);

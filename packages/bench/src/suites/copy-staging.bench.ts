@@ -1,0 +1,79 @@
+// Copy staging of tfjs tensors (issue 34): how long `saveAsync` blocks training against what it
+// cannot go below on the same thread, `data()` of every tensor plus a memcpy of its bytes into
+// shared memory, each save paired with a floor sample and a synchronous save taken beside it
+// (see copy-staging-child.ts), in CAIRN_BENCH_ROUNDS processes (default 2; 1 quick) of 7 turns.
+// Judged in this thread's CPU time, which load barely moves, and in wall time. A few minutes.
+import { fileURLToPath } from "node:url";
+import type { CopyStagingRun, Spent } from "../copy-staging-child.js";
+import { report } from "../report.js";
+import { MiB, median, rounds as roundsOf, runChild, withTempDir } from "../support.js";
+
+const SUITE = "copy-staging";
+const child = fileURLToPath(new URL("../copy-staging-child.ts", import.meta.url));
+const ROUNDS = roundsOf(2);
+
+const runs: CopyStagingRun[] = [];
+for (let round = 0; round < ROUNDS; round++) {
+  const run = await withTempDir(
+    async (dir) => (await runChild<CopyStagingRun>(child, [`file://${dir}/run`])).result,
+    "cairn-bench-copy-staging-",
+  );
+  const row = (name: string, xs: Spent[]): string =>
+    `${name.padEnd(12)} wall ${xs.map((x) => x.wallMs.toFixed(0)).join(" ")} ms; cpu ${xs.map((x) => x.cpuMs.toFixed(0)).join(" ")} ms`;
+  console.log(`round ${round + 1}:`);
+  for (const kind of ["save", "floor", "sync", "dataOnly", "setShared", "plainMemcpy"] as const)
+    console.log(`  ${row(kind, run[kind])}`);
+  runs.push(run);
+}
+
+const all = (kind: keyof Omit<CopyStagingRun, "bytes">): Spent[] => runs.flatMap((r) => r[kind]);
+const med = (kind: keyof Omit<CopyStagingRun, "bytes">, of: keyof Spent): number => median(all(kind).map((s) => s[of]));
+/** Each save over the floor sample taken beside it. */
+const paired = (of: keyof Spent): number[] => {
+  const floors = all("floor");
+  return all("save").map((s, i) => s[of] / floors[i]![of]);
+};
+const state = `${(runs[0]!.bytes / MiB).toFixed(0)} MiB of tfjs tensors`;
+const floorName = "data() of every tensor + a memcpy into resident shared memory, taken beside each save";
+const extra = (of: keyof Spent): Record<string, number | string> => ({
+  samples: all("save").length,
+  pairedRatioMedian: +median(paired(of)).toFixed(3),
+  pairedRatios: paired(of)
+    .map((r) => r.toFixed(2))
+    .join(" "),
+  dataOnlyMs: +med("dataOnly", of).toFixed(1),
+  setIntoSharedMs: +med("setShared", of).toFixed(1),
+  plainMemcpyMs: +med("plainMemcpy", of).toFixed(1),
+  floorVsSyncSave: +(med("floor", of) / med("sync", of)).toFixed(4),
+});
+for (const [of, what] of [
+  ["cpuMs", "main-thread CPU"],
+  ["wallMs", "wall time"],
+] as const) {
+  report({
+    suite: SUITE,
+    name: `saveAsync, copy staging: blocks training vs its floor (${what}), ${state}`,
+    value: med("save", of) / 1000,
+    unit: "s",
+    baseline: { name: floorName, value: med("floor", of) / 1000 },
+    ratio: med("save", of) / med("floor", of),
+    better: "lower",
+    target: 1.1,
+    extra: extra(of),
+  });
+}
+// A synchronous save blocks for its writes too, which are not this thread's CPU: wall time.
+report({
+  suite: SUITE,
+  name: `saveAsync, copy staging: blocks training vs a synchronous save, ${state}`,
+  value: med("save", "wallMs") / 1000,
+  unit: "s",
+  baseline: { name: "synchronous save, taken beside each saveAsync", value: med("sync", "wallMs") / 1000 },
+  ratio: med("save", "wallMs") / med("sync", "wallMs"),
+  better: "lower",
+  target: 0.08,
+  extra: {
+    floorVsSyncSave: +(med("floor", "wallMs") / med("sync", "wallMs")).toFixed(4),
+    syncCpuSeconds: +(med("sync", "cpuMs") / 1000).toFixed(3),
+  },
+});
