@@ -4,6 +4,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Worker } from "node:worker_threads";
 import * as tf from "@tensorflow/tfjs";
 import { CheckpointError, type HostTensor, hostTensor, openStorage } from "@cairn/core";
 import { type WriteBody, type WriteOptions } from "@cairn/core/storage";
@@ -66,6 +67,37 @@ describe("CheckpointManager.saveAsync", () => {
       await mgr.close();
     },
   );
+
+  it("hands copies to the upload worker only after returning; changes made at once do not reach them (file://)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "cairn-async-handoff-"));
+    const posted: string[] = [];
+    const post = Worker.prototype.postMessage;
+    Worker.prototype.postMessage = function (this: Worker, message: unknown, ...rest: never[]) {
+      posted.push(String((message as { type?: unknown } | null)?.type));
+      return post.call(this, message, ...rest);
+    };
+    try {
+      const mgr = new CheckpointManager(`file://${dir}`, 1, { checkpointOnPreemption: false });
+      const big = tf.variable(tf.fill([1 << 16], 1));
+      const small = Array.from({ length: 50 }, (_, i) => tf.variable(tf.fill([64], i)));
+      const stateDict = { big, ...Object.fromEntries(small.map((t, i) => [`s${i}`, t])) };
+      await mgr.prepare(stateDict);
+      expect(await mgr.saveAsync(1, stateDict)).toBe(true);
+      expect(posted.filter((type) => type === "save")).toEqual([]);
+      big.assign(tf.fill([1 << 16], 0));
+      for (const t of small) t.dispose();
+      await mgr.join();
+      expect(posted.filter((type) => type === "save")).toEqual(["save"]);
+      const back = (await mgr.restore(1)) as Record<string, HostTensor>;
+      expect(back.big!.data).toEqual(new Float32Array(1 << 16).fill(1));
+      expect(back.s49!.data).toEqual(new Float32Array(64).fill(49));
+      big.dispose();
+      await mgr.close();
+    } finally {
+      Worker.prototype.postMessage = post;
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 
   it("keeps at most maxPendingAsync uploads in flight; beyond that saveAsync waits for the oldest", async () => {
     const storage = new GatedStorage(await openStorage(memoryRoot()));

@@ -10,6 +10,7 @@ import { DEFAULT_BLOCK_SIZE } from "../format/metadata.js";
 import { hasStagedHook, runStagedHook, withStagingSums } from "./staging-sums.js";
 import type { StateDict } from "../state/state-dict.js";
 import { canUploadInWorker, uploadInWorker } from "#platform/background/upload-thread.js";
+import { yieldToEventLoop } from "#platform/runtime.js";
 
 export interface AsyncSaveOptions extends SaveOptions {
   /** How tensors are snapshotted before `staged` resolves (default `"copy"`). */
@@ -96,6 +97,9 @@ export async function asyncSave(
   const done = snapshot.then((s) =>
     schedule(async () => {
       try {
+        // In a turn of its own, after the caller resumed: handing thousands of staged leaves to
+        // the upload worker (a structured clone) takes milliseconds the call need not block for.
+        await yieldToEventLoop();
         const commit =
           options.uploadWorker === false || s.inPlace === true
             ? planAndCommit
