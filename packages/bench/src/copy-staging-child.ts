@@ -5,12 +5,15 @@
 // each after three training steps:
 //   save   how long `saveAsync` blocks, then the wait until it committed (not timed);
 //   floor  what copy staging cannot go below on this thread: every tensor's `data()` awaited in
-//          turn, each followed by a memcpy of its bytes into resident page-aligned shared memory
-//          (where the upload worker can read them, as staging segments are);
+//          turn, each followed by a copy of its bytes (`Uint8Array.set`) into resident
+//          page-aligned shared memory (where the upload worker can read them, as staging
+//          segments are);
 //   sync   a synchronous `save` of the same state (the issue's other baseline).
 // Each sample is timed as wall time and as this thread's CPU time, which a busy machine skews far
-// less. Then, unpaired, the parts of the floor: `data()` alone, the copy with `Uint8Array.set`
-// (how V8 copies into shared memory) and a memcpy into plain memory.
+// less. Then, unpaired, the parts of the floor: `data()` alone; the copy into the same shared
+// memory with libc's memcpy (Buffer's fill), which V8's `set` into shared memory is not, but whose
+// speed depends on where source and target sit in their pages (docs/benchmarks.md); and
+// `Uint8Array.set` into plain memory.
 import { Buffer } from "node:buffer";
 import { pageAlignedSharedBytes } from "@cairn/core/storage";
 import { CheckpointManager } from "@cairn/manager";
@@ -33,8 +36,8 @@ export interface CopyStagingRun {
   readonly sync: Spent[];
   /** The floor's parts, one per turn after the three samples. */
   readonly dataOnly: Spent[];
-  readonly setShared: Spent[];
-  readonly plainMemcpy: Spent[];
+  readonly memcpyShared: Spent[];
+  readonly setPlain: Spent[];
 }
 
 const [root] = process.argv.slice(2) as [string];
@@ -57,7 +60,7 @@ const memcpy = (into: Uint8Array, at: number, from: Uint8Array): void =>
   void Buffer.from(into.buffer, into.byteOffset + at, from.byteLength).fill(from);
 const set = (into: Uint8Array, at: number, from: Uint8Array): void => into.set(from, at);
 /** Every tensor's `data()` awaited in turn, each copied by `copy` into `into` (or not at all). */
-async function readAll(into?: Uint8Array, copy = memcpy): Promise<void> {
+async function readAll(into?: Uint8Array, copy = set): Promise<void> {
   let at = 0;
   for (const t of Object.values(state)) {
     const data = (await t.data()) as Float32Array;
@@ -70,7 +73,7 @@ const manager = new CheckpointManager(root, 1, { staging: "copy", checkpointOnPr
 await manager.saveAsync(0, state, { force: true });
 await manager.join();
 
-const run: CopyStagingRun = { bytes, save: [], floor: [], sync: [], dataOnly: [], setShared: [], plainMemcpy: [] };
+const run: CopyStagingRun = { bytes, save: [], floor: [], sync: [], dataOnly: [], memcpyShared: [], setPlain: [] };
 let step = 0;
 /** Training moves the weights between saves (a save of unchanged weights is warned about). */
 const touched = state.small0 as Variable;
@@ -92,8 +95,8 @@ for (let turn = 0; turn < SAVES; turn++) {
     run[kind].push(await samples[kind]());
   }
   run.dataOnly.push(await timed(() => readAll()));
-  run.setShared.push(await timed(() => readAll(shared, set)));
-  run.plainMemcpy.push(await timed(() => readAll(plain)));
+  run.memcpyShared.push(await timed(() => readAll(shared, memcpy)));
+  run.setPlain.push(await timed(() => readAll(plain)));
 }
 await manager.close();
 sendResult(run);

@@ -1,5 +1,5 @@
 // Copy staging of tfjs tensors (issue 34): how long `saveAsync` blocks training against what it
-// cannot go below on the same thread, `data()` of every tensor plus a memcpy of its bytes into
+// cannot go below on the same thread, `data()` of every tensor plus a copy of its bytes into
 // shared memory, each save paired with a floor sample and a synchronous save taken beside it
 // (see copy-staging-child.ts), in CAIRN_BENCH_ROUNDS processes (default 2; 1 quick) of 7 turns.
 // Judged in this thread's CPU time, which load barely moves, and in wall time. A few minutes.
@@ -21,7 +21,7 @@ for (let round = 0; round < ROUNDS; round++) {
   const row = (name: string, xs: Spent[]): string =>
     `${name.padEnd(12)} wall ${xs.map((x) => x.wallMs.toFixed(0)).join(" ")} ms; cpu ${xs.map((x) => x.cpuMs.toFixed(0)).join(" ")} ms`;
   console.log(`round ${round + 1}:`);
-  for (const kind of ["save", "floor", "sync", "dataOnly", "setShared", "plainMemcpy"] as const)
+  for (const kind of ["save", "floor", "sync", "dataOnly", "memcpyShared", "setPlain"] as const)
     console.log(`  ${row(kind, run[kind])}`);
   runs.push(run);
 }
@@ -34,7 +34,7 @@ const paired = (of: keyof Spent): number[] => {
   return all("save").map((s, i) => s[of] / floors[i]![of]);
 };
 const state = `${(runs[0]!.bytes / MiB).toFixed(0)} MiB of tfjs tensors`;
-const floorName = "data() of every tensor + a memcpy into resident shared memory, taken beside each save";
+const floorName = "data() of every tensor + a copy into resident shared memory, taken beside each save";
 const extra = (of: keyof Spent): Record<string, number | string> => ({
   samples: all("save").length,
   pairedRatioMedian: +median(paired(of)).toFixed(3),
@@ -42,8 +42,8 @@ const extra = (of: keyof Spent): Record<string, number | string> => ({
     .map((r) => r.toFixed(2))
     .join(" "),
   dataOnlyMs: +med("dataOnly", of).toFixed(1),
-  setIntoSharedMs: +med("setShared", of).toFixed(1),
-  plainMemcpyMs: +med("plainMemcpy", of).toFixed(1),
+  memcpyIntoSharedMs: +med("memcpyShared", of).toFixed(1),
+  setIntoPlainMs: +med("setPlain", of).toFixed(1),
   floorVsSyncSave: +(med("floor", of) / med("sync", of)).toFixed(4),
 });
 for (const [of, what] of [
