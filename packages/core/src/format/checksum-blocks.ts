@@ -62,21 +62,26 @@ const SEXTETS = (() => {
 
 /**
  * The `count` CRC32Cs `encodeChecksums` stored, from the bytes of its base64 text (between the
- * quotes of metadata.json, no string made), or undefined if they are not exactly that: the length
- * `count` needs, padded with at most two "=", every other byte of the base64 alphabet.
+ * quotes of metadata.json, no string made: `text[start, end)`), or undefined if they are not exactly
+ * that: the length `count` needs, padded with at most two "=", every other byte of the base64 alphabet.
  */
-export function decodeChecksums(text: Uint8Array, count: number): number[] | undefined {
-  const length = text.byteLength;
+export function decodeChecksums(
+  text: Uint8Array,
+  count: number,
+  start = 0,
+  end = text.byteLength,
+): number[] | undefined {
+  const length = end - start;
   // Checked before decoding, so hostile text never allocates more than its count says.
   if (length !== Math.ceil((count * 4) / 3) * 4) return undefined;
-  const pad = length > 0 && text[length - 1] === 0x3d ? (text[length - 2] === 0x3d ? 2 : 1) : 0;
+  const pad = length > 0 && text[end - 1] === 0x3d ? (text[end - 2] === 0x3d ? 2 : 1) : 0;
   if ((length / 4) * 3 - pad !== count * 4) return undefined;
   const sums = new Array<number>(count);
   let bits = 0;
   let pending = 0;
   let word = 0;
   let bytes = 0;
-  for (let i = 0; i < length - pad; i++) {
+  for (let i = start; i < end - pad; i++) {
     const sextet = SEXTETS[text[i]!]!;
     if (sextet < 0) return undefined;
     pending = ((pending << 6) | sextet) & 0x3fff;

@@ -36,6 +36,25 @@ export class JsonReader {
     return this.#at;
   }
 
+  /** Where the bytes this reader reads end. */
+  get end(): number {
+    return this.#end;
+  }
+
+  /** Reads on from `position`, a place between two values that a caller found reading the same bytes. */
+  seek(position: number): void {
+    if (!(position >= 0 && position <= this.#end)) throw new RangeError(`position ${position} is outside the bytes`);
+    this.#at = position;
+  }
+
+  /** The string of the bytes `[start, end)`, printable ASCII with no quote or backslash (the caller checked), interned if short. */
+  ascii(start: number, end: number): string {
+    if (end - start > INTERNED_BYTES) return this.#ascii(start, end);
+    let hash = 0;
+    for (let at = start; at < end; at++) hash = (Math.imul(hash, 31) + this.#bytes[at]!) | 0;
+    return this.#intern(start, end, hash);
+  }
+
   /** The next byte that is not whitespace, not consumed; -1 at the end. */
   peek(): number {
     const bytes = this.#bytes;

@@ -118,6 +118,15 @@ function topLevelFields(bytes: Uint8Array, where: string): { raw: Record<string,
  * acts on half-understood metadata. `bytes` are not changed.
  */
 export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetadata {
+  return parseChecked(bytes, where, true);
+}
+
+/** `parseMetadata` reading every entry with the general decoder: the reference its fast path is tested against. */
+export function parseMetadataGenerally(bytes: Uint8Array, where: string): CheckpointMetadata {
+  return parseChecked(bytes, where, false);
+}
+
+function parseChecked(bytes: Uint8Array, where: string, wholeTensors: boolean): CheckpointMetadata {
   if (!(bytes instanceof Uint8Array)) {
     throw new CheckpointError(
       "invalid_argument",
@@ -125,7 +134,7 @@ export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetad
     );
   }
   try {
-    return parseFields(bytes, where);
+    return parseFields(bytes, where, wholeTensors);
   } catch (cause) {
     const problem =
       cause instanceof JsonEncodingError ? "not valid UTF-8" : cause instanceof JsonSyntaxError ? "not valid JSON" : "";
@@ -137,7 +146,7 @@ export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetad
   }
 }
 
-function parseFields(bytes: Uint8Array, where: string): CheckpointMetadata {
+function parseFields(bytes: Uint8Array, where: string, wholeTensors: boolean): CheckpointMetadata {
   const checked = verifyChecksum(bytes, where);
   const { raw, entries } = topLevelFields(bytes, where);
   if (raw.format !== FORMAT_NAME) throw corrupt(where, `not a ${FORMAT_NAME} metadata file`);
@@ -174,7 +183,9 @@ function parseFields(bytes: Uint8Array, where: string): CheckpointMetadata {
   if (!isCount(raw.worldSize) || raw.worldSize === 0) throw corrupt(where, "worldSize must be a positive integer");
   if (raw.user !== undefined && !isRecord(raw.user)) throw corrupt(where, "user must be an object");
   const { files, entries: decoded } =
-    major >= 2 ? decodeV2(raw, reader, bytes, checksum.blockSize, where) : decodeV1(raw, checksum.blockSize, where);
+    major >= 2
+      ? decodeV2(raw, reader, bytes, checksum.blockSize, where, wholeTensors)
+      : decodeV1(raw, checksum.blockSize, where);
   // Held by the chunks now (`ChunkMetadata.hash`); the table is written again from them.
   delete raw[CONTENT_HASHES];
   return {

@@ -19,6 +19,8 @@ import {
 } from "./metadata-checks.js";
 import { CONTENT_HASHES } from "./metadata-v2.js";
 import { isDataFileName, tensorName } from "./naming.js";
+import { SharedArrays } from "./shared-arrays.js";
+import { wholeTensorDecoder } from "./metadata-v2-whole.js";
 
 // Reading format 2.x's compact `files` and `entries` (docs/format.md; written by metadata-v2.ts).
 
@@ -27,35 +29,6 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const FILE_FIELDS: ReadonlySet<string> = new Set(["name", "rank", "size", "headerLength", "headerCrc32c", "dir"]);
 
 const ASCII = new TextEncoder();
-
-/** Arrays of counts many entries share (100k tensors of a few shapes), frozen so none changes under another. */
-class SharedArrays {
-  readonly #byHash = new Map<number, readonly number[]>();
-  readonly #zeros: (readonly number[])[] = [];
-
-  /** `list`, or an equal frozen array met before. */
-  shared(list: number[]): readonly number[] {
-    let hash = list.length;
-    for (const n of list) hash = (Math.imul(hash, 31) + n) | 0;
-    const known = this.#byHash.get(hash);
-    if (known?.length === list.length) {
-      let same = true;
-      for (let i = 0; same && i < list.length; i++) same = known[i] === list[i];
-      if (same) return known;
-    }
-    // Shapes come from metadata: keep a bounded number of them.
-    if (this.#byHash.size >= 1024) this.#byHash.clear();
-    const frozen = Object.freeze(list);
-    this.#byHash.set(hash, frozen);
-    return frozen;
-  }
-
-  /** `length` zeros: a whole chunk's offsets. */
-  zeros(length: number): readonly number[] {
-    if (length > 16) return new Array<number>(length).fill(0);
-    return (this.#zeros[length] ??= Object.freeze(new Array<number>(length).fill(0)));
-  }
-}
 
 /**
  * The content hashes of `raw.contentHashes` as one hex string (32 digits per chunk), undefined
@@ -127,7 +100,8 @@ function decodeFiles(
  * Reads the files and entries of a format 2.x `metadata.json`: the files from `raw` (the other
  * fields, parsed), the entries straight from their bytes (`entries`, at the value; undefined if
  * the field is absent), each field checked before use, as JSON.parse and a walk over its arrays
- * would, without those arrays (100k tensors: half a million of them).
+ * would, without those arrays (100k tensors: half a million of them). `wholeTensors` false reads
+ * every entry with the general decoder, the reference the tests compare the fast one with.
  */
 export function decodeV2(
   raw: Record<string, unknown>,
@@ -135,6 +109,7 @@ export function decodeV2(
   bytes: Uint8Array,
   defaultBlockSize: number,
   where: string,
+  wholeTensors = true,
 ): { files: Record<string, DataFileMetadata>; entries: EntryMetadata[] } {
   const { files, names } = decodeFiles(raw, where);
   if (entries === undefined || entries.peek() !== 0x5b) throw corrupt(where, "entries must be an array");
@@ -148,9 +123,20 @@ export function decodeV2(
   const scratch: unknown[] = [];
   const shapes = new SharedArrays();
   const decoded: EntryMetadata[] = [];
+  const whole = wholeTensors
+    ? wholeTensorDecoder(r, { bytes, names, files, defaultBlockSize, hashes, shapes })
+    : () => undefined;
   if (!r.open(0x5b)) {
-    do decoded.push(readEntry(decoded.length));
-    while (r.more(0x5d));
+    do {
+      r.peek();
+      const entry = whole(previous, chunkCount);
+      if (entry === undefined) decoded.push(readEntry(decoded.length));
+      else {
+        previous = entry.key;
+        chunkCount++;
+        decoded.push(entry);
+      }
+    } while (r.more(0x5d));
   }
   if (hashes !== undefined && hashes.length !== 32 * chunkCount)
     throw corrupt(where, `${CONTENT_HASHES} holds ${hashes.length / 32} hashes for ${chunkCount} chunks`);

@@ -1,0 +1,158 @@
+import { isDType, itemSize } from "../state/dtypes.js";
+import { type KeyPath, isForbiddenKey } from "../state/state-dict.js";
+import { decodeChecksums } from "./checksum-blocks.js";
+import type { JsonReader } from "./json-reader.js";
+import type { DataFileMetadata, TensorEntry } from "./metadata.js";
+import type { SharedArrays } from "./shared-arrays.js";
+
+/** What the general decoder of format 2.x entries knows while it reads them (metadata-v2-decode.ts). */
+export interface EntryContext {
+  readonly bytes: Uint8Array;
+  readonly names: readonly string[];
+  readonly files: Readonly<Record<string, DataFileMetadata>>;
+  readonly defaultBlockSize: number;
+  /** Every chunk's content hash, 32 hex digits each, if the metadata has them. */
+  readonly hashes: string | undefined;
+  readonly shapes: SharedArrays;
+}
+
+/**
+ * A decoder of the entry almost every checkpoint is made of, straight from its bytes: a tensor of
+ * one whole chunk with the default block size and name, as Cairn writes it (no whitespace, no
+ * escapes, whole numbers): `["t",[shared,…key],"dtype",[…shape],[[file,byteOffset,"crc32c"]]]`.
+ * It gives the entry the general decoder would, with every check it makes, and moves `reader`
+ * past it; for anything else, or anything a check refuses, it gives undefined and leaves
+ * `reader` where it was, so the general decoder reads the entry again and says what is wrong.
+ */
+export function wholeTensorDecoder(
+  reader: JsonReader,
+  context: EntryContext,
+): (previous: KeyPath, chunkIndex: number) => TensorEntry | undefined {
+  const { bytes, names, files, defaultBlockSize, hashes, shapes } = context;
+  const end = Math.min(reader.end, bytes.byteLength);
+  const parts: (string | number)[] = [];
+  const dims: number[] = [];
+  let at = 0;
+
+  /** A count of at most 15 digits at `at`, moved past; -1 for anything else (a sign, a leading zero, too many digits). */
+  function count(): number {
+    const first = at;
+    let value = 0;
+    while (at < end) {
+      const digit = bytes[at]! - 0x30;
+      if (digit < 0 || digit > 9) break;
+      value = value * 10 + digit;
+      at++;
+    }
+    const digits = at - first;
+    if (digits === 0 || digits > 15 || (digits > 1 && bytes[first] === 0x30)) return -1;
+    return value;
+  }
+
+  /** A string of printable ASCII without escapes opening at `at`, moved past: its closing quote's position, or -1 (`at` unmoved). */
+  function plain(): number {
+    if (at >= end || bytes[at] !== 0x22) return -1;
+    for (let i = at + 1; i < end; i++) {
+      const c = bytes[i]!;
+      if (c === 0x22) {
+        at = i + 1;
+        return i;
+      }
+      if (c < 0x20 || c > 0x7e || c === 0x5c) return -1;
+    }
+    return -1;
+  }
+
+  /** Whether the byte at `at` is `byte`, moved past it if so. */
+  function skip(byte: number): boolean {
+    if (at >= end || bytes[at] !== byte) return false;
+    at++;
+    return true;
+  }
+
+  return (previous, chunkIndex) => {
+    const start = reader.position;
+    at = start;
+    // `["t",[`, the key's shared prefix, and its elements after that.
+    if (!skip(0x5b) || !skip(0x22) || !skip(0x74) || !skip(0x22) || !skip(0x2c) || !skip(0x5b)) return undefined;
+    const shared = count();
+    if (shared < 0 || shared > previous.length) return undefined;
+    parts.length = 0;
+    while (skip(0x2c)) {
+      const open = at;
+      const close = plain();
+      const element = close >= 0 ? reader.ascii(open + 1, close) : count();
+      if (element === -1 || isForbiddenKey(element)) return undefined;
+      parts.push(element);
+    }
+    if (shared + parts.length === 0 || !skip(0x5d) || !skip(0x2c)) return undefined;
+    // `"dtype",[…shape]`
+    const dtypeOpen = at;
+    const dtypeClose = plain();
+    if (dtypeClose < 0) return undefined;
+    const dtype = reader.ascii(dtypeOpen + 1, dtypeClose);
+    if (!isDType(dtype) || !skip(0x2c) || !skip(0x5b)) return undefined;
+    dims.length = 0;
+    let elements = 1;
+    if (!skip(0x5d)) {
+      do {
+        const d = count();
+        if (d < 0) return undefined;
+        dims.push(d);
+        elements *= d;
+      } while (skip(0x2c));
+      if (!skip(0x5d)) return undefined;
+    }
+    // `,[[file,byteOffset,"crc32c"]]]`
+    if (!skip(0x2c) || !skip(0x5b) || !skip(0x5b)) return undefined;
+    const file = count();
+    if (file < 0 || file >= names.length || !skip(0x2c)) return undefined;
+    const byteOffset = count();
+    if (byteOffset < 0 || !skip(0x2c)) return undefined;
+    const sumsOpen = at;
+    const sumsClose = plain();
+    if (sumsClose < 0 || !skip(0x5d) || !skip(0x5d) || !skip(0x5d)) return undefined;
+    // The checks of the general decoder and `checkChunks`, for one chunk that is the whole tensor.
+    const byteLength = elements * itemSize(dtype);
+    if (!Number.isSafeInteger(byteLength)) return undefined;
+    const crc32c = decodeChecksums(bytes, Math.ceil(byteLength / defaultBlockSize), sumsOpen + 1, sumsClose);
+    if (!crc32c) return undefined;
+    const fileName = names[file]!;
+    const record = files[fileName]!;
+    if (byteLength > 0 && (byteOffset < 8 + record.headerLength || byteOffset + byteLength > record.size))
+      return undefined;
+    const hashAt = 32 * chunkIndex;
+    if (hashes !== undefined && hashAt >= hashes.length) return undefined;
+    const key = new Array<string | number>(shared + parts.length);
+    for (let i = 0; i < shared; i++) key[i] = previous[i]!;
+    for (let i = 0; i < parts.length; i++) key[shared + i] = parts[i]!;
+    const shape = shapes.shared(dims);
+    const offsets = shapes.zeros(shape.length);
+    const tensorName = key.join(".");
+    const chunk =
+      hashes === undefined
+        ? {
+            offsets,
+            sizes: shape,
+            file: fileName,
+            tensorName,
+            byteOffset,
+            byteLength,
+            blockSize: defaultBlockSize,
+            crc32c,
+          }
+        : {
+            offsets,
+            sizes: shape,
+            file: fileName,
+            tensorName,
+            byteOffset,
+            byteLength,
+            blockSize: defaultBlockSize,
+            crc32c,
+            hash: hashes.slice(hashAt, hashAt + 32),
+          };
+    reader.seek(at);
+    return { kind: "tensor", key, dtype, shape, chunks: [chunk] };
+  };
+}
