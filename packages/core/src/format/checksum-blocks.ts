@@ -60,6 +60,18 @@ const SEXTETS = (() => {
   return table;
 })();
 
+/** Whether `text` is base64 as Buffer writes it: whole groups of four of the alphabet, the last padded with at most two "=". */
+export function isBase64(text: string): boolean {
+  const length = text.length;
+  if (length % 4 !== 0) return false;
+  const pad = length > 0 && text.charCodeAt(length - 1) === 0x3d ? (text.charCodeAt(length - 2) === 0x3d ? 2 : 1) : 0;
+  for (let i = 0; i < length - pad; i++) {
+    const c = text.charCodeAt(i);
+    if (c > 0xff || SEXTETS[c]! < 0) return false;
+  }
+  return true;
+}
+
 /**
  * The `count` CRC32Cs `encodeChecksums` stored, from the bytes of its base64 text (between the
  * quotes of metadata.json, no string made: `text[start, end)`), or undefined if they are not exactly

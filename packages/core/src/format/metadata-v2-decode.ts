@@ -2,7 +2,7 @@ import { base64ToBytes, bytesToHex } from "#platform/format/byte-text.js";
 import { type DType, byteSize, isDType } from "../state/dtypes.js";
 import { CheckpointError } from "../errors.js";
 import type { KeyPath } from "../state/state-dict.js";
-import { decodeChecksums } from "./checksum-blocks.js";
+import { decodeChecksums, isBase64 } from "./checksum-blocks.js";
 import type { JsonReader } from "./json-reader.js";
 import { type ChunkMetadata, type DataFileMetadata, type EntryMetadata, CONTENT_HASH_ALGORITHM } from "./metadata.js";
 import {
@@ -24,8 +24,6 @@ import { wholeTensorDecoder } from "./metadata-v2-whole.js";
 
 // Reading format 2.x's compact `files` and `entries` (docs/format.md; written by metadata-v2.ts).
 
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
-
 const FILE_FIELDS: ReadonlySet<string> = new Set(["name", "rank", "size", "headerLength", "headerCrc32c", "dir"]);
 
 const ASCII = new TextEncoder();
@@ -43,7 +41,7 @@ function decodeContentHashes(raw: Record<string, unknown>, where: string): strin
   if (table.algorithm !== CONTENT_HASH_ALGORITHM) return undefined;
   const text = table.chunks;
   // Checked before decoding, so a hostile string never decodes to more than whole 16-byte digests.
-  if (text.length % 4 !== 0 || !BASE64.test(text)) throw corrupt(where, `${CONTENT_HASHES}.chunks is not base64`);
+  if (!isBase64(text)) throw corrupt(where, `${CONTENT_HASHES}.chunks is not base64`);
   const bytes = base64ToBytes(text);
   if (bytes.byteLength % 16 !== 0 || Math.ceil((bytes.byteLength * 4) / 3 / 4) * 4 !== text.length)
     throw corrupt(where, `${CONTENT_HASHES}.chunks is not a whole number of 16-byte hashes`);

@@ -77,28 +77,28 @@ export function wholeTensorDecoder(
     if (!skip(0x5b) || !skip(0x22) || !skip(0x74) || !skip(0x22) || !skip(0x2c) || !skip(0x5b)) return undefined;
     const shared = count();
     if (shared < 0 || shared > previous.length) return undefined;
-    parts.length = 0;
+    let partCount = 0;
     while (skip(0x2c)) {
       const open = at;
       const close = plain();
       const element = close >= 0 ? reader.ascii(open + 1, close) : count();
       if (element === -1 || isForbiddenKey(element)) return undefined;
-      parts.push(element);
+      parts[partCount++] = element;
     }
-    if (shared + parts.length === 0 || !skip(0x5d) || !skip(0x2c)) return undefined;
+    if (shared + partCount === 0 || !skip(0x5d) || !skip(0x2c)) return undefined;
     // `"dtype",[…shape]`
     const dtypeOpen = at;
     const dtypeClose = plain();
     if (dtypeClose < 0) return undefined;
     const dtype = reader.ascii(dtypeOpen + 1, dtypeClose);
     if (!isDType(dtype) || !skip(0x2c) || !skip(0x5b)) return undefined;
-    dims.length = 0;
+    let dimCount = 0;
     let elements = 1;
     if (!skip(0x5d)) {
       do {
         const d = count();
         if (d < 0) return undefined;
-        dims.push(d);
+        dims[dimCount++] = d;
         elements *= d;
       } while (skip(0x2c));
       if (!skip(0x5d)) return undefined;
@@ -123,10 +123,10 @@ export function wholeTensorDecoder(
       return undefined;
     const hashAt = 32 * chunkIndex;
     if (hashes !== undefined && hashAt >= hashes.length) return undefined;
-    const key = new Array<string | number>(shared + parts.length);
+    const key = new Array<string | number>(shared + partCount);
     for (let i = 0; i < shared; i++) key[i] = previous[i]!;
-    for (let i = 0; i < parts.length; i++) key[shared + i] = parts[i]!;
-    const shape = shapes.shared(dims);
+    for (let i = 0; i < partCount; i++) key[shared + i] = parts[i]!;
+    const shape = shapes.shared(dims, dimCount);
     const offsets = shapes.zeros(shape.length);
     const tensorName = key.join(".");
     const chunk =
