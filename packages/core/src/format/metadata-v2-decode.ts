@@ -20,7 +20,7 @@ import {
 import { CONTENT_HASHES } from "./metadata-v2.js";
 import { isDataFileName, tensorName } from "./naming.js";
 import { SharedArrays } from "./shared-arrays.js";
-import { wholeTensorDecoder } from "./metadata-v2-whole.js";
+import { chunkRecord, wholeTensorDecoder } from "./metadata-v2-whole.js";
 
 // Reading format 2.x's compact `files` and `entries` (docs/format.md; written by metadata-v2.ts).
 
@@ -294,10 +294,9 @@ export function decodeV2(
     // The default name: the dotted key when the chunk is the whole tensor (its sizes the shape itself).
     const stored = ownName ?? (sizes === shape ? dotted : tensorName(key, shape, { offsets, sizes }, dotted));
     const at = 32 * chunkCount++;
-    if (hashes === undefined)
-      return { offsets, sizes, file: names[file]!, tensorName: stored, byteOffset, byteLength, blockSize, crc32c };
-    if (at >= hashes.length) throw corrupt(where, `${CONTENT_HASHES} holds fewer hashes than there are chunks`);
-    const hash = hashes.slice(at, at + 32);
-    return { offsets, sizes, file: names[file]!, tensorName: stored, byteOffset, byteLength, blockSize, crc32c, hash };
+    if (hashes !== undefined && at >= hashes.length)
+      throw corrupt(where, `${CONTENT_HASHES} holds fewer hashes than there are chunks`);
+    const hash = hashes?.slice(at, at + 32);
+    return chunkRecord(offsets, sizes, names[file]!, stored, byteOffset, byteLength, blockSize, crc32c, hash);
   }
 }

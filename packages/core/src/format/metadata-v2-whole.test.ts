@@ -14,17 +14,12 @@ import { encodeMetadata, parseMetadata, parseMetadataGenerally } from "./metadat
 import { wholeTensorDecoder } from "./metadata-v2-whole.js";
 import { tensorName } from "./naming.js";
 import { SharedArrays } from "./shared-arrays.js";
+import { seededRandom } from "../testing/seeded-random.js";
 
-/** A small deterministic PRNG (mulberry32), so a failure names a reproducible seed. */
+/** Whole numbers below `n` from a seed, so a failure names a reproducible seed. */
 function random(seed: number): (n: number) => number {
-  let state = seed >>> 0;
-  return (n) => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
-  };
+  const next = seededRandom(seed);
+  return (n) => Math.floor(next() * n);
 }
 
 const WORDS = ["model", "layers", "mlp", "w", "b", "a.b", "ünï", 'q"', "0", "constructor_", "x".repeat(40)];

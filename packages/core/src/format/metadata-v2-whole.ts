@@ -2,7 +2,7 @@ import { isDType, itemSize } from "../state/dtypes.js";
 import { type KeyPath, isForbiddenKey } from "../state/state-dict.js";
 import { decodeChecksums } from "./checksum-blocks.js";
 import type { JsonReader } from "./json-reader.js";
-import type { DataFileMetadata, TensorEntry } from "./metadata.js";
+import type { ChunkMetadata, DataFileMetadata, TensorEntry } from "./metadata.js";
 import type { SharedArrays } from "./shared-arrays.js";
 
 /** What the general decoder of format 2.x entries knows while it reads them (metadata-v2-decode.ts). */
@@ -129,30 +129,36 @@ export function wholeTensorDecoder(
     const shape = shapes.shared(dims, dimCount);
     const offsets = shapes.zeros(shape.length);
     const tensorName = key.join(".");
-    const chunk =
-      hashes === undefined
-        ? {
-            offsets,
-            sizes: shape,
-            file: fileName,
-            tensorName,
-            byteOffset,
-            byteLength,
-            blockSize: defaultBlockSize,
-            crc32c,
-          }
-        : {
-            offsets,
-            sizes: shape,
-            file: fileName,
-            tensorName,
-            byteOffset,
-            byteLength,
-            blockSize: defaultBlockSize,
-            crc32c,
-            hash: hashes.slice(hashAt, hashAt + 32),
-          };
+    const hash = hashes === undefined ? undefined : hashes.slice(hashAt, hashAt + 32);
+    const chunk = chunkRecord(
+      offsets,
+      shape,
+      fileName,
+      tensorName,
+      byteOffset,
+      byteLength,
+      defaultBlockSize,
+      crc32c,
+      hash,
+    );
     reader.seek(at);
     return { kind: "tensor", key, dtype, shape, chunks: [chunk] };
   };
+}
+
+/** A decoded chunk, its fields always in this order (one object shape for every chunk read). */
+export function chunkRecord(
+  offsets: readonly number[],
+  sizes: readonly number[],
+  file: string,
+  tensorName: string,
+  byteOffset: number,
+  byteLength: number,
+  blockSize: number,
+  crc32c: readonly number[],
+  hash: string | undefined,
+): ChunkMetadata {
+  return hash === undefined
+    ? { offsets, sizes, file, tensorName, byteOffset, byteLength, blockSize, crc32c }
+    : { offsets, sizes, file, tensorName, byteOffset, byteLength, blockSize, crc32c, hash };
 }
