@@ -66,6 +66,18 @@ describe("saving many small tensors packed into page-aligned memory", () => {
     await expect(load(dir)).rejects.toMatchObject({ code: "corrupt" });
   });
 
+  it("saves one data file of more items than a call takes arguments (200,000 scalars)", async () => {
+    // 800 KB in all: one file. Its chunks were gathered with push(...chunks), which overflows the stack from about 150k.
+    const count = 200_000;
+    const dir = join(await tempDir(), "ckpt");
+    const values = Array.from({ length: count }, (_, i) => hostTensor("float32", [], new Float32Array([i])));
+    const saved = await save({ values }, dir);
+    expect(saved).toMatchObject({ files: 1, entries: count });
+    const back = (await load(dir)) as { values: HostTensor[] };
+    expect(back.values).toHaveLength(count);
+    expect([back.values[0]!.data[0], back.values[count - 1]!.data[0]]).toEqual([0, count - 1]);
+  }, 120_000);
+
   it("names tensors whose dotted keys collide apart in the data file's header", async () => {
     const dir = join(await tempDir(), "ckpt");
     const t = (v: number): HostTensor => hostTensor("float32", [4], new Float32Array(4).fill(v));

@@ -266,7 +266,8 @@ async function writeRankFiles(
             syncLater,
           );
           files[file.name] = written.file;
-          chunks.push(...written.chunks);
+          // One by one: spread as arguments, a file of 150k items or more overflows the stack.
+          for (const chunk of written.chunks) chunks.push(chunk);
           bytes += written.file.size;
         }),
       ),
