@@ -184,7 +184,13 @@ export class OpfsReadWorkers {
         ...(handle ? { handle } : {}),
         ...(into ? { buffer: into } : {}),
       };
-      worker.postMessage(request, into ? [into] : []);
+      try {
+        worker.postMessage(request, into ? [into] : []);
+      } catch (error) {
+        this.#waiting.delete(id);
+        this.#load.set(worker, this.#load.get(worker)! - bytes);
+        reject(error);
+      }
     });
   }
 

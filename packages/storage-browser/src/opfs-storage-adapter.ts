@@ -278,7 +278,12 @@ async function readFile(
   const large = end - start >= SYNC_READ_MIN_BYTES;
   // A read returning a buffer of its own returns the worker's; one into the caller's memory borrows the pool's.
   const own = !options.head && !options.into;
-  const lent = large && !own ? takeReusableMemory(end - start) : undefined;
+  let lent = large && !own ? takeReusableMemory(end - start) : undefined;
+  // Shared memory (a save's staging, given back) cannot be transferred: the worker reads into memory of its own.
+  if (lent && Object.prototype.toString.call(lent.buffer) !== "[object ArrayBuffer]") {
+    giveBackReusableMemory(lent);
+    lent = undefined;
+  }
   let bytes: Uint8Array;
   let sums: Uint32Array | undefined;
   try {

@@ -54,6 +54,14 @@ describe("OPFS read workers in Chromium", () => {
     async ({ skip }) => {
       const session = await chromium.session(skip);
       const page = await openTestPage(session, (served ??= await serveTestPage({ entry: PAGE })).url);
+      // Reusable memory that is shared (a save's staging; it cannot be transferred) is not lent: the reads still come back right.
+      expect(await page.call("largeReads", 4, true)).toEqual({
+        same: true,
+        sumsRight: true,
+        locked: 4,
+        sliced: 0,
+        hashedInWasm: 4,
+      });
       const result = await page.call<{ same: boolean; sumsRight: boolean; locked: number; sliced: number }>(
         "largeReads",
         8,
