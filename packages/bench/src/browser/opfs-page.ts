@@ -12,10 +12,21 @@ import "@cairn/storage-browser";
 const FILES = 4;
 const DIR = "bench-opfs";
 
-function rawWriter(): void {
+/** The raw side's worker: writes a file's parts through a sync access handle, or reads a range through a read-only one. */
+function rawWorker(): void {
+  type Sync = {
+    read(b: Uint8Array, o: { at: number }): number;
+    write(b: Uint8Array, o: { at: number }): number;
+    truncate(n: number): void;
+    flush(): void;
+    close(): void;
+  };
+  type Request =
+    | { id: number; kind: "write"; name: string; parts: Uint8Array[] }
+    | { id: number; kind: "read"; name: string; start: number; end: number; buffer: ArrayBuffer };
   const scope = self as unknown as {
-    onmessage: ((event: { data: { id: number; name: string; parts: Uint8Array[] } }) => void) | null;
-    postMessage(message: unknown): void;
+    onmessage: ((event: { data: Request }) => void) | null;
+    postMessage(message: unknown, transfer?: Transferable[]): void;
   };
   scope.onmessage = async ({ data }) => {
     try {
@@ -25,17 +36,19 @@ function rawWriter(): void {
       ).getDirectoryHandle("raw", {
         create: true,
       });
-      const file = await dir.getFileHandle(data.name, { create: true });
-      const handle = await (
-        file as unknown as {
-          createSyncAccessHandle(): Promise<{
-            write(b: Uint8Array, o: { at: number }): number;
-            truncate(n: number): void;
-            flush(): void;
-            close(): void;
-          }>;
-        }
-      ).createSyncAccessHandle();
+      const file = (await dir.getFileHandle(data.name, { create: data.kind === "write" })) as unknown as {
+        createSyncAccessHandle(options?: { mode: "read-only" }): Promise<Sync>;
+      };
+      if (data.kind === "read") {
+        const handle = await file.createSyncAccessHandle({ mode: "read-only" });
+        const bytes = new Uint8Array(data.buffer, 0, data.end - data.start);
+        for (let done = 0, n = 1; done < bytes.byteLength && n > 0; done += n)
+          n = handle.read(bytes.subarray(done), { at: data.start + done });
+        handle.close();
+        scope.postMessage({ id: data.id, ok: true, buffer: data.buffer }, [data.buffer]);
+        return;
+      }
+      const handle = await file.createSyncAccessHandle();
       handle.truncate(0);
       let at = 0;
       for (const part of data.parts) {
@@ -54,25 +67,38 @@ function rawWriter(): void {
   };
 }
 
-let worker: Worker | undefined;
-const pending = new Map<number, { resolve(): void; reject(error: Error): void }>();
+/** Raw workers: as many as Cairn's read workers (one per core, at most 4); the first also writes. */
+let workers: Worker[] = [];
+const pending = new Map<number, { resolve(reply: { buffer?: ArrayBuffer }): void; reject(error: Error): void }>();
 let nextId = 0;
-/** Hands a file's parts to the worker (copied by postMessage); resolves once written and flushed. */
-function writeRaw(name: string, parts: Uint8Array[]): Promise<void> {
-  if (!worker) {
-    worker = new Worker(URL.createObjectURL(new Blob([`(${rawWriter.toString()})()`], { type: "text/javascript" })));
-    worker.onmessage = ({ data }: MessageEvent<{ id: number; ok: boolean; error?: string }>) => {
-      const waiting = pending.get(data.id);
-      pending.delete(data.id);
-      if (data.ok) waiting?.resolve();
-      else waiting?.reject(new Error(data.error));
-    };
+function rawCall(worker: number, message: object, transfer: Transferable[] = []): Promise<{ buffer?: ArrayBuffer }> {
+  if (workers.length === 0) {
+    const url = URL.createObjectURL(new Blob([`(${rawWorker.toString()})()`], { type: "text/javascript" }));
+    const count = Math.max(1, Math.min(4, navigator.hardwareConcurrency || 2));
+    workers = Array.from({ length: count }, () => new Worker(url));
+    for (const w of workers)
+      w.onmessage = ({ data }: MessageEvent<{ id: number; ok: boolean; error?: string; buffer?: ArrayBuffer }>) => {
+        const waiting = pending.get(data.id);
+        pending.delete(data.id);
+        if (data.ok) waiting?.resolve(data);
+        else waiting?.reject(new Error(data.error));
+      };
   }
   const id = nextId++;
-  const done = new Promise<void>((resolve, reject) => pending.set(id, { resolve, reject }));
-  worker.postMessage({ id, name, parts });
+  const done = new Promise<{ buffer?: ArrayBuffer }>((resolve, reject) => pending.set(id, { resolve, reject }));
+  workers[worker % workers.length]!.postMessage({ id, ...message }, transfer);
   return done;
 }
+
+/** Hands a file's parts to the worker (copied by postMessage); resolves once written and flushed. */
+async function writeRaw(name: string, parts: Uint8Array[]): Promise<void> {
+  await rawCall(0, { kind: "write", name, parts });
+}
+
+/** Buffers the raw sync reads read into, made and touched once: reads of 8 MiB, as Cairn's load issues. */
+const SYNC_READ = 8 << 20;
+const SYNC_LANES = 8;
+let readBuffers: ArrayBuffer[] = [];
 
 let source: Float32Array[] = [];
 let target: Float32Array[] = [];
@@ -85,6 +111,7 @@ function prepare(count: number, bytes: number): { userAgent: string } {
     return data;
   });
   target = Array.from({ length: count }, () => new Float32Array(bytes / 4).fill(-1));
+  readBuffers = Array.from({ length: SYNC_LANES }, () => new Uint8Array(SYNC_READ).fill(1).buffer);
   return { userAgent: navigator.userAgent };
 }
 
@@ -98,6 +125,10 @@ function bytesOf(data: Float32Array): Uint8Array {
 
 async function clear(): Promise<void> {
   await (await navigator.storage.getDirectory()).removeEntry(DIR, { recursive: true }).catch(() => undefined);
+  clearTargets();
+}
+
+function clearTargets(): void {
   for (const t of target) t.fill(-1);
 }
 
@@ -145,6 +176,45 @@ async function rawRead(): Promise<number> {
   return read;
 }
 
+/**
+ * Seconds to read `rawWrite`'s files back as Cairn's load does, unverified: ranges of 8 MiB read
+ * through read-only sync access handles in the workers into reused buffers, transferred to the
+ * page and back, copied into the targets on the page.
+ */
+async function rawSyncRead(): Promise<number> {
+  const perFile = source.length / FILES;
+  const fileBytes = perFile * bytesOf(source[0]!).byteLength;
+  const reads: { f: number; start: number }[] = [];
+  for (let f = 0; f < FILES; f++) for (let start = 0; start < fileBytes; start += SYNC_READ) reads.push({ f, start });
+  const started = performance.now();
+  let next = 0;
+  await Promise.all(
+    readBuffers.map(async (first, lane) => {
+      let buffer = first;
+      for (let i = next++; i < reads.length; i = next++) {
+        const { f, start } = reads[i]!;
+        const end = Math.min(fileBytes, start + SYNC_READ);
+        const reply = await rawCall(lane, { kind: "read", name: `part-${f}`, start, end, buffer }, [buffer]);
+        buffer = reply.buffer!;
+        const bytes = new Uint8Array(buffer, 0, end - start);
+        // Into the targets: tensors of the file, in order.
+        for (let done = 0; done < bytes.byteLength;) {
+          const at = start + done;
+          const into = bytesOf(target[f * perFile + Math.floor(at / bytesOf(source[0]!).byteLength)]!);
+          const offset = at % into.byteLength;
+          const n = Math.min(into.byteLength - offset, bytes.byteLength - done);
+          into.set(bytes.subarray(done, done + n), offset);
+          done += n;
+        }
+      }
+      readBuffers[lane] = buffer;
+    }),
+  );
+  const read = (performance.now() - started) / 1000;
+  checkTargets("raw sync read");
+  return read;
+}
+
 async function cairnSave(): Promise<number> {
   const started = performance.now();
   await save(asState(source), CAIRN);
@@ -171,4 +241,4 @@ function checksumAll(): number {
   return (performance.now() - started) / 1000;
 }
 
-exposeToTests({ prepare, clear, rawWrite, rawRead, cairnSave, cairnLoad, checksumAll });
+exposeToTests({ prepare, clear, clearTargets, rawWrite, rawRead, rawSyncRead, cairnSave, cairnLoad, checksumAll });
