@@ -27,7 +27,9 @@ interface Recorded {
 }
 
 /** node:fs that records opens and direct writes, and can refuse O_DIRECT or fail the nth direct write like a kernel would. */
-function recordingFs(faults: { refuseOpen?: boolean; refuseWrite?: boolean; failDirectWrite?: number } = {}): {
+function recordingFs(
+  faults: { refuseOpen?: boolean; refuseWrite?: boolean; failDirectWrite?: number; slowWrites?: boolean } = {},
+): {
   fs: FsPromisesLike;
   rec: Recorded;
 } {
@@ -64,6 +66,8 @@ function recordingFs(faults: { refuseOpen?: boolean; refuseWrite?: boolean; fail
             if (rec.directWrites.length === faults.failDirectWrite)
               throw fail("ENOSPC", "no space left on device, write");
           }
+          // Slow writes: memory given back too early would be overwritten before it is written.
+          if (faults.slowWrites) await new Promise((resolve) => setTimeout(resolve, 5));
           return handle.write(buffer, offset, length, position);
         },
       };
@@ -172,6 +176,41 @@ describe("file:// direct writes", () => {
       for (const [position, length] of rec.directWrites) expect([position % 4096, length % 4096]).toEqual([0, 0]);
       expect(rec.directWrites.reduce((n, [, length]) => n + length, 0)).toBe(Math.ceil(size / 4096) * 4096);
       expect(rec.open).toBe(0);
+    },
+  );
+
+  it.each([
+    ["direct, in place", true, true],
+    ["direct, copied", true, false],
+    ["buffered", false, true],
+  ])(
+    "%s: reports how much of the body it is done with, in order, never before it is written",
+    async (_, directIo, pageAligned) => {
+      const dir = await mkdtemp(join(tmpdir(), "cairn-direct-"));
+      roots.push(dir);
+      const { fs } = recordingFs({ slowWrites: true });
+      const storage = new FsStorageAdapter("file", dir, fs, dir, { syncDirectories: true, directIo });
+      const size = (13 << 20) + 5000;
+      const memory = pageAlignedSharedBytes(size);
+      const expected = pattern(size, 5);
+      memory.set(expected);
+      // Whole pages per part, as core's windows are cut, then a tail.
+      const cuts = [0, 3 << 20, (3 << 20) + 4096, 8 << 20, 12 << 20, size];
+      const body = cuts.slice(1).map((end, k) => memory.subarray(cuts[k]!, end));
+      const marks: number[] = [];
+      await storage.write("data", stream(body), {
+        size,
+        pageAligned,
+        // What the storage is done with may change at once: scribbled over here.
+        onWritten: (bytes) => {
+          marks.push(bytes);
+          memory.fill(0xee, 0, bytes);
+        },
+      });
+      expect((await readFile(join(dir, "data"))).equals(expected)).toBe(true);
+      expect(marks.length).toBeGreaterThan(1);
+      expect(marks).toEqual([...new Set(marks)].sort((a, b) => a - b));
+      expect(marks.at(-1)).toBe(size);
     },
   );
 

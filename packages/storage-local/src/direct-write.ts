@@ -1,6 +1,7 @@
 import { constants } from "node:fs";
 import { pageAlignedAvailable, pageAlignedSharedBytes } from "@cairn/core/storage";
 import { type FileHandleLike, MAX_CALL_BYTES } from "./fs-like.js";
+import { WrittenMark } from "./written-mark.js";
 
 /**
  * File offsets, lengths and buffer addresses of direct writes are multiples of this. Linux asks
@@ -89,6 +90,8 @@ export async function writeDirect(
   check: () => void,
   reopenBuffered: () => Promise<FileHandleLike>,
   inPlace = false,
+  /** `WriteOptions.onWritten`. */
+  onWritten?: (bytes: number) => void,
 ): Promise<FileHandleLike> {
   const buffers = Array.from({ length: BUFFERS_PER_FILE }, takeBuffer);
   const pending: (Promise<void> | undefined)[] = buffers.map(() => undefined);
@@ -96,6 +99,8 @@ export async function writeDirect(
   let current = 0;
   let filled = 0;
   let position = 0;
+  let pulled = 0;
+  const mark = new WrittenMark(onWritten);
   /** Writes `length` bytes of `source` (an aligned buffer, or page-aligned memory of the body's) at `at`. */
   const flush = async (source: Uint8Array, length: number, at: number): Promise<void> => {
     // The first write, the one at 0, probes whether the file system takes direct writes.
@@ -115,8 +120,9 @@ export async function writeDirect(
     await writeFully(handle, source, direct ? roundUp(length) : length, at);
   };
   /** Starts writing `length` bytes of `source` from slot `current`, then waits until the next slot is free. */
-  const start = async (source: Uint8Array, length: number): Promise<void> => {
-    const write = flush(source, length, position);
+  const start = async (source: Uint8Array, length: number, fromBody = false): Promise<void> => {
+    const settled = fromBody ? mark.writing(position) : undefined;
+    const write = settled ? flush(source, length, position).finally(settled) : flush(source, length, position);
     pending[current] = handled(write);
     // The first write decides direct or buffered before any other is started.
     if (position === 0) await write;
@@ -138,7 +144,7 @@ export async function writeDirect(
         const whole = part.byteLength - (part.byteLength % ALIGN);
         while (taken < whole) {
           const n = Math.min(whole - taken, BUFFER_BYTES);
-          await start(part.subarray(taken, taken + n), n);
+          await start(part.subarray(taken, taken + n), n, true);
           taken += n;
           check();
         }
@@ -153,6 +159,8 @@ export async function writeDirect(
           await start(buffers[current]!, BUFFER_BYTES);
         }
       }
+      pulled += part.byteLength;
+      mark.pulled(pulled);
     }
     if (filled > 0) {
       pending[current] = handled(flush(buffers[current]!, filled, position));

@@ -1,5 +1,6 @@
 import { writeFully } from "./direct-write.js";
 import type { FileHandleLike } from "./fs-like.js";
+import { WrittenMark } from "./written-mark.js";
 
 /** Waits for `WriteOptions.publishAfter`; its rejection is the write's, as it is (`fsError` keeps what is no file system error as the cause of one). */
 export class NotPublished {
@@ -29,7 +30,10 @@ export async function writeWindowed(
   handle: FileHandleLike,
   body: Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
   check: () => void,
+  /** `WriteOptions.onWritten`. */
+  onWritten?: (bytes: number) => void,
 ): Promise<void> {
+  const mark = new WrittenMark(onWritten);
   const inflight = new Set<Promise<void>>();
   let inflightBytes = 0;
   let failure: { error: unknown } | undefined;
@@ -43,7 +47,9 @@ export async function writeWindowed(
       )
         await Promise.race(inflight);
       if (failure) throw failure.error;
+      const settled = mark.writing(position);
       const write = writeFully(handle, part, part.byteLength, position)
+        .finally(settled)
         .catch((error: unknown) => {
           failure ??= { error };
         })
@@ -54,6 +60,7 @@ export async function writeWindowed(
       inflight.add(write);
       inflightBytes += part.byteLength;
       position += part.byteLength;
+      mark.pulled(position);
     }
   } finally {
     await Promise.all(inflight);

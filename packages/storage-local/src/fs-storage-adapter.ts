@@ -69,6 +69,8 @@ export class FsStorageAdapter implements StorageAdapter {
   readonly protocol: string;
   readonly root: string;
   readonly portable?: PortableStorage;
+  /** Direct and buffered writes both call `WriteOptions.onWritten`. */
+  readonly reportsWritten = true;
   /** Only where writes are made durable (directories are synced): a memfs volume survives no crash anyway. */
   readonly sync?: (paths: readonly string[]) => Promise<void>;
   readonly #fs: FsPromisesLike;
@@ -206,10 +208,11 @@ export class FsStorageAdapter implements StorageAdapter {
             return this.#fs.open(temp, "r+");
           },
           options.pageAligned === true,
+          options.onWritten,
         );
       } else {
         handle = opened.handle;
-        await writeWindowed(handle, parts, check);
+        await writeWindowed(handle, parts, check, options.onWritten);
       }
       // With syncLater, `sync` fsyncs the file and its directory once, beside the others'.
       const deferred = options.syncLater === true && this.sync !== undefined;

@@ -37,9 +37,16 @@ export interface WriteOptions {
    * WebAssembly memory; core's staging lays a background save out this way). An adapter that
    * writes past the page cache (file:// with O_DIRECT) may then write a part that starts on a
    * page boundary straight from its memory instead of copying it into aligned buffers. The body's
-   * memory must not change until the write settles. Others ignore it.
+   * memory must not change until the write settles, or until `onWritten` passed it. Others ignore it.
    */
   readonly pageAligned?: boolean;
+  /**
+   * Told, as the write goes, how many of the body's first bytes the adapter has written or
+   * copied and will not read again (never less than it said before): core reuses that memory
+   * before the write settles. Only adapters with `reportsWritten` call it; it is never called
+   * once `write` settled.
+   */
+  readonly onWritten?: (bytes: number) => void;
   /**
    * Leaves the object's durability to a later `StorageAdapter.sync` of its path: `write` then
    * resolves once the object is whole and visible, and it survives a crash only once that
@@ -167,6 +174,12 @@ export interface StorageAdapter {
    * the training loop does not pace. Absent: the save writes from the calling thread.
    */
   readonly portable?: PortableStorage;
+  /**
+   * Set when `write` reports its progress through `WriteOptions.onWritten`: a save on the main
+   * thread then copies big files through a few MiB of reused page-aligned memory instead of
+   * holding a whole file's (see core's save/write-windows.ts).
+   */
+  readonly reportsWritten?: boolean;
   read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array>;
   /**
    * Opens an object for many ranged reads, where holding it open saves work per read (file://
