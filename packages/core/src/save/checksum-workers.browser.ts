@@ -3,12 +3,19 @@
 import {
   type BlockChecksums,
   type RegionChecksums,
+  type RegionPieces,
   checksumsHere,
   contentHashingOn,
   regionChecksumsHere,
 } from "./checksums-here.js";
 
-export { type BlockChecksums, type RegionChecksums, hexDigests, setContentHashing } from "./checksums-here.js";
+export {
+  type BlockChecksums,
+  type RegionChecksums,
+  type RegionPieces,
+  hexDigests,
+  setContentHashing,
+} from "./checksums-here.js";
 
 /** Bytes hashed between two yields: about 10 ms of WebAssembly, short enough for a page to stay responsive. */
 const SLICE_BYTES = 4 << 20;
@@ -27,6 +34,7 @@ export function regionChecksumsAsync(
   lengths: Float64Array,
   blockSizes: Float64Array,
   withHashes = contentHashingOn(),
+  pieces?: RegionPieces,
 ): Promise<RegionChecksums> {
-  return regionChecksumsHere(memory, starts, lengths, blockSizes, withHashes, SLICE_BYTES);
+  return regionChecksumsHere(memory, starts, lengths, blockSizes, withHashes, SLICE_BYTES, pieces);
 }

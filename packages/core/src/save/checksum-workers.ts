@@ -4,12 +4,19 @@ import { Worker, isMainThread } from "node:worker_threads";
 import {
   type BlockChecksums,
   type RegionChecksums,
+  type RegionPieces,
   checksumsHere,
   contentHashingOn,
   hexDigests,
 } from "./checksums-here.js";
 
-export { type BlockChecksums, type RegionChecksums, hexDigests, setContentHashing } from "./checksums-here.js";
+export {
+  type BlockChecksums,
+  type RegionChecksums,
+  type RegionPieces,
+  hexDigests,
+  setContentHashing,
+} from "./checksums-here.js";
 
 /**
  * The worker is plain CommonJS evaluated from a string, so it runs the same under vitest, tsx
@@ -35,6 +42,15 @@ const hasher = (async () => {
     begin: () => h.init(),
     update: (bytes) => h.update(bytes),
     end: (out, at) => out.set(h.digest("binary"), at),
+    // A chunk hashed over several messages: its state saved between them (one WebAssembly instance serves all).
+    open: () => {
+      let state;
+      const resume = () => (state ? h.load(state) : h.init());
+      return {
+        update: (bytes) => { resume(); h.update(bytes); state = h.save(); },
+        end: (out, at) => { resume(); out.set(h.digest("binary"), at); },
+      };
+    },
   };
   try {
     const { XXHash128 } = require(workerData.xxhashAddon);
@@ -46,6 +62,10 @@ const hasher = (async () => {
       begin: () => state.reset(),
       update: (bytes) => state.update(bytes),
       end: (out, at) => out.set(state.digest(), at),
+      open: () => {
+        const own = new XXHash128(seed);
+        return { update: (bytes) => own.update(bytes), end: (out, at) => out.set(own.digest(), at) };
+      },
     };
   } catch {
     return wasm;
@@ -68,15 +88,38 @@ function region(xxh, bytes, start, end, blockSize, sums, n, hashes, k) {
   if (hashes) xxh.end(hashes, 16 * k);
   return n;
 }
+/** Chunks hashed piece by piece over several messages (always sent to this same worker), by stream id. */
+const streams = new Map();
+/** As region, for a piece of a chunk: flags 1 = its first piece (a new stream), 2 = its last (the digest into hashes at 16 * k). */
+function piece(xxh, bytes, start, end, blockSize, sums, n, hashes, k, id, flags) {
+  if (flags & 1) streams.set(id, hashes ? xxh.open() : null);
+  if (!streams.has(id)) throw new Error("piece of an unknown stream " + id);
+  const stream = streams.get(id);
+  for (let at = start; at < end; at += blockSize) {
+    const block = bytes.subarray(at, Math.min(at + blockSize, end));
+    sums[n++] = crc32c(block) >>> 0;
+    if (stream) stream.update(block);
+  }
+  if (flags & 2) {
+    if (stream) stream.end(hashes, 16 * k);
+    streams.delete(id);
+  }
+  return n;
+}
 parentPort.on("message", async ({ id, parts, regions, withHashes }) => {
   const xxh = await hasher;
   if (regions) {
-    const { buffer, starts, lengths, blockSizes, count } = regions;
+    const { buffer, starts, lengths, blockSizes, count, streamIds, flags } = regions;
     const bytes = Buffer.from(buffer);
     const sums = new Uint32Array(count);
     const hashes = withHashes ? new Uint8Array(16 * starts.length) : undefined;
     let n = 0;
-    for (let i = 0; i < starts.length; i++) n = region(xxh, bytes, starts[i], starts[i] + lengths[i], blockSizes[i], sums, n, hashes, i);
+    for (let i = 0; i < starts.length; i++) {
+      const end = starts[i] + lengths[i];
+      n = streamIds && streamIds[i] > 0
+        ? piece(xxh, bytes, starts[i], end, blockSizes[i], sums, n, hashes, i, streamIds[i], flags[i])
+        : region(xxh, bytes, starts[i], end, blockSizes[i], sums, n, hashes, i);
+    }
     parentPort.postMessage({ id, sums, hashes }, hashes ? [sums.buffer, hashes.buffer] : [sums.buffer]);
     return;
   }
@@ -170,9 +213,10 @@ class ChecksumWorkers {
     this.#jobs.clear();
   }
 
-  #post<T>(message: Record<string, unknown>, transfer: ArrayBuffer[]): Promise<T> {
+  /** Posts to the next worker in turn, or with `affinity` always to the same one (a chunk hashed over several messages). */
+  #post<T>(message: Record<string, unknown>, transfer: ArrayBuffer[], affinity?: number): Promise<T> {
     const workers = this.#spawn();
-    const worker = workers[this.#turn++ % workers.length]!;
+    const worker = workers[(affinity ?? this.#turn++) % workers.length]!;
     const id = this.#next++;
     return new Promise<T>((resolve, reject) => {
       this.#jobs.set(id, { worker, resolve: resolve as (result: never) => void, reject });
@@ -185,7 +229,8 @@ class ChecksumWorkers {
    * The block checksums of many regions of one shared memory (region i: `lengths[i]` bytes from
    * `starts[i]`, in blocks of `blockSizes[i]`), all in one worker round trip with no object per
    * region: every region's sums in order, `ceil(length / blockSize)` each, and with `withHashes`
-   * each region's XXH3-128.
+   * each region's XXH3-128. With `pieces`, regions may be pieces of chunks hashed over several
+   * calls (`RegionPieces`).
    */
   async regionChecksums(
     memory: SharedArrayBuffer,
@@ -193,12 +238,17 @@ class ChecksumWorkers {
     lengths: Float64Array,
     blockSizes: Float64Array,
     withHashes: boolean,
+    pieces?: RegionPieces,
   ): Promise<RegionChecksums> {
     let count = 0;
     for (let i = 0; i < starts.length; i++) count += Math.ceil(lengths[i]! / blockSizes[i]!);
+    const transfer = [starts.buffer as ArrayBuffer, lengths.buffer as ArrayBuffer, blockSizes.buffer as ArrayBuffer];
+    if (pieces) transfer.push(pieces.streamIds.buffer as ArrayBuffer, pieces.flags.buffer as ArrayBuffer);
+    const regions = { buffer: memory, starts, lengths, blockSizes, count };
     const { sums, hashes } = await this.#post<{ sums: Uint32Array; hashes?: Uint8Array }>(
-      { regions: { buffer: memory, starts, lengths, blockSizes, count }, withHashes },
-      [starts.buffer as ArrayBuffer, lengths.buffer as ArrayBuffer, blockSizes.buffer as ArrayBuffer],
+      { regions: pieces ? { ...regions, streamIds: pieces.streamIds, flags: pieces.flags } : regions, withHashes },
+      transfer,
+      pieces?.affinity,
     );
     return hashes ? { sums, hashes } : { sums };
   }
@@ -256,6 +306,7 @@ export function regionChecksumsAsync(
   lengths: Float64Array,
   blockSizes: Float64Array,
   withHashes = contentHashingOn(),
+  pieces?: RegionPieces,
 ): Promise<RegionChecksums> {
-  return workers.regionChecksums(memory, starts, lengths, blockSizes, withHashes);
+  return workers.regionChecksums(memory, starts, lengths, blockSizes, withHashes, pieces);
 }

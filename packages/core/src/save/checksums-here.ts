@@ -1,7 +1,7 @@
 // Block CRC32Cs and content hashes computed on the calling thread, in slices between which the
 // event loop runs: Node's path for bytes not in shared memory, and a browser's path for all bytes.
 import { bytesToHex, hexToBytes } from "#platform/format/byte-text.js";
-import { loadXxh128 } from "#platform/format/xxh128.js";
+import { type Xxh128Stream, loadXxh128 } from "#platform/format/xxh128.js";
 import { yieldToEventLoop } from "#platform/runtime.js";
 import { crc32c } from "../format/crc32c.js";
 
@@ -15,6 +15,19 @@ export interface BlockChecksums {
 export interface RegionChecksums {
   readonly sums: Uint32Array;
   readonly hashes?: Uint8Array;
+}
+
+/**
+ * Regions that are pieces of chunks hashed over several calls: region i is a piece of stream
+ * `streamIds[i]` (0: a whole chunk), `flags[i]` 1 on its first piece (the stream starts) and 2 on
+ * its last (its digest is returned in that region's place). Pieces of a stream come in order,
+ * each cut on its block size; only the last piece's digest is meaningful. Calls with the same
+ * `affinity` are hashed in order, by one thread.
+ */
+export interface RegionPieces {
+  readonly streamIds: Float64Array;
+  readonly flags: Uint8Array;
+  readonly affinity: number;
 }
 
 /** `count` digests of 16 bytes as hex strings (slices of one string: no copy each). */
@@ -87,7 +100,13 @@ export async function checksumsHere(
   return xxh ? { sums: all, hashes } : { sums: all };
 }
 
-/** Region i: `lengths[i]` bytes of `memory` from `starts[i]`, in blocks of `blockSizes[i]`; every region's sums in order. */
+/** Streams of chunks hashed piece by piece on this thread (`RegionPieces`), by stream id. */
+const openStreams = new Map<number, Xxh128Stream | undefined>();
+
+/**
+ * Region i: `lengths[i]` bytes of `memory` from `starts[i]`, in blocks of `blockSizes[i]`; every
+ * region's sums in order. With `pieces`, regions may be pieces of chunks (`RegionPieces`).
+ */
 export async function regionChecksumsHere(
   memory: ArrayBufferLike,
   starts: Float64Array,
@@ -95,11 +114,42 @@ export async function regionChecksumsHere(
   blockSizes: Float64Array,
   withHashes: boolean,
   sliceBytes: number,
+  pieces?: RegionPieces,
 ): Promise<RegionChecksums> {
   const bytes = new Uint8Array(memory);
   const parts = Array.from(starts, (start, i) => bytes.subarray(start, start + lengths[i]!));
-  const { sums, hashes } = await checksumsHere(parts, Array.from(blockSizes), withHashes, sliceBytes);
-  const flat = Uint32Array.from(sums.flat());
-  if (!hashes) return { sums: flat };
-  return { sums: flat, hashes: hexToBytes(hashes.join("")) };
+  if (!pieces) {
+    const { sums, hashes } = await checksumsHere(parts, Array.from(blockSizes), withHashes, sliceBytes);
+    const flat = Uint32Array.from(sums.flat());
+    if (!hashes) return { sums: flat };
+    return { sums: flat, hashes: hexToBytes(hashes.join("")) };
+  }
+  const xxh = withHashes ? await loadXxh128() : undefined;
+  const slices = new Slices(sliceBytes);
+  const sums: number[] = [];
+  const hashes = new Uint8Array(16 * parts.length);
+  for (const [i, part] of parts.entries()) {
+    const id = pieces.streamIds[i]!;
+    const flags = pieces.flags[i]!;
+    if (id === 0) {
+      const one = await checksumsHere([part], [blockSizes[i]!], withHashes, sliceBytes);
+      sums.push(...one.sums[0]!);
+      if (one.hashes) hashes.set(hexToBytes(one.hashes[0]!), 16 * i);
+      continue;
+    }
+    if (flags & 1) openStreams.set(id, await xxh?.stream());
+    if (!openStreams.has(id)) throw new Error(`piece of an unknown stream ${id}`);
+    const stream = openStreams.get(id);
+    for (let at = 0; at < part.byteLength; at += blockSizes[i]!) {
+      const block = part.subarray(at, Math.min(at + blockSizes[i]!, part.byteLength));
+      sums.push(crc32c(block));
+      stream?.update(block);
+      await slices.done(block.byteLength);
+    }
+    if (flags & 2) {
+      if (stream) hashes.set(hexToBytes(stream.digest()), 16 * i);
+      openStreams.delete(id);
+    }
+  }
+  return xxh ? { sums: Uint32Array.from(sums), hashes } : { sums: Uint32Array.from(sums) };
 }
