@@ -27,3 +27,4 @@ export { type MeasuredWork, cpuSecondsOf, measureWork } from "./measure-work.js"
 export { rejection } from "./rejection.js";
 export { setContentHashing } from "../save/checksum-workers.js";
 export { setStagedHook } from "../background/staging-sums.js";
+export { seededRandom } from "./seeded-random.js";

@@ -1,0 +1,324 @@
+// A data file copied, on the main thread, into reused page-aligned shared memory a window of a
+// few MiB at a time, laid out as the file: file:// writes each window from there in place
+// (O_DIRECT, no copy of its own) and the checksum workers hash it there on another core. Each
+// byte is copied once; the window goes back to the pool once it is written, hashed, and the next
+// window took its last partial page.
+import { hexDigests, regionChecksumsAsync } from "#platform/save/checksum-workers.js";
+import type { RegionChecksums } from "./checksums-here.js";
+import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
+import { CheckpointError, throwIfAborted } from "../errors.js";
+import { type Leaf, tensorBytes } from "../state/leaf.js";
+import { type TypedArray, bytesOf } from "../state/dtypes.js";
+import { displayKey } from "../state/state-dict.js";
+import type { SafetensorsLayout } from "../format/safetensors.js";
+import type { WriteItem } from "../plan/save-planner.js";
+import type { WriteOptions } from "../storage/storage-adapter.js";
+
+/** File offsets of window boundaries are multiples of this (direct I/O's alignment). */
+const PAGE = 4096;
+/** Item bytes per window where the storage reports its progress (`StorageAdapter.reportsWritten`). */
+export const WINDOW_BYTES = 8 << 20;
+/** Packed bytes are sent to the checksum workers in batches of about this many, so hashing overlaps packing. */
+const HASH_BATCH_BYTES = 4 << 20;
+
+/** Bytes `from` to `to` of item `item`: a whole item, or (of an item larger than a window) a run of its blocks. */
+interface Piece {
+  readonly item: number;
+  readonly from: number;
+  readonly to: number;
+}
+
+/** A window of the file: memory offset 0 is file offset `start`; it holds the file up to `end`, and its part of the body ends at `cut`. */
+interface WindowPlan {
+  readonly start: number;
+  readonly end: number;
+  readonly cut: number;
+  readonly pieces: readonly Piece[];
+}
+
+/**
+ * The file cut into windows of about `windowBytes`, each starting where the one before stops
+ * sending (a page boundary), so every window but the last goes out as whole pages. The header
+ * is in the first. Items smaller than a window stay whole; bigger ones are cut on their block
+ * boundaries, so each piece's block CRC32Cs are the item's.
+ */
+export function planWindows(
+  items: readonly WriteItem[],
+  layout: SafetensorsLayout,
+  blockSizes: readonly number[],
+  windowBytes: number,
+): WindowPlan[] {
+  const windows: WindowPlan[] = [];
+  let start = 0;
+  let end = layout.header.byteLength;
+  let pieces: Piece[] = [];
+  const close = (): void => {
+    const cut = Math.floor(end / PAGE) * PAGE;
+    windows.push({ start, end, cut, pieces });
+    start = cut;
+    pieces = [];
+  };
+  items.forEach((item, i) => {
+    const length = item.byteLength;
+    const blockSize = blockSizes[i]!;
+    const split = length > windowBytes - PAGE;
+    if (length === 0) pieces.push({ item: i, from: 0, to: 0 });
+    for (let from = 0; from < length;) {
+      const rest = length - from;
+      const room = start + windowBytes - end;
+      let take = rest <= room ? rest : split ? Math.floor(Math.max(0, room) / blockSize) * blockSize : 0;
+      // An empty window always takes something: a small item whole, at least a block of a big one.
+      if (take === 0 && pieces.length === 0) take = split ? Math.min(rest, blockSize) : rest;
+      if (take > 0) {
+        pieces.push({ item: i, from, to: from + take });
+        end += take;
+        from += take;
+      }
+      if (from < length) close();
+    }
+  });
+  windows.push({ start, end, cut: layout.fileSize, pieces });
+  return windows;
+}
+
+type TypedArrayType = {
+  new (buffer: ArrayBufferLike, offset: number, length: number): TypedArray;
+  readonly BYTES_PER_ELEMENT: number;
+};
+/** The built-in typed arrays by prototype: copying one into a view of its own type copies its bytes as they are. */
+const ELEMENT_TYPES = new Map<object, TypedArrayType>(
+  [
+    Int8Array,
+    Uint8Array,
+    Int16Array,
+    Uint16Array,
+    Int32Array,
+    Uint32Array,
+    Float32Array,
+    Float64Array,
+    BigInt64Array,
+    BigUint64Array,
+  ].map((type) => [type.prototype, type as unknown as TypedArrayType]),
+);
+
+/** An item's bytes: a view where they are on the host (no promise per tensor), else read from tfjs; checked against the plan's size. */
+export function itemBytes(item: WriteItem, leaf: Leaf): Uint8Array | Promise<Uint8Array> {
+  if (leaf.kind === "bytes") return sized(item, leaf.data);
+  if (leaf.kind !== "tensor") return sized(item, undefined);
+  if (leaf.source.kind === "host") return sized(item, bytesOf(leaf.source.tensor.data));
+  return tensorBytes(leaf).then((data) => sized(item, data));
+}
+
+function sized(item: WriteItem, data: Uint8Array | undefined): Uint8Array {
+  if (!data || data.byteLength !== item.byteLength) {
+    throw new CheckpointError(
+      "invalid_argument",
+      `state dict key ${displayKey(item.key)} changed size while it was being saved`,
+      { context: { key: displayKey(item.key) } },
+    );
+  }
+  return data;
+}
+
+/** What a windowed write computed: each item's block CRC32Cs and (unless hashing is off) content hash, for items not `known`. */
+export interface WindowedChecksums {
+  readonly sums: (readonly number[] | undefined)[];
+  readonly hashes: (string | undefined)[];
+}
+
+/** A window's memory while an attempt uses it: given back once written, hashed, and its tail copied on. */
+interface Held {
+  readonly memory: Uint8Array;
+  readonly holds: Set<"written" | "hashed" | "tail">;
+}
+
+function drop(held: Held, what: "written" | "hashed" | "tail"): void {
+  if (held.holds.delete(what) && held.holds.size === 0) giveBackReusableMemory(held.memory);
+}
+
+/** One attempt at the storage's write of a body, told where to report its progress. */
+export type WindowWrite = (body: AsyncIterable<Uint8Array>, progress: Pick<WriteOptions, "onWritten">) => Promise<void>;
+
+let nextStream = 1;
+let nextAffinity = 0;
+
+/**
+ * Writes one data file through windows (see the top of this file). `write` is one attempt at
+ * the storage's write of the body it is given, with `onWritten` for its progress; it is called
+ * again for a retry, which packs the file again. Resolves once the write succeeded and every
+ * window is back in the pool; `todo` says which items to hash (the others' checksums are known).
+ */
+export async function writeThroughWindows(
+  items: readonly WriteItem[],
+  leaves: readonly Leaf[],
+  layout: SafetensorsLayout,
+  blockSizes: readonly number[],
+  windowBytes: number,
+  todo: (item: number) => boolean,
+  signal: AbortSignal | undefined,
+  /** Runs `attempt` (with retries): each attempt calls `write` once. */
+  attempts: (attempt: (write: WindowWrite) => Promise<void>) => Promise<void>,
+): Promise<WindowedChecksums> {
+  const windows = planWindows(items, layout, blockSizes, windowBytes);
+  // One worker hashes all of a file's windows, in order: a big item's pieces continue one stream.
+  const affinity = nextAffinity++;
+  /** Every packing and hashing of every attempt: all settle before the memory goes back. */
+  const started: Promise<unknown>[] = [];
+  let hashing: Promise<{ window: number; regions: Piece[]; result: RegionChecksums }[]>[] = [];
+
+  const attempt = async (write: WindowWrite): Promise<void> => {
+    const held: Held[] = [];
+    const packing: Promise<unknown>[] = [];
+    const streams = new Map<number, number>();
+    let ended = false;
+    let released = 0;
+    hashing = [];
+    const onWritten = (bytes: number): void => {
+      while (!ended && released < held.length && windows[released]!.cut <= bytes) drop(held[released++]!, "written");
+    };
+
+    /** Copies window k in (its tail from window k - 1, then its pieces), hashing it in batches as it goes. */
+    const pack = async (k: number): Promise<Held> => {
+      throwIfAborted(signal, "the save");
+      const plan = windows[k]!;
+      const memory = takeReusableMemory(plan.end - plan.start, true);
+      const window: Held = { memory, holds: new Set(["written", "hashed", "tail"]) };
+      held[k] = window;
+      if (k === windows.length - 1) window.holds.delete("tail");
+      if (k === 0) memory.set(layout.header, 0);
+      else {
+        const before = windows[k - 1]!;
+        memory.set(held[k - 1]!.memory.subarray(plan.start - before.start, before.end - before.start), 0);
+        drop(held[k - 1]!, "tail");
+      }
+      const batches: Promise<{ window: number; regions: Piece[]; result: RegionChecksums }>[] = [];
+      let batch: Piece[] = [];
+      let batchBytes = 0;
+      const post = (): void => {
+        const regions = batch;
+        batch = [];
+        batchBytes = 0;
+        const starts = new Float64Array(regions.length);
+        const lengths = new Float64Array(regions.length);
+        const sizes = new Float64Array(regions.length);
+        const streamIds = new Float64Array(regions.length);
+        const flags = new Uint8Array(regions.length);
+        let pieces = false;
+        regions.forEach(({ item, from, to }, r) => {
+          starts[r] = layout.offsets[item]! + from - plan.start;
+          lengths[r] = to - from;
+          sizes[r] = blockSizes[item]!;
+          const length = items[item]!.byteLength;
+          if (from === 0 && to === length) return;
+          pieces = true;
+          if (from === 0) streams.set(item, nextStream++);
+          streamIds[r] = streams.get(item)!;
+          flags[r] = (from === 0 ? 1 : 0) | (to === length ? 2 : 0);
+        });
+        const result = regionChecksumsAsync(
+          memory.buffer as SharedArrayBuffer,
+          starts,
+          lengths,
+          sizes,
+          undefined,
+          pieces ? { streamIds, flags, affinity } : undefined,
+        ).then((r) => ({ window: k, regions, result: r }));
+        result.catch(() => undefined);
+        batches.push(result);
+      };
+      const views = new Map<TypedArrayType, TypedArray>();
+      let current: { item: number; data: Uint8Array } | undefined;
+      for (const piece of plan.pieces) {
+        const item = items[piece.item]!;
+        const leaf = leaves[item.leafIndex]!;
+        const at = layout.offsets[piece.item]! + piece.from - plan.start;
+        const whole = piece.from === 0 && piece.to === item.byteLength;
+        // A whole host tensor is copied by its own element type, without a byte view made for it.
+        const typed =
+          whole && leaf.kind === "tensor" && leaf.source.kind === "host" ? leaf.source.tensor.data : undefined;
+        const type =
+          typed && typed.byteLength === item.byteLength ? ELEMENT_TYPES.get(Object.getPrototypeOf(typed)) : undefined;
+        if (type && at % type.BYTES_PER_ELEMENT === 0) {
+          let view = views.get(type);
+          if (!view)
+            views.set(
+              type,
+              (view = new type(memory.buffer, 0, Math.floor(memory.byteLength / type.BYTES_PER_ELEMENT))),
+            );
+          view.set(typed as never, at / type.BYTES_PER_ELEMENT);
+        } else {
+          // A big item's pieces come one after another: its bytes are read (from tfjs, maybe) once.
+          if (current?.item !== piece.item) {
+            const data = itemBytes(item, leaf);
+            current = { item: piece.item, data: data instanceof Promise ? await data : data };
+          }
+          memory.set(whole ? current.data : current.data.subarray(piece.from, piece.to), at);
+        }
+        if (todo(piece.item)) {
+          batch.push(piece);
+          batchBytes += piece.to - piece.from;
+          if (batchBytes >= HASH_BATCH_BYTES) post();
+        }
+      }
+      if (batch.length > 0) post();
+      const hashed = Promise.all(batches);
+      hashing[k] = hashed;
+      started.push(hashed);
+      void hashed.finally(() => drop(window, "hashed")).catch(() => undefined);
+      return window;
+    };
+
+    const track = <T>(promise: Promise<T>): Promise<T> => {
+      packing.push(promise);
+      started.push(promise);
+      promise.catch(() => undefined);
+      return promise;
+    };
+    const body = async function* (): AsyncGenerator<Uint8Array> {
+      let next = track(pack(0));
+      for (let k = 0; k < windows.length; k++) {
+        const window = await next;
+        if (k + 1 < windows.length) {
+          // The next window is packed beside this one's write, once the one before this is hashed:
+          // that bounds the memory packed ahead of its hashing.
+          const before = k >= 1 ? hashing[k - 1] : undefined;
+          next = track(before ? before.then(() => pack(k + 1)) : pack(k + 1));
+        }
+        const plan = windows[k]!;
+        if (plan.cut > plan.start) yield window.memory.subarray(0, plan.cut - plan.start);
+      }
+    };
+    try {
+      await write(body(), { onWritten });
+    } finally {
+      // The write settled, so the storage reads none of it any more; nor may a window still be packed.
+      ended = true;
+      await Promise.allSettled(packing);
+      for (const window of held) {
+        if (!window) continue;
+        drop(window, "written");
+        drop(window, "tail");
+      }
+    }
+  };
+
+  try {
+    await attempts(attempt);
+    const results = (await Promise.all(hashing)).flat();
+    const sums: (number[] | undefined)[] = new Array(items.length);
+    const hashes: (string | undefined)[] = new Array(items.length);
+    for (const { regions, result } of results) {
+      const digests = result.hashes ? hexDigests(result.hashes, regions.length) : undefined;
+      let at = 0;
+      regions.forEach(({ item, from, to }, r) => {
+        const count = Math.ceil((to - from) / blockSizes[item]!);
+        const own = (sums[item] ??= []);
+        for (let c = 0; c < count; c++) own.push(result.sums[at++]!);
+        if (to === items[item]!.byteLength) hashes[item] = digests?.[r];
+      });
+    }
+    return { sums, hashes };
+  } finally {
+    await Promise.allSettled(started);
+  }
+}
