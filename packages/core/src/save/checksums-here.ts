@@ -133,7 +133,7 @@ export async function regionChecksumsHere(
     const flags = pieces.flags[i]!;
     if (id === 0) {
       const one = await checksumsHere([part], [blockSizes[i]!], withHashes, sliceBytes);
-      sums.push(...one.sums[0]!);
+      for (const sum of one.sums[0]!) sums.push(sum);
       if (one.hashes) hashes.set(hexToBytes(one.hashes[0]!), 16 * i);
       continue;
     }
