@@ -123,16 +123,16 @@ export class DefaultSavePlanner implements SavePlanner {
  * at far greater cost.
  */
 function onlyWholeDistinct(items: readonly WriteItem[], values: readonly PlannedValue[]): boolean {
+  // A name already there leaves the size as it was: one hash lookup per name, not two.
   const names = new Set<string>();
   for (const item of items) {
-    const name = item.name ?? displayKey(item.key);
-    if (!isWhole(item) || names.has(name)) return false;
-    names.add(name);
+    if (!isWhole(item)) return false;
+    const size = names.size;
+    if (names.add(item.name ?? displayKey(item.key)).size === size) return false;
   }
   for (const { entry } of values) {
-    const name = displayKey(entry.key);
-    if (names.has(name)) return false;
-    names.add(name);
+    const size = names.size;
+    if (names.add(displayKey(entry.key)).size === size) return false;
   }
   return true;
 }
