@@ -44,7 +44,6 @@ const extra = (of: keyof Spent): Record<string, number | string> => ({
   dataOnlyMs: +med("dataOnly", of).toFixed(1),
   memcpyIntoSharedMs: +med("memcpyShared", of).toFixed(1),
   setIntoPlainMs: +med("setPlain", of).toFixed(1),
-  floorVsSyncSave: +(med("floor", of) / med("sync", of)).toFixed(4),
 });
 for (const [of, what] of [
   ["cpuMs", "main-thread CPU"],
