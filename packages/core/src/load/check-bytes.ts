@@ -2,6 +2,7 @@ import { CheckpointError } from "../errors.js";
 import { crc32c } from "../format/crc32c.js";
 import { crc32cCombine, crc32cCombiner } from "../format/crc32c-combine.js";
 import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE } from "../format/metadata.js";
+import { type KeyPath, displayKey } from "../state/state-dict.js";
 
 /** A data file's size in storage, or null if it is missing, as `StorageAdapter.stat` says. */
 export type SizeFn = (file: string) => Promise<number | null>;
@@ -33,13 +34,18 @@ export function checkHeader(file: string, metadata: CheckpointMetadata, bytes: U
   }
 }
 
+/** A key as an error names it: a key path is joined only then (a load of 100k tensors would join them all). */
+export function keyText(key: string | KeyPath): string {
+  return typeof key === "string" ? key : displayKey(key);
+}
+
 /**
  * Checks bytes of a chunk read from `start` (relative to the chunk, aligned to its `blockSize`)
  * against the chunk's block CRC32Cs. Throws `corrupt` naming the file, the key and the first damaged block.
  */
 export function checkBlocks(
   chunk: ChunkMetadata,
-  key: string,
+  key: string | KeyPath,
   start: number,
   data: Uint8Array,
   sums?: ArrayLike<number>,
@@ -53,10 +59,11 @@ export function checkBlocks(
     // `sums`: the blocks' CRC32Cs already computed (on a checksum worker, or by the adapter), one per block of `data`.
     if ((sums ? sums[at / blockSize] : crc32c(data.subarray(at, end))) !== chunk.crc32c[block]) {
       const from = chunk.byteOffset + start + at;
+      const name = keyText(key);
       throw new CheckpointError(
         "corrupt",
-        `checksum mismatch in ${chunk.file} for ${key} (block ${block}, file bytes ${from}..${from + end - at}): the data file is damaged`,
-        { context: { file: chunk.file, key } },
+        `checksum mismatch in ${chunk.file} for ${name} (block ${block}, file bytes ${from}..${from + end - at}): the data file is damaged`,
+        { context: { file: chunk.file, key: name } },
       );
     }
   }

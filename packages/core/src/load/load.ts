@@ -169,7 +169,7 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
       metadata,
       plan.items,
       destinations.map((d) => ({
-        key: displayKey(d.request.key),
+        key: d.request.key,
         box: d.box,
         buffer: d.buffer,
         itemSize: itemSize(d.request.dtype ?? "uint8"),
@@ -246,7 +246,8 @@ function targetDestinations(
       return { request, box: fullBox([data.byteLength]), buffer: data, finish: () => replace(data) };
     }
     const { source, dtype, shape } = leaf;
-    const { box } = leafBox(leaf);
+    // The request's box, made once from the leaf (`requestFor`).
+    const box = request.box!;
     if (source.kind === "host") {
       return { request, box, buffer: bytesOf(source.tensor.data), finish: () => undefined };
     }

@@ -1,13 +1,15 @@
 import { type Box, type RowLayout, rowLayout } from "../state/box.js";
 import type { ChunkMetadata } from "../format/metadata.js";
 import type { ReadItem } from "../plan/load-planner.js";
+import type { KeyPath } from "../state/state-dict.js";
 
 /** Largest piece of a chunk read straight into its destination (a multiple of any power-of-two block size). */
 const DIRECT_READ_BYTES = 64 << 20;
 
 /** Where a request's bytes go: a row-major host buffer holding `box` of the tensor, `itemSize` bytes an element. */
 export interface ReadDestination {
-  readonly key: string;
+  /** Its key, or key path, for errors (joined only when one names it). */
+  readonly key: string | KeyPath;
   readonly box: Box;
   readonly buffer: Uint8Array;
   readonly itemSize: number;

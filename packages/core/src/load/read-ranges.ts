@@ -6,7 +6,7 @@ import type { CheckpointMetadata } from "../format/metadata.js";
 import type { ReadOptions } from "../storage/storage-adapter.js";
 import { ByteBudget } from "../storage/byte-budget.js";
 import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
-import { type SizeFn, checkBlocks, checkFileSize, checkHeader } from "./check-bytes.js";
+import { type SizeFn, checkBlocks, checkFileSize, checkHeader, keyText } from "./check-bytes.js";
 import {
   type Piece,
   type RangeRead,
@@ -229,7 +229,7 @@ export async function readRanges(
   }
 
   function truncated(range: RangeRead, fileEnd: number): CheckpointError {
-    const key = destinations[range.pieces[0]!.consumers[0]!.item.request]!.key;
+    const key = keyText(destinations[range.pieces[0]!.consumers[0]!.item.request]!.key);
     return new CheckpointError(
       "corrupt",
       `${range.file} is truncated: ${key} needs bytes up to ${range.end} but the file ends at ${fileEnd}`,

@@ -12,7 +12,14 @@ function describe(entry: EntryMetadata): string {
 }
 
 function sameNumbers(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** Whether `box` is exactly a chunk's: it is then the overlap itself, with no new box made (one per tensor). */
+function isWholeOf(box: Box, chunk: Box): boolean {
+  return sameNumbers(box.sizes, chunk.sizes) && sameNumbers(box.offsets, chunk.offsets);
 }
 
 function mismatch(request: LoadRequest, message: string): CheckpointError {
@@ -86,10 +93,11 @@ export class DefaultLoadPlanner implements LoadPlanner {
       const box: Box = request.box ?? { offsets: shape.map(() => 0), sizes: shape };
       let covered = 0;
       for (const chunk of entry.chunks) {
-        const region = intersectBoxes(chunk, box);
+        const region = isWholeOf(box, chunk) ? box : intersectBoxes(chunk, box);
         if (!region) continue;
-        covered += numel(region.sizes);
-        if (numel(region.sizes) > 0) items.push({ request: index, chunk, region });
+        const elements = numel(region.sizes);
+        covered += elements;
+        if (elements > 0) items.push({ request: index, chunk, region });
       }
       if (covered < numel(box.sizes)) {
         throw new CheckpointError(
