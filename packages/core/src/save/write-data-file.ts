@@ -8,6 +8,7 @@ import { dataFileLayout } from "../plan/data-file-layout.js";
 import { throwIfAborted } from "../errors.js";
 import { type Leaf, hostDataOf, stagedPlaceOf } from "../state/leaf.js";
 import { checkStagedSums } from "./staged-sums.js";
+import { DataFileCrc32c } from "./data-file-crc32c.js";
 import { COALESCE_BELOW, coalesce, groupItems } from "./item-groups.js";
 import { WINDOW_BYTES, itemBytes, writeThroughWindows } from "./write-windows.js";
 import type { ChunkMetadata, DataFileMetadata } from "../format/metadata.js";
@@ -202,8 +203,17 @@ async function writeInGroups(
   };
   /** Each group's checksums, of the latest attempt at the write. */
   let hashing: Promise<ItemChecksums>[] = [];
+  /** The file's ranges' CRC32Cs from the groups' block sums, for storage that sends one per request. */
+  const rangeSums = new DataFileCrc32c({ offsets: layout.offsets, items: file.items, blockSizes });
+  /** A group's block sums in its order: known ones where an incremental save had them, computed ones for the rest. */
+  const groupSums = async (group: readonly number[], computed: Promise<ItemChecksums>) => {
+    const { sums } = await computed;
+    let next = 0;
+    return group.map((i) => known?.get(file.items[i]!)?.sums ?? sums[next++]!);
+  };
   const body = async function* (): AsyncGenerator<Uint8Array> {
     hashing = [];
+    rangeSums.reset();
     let sent = 0;
     /** The segment up to `end`, from where the last slice ended. */
     const slice = function* (end: number): Generator<Uint8Array> {
@@ -220,6 +230,9 @@ async function writeInGroups(
     for (let g = 0; g < groups.length; g++) {
       const current = await next!;
       hashing.push(current.sums);
+      const sums = groupSums(groups[g]!, current.sums);
+      sums.catch(() => undefined);
+      rangeSums.add(groups[g]!, sums);
       if (g + 1 < groups.length) {
         // The next group is read beside this one's write, once the group before this one is hashed:
         // that bounds the bytes read ahead of their hashing (tfjs data() may download them from a device).
@@ -236,7 +249,7 @@ async function writeInGroups(
     }
     if (segment) yield* slice(layout.fileSize);
   };
-  await withRetry(() => location.storage.write(path, body(), writeOptions), {
+  await withRetry(() => location.storage.write(path, body(), { ...writeOptions, crc32c: rangeSums }), {
     policy: options.retry,
     signal: options.signal,
   });

@@ -63,6 +63,23 @@ export interface WriteOptions {
    * must honour it (the storage contract suite checks); to others it waits before writing.
    */
   readonly publishAfter?: Promise<unknown>;
+  /**
+   * CRC32Cs of the body's ranges from checksums the writer computes anyway (core's block
+   * CRC32Cs of a data file), for an adapter that sends a checksum with each request the
+   * storage verifies (S3's `x-amz-checksum-crc32c`): it need not read the bytes again.
+   */
+  readonly crc32c?: KnownCrc32c;
+}
+
+/** CRC32Cs of ranges of an object being written, as `WriteOptions.crc32c` gives them. */
+export interface KnownCrc32c {
+  /**
+   * The CRC32C of `bytes`, the object's bytes from `offset` on, once the writer has checksummed
+   * them; rejects if that failed. Computed from the writer's own checksums of the same memory:
+   * should the memory change between the two, the result is not the CRC32C of `bytes`, and the
+   * storage that verifies it refuses the request.
+   */
+  of(bytes: Uint8Array, offset: number): Promise<number>;
 }
 
 export interface ReadOptions {
