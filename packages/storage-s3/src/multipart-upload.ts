@@ -7,7 +7,7 @@ import {
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
 import { CheckpointError } from "@cairn/core";
-import { cancelledError } from "@cairn/core/storage";
+import { type KnownCrc32c, cancelledError } from "@cairn/core/storage";
 import { crc32c } from "@cairn/core/format";
 import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
 import { isOwnUpload } from "./own-object.js";
@@ -22,6 +22,8 @@ export interface MultipartUploadOptions {
   readonly ifAbsent: boolean;
   /** Send each part's CRC32C and list them in CompleteMultipartUpload. */
   readonly checksums: boolean;
+  /** The body's CRC32Cs as its writer knows them (`WriteOptions.crc32c`): parts' checksums come from there. */
+  readonly crc32c?: KnownCrc32c | undefined;
   readonly signal?: AbortSignal;
 }
 
@@ -98,8 +100,10 @@ export async function multipartUpload(
 
   const launch = (bytes: Uint8Array, release: () => void): void => {
     const partNumber = ++launched;
+    const offset = total;
     total += bytes.byteLength;
-    const task = uploadPart(client, context, { key, path, uploadId, partNumber }, bytes, options.checksums, stop.signal)
+    const checksum = options.checksums ? partChecksum(bytes, offset, options.crc32c) : undefined;
+    const task = uploadPart(client, context, { key, path, uploadId, partNumber }, bytes, checksum, stop.signal)
       .then(
         (part) => {
           parts.push(part);
@@ -165,10 +169,11 @@ async function uploadPart(
   context: S3CallContext,
   part: { key: string; path: string; uploadId: string; partNumber: number },
   bytes: Uint8Array,
-  checksums: boolean,
+  /** The part's CRC32C, base64, to send and list; none for servers that mishandle part checksums. */
+  pending: Promise<string> | undefined,
   signal: AbortSignal,
 ): Promise<CompletedPart> {
-  const checksum = checksums ? crc32cBase64(crc32c(bytes)) : undefined;
+  const checksum = await pending;
   const result = await s3Call(
     context,
     { op: `uploading part ${part.partNumber} of`, key: part.key, path: part.path },
@@ -190,6 +195,14 @@ async function uploadPart(
     { signal, watch: "socket" },
   );
   return { PartNumber: part.partNumber, ETag: result.ETag, ...(checksum ? { ChecksumCRC32C: checksum } : {}) };
+}
+
+/**
+ * The CRC32C (base64) of the body's bytes `bytes` from `offset`: from the writer's own checksums
+ * when it gave them (core's block CRC32Cs, combined: no pass over the bytes), else computed.
+ */
+export async function partChecksum(bytes: Uint8Array, offset: number, known: KnownCrc32c | undefined): Promise<string> {
+  return crc32cBase64(known ? await known.of(bytes, offset) : crc32c(bytes));
 }
 
 /**

@@ -13,15 +13,15 @@ import {
   type ReadOptions,
   type WriteBody,
   type WriteOptions,
+  type KnownCrc32c,
   ByteBudget,
   ReadTarget,
   cancelledError,
   checkRelativePath,
   splitHead,
 } from "@cairn/core/storage";
-import { crc32c } from "@cairn/core/format";
-import { MAX_PARTS, multipartUpload } from "./multipart-upload.js";
-import { type S3CallContext, crc32cBase64, s3Call } from "./s3-call.js";
+import { MAX_PARTS, multipartUpload, partChecksum } from "./multipart-upload.js";
+import { type S3CallContext, s3Call } from "./s3-call.js";
 import { isOwnPut } from "./own-object.js";
 import { isTransientS3Error, s3CodeOf } from "./s3-error.js";
 import { releasePart, sliceParts } from "./slice-parts.js";
@@ -213,7 +213,7 @@ export class S3StorageAdapter implements StorageAdapter {
       (body instanceof Uint8Array && body.byteLength === partSize)
     ) {
       try {
-        await this.#put(key, path, first.done ? new Uint8Array(0) : first.value, ifAbsent, signal);
+        await this.#put(key, path, first.done ? new Uint8Array(0) : first.value, ifAbsent, signal, options.crc32c);
       } finally {
         release();
         if (!first.done) releasePart(first.value);
@@ -229,6 +229,7 @@ export class S3StorageAdapter implements StorageAdapter {
       {
         ifAbsent,
         checksums: this.#checksums.multipart,
+        crc32c: options.crc32c,
         ...(signal ? { signal } : {}),
       },
     );
@@ -244,8 +245,9 @@ export class S3StorageAdapter implements StorageAdapter {
     bytes: Uint8Array,
     ifAbsent: boolean,
     signal: AbortSignal | undefined,
+    known: KnownCrc32c | undefined,
   ): Promise<void> {
-    const checksum = this.#checksums.put ? crc32cBase64(crc32c(bytes)) : undefined;
+    const checksum = this.#checksums.put ? await partChecksum(bytes, 0, known) : undefined;
     let ambiguous = false;
     try {
       await s3Call(

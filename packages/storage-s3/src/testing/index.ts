@@ -10,3 +10,4 @@ export {
   s3ErrorBody,
   uploadIdSeen,
 } from "./s3-test-server.js";
+export { withoutListedPartChecksums } from "./fauxqs-part-checksums.js";
