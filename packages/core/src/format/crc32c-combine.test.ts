@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { crc32c } from "./crc32c.js";
 import { crc32cCombine, crc32cCombiner } from "./crc32c-combine.js";
+import { seededRandom } from "../testing/seeded-random.js";
 
 function randomBytes(length: number, seed: number): Uint8Array {
   let x = seed >>> 0;
@@ -37,6 +38,30 @@ describe("crc32cCombine", () => {
         run = combine(run, sum);
       }
       expect(run).toBe(crc32c(bytes));
+    }
+  });
+
+  it("moves a CRC past lengths of 512 MiB and more: past A then B is past A + B, for seeded lengths to 2^45", () => {
+    // Past `n` bytes of zeros: crc32cCombine(crc, 0, n). Its factors come from x^(2^k) for each bit k + 3 of n.
+    const random = seededRandom(45);
+    for (let k = 0; k < 40; k++) {
+      const a = Math.floor(random() * 2 ** (20 + (k % 26)));
+      const b = Math.floor(random() * 2 ** 45);
+      const crc = Math.floor(random() * 2 ** 32);
+      expect(crc32cCombine(crc32cCombine(crc, 0, a), 0, b), `${a} + ${b}`).toBe(crc32cCombine(crc, 0, a + b));
+    }
+    // 2^29 bytes (bit 32 of the length in bits) against 2^28 twice.
+    expect(crc32cCombine(123456789, 0, 2 ** 29)).toBe(crc32cCombine(crc32cCombine(123456789, 0, 2 ** 28), 0, 2 ** 28));
+  });
+
+  it("gives the CRC32C of the whole from any seeded random cut, with a combiner made for the second part's length", () => {
+    for (let seed = 1; seed <= 100; seed++) {
+      const random = seededRandom(seed);
+      const bytes = new Uint8Array(Math.floor(random() * 20_000));
+      for (let i = 0; i < bytes.length; i++) bytes[i] = random() * 256;
+      const cut = Math.floor(random() * (bytes.length + 1));
+      const [a, b] = [bytes.subarray(0, cut), bytes.subarray(cut)];
+      expect(crc32cCombiner(b.byteLength)(crc32c(a), crc32c(b)), `seed ${seed}`).toBe(crc32c(bytes));
     }
   });
 });

@@ -14,16 +14,19 @@ function multiplyModP(a: number, b: number): number {
   return product >>> 0;
 }
 
-/** x^(2^k) modulo the polynomial, for k = 0..31 (zlib's `x2n_table`). */
+/**
+ * x^(2^k) modulo the polynomial, for k = 0..63 (zlib's `x2n_table`, which wraps at 32: right
+ * for CRC-32, whose powers repeat every 32 squarings, wrong for CRC-32C's, which repeat every 31).
+ */
 const X2N: number[] = [0x40000000];
-for (let k = 1; k < 32; k++) X2N.push(multiplyModP(X2N[k - 1]!, X2N[k - 1]!));
+for (let k = 1; k < 64; k++) X2N.push(multiplyModP(X2N[k - 1]!, X2N[k - 1]!));
 
 /** x^(8·bytes) modulo the polynomial: the factor that moves a CRC past `bytes` more bytes. */
 function shiftFactor(bytes: number): number {
   let factor = 0x80000000;
   // Bytes, not bits: start at x^(2^3). Lengths are safe integers, so divide rather than shift.
   for (let n = bytes, k = 3; n > 0; n = Math.floor(n / 2), k++) {
-    if (n % 2 === 1) factor = multiplyModP(X2N[k % 32]!, factor);
+    if (n % 2 === 1) factor = multiplyModP(X2N[k]!, factor);
   }
   return factor;
 }
