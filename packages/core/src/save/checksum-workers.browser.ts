@@ -20,6 +20,9 @@ export {
 /** Bytes hashed between two yields: about 10 ms of WebAssembly, short enough for a page to stay responsive. */
 const SLICE_BYTES = 4 << 20;
 
+/** Nothing to start: a page hashes on its own thread. */
+export function startChecksumWorkers(): void {}
+
 export function blockChecksumsAsync(
   parts: readonly Uint8Array[],
   blockSizes: readonly number[],

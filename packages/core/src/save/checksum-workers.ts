@@ -174,6 +174,11 @@ class ChecksumWorkers {
   #next = 0;
   #turn = 0;
 
+  /** Starts the workers now (each loads its modules, about 50 ms), if they are not running. */
+  start(): void {
+    this.#spawn();
+  }
+
   #spawn(): Worker[] {
     if (this.#workers.length > 0) return this.#workers;
     const count = Math.max(1, Math.min(4, availableParallelism() - 1));
@@ -286,6 +291,11 @@ class ChecksumWorkers {
 }
 
 const workers = new ChecksumWorkers();
+
+/** Starts the checksum workers ahead of their first use, so their start overlaps other work. */
+export function startChecksumWorkers(): void {
+  workers.start();
+}
 
 /**
  * CRC32C of each `blockSizes[i]` block of each buffer `parts[i]`, and (unless `withHashes` is

@@ -19,7 +19,7 @@ import { checkSharedFiles, readIncrementalBase, skipUnchanged } from "./incremen
 import type { StateDict } from "../state/state-dict.js";
 import { joinPath } from "../storage/storage-adapter.js";
 import { isDataFileName, newAttemptId } from "../format/naming.js";
-import { type KnownChecksums, type WrittenChunk, writeDataFile } from "./write-data-file.js";
+import { type KnownChecksums, type WrittenChunk, prepareDataFileWrites, writeDataFile } from "./write-data-file.js";
 import { type WrittenFiles, buildMetadata } from "./build-metadata.js";
 
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */
@@ -103,6 +103,7 @@ export async function planSave(
 ): Promise<PreparedSave> {
   const { group } = location;
   throwIfAborted(options.signal, "the save");
+  prepareDataFileWrites(location);
   const planner = savePlannerOf(options);
   // Checked before any byte is written, so a save onto a committed checkpoint fails fast; the ifAbsent commit still decides races.
   // Asked first and awaited after the local plan, so the storage's round trip overlaps the planning.

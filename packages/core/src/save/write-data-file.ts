@@ -1,5 +1,5 @@
 import { onMainThread } from "#platform/runtime.js";
-import { blockChecksumsAsync } from "#platform/save/checksum-workers.js";
+import { blockChecksumsAsync, startChecksumWorkers } from "#platform/save/checksum-workers.js";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { crc32c } from "../format/crc32c.js";
 import { chunkBlockSize } from "../format/checksum-blocks.js";
@@ -55,6 +55,14 @@ function windowBytesFor(file: DataFilePlan, layout: SafetensorsLayout, location:
   if (layout.fileSize > PACK_FILE_BELOW || file.items.length < 2) return undefined;
   for (const item of file.items) if (item.byteLength >= COALESCE_BELOW) return undefined;
   return PACK_FILE_BELOW;
+}
+
+/**
+ * Starts the checksum workers when this save's files will go through windows, which they hash:
+ * their start (about 50 ms) then overlaps planning instead of holding up the first windows.
+ */
+export function prepareDataFileWrites(location: OpenedCheckpoint): void {
+  if (onMainThread && pageAlignedAvailable && location.storage.reportsWritten === true) startChecksumWorkers();
 }
 
 /**
