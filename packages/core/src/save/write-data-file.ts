@@ -49,8 +49,18 @@ const PACK_FILE_BELOW = 64 << 20;
  * two small items (all below COALESCE_BELOW) of at most PACK_FILE_BELOW bytes, whole, in one window.
  * Returns the window size, or undefined for the plain path.
  */
-function windowBytesFor(file: DataFilePlan, layout: SafetensorsLayout, location: OpenedCheckpoint): number | undefined {
+function windowBytesFor(
+  file: DataFilePlan,
+  leaves: readonly Leaf[],
+  layout: SafetensorsLayout,
+  location: OpenedCheckpoint,
+): number | undefined {
   if (!onMainThread || !pageAlignedAvailable) return undefined;
+  // Staged copies (a background save's) are copies already, whose staged sums the plain path checks.
+  for (const item of file.items) {
+    const leaf = leaves[item.leafIndex];
+    if (leaf !== undefined && leaf.kind !== "value" && leaf.stagedSums !== undefined) return undefined;
+  }
   if (location.storage.reportsWritten === true) return WINDOW_BYTES;
   if (layout.fileSize > PACK_FILE_BELOW || file.items.length < 2) return undefined;
   for (const item of file.items) if (item.byteLength >= COALESCE_BELOW) return undefined;
@@ -115,7 +125,7 @@ export async function writeDataFile(
   const blockSizes = file.items.map((item) => chunkBlockSize(item.dtype, item.chunk.sizes, blockSize));
   const path = joinPath(location.dir, file.name);
   const staged = stagedSegment(file, leaves, layout);
-  const windowBytes = staged ? undefined : windowBytesFor(file, layout, location);
+  const windowBytes = staged ? undefined : windowBytesFor(file, leaves, layout, location);
   const writeOptions = {
     size: layout.fileSize,
     signal: options.signal,
