@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { hostTensor, openStorage } from "@cairn/core";
 import { CheckpointManager } from "@cairn/manager";
-import { FullOutageStorage as FullOutage, truncateDataFile } from "@cairn/manager/testing";
+import { overwriteUncopiedStep, truncateDataFile } from "@cairn/manager/testing";
 import { describe, expect, it } from "vitest";
 import { cairn, jsonLines, tempDir } from "./helpers.js";
 
@@ -35,20 +35,8 @@ describe("cairn doctor", { timeout: 120_000 }, () => {
     const dir = await tempDir();
     const fast = join(dir, "fast");
     const slow = join(dir, "slow");
-    const down = new FullOutage(await openStorage(pathToFileURL(slow).href));
-    const mgr = new CheckpointManager([fast, down], 1, {
-      checkpointOnPreemption: false,
-      replication: { retry: { baseDelayMs: 20, maxDelayMs: 100 } },
-    });
-    mgr.on("error", () => undefined);
-    await mgr.save(1, state(1));
-    await mgr.save(2, state(2));
-    await mgr.join();
     // Roll back to 1 and save a new step 2 while the bucket is down; the process dies before the copy.
-    down.down = true;
-    await mgr.restore(1, state(0));
-    await mgr.save(2, state(22), { overwrite: true });
-    const closed = await mgr.close({ timeoutMs: 200 });
+    const closed = await overwriteUncopiedStep(fast, pathToFileURL(slow).href, state);
     console.log("unreplicated", JSON.stringify(closed.unreplicated));
     const before = await snapshot(dir);
     const run = await cairn(["doctor", fast, slow, "--json"]);
@@ -66,19 +54,7 @@ describe("cairn doctor", { timeout: 120_000 }, () => {
     const dir = await tempDir();
     const fast = join(dir, "fast");
     const slow = join(dir, "slow");
-    const down = new FullOutage(await openStorage(pathToFileURL(slow).href));
-    const mgr = new CheckpointManager([fast, down], 1, {
-      checkpointOnPreemption: false,
-      replication: { retry: { baseDelayMs: 20, maxDelayMs: 100 } },
-    });
-    mgr.on("error", () => undefined);
-    await mgr.save(1, state(1));
-    await mgr.save(2, state(2));
-    await mgr.join();
-    down.down = true;
-    await mgr.restore(1, state(0));
-    await mgr.save(2, state(22), { overwrite: true });
-    await mgr.close({ timeoutMs: 200 });
+    await overwriteUncopiedStep(fast, pathToFileURL(slow).href, state);
     const local = await openStorage(pathToFileURL(fast).href);
     await truncateDataFile(local, 2);
     await local.close();

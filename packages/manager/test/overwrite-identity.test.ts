@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import { truncateDataFile } from "../src/testing/durability-suite.js";
 import { FullOutageStorage as FullOutage } from "../src/testing/outage-storage.js";
+import { overwriteUncopiedStep } from "../src/testing/rollback.js";
 
 const state = (v: number) => ({ w: hostTensor("float32", [4096], new Float32Array(4096).fill(v)) });
 const quiet = { checkpointOnPreemption: false, replication: { retry: { baseDelayMs: 20, maxDelayMs: 100 } } } as const;
@@ -21,18 +22,10 @@ async function tiers() {
 
 describe("an overwritten step whose old copy is still on the bucket", { timeout: 120_000 }, () => {
   it('restore("latest") must not hand back the abandoned checkpoint\'s weights as step 2', async () => {
-    const { fast, slow, down, cleanup } = await tiers();
+    const { fast, slow, cleanup } = await tiers();
     try {
-      const mgr = new CheckpointManager([fast, down], 1, quiet);
-      mgr.on("error", () => undefined);
-      await mgr.save(1, state(1));
-      await mgr.save(2, state(2));
-      await mgr.join();
       // A rollback to 1 (a loss spike) and a new step 2 while the bucket is down; then the process dies.
-      down.down = true;
-      await mgr.restore(1, state(0));
-      await mgr.save(2, state(22), { overwrite: true });
-      await mgr.close({ timeoutMs: 200 });
+      await overwriteUncopiedStep(fast, slow, state);
       // Tier 0's new step 2 is damaged (a truncated shard) before the next run starts.
       const local = await openStorage(fast);
       await truncateDataFile(local, 2);

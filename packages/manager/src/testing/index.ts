@@ -9,3 +9,4 @@ export {
 } from "./durability-suite.js";
 export { durabilityPropertySuite, type DurabilityPropertyOptions } from "./durability-property-suite.js";
 export { FullOutageStorage, OutageStorage } from "./outage-storage.js";
+export { overwriteUncopiedStep } from "./rollback.js";
