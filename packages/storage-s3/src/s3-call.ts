@@ -1,6 +1,6 @@
 import { type RetryPolicy } from "@cairn/core";
 import { progressDeadline, withRetry } from "@cairn/core/storage";
-import { type S3ErrorSite, exhausted, s3Error } from "./s3-error.js";
+import { type S3ErrorSite, s3Error } from "./s3-error.js";
 
 /** What every S3 request of one adapter shares: the bucket, how transient failures are retried, the progress deadline. */
 export interface S3CallContext {
@@ -46,32 +46,26 @@ export async function s3Call<T>(
 ): Promise<T> {
   const full = { ...site, bucket: context.bucket };
   const { signal } = options;
-  let attempts = 0;
-  try {
-    return await withRetry(
-      async (number) => {
-        attempts = number;
-        const deadline = progressDeadline(
-          options.watch === "socket" ? Number.POSITIVE_INFINITY : context.progressTimeoutMs,
-          {
-            ...(signal ? { signal } : {}),
-            what: `[s3] ${site.op} s3://${context.bucket}/${site.key}`,
-            context: { path: site.path, protocol: "s3" },
-          },
-        );
-        try {
-          return await run({ number, signal: deadline.signal, touch: deadline.touch });
-        } catch (error) {
-          throw deadline.expired ? deadline.error : s3Error(error, full, signal);
-        } finally {
-          deadline.clear();
-        }
-      },
-      { policy: context.retry, ...(signal ? { signal } : {}) },
-    );
-  } catch (error) {
-    throw exhausted(error, attempts);
-  }
+  return withRetry(
+    async (number) => {
+      const deadline = progressDeadline(
+        options.watch === "socket" ? Number.POSITIVE_INFINITY : context.progressTimeoutMs,
+        {
+          ...(signal ? { signal } : {}),
+          what: `[s3] ${site.op} s3://${context.bucket}/${site.key}`,
+          context: { path: site.path, protocol: "s3" },
+        },
+      );
+      try {
+        return await run({ number, signal: deadline.signal, touch: deadline.touch });
+      } catch (error) {
+        throw deadline.expired ? deadline.error : s3Error(error, full, signal);
+      } finally {
+        deadline.clear();
+      }
+    },
+    { policy: context.retry, exhaust: true, ...(signal ? { signal } : {}) },
+  );
 }
 
 /** CRC32C as S3 wants it in `x-amz-checksum-crc32c`: the big-endian 32-bit value, base64. */

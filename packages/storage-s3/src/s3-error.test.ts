@@ -1,6 +1,7 @@
 import type { CheckpointError } from "@cairn/core";
+import { exhausted } from "@cairn/core/storage";
 import { describe, expect, it } from "vitest";
-import { exhausted, isTransientS3Error, s3Error } from "./s3-error.js";
+import { isTransientS3Error, s3Error } from "./s3-error.js";
 
 /** An error shaped like the SDK's service exceptions. */
 function sdkError(name: string, status: number | undefined, message = "boom"): Error {

@@ -161,6 +161,3 @@ function describe(error: unknown, status: number | undefined, s3Code: string): s
   if (e?.$metadata?.requestId) parts.push(`request id ${e.$metadata.requestId}`);
   return parts.join(", ");
 }
-
-// The error an adapter throws once its retries are spent: core's, one home for S3, GCS and HTTP.
-export { exhausted } from "@cairn/core/storage";
