@@ -76,12 +76,12 @@ function optionLines(options: Readonly<Record<string, OptionSpec>>): string[] {
   const names = Object.entries(options).map(
     ([name, o]) => [`${o.short ? `-${o.short}, ` : "    "}--${name}${o.value ? ` ${o.value}` : ""}`, o.help] as const,
   );
-  const width = Math.max(...names.map(([n]) => n.length));
+  const width = names.reduce((width, [n]) => Math.max(width, n.length), 0);
   return names.map(([n, help]) => `  ${n.padEnd(width)}  ${help}`);
 }
 
 export function usage(): string {
-  const width = Math.max(...COMMANDS.map((c) => c.name.length));
+  const width = COMMANDS.reduce((width, c) => Math.max(width, c.name.length), 0);
   return [
     "usage: cairn <command> [options] [--then <command> ...]",
     "",

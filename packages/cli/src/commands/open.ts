@@ -69,7 +69,7 @@ export function leftNote(files: readonly string[]): string {
 
 /** Rows as aligned columns, the first row a header. */
 export function table(rows: readonly (readonly string[])[]): string {
-  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? "").length)));
+  const widths = rows[0]!.map((_, c) => rows.reduce((width, r) => Math.max(width, (r[c] ?? "").length), 0));
   return rows
     .map((r) =>
       r

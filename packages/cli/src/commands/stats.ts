@@ -7,7 +7,7 @@ const SPARKS = "▁▂▃▄▅▆▇█";
 
 /** A histogram as one line of block characters, each bin's height by its count. */
 export function sparkline(counts: readonly number[]): string {
-  const top = Math.max(...counts);
+  const top = counts.reduce((a, b) => Math.max(a, b), 0);
   return counts.map((n) => (n === 0 ? " " : SPARKS[Math.min(7, Math.floor((n / top) * 7.999))])).join("");
 }
 

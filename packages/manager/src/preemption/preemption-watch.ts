@@ -117,7 +117,7 @@ export class PreemptionWatch {
       this.#agreement = this.#group
         .group(PREEMPTION_TOPIC)
         .allGather(this.#lastStep)
-        .then((steps) => Math.max(...steps) + 1);
+        .then((steps) => steps.reduce((a, b) => Math.max(a, b)) + 1);
       // Awaited by the next save; marked handled so a broken group is reported there, not as unhandled.
       this.#agreement.catch(() => undefined);
     }

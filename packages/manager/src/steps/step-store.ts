@@ -254,7 +254,7 @@ export class StepStore {
         steps.filter((step) => !this.#records.has(step) && !this.#damaged.has(step)),
         true,
       );
-      failures.push(...unread);
+      for (const failure of unread) failures.push(failure);
       const records = steps.flatMap((step) => this.#records.get(step) ?? []);
       // A step whose metadata could not be read may reference any file: this pass deletes nothing (its next one will).
       for (const step of unread.length > 0 ? [] : stepsToDelete(records, options)) {
@@ -266,7 +266,7 @@ export class StepStore {
               // Busy is asked again in the turn the metadata goes: a save taking it as base meanwhile keeps it.
               const gone = await this.#sweeper.delete(step, false, this.#sweepsByRank, () => !isBusy(step));
               if (gone === undefined) return;
-              swept.push(...gone);
+              for (const path of gone) swept.push(path);
               this.#retired.set(step, identity);
               deleted.push(step);
             }),
@@ -281,8 +281,8 @@ export class StepStore {
         );
       // Leftovers may hold files a committed incremental step uses (a deleted base's): every step is marked before any is swept.
       const marked = old.length > 0 ? await this.#markAll(true) : [];
-      if (marked.length > 0) failures.push(...marked);
-      else this.#sweptListing = this.#index.listings;
+      for (const failure of marked) failures.push(failure);
+      if (marked.length === 0) this.#sweptListing = this.#index.listings;
       for (const [step, { paths }] of marked.length > 0 ? [] : old) {
         const sweep = this.#files.sweepable(paths);
         // Until every object is gone, every later pass tries again, without a listing.

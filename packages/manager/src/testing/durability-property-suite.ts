@@ -74,13 +74,13 @@ class BudgetModel {
   /** A step the manager found damaged everywhere: if it was the newest durable one, the one before it is. */
   damaged(step: number): void {
     if (!this.#durable.delete(step) || step !== this.newestDurable) return;
-    this.newestDurable = this.#durable.size === 0 ? undefined : Math.max(...this.#durable);
+    this.newestDurable = newestOf(this.#durable);
     this.#atRisk.add(step);
   }
   get stepsAtRisk(): number {
     if (this.#atRisk.size === 0) return 0;
-    const newest = Math.max(...this.#atRisk);
-    return newest - (this.newestDurable ?? Math.min(...this.#atRisk) - 1);
+    const newest = newestOf(this.#atRisk)!;
+    return newest - (this.newestDurable ?? oldestOf(this.#atRisk)! - 1);
   }
 }
 
@@ -265,4 +265,16 @@ export function durabilityPropertySuite(name: string, options: DurabilityPropert
         },
       );
   });
+}
+
+function newestOf(steps: ReadonlySet<number>): number | undefined {
+  let newest: number | undefined;
+  for (const step of steps) if (newest === undefined || step > newest) newest = step;
+  return newest;
+}
+
+function oldestOf(steps: ReadonlySet<number>): number | undefined {
+  let oldest: number | undefined;
+  for (const step of steps) if (oldest === undefined || step < oldest) oldest = step;
+  return oldest;
 }

@@ -92,7 +92,7 @@ export async function latestStepOf(
   if (group !== undefined && group.worldSize > 1) return (await allStepsOf(tiers, events, group)).at(-1);
   const latest = await acrossTiers(tiers, events, (store) => store.latestStep());
   const steps = latest.filter((s): s is number => s !== undefined);
-  return steps.length === 0 ? undefined : Math.max(...steps);
+  return steps.length === 0 ? undefined : steps.reduce((a, b) => Math.max(a, b));
 }
 
 /** The tiers holding `step` committed, fastest first (one stat each); tiers that cannot answer (or be opened) are left out. */
