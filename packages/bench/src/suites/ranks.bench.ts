@@ -1,9 +1,13 @@
 // Scaling over ranks on file://: 1, 2 and 4 ranks (processes on the TCP process group, started by
 // launchRanks as cairn-run does) save 1 GiB (four [16384, 4096] float32 tensors, row-sharded) and
 // load it back from a cold page cache; the baseline is as many node:fs processes writing the
-// same bytes with fsync, then reading Cairn's data files. Aggregate MB/s, Cairn / baseline.
+// same bytes with fsync (four files each, so each reads with four reads in flight, as a rank's
+// load does at most), then reading those files back. Each side reads its own files (on this VM the host caches the virtual disk: whichever side
+// read a file second found it there), written in the same round, with the page cache dropped
+// before each; the order of the sides alternates from round to round over an even number of
+// rounds. Aggregate MB/s, Cairn / baseline.
 import { spawn } from "node:child_process";
-import { mkdir, readdir } from "node:fs/promises";
+import { mkdir, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { PassThrough } from "node:stream";
@@ -58,16 +62,23 @@ async function workers(argLists: readonly string[][]): Promise<number> {
   return (Math.max(...times.map((t) => t.end)) - Math.min(...times.map((t) => t.start))) / 1000;
 }
 
-/** The data files of a checkpoint, dealt round-robin to `n` readers. */
-async function dataFilesFor(dir: string, n: number): Promise<string[][]> {
-  const files = (await readdir(dir)).filter((f) => f.endsWith(".safetensors")).sort();
-  return Array.from({ length: n }, (_, w) => files.filter((_, i) => i % n === w).map((f) => join(dir, f)));
+/** The baseline's files, one list per reader (the writer that wrote them). */
+async function baselineFiles(dir: string, n: number): Promise<string[][]> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith(".bin")).sort();
+  return Array.from({ length: n }, (_, w) => files.filter((f) => f.startsWith(`w${w}-`)).map((f) => join(dir, f)));
+}
+
+/** Bytes in the files of `dir` ending in `suffix`: both sides must read as many bytes. */
+async function bytesIn(dir: string, suffix: string): Promise<number> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith(suffix));
+  return (await Promise.all(files.map(async (f) => (await stat(join(dir, f))).size))).reduce((a, b) => a + b, 0);
 }
 
 const cold = await dropCaches();
 const seconds = new Map<string, number[]>();
 const add = (key: string, s: number): void => void seconds.set(key, [...(seconds.get(key) ?? []), s]);
-const n = rounds(3);
+// Even, so each side reads first in half the rounds.
+const n = rounds(4);
 for (let round = 0; round < n; round++) {
   await withTempDir(async (root) => {
     for (const ranks of WORLDS) {
@@ -91,7 +102,11 @@ for (let round = 0; round < n; round++) {
             ),
           );
       }
-      const readers = await dataFilesFor(dir, ranks);
+      const readers = await baselineFiles(baseDir, ranks);
+      const bytes = { cairn: await bytesIn(dir, ".safetensors"), fs: await bytesIn(baseDir, ".bin") };
+      // Cairn's data files hold a safetensors header each beside the tensors' bytes.
+      if (bytes.fs !== TOTAL || bytes.cairn < TOTAL || bytes.cairn > TOTAL + MiB)
+        throw new Error(`the two sides would read different amounts: ${JSON.stringify(bytes)}`);
       for (const who of order) {
         if (cold) await dropCaches();
         if (who === "cairn") add(`load cairn ${ranks}`, await cairn("load", ranks, `file://${dir}`));
@@ -117,7 +132,7 @@ for (const op of ["save", "load"] as const) {
       value: median(c),
       unit: "MB/s",
       baseline: {
-        name: `${ranks} node:fs ${op === "save" ? "writers (write + fsync)" : "readers of the same files"}`,
+        name: `${ranks} node:fs ${op === "save" ? "writers (write + fsync)" : "readers of the same bytes in their own files"}`,
         value: median(b),
       },
       ratio: median(c) / median(b),

@@ -95,6 +95,63 @@ describe("JsonReader", () => {
     );
   });
 
+  it("reads, skips and refuses long strings (their quotes found with indexOf) as JSON.parse does", () => {
+    const long = fc
+      .array(fc.constantFrom("a", "Z", "/", "+", "=", '"', "\\", "\\\\", "\u00e9", "\u0001", "é"), {
+        minLength: 40,
+        maxLength: 200,
+      })
+      .map((parts) => parts.join(""));
+    fc.assert(
+      fc.property(
+        fc.array(long, { minLength: 1, maxLength: 3 }),
+        fc.nat(),
+        fc.constantFrom(...PIECES),
+        (strings, at, piece) => {
+          const bytes = new TextEncoder().encode(JSON.stringify(strings));
+          expect(read(bytes)).toEqual({ value: strings });
+          const skipper = new JsonReader(bytes);
+          skipper.skip();
+          skipper.finish();
+          const inserted = [...bytes];
+          inserted.splice(at % bytes.length, 0, ...new TextEncoder().encode(piece));
+          const damaged = Uint8Array.from(inserted);
+          expect(read(damaged)).toEqual(oracle(damaged));
+          let skipped: "invalid" | "skipped";
+          try {
+            new JsonReader(damaged).skip();
+            skipped = "skipped";
+          } catch (error) {
+            if (!(error instanceof JsonSyntaxError)) throw error;
+            skipped = "invalid";
+          }
+          // Skipping checks structure, not every byte: it refuses no more than JSON.parse does.
+          if (oracle(damaged) !== "invalid") expect(skipped).toBe("skipped");
+        },
+      ),
+      { numRuns: 1000, seed: 34 },
+    );
+  });
+
+  it("finds an unescaped string's closing quote, short or long, and leaves escaped ones to the general reader", () => {
+    for (const text of ["abc", "x".repeat(63), "x".repeat(64), "y".repeat(5000)]) {
+      const bytes = new TextEncoder().encode(`["${text}",1]`);
+      const reader = new JsonReader(bytes);
+      expect(reader.open(0x5b)).toBe(false);
+      expect(reader.unescapedString()).toBe(text.length + 2);
+      expect(reader.more(0x5d)).toBe(true);
+      for (const escaped of [`${text}\\"`, `${text}\\\\`, `\\"${text}`]) {
+        const other = new JsonReader(new TextEncoder().encode(`["${escaped}"]`));
+        other.open(0x5b);
+        expect(other.unescapedString()).toBe(-1);
+        expect(other.value()).toBe(JSON.parse(`"${escaped}"`));
+      }
+      const unterminated = new JsonReader(new TextEncoder().encode(`"${text}`));
+      expect(unterminated.unescapedString()).toBe(-1);
+      expect(unterminated.position).toBe(0);
+    }
+  });
+
   it("passes over nesting a million deep without recursion, and reports an unclosed one", () => {
     const deep = new TextEncoder().encode(`${"[".repeat(1e6)}${"]".repeat(1e6)}`);
     const reader = new JsonReader(deep);
@@ -173,6 +230,41 @@ const replaced =
   (body: Uint8Array): Uint8Array =>
     new TextEncoder().encode(new TextDecoder().decode(body).replace(from, to));
 
+/** Forged bodies of `bytes` (1–3 edits, the checksum made to match) are refused as `corrupt` or read as metadata that writes back the same. */
+function forgedBodiesHold(bytes: Uint8Array): void {
+  fc.assert(
+    fc.property(
+      fc.array(fc.tuple(fc.nat(), fc.oneof(fc.constantFrom(...PIECES), fc.integer({ min: 0, max: 255 })), fc.nat(2)), {
+        minLength: 1,
+        maxLength: 3,
+      }),
+      (edits) => {
+        const damaged = forged(bytes, (original) => {
+          const body = [...original];
+          for (const [at, piece, how] of edits) {
+            const i = 1 + (at % (body.length - 1));
+            const inserted = typeof piece === "number" ? [piece] : [...new TextEncoder().encode(piece)];
+            if (how === 0) body.splice(i, 1, ...inserted);
+            else if (how === 1) body.splice(i, 0, ...inserted);
+            else body.splice(i, 1);
+          }
+          return Uint8Array.from(body);
+        });
+        let parsed: CheckpointMetadata;
+        try {
+          parsed = parseMetadata(damaged, "m");
+        } catch (error) {
+          expect(error).toBeInstanceOf(CheckpointError);
+          expect(["corrupt", "unsupported_version"]).toContain((error as CheckpointError).code);
+          return;
+        }
+        expect(parseMetadata(encodeMetadata(parsed), "m")).toEqual(parsed);
+      },
+    ),
+    { numRuns: 2000 },
+  );
+}
+
 describe("metadata.json 2.x read from its bytes", () => {
   const bytes = encodeMetadata(base);
 
@@ -194,40 +286,38 @@ describe("metadata.json 2.x read from its bytes", () => {
   });
 
   it("takes forged bodies (checksum matching) as corrupt or as metadata that writes back the same", () => {
-    fc.assert(
-      fc.property(
-        fc.array(
-          fc.tuple(fc.nat(), fc.oneof(fc.constantFrom(...PIECES), fc.integer({ min: 0, max: 255 })), fc.nat(2)),
-          {
-            minLength: 1,
-            maxLength: 3,
-          },
-        ),
-        (edits) => {
-          const damaged = forged(bytes, (original) => {
-            const body = [...original];
-            for (const [at, piece, how] of edits) {
-              const i = 1 + (at % (body.length - 1));
-              const inserted = typeof piece === "number" ? [piece] : [...new TextEncoder().encode(piece)];
-              if (how === 0) body.splice(i, 1, ...inserted);
-              else if (how === 1) body.splice(i, 0, ...inserted);
-              else body.splice(i, 1);
-            }
-            return Uint8Array.from(body);
-          });
-          let parsed: CheckpointMetadata;
-          try {
-            parsed = parseMetadata(damaged, "m");
-          } catch (error) {
-            expect(error).toBeInstanceOf(CheckpointError);
-            expect(["corrupt", "unsupported_version"]).toContain((error as CheckpointError).code);
-            return;
-          }
-          expect(parseMetadata(encodeMetadata(parsed), "m")).toEqual(parsed);
+    forgedBodiesHold(bytes);
+  });
+
+  it("takes forged bodies whose checksums are long base64 strings as corrupt or as metadata that writes back the same", () => {
+    /** A [1, cols] float32 tensor in one chunk of `blockSize` blocks, its sums made up. */
+    const tensor = (
+      key: string,
+      cols: number,
+      byteOffset: number,
+      blockSize: number,
+    ): CheckpointMetadata["entries"][number] => ({
+      kind: "tensor",
+      key: [key],
+      dtype: "float32",
+      shape: [1, cols],
+      chunks: [
+        {
+          ...{ offsets: [0, 0], sizes: [1, cols], file: "d.safetensors", tensorName: key, byteOffset },
+          ...{ byteLength: 4 * cols, blockSize },
+          crc32c: Array.from({ length: (4 * cols) / blockSize }, (_, i) => (i * 2654435761 + cols) >>> 0),
         },
-      ),
-      { numRuns: 2000 },
-    );
+      ],
+    });
+    const long: CheckpointMetadata = {
+      ...base,
+      files: { "d.safetensors": { rank: 0, size: 8192, headerLength: 64, headerCrc32c: 1 } },
+      // One whole chunk in the default block size (the whole-tensor decoder), one in its own (the general one).
+      entries: [tensor("a", 800, 72, 16), tensor("b", 400, 3272, 32)],
+    };
+    const bytes = encodeMetadata(long);
+    expect(parseMetadata(bytes, "m")).toEqual({ ...long, files: expect.anything() as never });
+    forgedBodiesHold(bytes);
   });
 
   it("reads nesting 200,000 deep anywhere without a stack overflow, refusing it where Cairn expects none", () => {

@@ -9,6 +9,8 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** Strings up to this many bytes are interned: keys, dtypes and kinds repeat in every entry. */
 const INTERNED_BYTES = 32;
+/** Strings are scanned byte by byte up to this length, beyond it with the native indexOf (one call costs more than a short loop). */
+const SHORT_STRING = 64;
 /** The intern table is emptied when it holds this many strings, so hostile input cannot grow it without end. */
 const INTERNED_MAX = 4096;
 
@@ -131,6 +133,19 @@ export class JsonReader {
     return -1;
   }
 
+  /**
+   * Consumes a string with no backslash in it and gives the position of its closing quote, as
+   * `plainString` does, without checking its other bytes: for a caller that checks each of them
+   * itself (base64). -1, nothing consumed, for any other string or value.
+   */
+  unescapedString(): number {
+    if (this.peek() !== 0x22) return -1;
+    const close = closingQuote(this.#bytes, this.#at, this.#end);
+    if (close < 0) return -1;
+    this.#at = close + 1;
+    return close;
+  }
+
   /** A JSON string. Short plain ones are interned, so repeated keys share one string. */
   string(): string {
     if (this.peek() !== 0x22) throw this.error("expected a string");
@@ -251,10 +266,22 @@ export class JsonReader {
   /** Just past the string opening at `quote`, whatever it holds. */
   #stringEnd(quote: number): number {
     const bytes = this.#bytes;
-    for (let at = quote + 1; at < this.#end; at++) {
+    const end = this.#end;
+    let at = quote + 1;
+    for (const stop = Math.min(end, at + SHORT_STRING); at < stop; at++) {
       const c = bytes[at]!;
       if (c === 0x22) return at + 1;
       if (c === 0x5c) at++;
+    }
+    // A long string (megabytes of base64): its quotes found with the native indexOf, each the
+    // end unless an odd run of backslashes (counted back to the opening quote at most) escapes it.
+    for (let from = at; ;) {
+      const close = bytes.indexOf(0x22, from);
+      if (close < 0 || close >= end) break;
+      let slashes = 0;
+      while (bytes[close - 1 - slashes] === 0x5c) slashes++;
+      if (slashes % 2 === 0) return close + 1;
+      from = close + 1;
     }
     throw this.error("unterminated string");
   }
@@ -286,4 +313,21 @@ export class JsonReader {
     this.#interned.set(key, text);
     return text;
   }
+}
+
+/**
+ * The closing quote of the string whose opening quote is at `quote` in `bytes[, end)`, if no
+ * backslash comes before it; -1 otherwise (no closing quote, or an escape that other code reads).
+ * Its other bytes are not checked.
+ */
+export function closingQuote(bytes: Uint8Array, quote: number, end: number): number {
+  const stop = Math.min(end, quote + 1 + SHORT_STRING);
+  for (let at = quote + 1; at < stop; at++) {
+    const c = bytes[at]!;
+    if (c === 0x22) return at;
+    if (c === 0x5c) return -1;
+  }
+  const close = bytes.indexOf(0x22, stop);
+  if (close < 0 || close >= end) return -1;
+  return bytes.subarray(stop, close).includes(0x5c) ? -1 : close;
 }

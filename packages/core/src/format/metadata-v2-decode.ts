@@ -253,9 +253,10 @@ export function decodeV2(
     if (!r.more(0x5d)) throw malformedChunk(dotted);
     const byteOffset = r.value();
     if (!r.more(0x5d)) throw malformedChunk(dotted);
-    // The checksums' base64 is decoded from its bytes; a string written with escapes is read as text first.
+    // The checksums' base64 is decoded from its bytes (which checks each of them); a string
+    // written with escapes is read as text first.
     const quote = r.peek() === 0x22 ? r.position : -1;
-    const close = r.plainString();
+    const close = r.unescapedString();
     const sums = close >= 0 ? bytes.subarray(quote + 1, close) : r.value();
     let fields = 3;
     let offsets: unknown = undefined;

@@ -1,7 +1,7 @@
 import { isDType, itemSize } from "../state/dtypes.js";
 import { type KeyPath, isForbiddenKey } from "../state/state-dict.js";
 import { decodeChecksums } from "./checksum-blocks.js";
-import type { JsonReader } from "./json-reader.js";
+import { type JsonReader, closingQuote } from "./json-reader.js";
 import type { ChunkMetadata, DataFileMetadata, TensorEntry } from "./metadata.js";
 import type { SharedArrays } from "./shared-arrays.js";
 
@@ -110,8 +110,11 @@ export function wholeTensorDecoder(
     const byteOffset = count();
     if (byteOffset < 0 || !skip(0x2c)) return undefined;
     const sumsOpen = at;
-    const sumsClose = plain();
-    if (sumsClose < 0 || !skip(0x5d) || !skip(0x5d) || !skip(0x5d)) return undefined;
+    // Base64, each byte checked as it is decoded below.
+    const sumsClose = at < end && bytes[at] === 0x22 ? closingQuote(bytes, at, end) : -1;
+    if (sumsClose < 0) return undefined;
+    at = sumsClose + 1;
+    if (!skip(0x5d) || !skip(0x5d) || !skip(0x5d)) return undefined;
     // The checks of the general decoder and `checkChunks`, for one chunk that is the whole tensor.
     const byteLength = elements * itemSize(dtype);
     if (!Number.isSafeInteger(byteLength)) return undefined;

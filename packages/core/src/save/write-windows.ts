@@ -185,86 +185,96 @@ export async function writeThroughWindows(
       const window: Held = { memory, holds: new Set(["written", "hashed", "tail"]) };
       held[k] = window;
       if (k === windows.length - 1) window.holds.delete("tail");
-      if (k === 0) memory.set(layout.header, 0);
-      else {
-        const before = windows[k - 1]!;
-        memory.set(held[k - 1]!.memory.subarray(plan.start - before.start, before.end - before.start), 0);
-        drop(held[k - 1]!, "tail");
-      }
       const batches: Promise<{ window: number; regions: Piece[]; result: RegionChecksums }>[] = [];
-      let batch: Piece[] = [];
-      let batchBytes = 0;
-      const post = (): void => {
-        const regions = batch;
-        batch = [];
-        batchBytes = 0;
-        const starts = new Float64Array(regions.length);
-        const lengths = new Float64Array(regions.length);
-        const sizes = new Float64Array(regions.length);
-        const streamIds = new Float64Array(regions.length);
-        const flags = new Uint8Array(regions.length);
-        let pieces = false;
-        regions.forEach(({ item, from, to }, r) => {
-          starts[r] = layout.offsets[item]! + from - plan.start;
-          lengths[r] = to - from;
-          sizes[r] = blockSizes[item]!;
-          const length = items[item]!.byteLength;
-          if (from === 0 && to === length) return;
-          pieces = true;
-          if (from === 0) streams.set(item, nextStream++);
-          streamIds[r] = streams.get(item)!;
-          flags[r] = (from === 0 ? 1 : 0) | (to === length ? 2 : 0);
-        });
-        const result = regionChecksumsAsync(
-          memory.buffer as SharedArrayBuffer,
-          starts,
-          lengths,
-          sizes,
-          undefined,
-          pieces ? { streamIds, flags, affinity } : undefined,
-        ).then((r) => ({ window: k, regions, result: r }));
-        result.catch(() => undefined);
-        batches.push(result);
+      // Whatever happens, the window is hashed no more once every batch posted for it settled (not at the first failure).
+      const hashedAll = (): void => {
+        const settled = Promise.allSettled(batches).then(() => drop(window, "hashed"));
+        started.push(settled);
       };
-      const views = new Map<TypedArrayType, TypedArray>();
-      let current: { item: number; data: Uint8Array } | undefined;
-      for (const piece of plan.pieces) {
-        const item = items[piece.item]!;
-        const leaf = leaves[item.leafIndex]!;
-        const at = layout.offsets[piece.item]! + piece.from - plan.start;
-        const whole = piece.from === 0 && piece.to === item.byteLength;
-        // A whole host tensor is copied by its own element type, without a byte view made for it.
-        const typed =
-          whole && leaf.kind === "tensor" && leaf.source.kind === "host" ? leaf.source.tensor.data : undefined;
-        const type =
-          typed && typed.byteLength === item.byteLength ? ELEMENT_TYPES.get(Object.getPrototypeOf(typed)) : undefined;
-        if (type && at % type.BYTES_PER_ELEMENT === 0) {
-          let view = views.get(type);
-          if (!view)
-            views.set(
-              type,
-              (view = new type(memory.buffer, 0, Math.floor(memory.byteLength / type.BYTES_PER_ELEMENT))),
-            );
-          view.set(typed as never, at / type.BYTES_PER_ELEMENT);
-        } else {
-          // A big item's pieces come one after another: its bytes are read (from tfjs, maybe) once.
-          if (current?.item !== piece.item) {
-            const data = itemBytes(item, leaf);
-            current = { item: piece.item, data: data instanceof Promise ? await data : data };
+      try {
+        if (k === 0) memory.set(layout.header, 0);
+        else {
+          const before = windows[k - 1]!;
+          memory.set(held[k - 1]!.memory.subarray(plan.start - before.start, before.end - before.start), 0);
+          drop(held[k - 1]!, "tail");
+        }
+        let batch: Piece[] = [];
+        let batchBytes = 0;
+        const post = (): void => {
+          const regions = batch;
+          batch = [];
+          batchBytes = 0;
+          const starts = new Float64Array(regions.length);
+          const lengths = new Float64Array(regions.length);
+          const sizes = new Float64Array(regions.length);
+          const streamIds = new Float64Array(regions.length);
+          const flags = new Uint8Array(regions.length);
+          let pieces = false;
+          regions.forEach(({ item, from, to }, r) => {
+            starts[r] = layout.offsets[item]! + from - plan.start;
+            lengths[r] = to - from;
+            sizes[r] = blockSizes[item]!;
+            const length = items[item]!.byteLength;
+            if (from === 0 && to === length) return;
+            pieces = true;
+            if (from === 0) streams.set(item, nextStream++);
+            streamIds[r] = streams.get(item)!;
+            flags[r] = (from === 0 ? 1 : 0) | (to === length ? 2 : 0);
+          });
+          const result = regionChecksumsAsync(
+            memory.buffer as SharedArrayBuffer,
+            starts,
+            lengths,
+            sizes,
+            undefined,
+            pieces ? { streamIds, flags, affinity } : undefined,
+          ).then((r) => ({ window: k, regions, result: r }));
+          result.catch(() => undefined);
+          batches.push(result);
+        };
+        const views = new Map<TypedArrayType, TypedArray>();
+        let current: { item: number; data: Uint8Array } | undefined;
+        for (const piece of plan.pieces) {
+          const item = items[piece.item]!;
+          const leaf = leaves[item.leafIndex]!;
+          const at = layout.offsets[piece.item]! + piece.from - plan.start;
+          const whole = piece.from === 0 && piece.to === item.byteLength;
+          // A whole host tensor is copied by its own element type, without a byte view made for it.
+          const typed =
+            whole && leaf.kind === "tensor" && leaf.source.kind === "host" ? leaf.source.tensor.data : undefined;
+          const type =
+            typed && typed.byteLength === item.byteLength ? ELEMENT_TYPES.get(Object.getPrototypeOf(typed)) : undefined;
+          if (type && at % type.BYTES_PER_ELEMENT === 0) {
+            let view = views.get(type);
+            if (!view)
+              views.set(
+                type,
+                (view = new type(memory.buffer, 0, Math.floor(memory.byteLength / type.BYTES_PER_ELEMENT))),
+              );
+            view.set(typed as never, at / type.BYTES_PER_ELEMENT);
+          } else {
+            // A big item's pieces come one after another: its bytes are read (from tfjs, maybe) once.
+            if (current?.item !== piece.item) {
+              const data = itemBytes(item, leaf);
+              current = { item: piece.item, data: data instanceof Promise ? await data : data };
+            }
+            memory.set(whole ? current.data : current.data.subarray(piece.from, piece.to), at);
           }
-          memory.set(whole ? current.data : current.data.subarray(piece.from, piece.to), at);
+          if (todo(piece.item)) {
+            batch.push(piece);
+            batchBytes += piece.to - piece.from;
+            if (batchBytes >= HASH_BATCH_BYTES) post();
+          }
         }
-        if (todo(piece.item)) {
-          batch.push(piece);
-          batchBytes += piece.to - piece.from;
-          if (batchBytes >= HASH_BATCH_BYTES) post();
-        }
+        if (batch.length > 0) post();
+      } catch (error) {
+        hashedAll();
+        throw error;
       }
-      if (batch.length > 0) post();
       const hashed = Promise.all(batches);
+      hashed.catch(() => undefined);
       hashing[k] = hashed;
-      started.push(hashed);
-      void hashed.finally(() => drop(window, "hashed")).catch(() => undefined);
+      hashedAll();
       return window;
     };
 
