@@ -1,5 +1,6 @@
 // One node:fs worker of the ranks suite's baseline: prepares its buffers, prints "ready", waits for
-// a line on stdin, then writes (with fsync) or reads its files, and prints its start and end times.
+// a line on stdin, then writes (with fsync) or reads its files, and prints its start and end times
+// and the CPU time its process spent in between.
 // usage: fs-worker.ts write <dir> <worker> <files> <bytes per file> | read <file>...
 import { open, stat } from "node:fs/promises";
 import { join } from "node:path";
@@ -56,7 +57,9 @@ if (mode === "write") {
 process.stdout.write("ready\n");
 await new Promise((resolve) => createInterface({ input: process.stdin }).once("line", resolve));
 const start = performance.timeOrigin + performance.now();
+const used = process.cpuUsage();
 await work();
 const end = performance.timeOrigin + performance.now();
-process.stdout.write(`${JSON.stringify({ start, end })}\n`);
+const cpu = process.cpuUsage(used);
+process.stdout.write(`${JSON.stringify({ start, end, cpu: (cpu.user + cpu.system) / 1e6 })}\n`);
 process.exit(0);

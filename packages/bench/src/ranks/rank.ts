@@ -1,6 +1,7 @@
 // One rank of the ranks suite, started by launchRanks: holds its row shards of four float32
-// tensors of [rows, 4096], saves them (or loads them back) between two barriers, and rank 0
-// prints `RESULT {"seconds": …}`. usage: rank.ts save|load <file:// url> <rows>
+// tensors of [rows, 4096], saves them (or loads them back) between two barriers; rank 0 prints
+// `RESULT {"seconds": …}`, every rank `CPU {"seconds": …}` (its process's CPU time in between).
+// usage: rank.ts save|load <file:// url> <rows>
 import { type StateDict, hostTensor, layoutBoxes, load, save, shardedTensor } from "@cairn/core";
 import { initProcessGroup } from "@cairn/distributed";
 import "@cairn/storage-local";
@@ -26,9 +27,12 @@ for (let t = 0; t < TENSORS; t++) {
 
 await group.barrier();
 const started = performance.now();
+const used = process.cpuUsage();
 if (mode === "save") await save(state, { checkpointId: url, processGroup: group });
 else await load(state, { checkpointId: url, processGroup: group });
 await group.barrier();
 const seconds = (performance.now() - started) / 1000;
+const cpu = process.cpuUsage(used);
+process.stdout.write(`CPU ${JSON.stringify({ seconds: (cpu.user + cpu.system) / 1e6 })}\n`);
 if (group.rank === 0) process.stdout.write(`RESULT ${JSON.stringify({ seconds })}\n`);
 await group.close();

@@ -24,19 +24,31 @@ const ROWS = quick ? 1024 : 16384;
 const TOTAL = TENSORS * ROWS * 4096 * 4;
 const WORLDS = [1, 2, 4] as const;
 
+/** What one side took: wall seconds, and CPU seconds of all its processes over that time. */
+interface Took {
+  readonly seconds: number;
+  readonly cpu: number;
+}
+
 /** Runs `worldSize` ranks of rank.ts; rank 0 times the operation between two barriers. */
-async function cairn(mode: "save" | "load", worldSize: number, url: string): Promise<number> {
+async function cairn(mode: "save" | "load", worldSize: number, url: string): Promise<Took> {
   let out = "";
   const stdout = new PassThrough().on("data", (d: Buffer) => (out += d.toString()));
   const result = await launchRanks({ nprocPerNode: worldSize, command: [RANK, mode, url, String(ROWS)], stdout });
   const line = out.split("\n").find((l) => l.includes("RESULT "));
   if (result.exitCode !== 0 || !line)
     throw new Error(`${mode} with ${worldSize} rank(s) failed (exit ${result.exitCode}):\n${out}`);
-  return (JSON.parse(line.slice(line.indexOf("RESULT ") + 7)) as { seconds: number }).seconds;
+  const cpu = out
+    .split("\n")
+    .filter((l) => l.includes("CPU "))
+    .map((l) => (JSON.parse(l.slice(l.indexOf("CPU ") + 4)) as { seconds: number }).seconds);
+  if (cpu.length !== worldSize) throw new Error(`${mode} with ${worldSize} rank(s): ${cpu.length} CPU lines:\n${out}`);
+  const { seconds } = JSON.parse(line.slice(line.indexOf("RESULT ") + 7)) as { seconds: number };
+  return { seconds, cpu: cpu.reduce((a, b) => a + b, 0) };
 }
 
 /** Starts one fs-worker per argument list, lets them all go at once when ready; seconds from the first start to the last end. */
-async function workers(argLists: readonly string[][]): Promise<number> {
+async function workers(argLists: readonly string[][]): Promise<Took> {
   const children = argLists.map((args) => {
     const child = spawn(process.execPath, [...process.execArgv, WORKER, ...args], {
       stdio: ["pipe", "pipe", "inherit"],
@@ -52,14 +64,17 @@ async function workers(argLists: readonly string[][]): Promise<number> {
   await Promise.all(children.map((c) => c.next()));
   for (const c of children) c.child.stdin!.write("go\n");
   const times = await Promise.all(
-    children.map(async (c) => JSON.parse(await c.next()) as { start: number; end: number }),
+    children.map(async (c) => JSON.parse(await c.next()) as { start: number; end: number; cpu: number }),
   );
   await Promise.all(
     children.map((c) =>
       c.child.exitCode === null ? new Promise((resolve) => c.child.once("exit", resolve)) : undefined,
     ),
   );
-  return (Math.max(...times.map((t) => t.end)) - Math.min(...times.map((t) => t.start))) / 1000;
+  return {
+    seconds: (Math.max(...times.map((t) => t.end)) - Math.min(...times.map((t) => t.start))) / 1000,
+    cpu: times.reduce((sum, t) => sum + t.cpu, 0),
+  };
 }
 
 /** The baseline's files, one list per reader (the writer that wrote them). */
@@ -76,7 +91,11 @@ async function bytesIn(dir: string, suffix: string): Promise<number> {
 
 const cold = await dropCaches();
 const seconds = new Map<string, number[]>();
-const add = (key: string, s: number): void => void seconds.set(key, [...(seconds.get(key) ?? []), s]);
+const cpuSeconds = new Map<string, number[]>();
+const add = (key: string, took: Took): void => {
+  seconds.set(key, [...(seconds.get(key) ?? []), took.seconds]);
+  cpuSeconds.set(key, [...(cpuSeconds.get(key) ?? []), took.cpu]);
+};
 // Even, so each side reads first in half the rounds.
 const n = rounds(4);
 for (let round = 0; round < n; round++) {
@@ -112,8 +131,10 @@ for (let round = 0; round < n; round++) {
         if (who === "cairn") add(`load cairn ${ranks}`, await cairn("load", ranks, `file://${dir}`));
         else add(`load fs ${ranks}`, await workers(readers.map((files) => ["read", ...files])));
       }
+      const last = (key: string): string =>
+        `${(TOTAL / 1e6 / seconds.get(key)!.at(-1)!).toFixed(0)} MB/s (${cpuSeconds.get(key)!.at(-1)!.toFixed(2)} CPU s)`;
       console.log(
-        `round ${round + 1}, ${ranks} rank(s): ${["save", "load"].map((op) => `${op} ${(TOTAL / 1e6 / seconds.get(`${op} cairn ${ranks}`)!.at(-1)!).toFixed(0)} MB/s vs ${(TOTAL / 1e6 / seconds.get(`${op} fs ${ranks}`)!.at(-1)!).toFixed(0)}`).join(", ")}`,
+        `round ${round + 1}, ${ranks} rank(s): ${["save", "load"].map((op) => `${op} ${last(`${op} cairn ${ranks}`)} vs ${last(`${op} fs ${ranks}`)}`).join(", ")}`,
       );
     }
   }, "cairn-ranks-");
@@ -142,6 +163,10 @@ for (const op of ["save", "load"] as const) {
         cairnMBps: range(c).map(Math.round),
         baselineMBps: range(b).map(Math.round),
         cairnVsOneRank: Number((median(c) / one).toFixed(2)),
+        // CPU seconds of every process of a side while it ran (libuv's threads included): on 2
+        // cores, several ranks or readers that each have the disk to spare are bound by it.
+        cairnCpuSeconds: Number(median(cpuSeconds.get(`${op} cairn ${ranks}`)!).toFixed(3)),
+        baselineCpuSeconds: Number(median(cpuSeconds.get(`${op} fs ${ranks}`)!).toFixed(3)),
       },
     });
   }
