@@ -38,6 +38,54 @@ describe("checksum workers", () => {
       expect(Buffer.from(regions.hashes!.subarray(16 * i, 16 * i + 16)).toString("hex")).toBe(xxh.hash(part));
   });
 
+  it("small chunks hashed through the lean WebAssembly path give the one-at-a-time digests (seeded)", async () => {
+    const xxh = await loadXxh128();
+    // Every XXH3 length class (0, 1–3, 4–8, 9–16, 17–128, 129–240, longer) and sizes around the paths' limits.
+    const edges = [0, 1, 3, 4, 8, 9, 16, 17, 128, 129, 240, 241, 1023, 1024, 1025, 2048, 2049, 4095, 4096, 4097];
+    let seed = 34;
+    const next = (): number => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0);
+    const sizes = [...edges, ...Array.from({ length: 300 }, () => next() % 5000)];
+    const memory = new SharedArrayBuffer(sizes.reduce((n, s) => n + s, 0));
+    const bytes = new Uint8Array(memory);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = next() >>> 24;
+    const starts = new Float64Array(sizes.length);
+    for (let i = 1; i < sizes.length; i++) starts[i] = starts[i - 1]! + sizes[i - 1]!;
+    const workers = [true, false].map(
+      (lean) => new Worker(WORKER_SOURCE, { eval: true, workerData: { ...workerModules(), lean } }),
+    );
+    const ask = <T>(worker: Worker, message: Record<string, unknown>): Promise<T> =>
+      new Promise<T>((resolve, reject) => {
+        worker.once("message", resolve);
+        worker.once("error", reject);
+        worker.postMessage({ id: 1, ...message });
+      });
+    try {
+      expect(await ask(workers[0]!, { info: true })).toMatchObject({ lean: true });
+      expect(await ask(workers[1]!, { info: true })).toMatchObject({ lean: false });
+      const [lean, wrapped] = await Promise.all(
+        workers.map((worker) =>
+          ask<{ hashes: Uint8Array }>(worker, {
+            regions: {
+              buffer: memory,
+              starts,
+              lengths: Float64Array.from(sizes),
+              blockSizes: new Float64Array(sizes.length).fill(1 << 20),
+              count: sizes.filter((s) => s > 0).length,
+            },
+            withHashes: true,
+          }),
+        ),
+      );
+      for (const [i, size] of sizes.entries()) {
+        const one = xxh.hash(bytes.subarray(starts[i]!, starts[i]! + size));
+        expect(Buffer.from(lean!.hashes.subarray(16 * i, 16 * i + 16)).toString("hex"), `size ${size}`).toBe(one);
+        expect(Buffer.from(wrapped!.hashes.subarray(16 * i, 16 * i + 16)).toString("hex"), `size ${size}`).toBe(one);
+      }
+    } finally {
+      await Promise.all(workers.map((w) => w.terminate()));
+    }
+  });
+
   it("a worker where xxhash-addon does not load hashes with hash-wasm, to the same digests", async () => {
     const xxh = await loadXxh128();
     const worker = new Worker(WORKER_SOURCE, {

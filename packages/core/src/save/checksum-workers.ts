@@ -27,18 +27,66 @@ export {
 /**
  * Inputs up to this size are hashed by the WebAssembly XXH3-128 even where the native one loads:
  * a native call costs about 1 µs for a 1 KiB chunk (most of it making the digest's Buffer), the
- * WebAssembly one 0.7 µs; from about 3 KiB the native one's AVX2 wins (18 against 4.3 GB/s).
+ * WebAssembly one 0.4 µs through `lean` (0.75 through hash-wasm's wrapper); from about 3–4 KiB the
+ * native one's AVX2 wins (18 against 4.3 GB/s). docs/benchmarks.md, "Content hashes".
  */
 const WASM_BELOW = 2048;
+
+/** The largest input the lean WebAssembly path takes: hash-wasm's input buffer holds 16 KiB. */
+const LEAN_MAX = 4096;
 
 export const WORKER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
 const { crc32c } = require(workerData.crc32);
+/**
+ * A one-shot XXH3-128 of inputs up to ${LEAN_MAX} bytes that calls hash-wasm's WebAssembly exports
+ * directly: its wrapper's init/update/digest make two views and a new ArrayBuffer per digest, half
+ * the cost of hashing 1 KiB. Its module comes from the build's embedded base64 (the package ships
+ * no .wasm file); used only if it gives the wrapper's digests on every XXH3 length class, else undefined.
+ */
+function lean(wrapper) {
+  try {
+    const text = require("node:fs").readFileSync(workerData.hashWasm, "utf8");
+    const wasm = Buffer.from(/data:"([A-Za-z0-9+/]+={0,2})"/.exec(text)[1], "base64");
+    const { exports: e } = new WebAssembly.Instance(new WebAssembly.Module(wasm), {});
+    const at = e.Hash_GetBuffer();
+    let memory, seed;
+    const views = () => {
+      memory = new Uint8Array(e.memory.buffer, at, ${LEAN_MAX});
+      seed = new Uint32Array(e.memory.buffer, at, 2);
+    };
+    views();
+    const one = (bytes, out, to) => {
+      if (memory.byteLength === 0) views(); // the memory grew, which detaches views of it
+      seed[0] = 0; // Hash_Init reads the 64-bit seed from the input buffer
+      seed[1] = 0;
+      e.Hash_Init();
+      memory.set(bytes);
+      e.Hash_Update(bytes.length);
+      e.Hash_Final();
+      for (let i = 0; i < 16; i++) out[to + i] = memory[i];
+    };
+    const probe = new Uint8Array(${LEAN_MAX}).map((_, i) => (i * 167 + 13) & 255);
+    const mine = new Uint8Array(16);
+    const theirs = new Uint8Array(16);
+    for (const n of [0, 1, 3, 4, 8, 9, 16, 17, 128, 129, 240, 241, 1000, 1024, 1025, ${LEAN_MAX}]) {
+      one(probe.subarray(0, n), mine, 0);
+      wrapper(probe.subarray(0, n), theirs, 0);
+      if (!mine.every((b, i) => b === theirs[i])) return undefined;
+    }
+    return one;
+  } catch {
+    return undefined;
+  }
+}
 const hasher = (async () => {
   // hash-wasm's WebAssembly: the fallback, and faster than a native call for small inputs (no Buffer per digest).
   const h = await require(workerData.hashWasm).createXXHash128();
+  const wrapped = (bytes, out, at) => { h.init(); h.update(bytes); out.set(h.digest("binary"), at); };
+  const small = workerData.lean === false ? undefined : lean(wrapped);
   const wasm = {
-    one: (bytes, out, at) => { h.init(); h.update(bytes); out.set(h.digest("binary"), at); },
+    lean: small !== undefined,
+    one: (bytes, out, at) => (small && bytes.length <= ${LEAN_MAX} ? small(bytes, out, at) : wrapped(bytes, out, at)),
     begin: () => h.init(),
     update: (bytes) => h.update(bytes),
     end: (out, at) => out.set(h.digest("binary"), at),
@@ -58,6 +106,7 @@ const hasher = (async () => {
     const state = new XXHash128(seed);
     XXHash128.hash(seed);
     return {
+      lean: wasm.lean,
       one: (bytes, out, at) => (bytes.length <= ${WASM_BELOW} ? wasm.one(bytes, out, at) : out.set(XXHash128.hash(bytes), at)),
       begin: () => state.reset(),
       update: (bytes) => state.update(bytes),
@@ -106,8 +155,10 @@ function piece(xxh, bytes, start, end, blockSize, sums, n, hashes, k, id, flags)
   }
   return n;
 }
-parentPort.on("message", async ({ id, parts, regions, withHashes }) => {
+parentPort.on("message", async ({ id, parts, regions, withHashes, info }) => {
   const xxh = await hasher;
+  // Which XXH3 paths this worker took (for tests): lean = small inputs through lean().
+  if (info) return parentPort.postMessage({ id, lean: xxh.lean });
   if (regions) {
     const { buffer, starts, lengths, blockSizes, count, streamIds, flags } = regions;
     const bytes = Buffer.from(buffer);
