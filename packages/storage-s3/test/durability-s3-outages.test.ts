@@ -115,7 +115,14 @@ describe("file:// then s3:// on fauxqs behind the fault proxy", { timeout: 180_0
       await truncateDataFile(storage, 2);
       await storage.close();
       server.proxy.addRule({ times: Infinity, action: { kind: "stall", phase: "response" } });
-      const next = new CheckpointManager([local, url], 1, options);
+      // Every request to the bucket stalls from here on: 2 attempts a request show that as 4 do, in half the wait.
+      const next = new CheckpointManager([local, url], 1, {
+        ...options,
+        storageOptions: server.storageOptions({
+          progressTimeoutMs: 1500,
+          retry: { baseDelayMs: 5, maxDelayMs: 50, maxAttempts: 2 },
+        }),
+      });
       next.on("error", () => undefined);
       const t0 = Date.now();
       const r = await within(
