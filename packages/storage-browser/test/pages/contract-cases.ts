@@ -12,9 +12,11 @@ function freshRoot(): string {
 }
 
 export function registerContracts(api: ContractTestApi): void {
+  // 230 objects: OPFS lists a directory in one go, there is no page to go past.
   defineStorageContract(api, "opfs://", {
     open: () => openStorage(`opfs://contract/${freshRoot()}`),
     timeoutMs: 120_000,
+    listCount: 230,
   });
   // 600 objects: past the adapter's listing page (500); each commit is a durable IndexedDB transaction.
   defineStorageContract(api, "idb://", {
