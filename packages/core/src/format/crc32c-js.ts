@@ -39,31 +39,35 @@ export function makeCrc32cJs(t: Int32Array): (bytes: Uint8Array, initial?: numbe
     const n = bytes.length;
     if (littleEndian) {
       for (; i < n && (bytes.byteOffset + i) & 3; i++) c = t[(c ^ bytes[i]!) & 0xff]! ^ (c >>> 8);
-      const words = new Int32Array(bytes.buffer, bytes.byteOffset + i, ((n - i) >>> 4) << 2);
-      for (let w = 0; w < words.length; w += 4) {
-        const a = words[w]! ^ c;
-        const b = words[w + 1]!;
-        const d = words[w + 2]!;
-        const e = words[w + 3]!;
-        c =
-          t[3840 + (a & 0xff)]! ^
-          t[3584 + ((a >>> 8) & 0xff)]! ^
-          t[3328 + ((a >>> 16) & 0xff)]! ^
-          t[3072 + (a >>> 24)]! ^
-          t[2816 + (b & 0xff)]! ^
-          t[2560 + ((b >>> 8) & 0xff)]! ^
-          t[2304 + ((b >>> 16) & 0xff)]! ^
-          t[2048 + (b >>> 24)]! ^
-          t[1792 + (d & 0xff)]! ^
-          t[1536 + ((d >>> 8) & 0xff)]! ^
-          t[1280 + ((d >>> 16) & 0xff)]! ^
-          t[1024 + (d >>> 24)]! ^
-          t[768 + (e & 0xff)]! ^
-          t[512 + ((e >>> 8) & 0xff)]! ^
-          t[256 + ((e >>> 16) & 0xff)]! ^
-          t[e >>> 24]!;
+      // Whole 16-byte groups only, so the view starts aligned: input that ends before a 4-byte boundary has none.
+      const count = ((n - i) >>> 4) << 2;
+      if (count > 0) {
+        const words = new Int32Array(bytes.buffer, bytes.byteOffset + i, count);
+        for (let w = 0; w < words.length; w += 4) {
+          const a = words[w]! ^ c;
+          const b = words[w + 1]!;
+          const d = words[w + 2]!;
+          const e = words[w + 3]!;
+          c =
+            t[3840 + (a & 0xff)]! ^
+            t[3584 + ((a >>> 8) & 0xff)]! ^
+            t[3328 + ((a >>> 16) & 0xff)]! ^
+            t[3072 + (a >>> 24)]! ^
+            t[2816 + (b & 0xff)]! ^
+            t[2560 + ((b >>> 8) & 0xff)]! ^
+            t[2304 + ((b >>> 16) & 0xff)]! ^
+            t[2048 + (b >>> 24)]! ^
+            t[1792 + (d & 0xff)]! ^
+            t[1536 + ((d >>> 8) & 0xff)]! ^
+            t[1280 + ((d >>> 16) & 0xff)]! ^
+            t[1024 + (d >>> 24)]! ^
+            t[768 + (e & 0xff)]! ^
+            t[512 + ((e >>> 8) & 0xff)]! ^
+            t[256 + ((e >>> 16) & 0xff)]! ^
+            t[e >>> 24]!;
+        }
+        i += words.length * 4;
       }
-      i += words.length * 4;
     }
     for (; i < n; i++) c = t[(c ^ bytes[i]!) & 0xff]! ^ (c >>> 8);
     return ~c >>> 0;

@@ -29,6 +29,15 @@ describe("the portable CRC32C", () => {
     expect(vectors().map((v) => portableCrc32c(v))).toEqual(expected);
   });
 
+  it("takes inputs of any length at any offset, even those ending before a 4-byte boundary", () => {
+    const memory = new Uint8Array(64).map((_, i) => (i * 37) ^ 0x5a);
+    for (let offset = 0; offset < 8; offset++)
+      for (let length = 0; length <= 40; length++) {
+        const bytes = memory.subarray(offset, offset + length);
+        expect(crc32cJs(bytes), `${length} bytes at ${offset}`).toBe(nativeCrc32c(bytes as Buffer) >>> 0);
+      }
+  });
+
   it("continues from an initial value as the native one does", async () => {
     await loadPortableCrc32c();
     const [a, b] = [vectors()[8]!, vectors()[12]!];
