@@ -3,7 +3,7 @@
 // does not hold, so it is dropped from exports and imports (with sideEffects entries under src/):
 // every target of a published package is then a file in its tarball (tests/src/packaging.test.ts
 // checks each one). The workspace's scripts (build, lint, test) mean nothing in an installed
-// package: dropped too.
+// package: dropped too, but for an install script (@cairn/crc32c-native compiles its addon there).
 
 /** An exports value without the "@cairn/source" condition, at any depth. */
 function published(target) {
@@ -23,7 +23,8 @@ module.exports = {
       if (pkg.imports !== undefined) pkg.imports = published(pkg.imports);
       if (Array.isArray(pkg.sideEffects))
         pkg.sideEffects = pkg.sideEffects.filter((path) => !path.startsWith("./src/"));
-      delete pkg.scripts;
+      if (pkg.scripts?.install) pkg.scripts = { install: pkg.scripts.install };
+      else delete pkg.scripts;
       return pkg;
     },
   },
