@@ -1,7 +1,12 @@
 // CRC32C in a browser: the portable code (WebAssembly once compiled, JavaScript until then).
 import { loadPortableCrc32c, portableCrc32c } from "./crc32c-portable.js";
 
-export const CRC32C_IMPLEMENTATION: "native" | "portable" = "portable";
+export type Crc32cImplementation = "crc32c-native" | "node-rs" | "portable";
+
+export const CRC32C_IMPLEMENTATION: Crc32cImplementation = "portable";
+
+/** No worker thread loads a CRC32C module in a browser. */
+export const CRC32C_WORKER_MODULE: undefined = undefined;
 
 void loadPortableCrc32c();
 

@@ -1,8 +1,15 @@
 import { crc32cKernel } from "#platform/format/crc32c-kernel.js";
 
+export {
+  type Crc32cImplementation,
+  CRC32C_IMPLEMENTATION,
+  CRC32C_WORKER_MODULE,
+} from "#platform/format/crc32c-kernel.js";
+
 /**
  * CRC32C (Castagnoli), the checksum GCS and S3 verify server-side: native SSE4.2/ARMv8 code in
- * Node, so checksumming runs near memory speed; WebAssembly or JavaScript in a browser.
+ * Node (`CRC32C_IMPLEMENTATION` says whose), so checksumming runs near memory speed; WebAssembly
+ * or JavaScript in a browser.
  */
 export function crc32c(bytes: Uint8Array, initial = 0): number {
   return crc32cKernel(bytes, initial);

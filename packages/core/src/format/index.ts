@@ -16,7 +16,13 @@ export {
 export { FLOAT_DTYPES, convertFloats, isFloatDType } from "../state/float-convert.js";
 export { type KeyPath, displayKey, isForbiddenKey, pathId } from "../state/state-dict.js";
 export { type Box, type RowLayout, intersectBoxes, rowLayout, rowSpan, copyRows } from "../state/box.js";
-export { crc32c, blockChecksums } from "./crc32c.js";
+export {
+  type Crc32cImplementation,
+  CRC32C_IMPLEMENTATION,
+  CRC32C_WORKER_MODULE,
+  crc32c,
+  blockChecksums,
+} from "./crc32c.js";
 export { CRC32C_JS_SOURCE, CRC32C_TABLES_SOURCE } from "./crc32c-js.js";
 export { CRC32C_WASM_BYTES, CRC32C_WASM_SOURCE } from "./crc32c-wasm.js";
 export {

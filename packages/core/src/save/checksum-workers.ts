@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import { Worker, isMainThread } from "node:worker_threads";
+import { CRC32C_WORKER_MODULE } from "../format/crc32c.js";
 import {
   type BlockChecksums,
   type RegionChecksums,
@@ -20,7 +21,8 @@ export {
 
 /**
  * The worker is plain CommonJS evaluated from a string, so it runs the same under vitest, tsx
- * and built output; it loads @node-rs/crc32 and XXH3-128 (xxhash-addon, and hash-wasm for small
+ * and built output; it loads the calling thread's CRC32C module (@cairn/crc32c-native, else
+ * @node-rs/crc32) and XXH3-128 (xxhash-addon, and hash-wasm for small
  * inputs and where xxhash-addon does not load: the same digests) from the paths the main thread resolved. Each chunk's blocks
  * are CRC'd and fed to its XXH3-128 one block at a time, so each byte is read from memory once.
  */
@@ -194,7 +196,7 @@ const SLICE_BYTES = 16 << 20;
 /** Where the worker loads its modules from (the main thread resolves them; the worker only requires paths). */
 export function workerModules(): { crc32: string; hashWasm: string; xxhashAddon?: string } {
   const require = createRequire(import.meta.url);
-  const crc32 = require.resolve("@node-rs/crc32");
+  const crc32 = CRC32C_WORKER_MODULE;
   // The one algorithm's build (20 KB), not the package's index, which holds every hash-wasm binary.
   const hashWasm = require.resolve("hash-wasm/dist/xxhash128.umd.min.js");
   try {
