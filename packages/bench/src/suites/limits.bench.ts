@@ -1,16 +1,14 @@
 // The machine's limits that load and save figures are judged against (issue 34): CRC32C (core's
-// native one) on one thread and on every core at once, XXH3-128 (the content hash), one checksum
+// native one: @cairn/crc32c-native where it built, `kernel` in the JSON) on one thread and on every core at once, XXH3-128 (the content hash), one checksum
 // call for a 1 KiB tensor, memcpy on one thread, the disk's write speed with several writers at
 // once against the same writes one after another, and its read speed with several readers at once
 // against one `dd` reading the same files one after another, cold (as root: the page cache
 // dropped) and warm. Throughput in MiB/s over resident memory.
-import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import { open, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
-import { crc32c, loadXxh128 } from "@cairn/core/format";
+import { CRC32C_IMPLEMENTATION, CRC32C_WORKER_MODULE, crc32c, loadXxh128 } from "@cairn/core/format";
 import { alignedBytes, ddRead, directWrite, fillRandom } from "../disk.js";
 import { report } from "../report.js";
 import { GiB, KiB, MiB, dropCaches, median, quick, rounds, withTempDir } from "../support.js";
@@ -49,8 +47,8 @@ function crcAll(bytes: Uint8Array): void {
 /** CRC32C of `bytes` split over `threads` worker threads at once (each its share, 1 MiB a call): seconds, once they are all loaded. */
 async function crcOnThreads(bytes: Uint8Array, threads: number): Promise<{ wall: number; cpu: number }> {
   const share = Math.ceil(bytes.byteLength / threads / BLOCK) * BLOCK;
-  // Core's own CRC32C package, resolved from core (the bench does not depend on it).
-  const crcModule = createRequire(fileURLToPath(import.meta.resolve("@cairn/core/format"))).resolve("@node-rs/crc32");
+  // The module core's checksum workers load (the bench depends on neither CRC32C package).
+  const crcModule = CRC32C_WORKER_MODULE;
   const source = `
     const { parentPort, workerData } = require("node:worker_threads");
     const { crc32c } = require(workerData.crcModule);
@@ -113,12 +111,17 @@ const rates = (t: { wall: number; cpu: number }) => ({
     cpuSeconds: +t.cpu.toFixed(4),
   },
 });
+/** As `rates`, naming the CRC32C kernel measured. */
+const crcRates = (t: { wall: number; cpu: number }) => {
+  const { value, extra } = rates(t);
+  return { value, extra: { ...extra, kernel: CRC32C_IMPLEMENTATION } };
+};
 report({ suite: SUITE, name: `memcpy, one thread, ${size} between resident buffers`, unit: "MiB/s", ...rates(memcpy) });
 report({
   suite: SUITE,
   name: `CRC32C (core's native), one thread, ${size} in 1 MiB blocks`,
   unit: "MiB/s",
-  ...rates(crcOne),
+  ...crcRates(crcOne),
   baseline: { name: "memcpy, one thread", value: rate(BYTES, memcpy.wall) },
   ratio: memcpy.wall / crcOne.wall,
   better: "higher",
@@ -127,7 +130,7 @@ report({
   suite: SUITE,
   name: `CRC32C, ${CORES} threads at once (every core), ${size}`,
   unit: "MiB/s",
-  ...rates(crcCores),
+  ...crcRates(crcCores),
   baseline: { name: "CRC32C, one thread", value: rate(BYTES, crcOne.wall) },
   ratio: crcOne.wall / crcCores.wall,
   better: "higher",
