@@ -94,12 +94,13 @@ describe("the Node CRC32C kernel", () => {
       },
     }) as unknown as NodeJS.Require;
     // A CPU without CRC32C instructions: the addon's path resolves, loading it throws.
+    const addon = "/installed/@cairn/crc32c-native/build/crc32c.node";
     const refusing = Object.assign(
       (id: string) => {
-        if (id === require.resolve("@cairn/crc32c-native")) throw new Error("this CPU has no CRC32C instructions");
+        if (id === addon) throw new Error("this CPU has no CRC32C instructions");
         return require(id) as unknown;
       },
-      { resolve: (id: string) => require.resolve(id) },
+      { resolve: (id: string) => (id === "@cairn/crc32c-native" ? addon : require.resolve(id)) },
     ) as unknown as NodeJS.Require;
     for (const loader of [missing, refusing]) {
       const chosen = chooseCrc32cKernel(loader);
