@@ -137,9 +137,10 @@ module.exports = {
     {
       name: "core-stands-alone",
       severity: "error",
-      comment: "@cairn/core depends on no other Cairn package and on no SDK.",
+      comment:
+        "@cairn/core depends on no other Cairn package but its optional CRC32C addon (@cairn/crc32c-native, which depends on none), and on no SDK.",
       from: { path: "^packages/core/src" },
-      to: { path: "^packages/(?!core/)[^/]+/|@aws-sdk|@google-cloud" },
+      to: { path: "^packages/(?!core/|crc32c-native/)[^/]+/|@aws-sdk|@google-cloud" },
     },
   ],
   options: {
