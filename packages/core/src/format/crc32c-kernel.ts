@@ -2,6 +2,7 @@
 // instruction streams, compiled at install) where it built, else @node-rs/crc32's one stream.
 // Imported as "#platform/format/crc32c-kernel.js"; the browser build gets crc32c-kernel.browser.ts.
 import { createRequire } from "node:module";
+import { crc32cJs } from "./crc32c-js.js";
 
 /** Which CRC32C this process runs: our addon, @node-rs/crc32, or (in a browser) the portable one. */
 export type Crc32cImplementation = "crc32c-native" | "node-rs" | "portable";
@@ -19,13 +20,27 @@ export interface Crc32cKernelChoice {
 }
 
 /**
+ * Whether `kernel` agrees with the JavaScript CRC32C on every path of a three-stream kernel (an
+ * unaligned head, 3 × 8 KiB and 3 × 256 B blocks, words, a tail), from several initial values: a
+ * stale, foreign or miscompiled addon must not checksum every block wrongly.
+ */
+function kernelAgrees(kernel: (bytes: Uint8Array, initial: number) => number): boolean {
+  const bytes = new Uint8Array(3 * 8192 + 3 * 256 + 8 + 3 + 1);
+  for (let i = 0, x = 1; i < bytes.length; i++) bytes[i] = (x = (Math.imul(x, 1103515245) + 12345) >>> 0) >>> 24;
+  const view = bytes.subarray(1);
+  return [0, 0xffffffff, 0x1234567].every((initial) => kernel(view, initial) === crc32cJs(view, initial));
+}
+
+/**
  * @cairn/crc32c-native when `require` loads it (not installed, not built, or a CPU without CRC32C
- * instructions: it throws), else @node-rs/crc32. Both take and return a finished CRC32C.
+ * instructions: it throws) and it agrees with the JavaScript CRC32C, else @node-rs/crc32. Both take
+ * and return a finished CRC32C.
  */
 export function chooseCrc32cKernel(require: NodeJS.Require): Crc32cKernelChoice {
   try {
     const workerModule = require.resolve("@cairn/crc32c-native");
     const { crc32c } = require(workerModule) as Crc32cModule;
+    if (!kernelAgrees(crc32c)) throw new Error("@cairn/crc32c-native disagrees with the JavaScript CRC32C");
     return { implementation: "crc32c-native", kernel: crc32c, workerModule };
   } catch {
     const workerModule = require.resolve("@node-rs/crc32");

@@ -1,0 +1,119 @@
+import { spawnSync } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { seededRandom } from "../testing/seeded-random.js";
+import { crc32cJs } from "./crc32c-js.js";
+import { chooseCrc32cKernel } from "./crc32c-kernel.js";
+
+// A stale, foreign or miscompiled addon must never be trusted with every block's checksum: the
+// build script and core's loader both check it on every path of the three-stream kernel.
+
+/** CI=true (any value but "", "0", "false"): a missing compiler fails instead of skipping. */
+const inCI = process.env.CI !== undefined && !["", "0", "false"].includes(process.env.CI);
+const require = createRequire(import.meta.url);
+const hasCompiler = spawnSync(process.env.CC || "cc", ["--version"]).status === 0;
+const buildable = process.platform !== "win32" && (process.arch === "x64" || process.arch === "arm64");
+const CHECK = new TextEncoder().encode("123456789");
+
+/** A kernel right on short input and wrong once the 3 × 8 KiB streams start, as a bad shift table would be. */
+function wrongOnLongInput(bytes: Uint8Array, initial = 0): number {
+  const right = crc32cJs(bytes, initial);
+  return bytes.byteLength >= 3 * 8192 ? (right ^ 1) >>> 0 : right;
+}
+
+/** A loader whose @cairn/crc32c-native resolves and loads, exporting `crc32c`. */
+function loaderWith(crc32c: (bytes: Uint8Array, initial?: number) => number): NodeJS.Require {
+  const addon = "/installed/@cairn/crc32c-native/build/crc32c.node";
+  return Object.assign((id: string) => (id === addon ? { crc32c } : (require(id) as unknown)), {
+    resolve: (id: string) => (id === "@cairn/crc32c-native" ? addon : require.resolve(id)),
+  }) as unknown as NodeJS.Require;
+}
+
+describe("trusting a CRC32C addon", () => {
+  it("core falls back to @node-rs/crc32 when the addon loads but is wrong on long input", () => {
+    const chosen = chooseCrc32cKernel(loaderWith(wrongOnLongInput));
+    expect(chosen.implementation).toBe("node-rs");
+    expect(chosen.workerModule).toBe(require.resolve("@node-rs/crc32"));
+    const random = seededRandom(341);
+    const bytes = Uint8Array.from({ length: 3 * 8192 * 2 + 17 }, () => random() * 256);
+    expect(chosen.kernel(bytes, 0)).toBe(crc32cJs(bytes));
+    // Wrong only from a non-zero initial value (a chained CRC): refused too.
+    const wrongWhenChained = (b: Uint8Array, initial = 0) => (initial === 0 ? crc32cJs(b) : crc32cJs(b, initial) ^ 4);
+    expect(chooseCrc32cKernel(loaderWith(wrongWhenChained)).implementation).toBe("node-rs");
+  });
+
+  it("core keeps an addon that agrees", () => {
+    const chosen = chooseCrc32cKernel(loaderWith((bytes, initial = 0) => crc32cJs(bytes, initial)));
+    expect(chosen.implementation).toBe("crc32c-native");
+    expect(chosen.kernel(CHECK, 0)).toBe(0xe3069283);
+  });
+
+  describe.skipIf(!buildable || (!hasCompiler && !inCI))(
+    "the build script (needs a C compiler: apt-get install gcc)",
+    () => {
+      // The workspace's package (built or not: `require.resolve` would need its addon).
+      const root = fileURLToPath(new URL("../../../crc32c-native", import.meta.url));
+      let copy = "";
+      beforeAll(() => {
+        copy = mkdtempSync(join(tmpdir(), "cairn-crc32c-build-"));
+      });
+      afterAll(() => rmSync(copy, { recursive: true, force: true }));
+      const source = readFileSync(join(root, "native", "crc32c.c"), "utf8");
+      const combine = "c0 = shift(long_shift, (uint32_t)c0) ^ c2;";
+      /** The real source with the long streams' last shift forgotten: right on short input, wrong on long. */
+      const miscompiled = source.replace(combine, "c0 = c0 ^ c2;");
+      const addon = () => join(copy, "build", "crc32c.node");
+
+      function build(...args: string[]) {
+        return spawnSync(process.execPath, [join(copy, "scripts", "build.js"), ...args], { encoding: "utf8" });
+      }
+      /** Whether the addon in build/ (loaded by a fresh process: `require` caches a `.node` file) is right on long input. */
+      function addonRightOnLongInput(): boolean {
+        const script = `const { crc32c } = require(${JSON.stringify(addon())});
+        const long = new Uint8Array(3 * 8192 + 100).fill(7);
+        process.stdout.write(JSON.stringify([crc32c(new TextEncoder().encode("123456789")), crc32c(long)]));`;
+        const run = spawnSync(process.execPath, ["-e", script], { encoding: "utf8" });
+        expect(run.status, run.stderr).toBe(0);
+        const [check, long] = JSON.parse(run.stdout) as [number, number];
+        expect(check).toBe(0xe3069283);
+        return long === crc32cJs(new Uint8Array(3 * 8192 + 100).fill(7));
+      }
+
+      it("refuses an addon whose three-stream path is wrong, and replaces such a stale one", () => {
+        expect(miscompiled).not.toBe(source);
+        cpSync(join(root, "scripts"), join(copy, "scripts"), { recursive: true });
+        cpSync(join(root, "native"), join(copy, "native"), { recursive: true });
+        cpSync(join(root, "package.json"), join(copy, "package.json"));
+        symlinkSync(join(root, "node_modules"), join(copy, "node_modules"));
+        writeFileSync(join(copy, "native", "crc32c.c"), miscompiled);
+
+        const loud = build();
+        expect(loud.status, loud.stdout + loud.stderr).not.toBe(0);
+        expect(loud.stderr).toMatch(/does not work here/);
+        const quiet = build("--install");
+        expect(quiet.status, quiet.stderr).toBe(0);
+        expect(quiet.stdout).toMatch(/uses @node-rs\/crc32/);
+        expect(existsSync(addon())).toBe(false);
+
+        const headers = (createRequire(join(root, "package.json"))("node-api-headers") as { include_dir: string })
+          .include_dir;
+        // A stale addon from the bad source left in build/: the install builds the right one over it.
+        const compiled = spawnSync(process.env.CC || "cc", [
+          ...["-O2", "-shared", "-fPIC", "-std=gnu11", "-I", headers],
+          ...["-o", addon(), join(copy, "native", "crc32c.c")],
+        ]);
+        expect(compiled.status, String(compiled.stderr)).toBe(0);
+        expect(addonRightOnLongInput()).toBe(false);
+        writeFileSync(join(copy, "native", "crc32c.c"), source);
+        const rebuilt = build("--install");
+        expect(rebuilt.status, rebuilt.stderr).toBe(0);
+        expect(rebuilt.stdout).toMatch(/built/);
+        expect(addonRightOnLongInput()).toBe(true);
+      }, 60_000);
+    },
+  );
+});
