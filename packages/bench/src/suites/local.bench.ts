@@ -1,7 +1,8 @@
 // file:// against what a user would pick instead, same bytes, same disk, same run:
-// (a) save a mixed state (big + 2,000 small tensors) vs node:fs write+fsync, torch.save, DCP,
-//     safetensors; (b) its warm load vs node:fs read, safetensors load_file + copy (in Node on
-//     Cairn's own files, and in Python when importable), torch.load + copy, DCP;
+// (a) save a mixed state (big + 2,000 small tensors) vs node:fs write+fsync, a dd-style direct
+//     write of Cairn's files (the disk's limit), torch.save, DCP, safetensors; (b) its warm load
+//     vs node:fs read, safetensors load_file + copy (in Node on Cairn's own files, and in Python
+//     when importable), torch.load + copy, DCP;
 // (c) 16 x 256 MiB: save vs a dd-style direct write + fsync, cold load vs a cold dd read.
 // Every phase runs in its own process; phase order flips every round; medians with ranges.
 import { execFileSync } from "node:child_process";
@@ -40,6 +41,7 @@ function mixedSaves(spec: StateSpec): Step[] {
   const steps: Step[] = [
     ["cairn-save", (dir) => nodePhaseRun("cairn-save", spec, join(dir, "cairn"))],
     ["fs-write", (dir) => nodePhaseRun("fs-write", spec, join(dir, "cairn"), join(dir, "fs"))],
+    ["direct-write", (dir) => nodePhaseRun("direct-write", spec, join(dir, "cairn"), join(dir, "dd"))],
   ];
   if (torchPython) {
     steps.push(["torch-save", (dir) => pythonPhaseRun(torchPython, "torch-save", spec, join(dir, "torch.pt"))]);
@@ -118,6 +120,7 @@ const compare = (name: string, cairn: string, baseline: string, baselineName: st
     reportRates(runs, { suite, name, cairn, baseline, baselineName, ...(target === undefined ? {} : { target }) });
 };
 compare(`save ${what}`, "cairn-save", "fs-write", "node:fs write + fsync, Cairn's layout");
+compare(`save ${what}`, "cairn-save", "direct-write", "dd-style direct write + fsync of Cairn's files");
 compare(`save ${what}`, "cairn-save", "torch-save", "torch.save + fsync");
 compare(`save ${what}`, "cairn-save", "dcp-save", "DCP save_state_dict (FileSystemWriter)");
 compare(`save ${what}`, "cairn-save", "safetensors-save", "safetensors save_file + fsync");
