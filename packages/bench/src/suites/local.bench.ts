@@ -1,11 +1,13 @@
 // file:// against what a user would pick instead, same bytes, same disk, same run:
 // (a) save a mixed state (big + 2,000 small tensors) vs node:fs write+fsync, a dd-style direct
-//     write of Cairn's files (the disk's limit), torch.save, DCP, safetensors; (b) its warm load
-//     vs node:fs read, safetensors load_file + copy (in Node on Cairn's own files, and in Python
+//     write of Cairn's files (the disk's limit), torch.save, DCP, safetensors; Cairn and node:fs
+//     again after an untimed first save in the same process (steady state); (b) its warm load vs
+//     node:fs read, safetensors load_file + copy (in Node on Cairn's own files, and in Python
 //     when importable), torch.load + copy, DCP;
 // (c) 16 x 256 MiB: save vs a dd-style direct write + fsync, cold load vs a cold dd read.
 // Every phase runs in its own process; phase order flips every round; medians with ranges.
 import { execFileSync } from "node:child_process";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { type PhaseRun, PhaseRuns, nodePhaseRun, pythonPhaseRun, reportRates } from "../local/phases.js";
 import { type StateSpec, describeState, stateSpec } from "../local/state-spec.js";
@@ -42,6 +44,8 @@ function mixedSaves(spec: StateSpec): Step[] {
     ["cairn-save", (dir) => nodePhaseRun("cairn-save", spec, join(dir, "cairn"))],
     ["fs-write", (dir) => nodePhaseRun("fs-write", spec, join(dir, "cairn"), join(dir, "fs"))],
     ["direct-write", (dir) => nodePhaseRun("direct-write", spec, join(dir, "cairn"), join(dir, "dd"))],
+    ["cairn-save-steady", (dir) => nodePhaseRun("cairn-save-steady", spec, join(dir, "steady"))],
+    ["fs-write-steady", (dir) => nodePhaseRun("fs-write-steady", spec, join(dir, "cairn"), join(dir, "fs-steady"))],
   ];
   if (torchPython) {
     steps.push(["torch-save", (dir) => pythonPhaseRun(torchPython, "torch-save", spec, join(dir, "torch.pt"))]);
@@ -85,6 +89,9 @@ console.log(`(a, b) ${describeState(mixed)}, ${n} round(s)`);
 for (let round = 0; round < n; round++) {
   await withTempDir(async (dir) => {
     for (const [phase, run] of ordered(mixedSaves(mixed), round, "cairn-save")) runs.add(phase, await run(dir));
+    // Only what the loads read stays: each load phase warms every file of the round first.
+    for (const extra of ["dd", "steady", "steady-first", "fs-steady", "fs-steady-first"])
+      await rm(join(dir, extra), { recursive: true, force: true });
     for (const [phase, run] of ordered(mixedLoads(mixed), round)) {
       await warmCache(dir);
       runs.add(phase, await run(dir));
@@ -121,6 +128,12 @@ const compare = (name: string, cairn: string, baseline: string, baselineName: st
 };
 compare(`save ${what}`, "cairn-save", "fs-write", "node:fs write + fsync, Cairn's layout");
 compare(`save ${what}`, "cairn-save", "direct-write", "dd-style direct write + fsync of Cairn's files");
+compare(
+  `save ${what}, steady (a second save in the process)`,
+  "cairn-save-steady",
+  "fs-write-steady",
+  "node:fs write + fsync, Cairn's layout, steady",
+);
 compare(`save ${what}`, "cairn-save", "torch-save", "torch.save + fsync");
 compare(`save ${what}`, "cairn-save", "dcp-save", "DCP save_state_dict (FileSystemWriter)");
 compare(`save ${what}`, "cairn-save", "safetensors-save", "safetensors save_file + fsync");
