@@ -1,9 +1,10 @@
 // The machine's limits that load and save figures are judged against (issue 34): CRC32C (core's
-// native one: @cairn/crc32c-native where it built, `kernel` in the JSON) on one thread and on every core at once, XXH3-128 (the content hash), one checksum
-// call for a 1 KiB tensor, memcpy on one thread, the disk's write speed with several writers at
-// once against the same writes one after another, and its read speed with several readers at once
-// against one `dd` reading the same files one after another, cold (as root: the page cache
-// dropped) and warm. Throughput in MiB/s over resident memory.
+// native one: @cairn/crc32c-native where it built, `crc32cKernel` in the JSON) on one thread and
+// on every core at once, XXH3-128 (the content hash), one checksum call for a 1 KiB tensor, memcpy
+// on one thread, the disk's write speed with several writers at once against the same writes one
+// after another, and its read speed with several readers at once against one `dd` reading the
+// same files one after another, cold (as root: the page cache dropped) and warm. Throughput in
+// MiB/s over resident memory.
 import { availableParallelism } from "node:os";
 import { open, rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -114,7 +115,7 @@ const rates = (t: { wall: number; cpu: number }) => ({
 /** As `rates`, naming the CRC32C kernel measured. */
 const crcRates = (t: { wall: number; cpu: number }) => {
   const { value, extra } = rates(t);
-  return { value, extra: { ...extra, kernel: CRC32C_IMPLEMENTATION } };
+  return { value, extra: { ...extra, crc32cKernel: CRC32C_IMPLEMENTATION } };
 };
 report({ suite: SUITE, name: `memcpy, one thread, ${size} between resident buffers`, unit: "MiB/s", ...rates(memcpy) });
 report({

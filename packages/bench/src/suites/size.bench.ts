@@ -2,6 +2,7 @@
 // throughput against node:fs writing (+ fsync) and reading the same bytes in Cairn's layout,
 // and peak RSS over the state's size, each phase in its own process, rounds alternating.
 import { join } from "node:path";
+import { CRC32C_IMPLEMENTATION } from "@cairn/core/format";
 import { type PhaseRun, PhaseRuns, nodePhaseRun, reportRates } from "../local/phases.js";
 import { type StateSpec, describeState, stateSpec } from "../local/state-spec.js";
 import { report } from "../report.js";
@@ -70,6 +71,8 @@ for (const spec of specs) {
       // With the copy and the checks spread evenly over both cores and node:fs's read keeping both
       // busy (as on a quiet machine), the most a verified load can reach against node:fs reading into place.
       ceilingAgainstFsRead: +(readCpu / (readCpu + crcCpu)).toFixed(3),
+      // Which CRC32C the loads ran (the phases' processes load core from the same install).
+      crc32cKernel: CRC32C_IMPLEMENTATION,
       readCpuSeconds: round4(cpu("fs-read", "cpuSeconds")),
       crcCpuSeconds: round4(cpu("cairn-load", "crcCpuSeconds")),
       cairnCpuSeconds: round4(cpu("cairn-load", "cpuSeconds")),
