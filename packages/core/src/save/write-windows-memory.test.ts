@@ -68,7 +68,7 @@ function file(lengths: readonly number[], actual = lengths) {
   return { items, leaves, layout, blockSizes: lengths.map(() => BLOCK) };
 }
 
-/** One attempt through windows of 8 MiB (one window here), by a storage that reads the whole body, then reports it written. */
+/** One attempt through windows of 8 MiB, by a storage that reads the whole body, then reports it written. */
 function writeOnce({ items, leaves, layout, blockSizes }: ReturnType<typeof file>) {
   const writing = writeThroughWindows(
     items,

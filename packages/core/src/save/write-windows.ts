@@ -17,7 +17,7 @@ import type { WriteOptions } from "../storage/storage-adapter.js";
 /** File offsets of window boundaries are multiples of this (direct I/O's alignment). */
 const PAGE = 4096;
 /** Item bytes per window where the storage reports its progress (`StorageAdapter.reportsWritten`). */
-export const WINDOW_BYTES = 4 << 20;
+export const WINDOW_BYTES = 8 << 20;
 /** Packed bytes are sent to the checksum workers in batches of about this many, so hashing overlaps packing. */
 const HASH_BATCH_BYTES = 4 << 20;
 
