@@ -1,4 +1,5 @@
 import { spawnSync } from "node:child_process";
+import { Worker } from "node:worker_threads";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -7,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { seededRandom } from "../testing/seeded-random.js";
 import { crc32cJs } from "./crc32c-js.js";
-import { chooseCrc32cKernel } from "./crc32c-kernel.js";
+import { CRC32C_WORKER_MODULE, chooseCrc32cKernel } from "./crc32c-kernel.js";
 
 // A stale, foreign or miscompiled addon must never be trusted with every block's checksum: the
 // build script and core's loader both check it on every path of the three-stream kernel.
@@ -51,6 +52,48 @@ describe("trusting a CRC32C addon", () => {
     expect(chosen.implementation).toBe("crc32c-native");
     expect(chosen.kernel(CHECK, 0)).toBe(0xe3069283);
   });
+
+  it("gives the portable CRC32C in several worker threads at once, over one shared memory (seeded)", async () => {
+    const random = seededRandom(343);
+    const memory = new SharedArrayBuffer(3 * 8192 * 4 + 4096);
+    const all = new Uint8Array(memory);
+    for (let i = 0; i < all.length; i++) all[i] = random() * 256;
+    // [offset, length, initial] triples, many at the kernel's thresholds.
+    const cases = Float64Array.from(
+      Array.from({ length: 600 }, () => {
+        const length =
+          [3 * 8192, 3 * 256, 8, 3 * 8192 + 3 * 256][Math.floor(random() * 4)]! + Math.floor(random() * 40) - 20;
+        const at = Math.floor(random() * (all.length - Math.max(0, length)));
+        return [at, Math.max(0, length), [0, 0xffffffff, Math.floor(random() * 2 ** 32)][Math.floor(random() * 3)]!];
+      }).flat(),
+    );
+    const source = `
+      const { parentPort, workerData } = require("node:worker_threads");
+      const { crc32c } = require(workerData.module);
+      const bytes = new Uint8Array(workerData.memory);
+      const c = workerData.cases;
+      const out = [];
+      for (let round = 0; round < 5; round++)
+        for (let i = 0; i < c.length; i += 3) out.push(crc32c(bytes.subarray(c[i], c[i] + c[i + 1]), c[i + 2]) >>> 0);
+      parentPort.postMessage(out);`;
+    const results = await Promise.all(
+      [0, 1, 2].map(
+        () =>
+          new Promise<number[]>((resolve, reject) => {
+            const worker = new Worker(source, {
+              eval: true,
+              workerData: { module: CRC32C_WORKER_MODULE, memory, cases },
+            });
+            worker.once("message", (out: number[]) => void worker.terminate().then(() => resolve(out)));
+            worker.once("error", reject);
+          }),
+      ),
+    );
+    const expected: number[] = [];
+    for (let i = 0; i < cases.length; i += 3)
+      expected.push(crc32cJs(all.subarray(cases[i]!, cases[i]! + cases[i + 1]!), cases[i + 2]!));
+    for (const out of results) expect(out).toEqual([...expected, ...expected, ...expected, ...expected, ...expected]);
+  }, 60_000);
 
   describe.skipIf(!buildable || (!hasCompiler && !inCI))(
     "the build script (needs a C compiler: apt-get install gcc)",
