@@ -15,6 +15,7 @@ import {
 import { blockChecksums, loadXxh128 } from "@cairn/core/format";
 import { seededRandom } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
+import type { WriteBody, WriteOptions } from "@cairn/core/storage";
 import { FsStorageAdapter } from "./fs-storage-adapter.js";
 import type { FsPromisesLike } from "./fs-like.js";
 
@@ -99,6 +100,22 @@ async function expectStep(storage: FsStorageAdapter, path: string, sd: Record<st
     expect(Buffer.compare(bytesOf(target[key] as HostTensor), bytesOf(t)), `${path} ${key}`).toBe(0);
 }
 
+/** file:// that aborts a save after its `after`-th write or progress mark (a seeded moment inside its I/O). */
+class AbortingAdapter extends FsStorageAdapter {
+  readonly plans = new Map<string, { after: number; abort: () => void }>();
+  #tick(path: string): void {
+    for (const [prefix, plan] of this.plans) if (path.startsWith(prefix) && plan.after-- === 0) plan.abort();
+  }
+  override write(path: string, body: WriteBody, options: WriteOptions = {}): Promise<void> {
+    this.#tick(path);
+    const told = options.onWritten;
+    return super.write(path, body, {
+      ...options,
+      ...(told ? { onWritten: (bytes: number) => (this.#tick(path), told(bytes)) } : {}),
+    });
+  }
+}
+
 describe("incremental file:// saves through pooled windows", () => {
   it("keep no changed tensor as unchanged over seeded chains of small edits, three chains at once", async () => {
     const root = await mkdtemp(join(tmpdir(), "cairn-incremental-windows-"));
@@ -148,5 +165,52 @@ describe("incremental file:// saves through pooled windows", () => {
     // Default blocks (one digest per small chunk), 1 KiB blocks (small chunks hashed block by
     // block) and background saves (staged bytes hashed by the workers) at once.
     await Promise.all([chain(341, undefined, false), chain(342, 1024, false), chain(343, undefined, true)]);
+  }, 120_000);
+
+  it("commit a step whole or not at all when saves beside it are aborted at seeded moments", async () => {
+    const root = await mkdtemp(join(tmpdir(), "cairn-aborted-windows-"));
+    roots.push(root);
+    const storage = new AbortingAdapter("file", root, nodeFs as unknown as FsPromisesLike, root, {
+      syncDirectories: false,
+      directIo: false,
+    });
+    const random = seededRandom(344);
+    const base = firstState(random);
+    await save(base, { storage, path: "a/base" });
+    let committedAborts = 0;
+    let refused = 0;
+    for (let round = 0; round < 6; round++) {
+      const states = [0, 1, 2].map(() => nextState(random, base, {}));
+      const controllers = states.map(() => new AbortController());
+      // Saves 0 and 2 are aborted at a seeded write or progress mark of theirs (maybe after they committed); save 1 is not.
+      for (const i of [0, 2]) {
+        const abort = () => controllers[i]!.abort(new Error("aborted by the test"));
+        storage.plans.set(`a/${round}.${i}/`, { after: Math.floor(random() * 10), abort });
+      }
+      const saves = states.map((sd, i) =>
+        save(sd, {
+          storage,
+          path: `a/${round}.${i}`,
+          signal: controllers[i]!.signal,
+          ...(i === 2 ? { incremental: { base: "base" } } : {}),
+        }),
+      );
+      const outcomes = await Promise.allSettled(saves);
+      for (const [i, outcome] of outcomes.entries()) {
+        const path = `a/${round}.${i}`;
+        if (outcome.status === "fulfilled") {
+          if (i !== 1) committedAborts++;
+          await expectStep(storage, path, states[i]!);
+        } else {
+          expect(i, `${path}: ${String(outcome.reason)}`).not.toBe(1);
+          await expect(readMetadata({ storage, path }), path).rejects.toMatchObject({ code: "not_found" });
+          refused++;
+        }
+      }
+    }
+    // Some saves were aborted part way, and the base is intact.
+    expect(refused).toBeGreaterThan(0);
+    expect(committedAborts + refused).toBe(12);
+    await expectStep(storage, "a/base", base);
   }, 120_000);
 });
