@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { seededRandom } from "../testing/seeded-random.js";
 import { crc32cJs } from "./crc32c-js.js";
-import { CRC32C_WORKER_MODULE, chooseCrc32cKernel } from "./crc32c-kernel.js";
+import { CRC32C_IMPLEMENTATION, CRC32C_WORKER_MODULE, chooseCrc32cKernel } from "./crc32c-kernel.js";
 
 // A stale, foreign or miscompiled addon must never be trusted with every block's checksum: the
 // build script and core's loader both check it on every path of the three-stream kernel.
@@ -94,6 +94,37 @@ describe("trusting a CRC32C addon", () => {
       expected.push(crc32cJs(all.subarray(cases[i]!, cases[i]! + cases[i + 1]!), cases[i + 2]!));
     for (const out of results) expect(out).toEqual([...expected, ...expected, ...expected, ...expected, ...expected]);
   }, 60_000);
+
+  it.skipIf(CRC32C_IMPLEMENTATION !== "crc32c-native" && !inCI)(
+    "reads a view of a resized buffer as its bytes now: none out of bounds, all once grown",
+    () => {
+      const { crc32c } = require("@cairn/crc32c-native") as { crc32c: (b: ArrayBufferView, i?: number) => number };
+      type Resizable = ArrayBuffer & { resize(n: number): void };
+      type Growable = SharedArrayBuffer & { grow(n: number): void };
+      const memory = new (ArrayBuffer as unknown as new (n: number, o: object) => Resizable)(100_000, {
+        maxByteLength: 200_000,
+      });
+      new Uint8Array(memory).forEach((_, i, all) => (all[i] = (i * 167 + 13) & 255));
+      const fixed = new Uint8Array(memory, 1000, 50_000);
+      const tracking = new Uint8Array(memory, 1000);
+      const view = new DataView(memory, 500, 40_000);
+      expect(crc32c(fixed, 7)).toBe(crc32cJs(fixed, 7));
+      memory.resize(30_000);
+      // Out of bounds: no bytes (JavaScript sees none either), never the memory past the end.
+      expect(fixed.length).toBe(0);
+      expect(crc32c(fixed, 7)).toBe(7);
+      expect(crc32c(view, 7)).toBe(7);
+      expect(crc32c(tracking, 7)).toBe(crc32cJs(new Uint8Array(memory, 1000), 7));
+      const shared = new (SharedArrayBuffer as unknown as new (n: number, o: object) => Growable)(1000, {
+        maxByteLength: 100_000,
+      });
+      const grown = new Uint8Array(shared);
+      shared.grow(3 * 8192 + 1000);
+      grown.fill(5, 900);
+      expect(grown.length).toBe(3 * 8192 + 1000);
+      expect(crc32c(grown)).toBe(crc32cJs(grown.slice()));
+    },
+  );
 
   describe.skipIf(!buildable || (!hasCompiler && !inCI))(
     "the build script (needs a C compiler: apt-get install gcc)",
