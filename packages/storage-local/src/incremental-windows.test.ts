@@ -116,14 +116,21 @@ class AbortingAdapter extends FsStorageAdapter {
   }
 }
 
+/** A file:// adapter of class `Adapter` on a fresh directory, removed after the tests. */
+async function temporary<T extends FsStorageAdapter>(
+  Adapter: new (...args: ConstructorParameters<typeof FsStorageAdapter>) => T,
+): Promise<T> {
+  const root = await mkdtemp(join(tmpdir(), "cairn-incremental-windows-"));
+  roots.push(root);
+  return new Adapter("file", root, nodeFs as unknown as FsPromisesLike, root, {
+    syncDirectories: false,
+    directIo: false,
+  });
+}
+
 describe("incremental file:// saves through pooled windows", () => {
   it("keep no changed tensor as unchanged over seeded chains of small edits, three chains at once", async () => {
-    const root = await mkdtemp(join(tmpdir(), "cairn-incremental-windows-"));
-    roots.push(root);
-    const storage = new FsStorageAdapter("file", root, nodeFs as unknown as FsPromisesLike, root, {
-      syncDirectories: false,
-      directIo: false,
-    });
+    const storage = await temporary(FsStorageAdapter);
     /**
      * Five steps of one seed's edits. `background`: asyncSave from one staging pool (its buffers
      * reused step after step), the tensors given to it scribbled over as soon as it staged them.
@@ -168,12 +175,7 @@ describe("incremental file:// saves through pooled windows", () => {
   }, 120_000);
 
   it("commit a step whole or not at all when saves beside it are aborted at seeded moments", async () => {
-    const root = await mkdtemp(join(tmpdir(), "cairn-aborted-windows-"));
-    roots.push(root);
-    const storage = new AbortingAdapter("file", root, nodeFs as unknown as FsPromisesLike, root, {
-      syncDirectories: false,
-      directIo: false,
-    });
+    const storage = await temporary(AbortingAdapter);
     const random = seededRandom(344);
     const base = firstState(random);
     await save(base, { storage, path: "a/base" });
