@@ -5,3 +5,17 @@
  * the addon is a `.node` file, which `import` cannot load.
  */
 export declare function crc32c(bytes: ArrayBufferView, initial?: number): number;
+/**
+ * On libuv's threadpool (as `fs.read`): reads `into.byteLength` bytes of the open file `fd` from
+ * `position` (fewer at the end of the file) into `into`, and writes the CRC32C of each `blockSize`
+ * bytes read to `sums` (the last block possibly shorter) while they are in the cache; resolves
+ * how many bytes it read. Rejects as `fs` does (`code`, `errno`, `syscall`); throws a TypeError or
+ * RangeError for arguments it cannot use (`sums` too short for `into`'s blocks).
+ */
+export declare function readBlockChecksums(
+  fd: number,
+  into: Uint8Array,
+  position: number,
+  blockSize: number,
+  sums: Uint32Array,
+): Promise<number>;

@@ -3,10 +3,14 @@
 // x86-64 with SSE4.2 and aarch64 with the CRC extension; elsewhere the addon refuses to load.
 #define NAPI_VERSION 8
 #include <node_api.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <nmmintrin.h>
@@ -177,6 +181,187 @@ static napi_value crc32c_js(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* The bytes of a view and its length in bytes; false (a TypeError thrown) for anything else. */
+static bool view_bytes(napi_env env, napi_value value, void **data, size_t *bytes, napi_typedarray_type *type) {
+  bool is_view = false;
+  if (napi_is_typedarray(env, value, &is_view) != napi_ok || !is_view) return false;
+  size_t length = 0;
+  if (napi_get_typedarray_info(env, value, type, &length, data, NULL, NULL) != napi_ok) return false;
+  *bytes = *type == napi_uint8_array ? length : *type == napi_uint32_array ? length * 4 : 0;
+  return true;
+}
+
+/* A safe non-negative integer (as a double: JavaScript's numbers), else false. */
+static bool safe_index(napi_env env, napi_value value, double *out) {
+  napi_valuetype kind;
+  if (napi_typeof(env, value, &kind) != napi_ok || kind != napi_number) return false;
+  if (napi_get_value_double(env, value, out) != napi_ok) return false;
+  return *out >= 0 && *out <= 9007199254740991.0 && *out == (double)(int64_t)*out;
+}
+
+/* How much one pread asks for: the bytes are checksummed while still in the cache. */
+#define READ_STEP (256 * 1024)
+
+typedef struct {
+  napi_async_work work;
+  napi_deferred deferred;
+  napi_ref into_ref, sums_ref;
+  int fd;
+  unsigned char *into;
+  size_t length, block_size;
+  off_t position;
+  uint32_t *sums;
+  size_t done;
+  int error; /* an errno, or 0 */
+} ReadWork;
+
+/* On a libuv thread: pread until `length` bytes or the end of the file, each step's bytes checksummed as they land. */
+static void read_execute(napi_env env, void *data) {
+  (void)env;
+  ReadWork *w = data;
+  uint32_t crc = 0;
+  size_t in_block = 0, block = 0;
+  while (w->done < w->length) {
+    size_t want = w->length - w->done;
+    if (want > READ_STEP) want = READ_STEP;
+    ssize_t got = pread(w->fd, w->into + w->done, want, w->position + (off_t)w->done);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      w->error = errno;
+      return;
+    }
+    if (got == 0) break;
+    const unsigned char *next = w->into + w->done;
+    size_t left = (size_t)got;
+    while (left) {
+      size_t take = w->block_size - in_block < left ? w->block_size - in_block : left;
+      crc = crc32c(crc, next, take);
+      next += take;
+      left -= take;
+      in_block += take;
+      if (in_block == w->block_size) {
+        w->sums[block++] = crc;
+        crc = 0;
+        in_block = 0;
+      }
+    }
+    w->done += (size_t)got;
+  }
+  if (in_block) w->sums[block] = crc;
+}
+
+/* The name Node gives an errno (`code`), for the ones pread reports; "UNKNOWN" otherwise, as libuv says. */
+static const char *errno_name(int error) {
+  switch (error) {
+    case EAGAIN: return "EAGAIN";
+    case EBADF: return "EBADF";
+    case EFAULT: return "EFAULT";
+    case EINVAL: return "EINVAL";
+    case EIO: return "EIO";
+    case EISDIR: return "EISDIR";
+    case ENXIO: return "ENXIO";
+    case EOVERFLOW: return "EOVERFLOW";
+    case ESPIPE: return "ESPIPE";
+    case ENOMEM: return "ENOMEM";
+    case ENOBUFS: return "ENOBUFS";
+    case ETIMEDOUT: return "ETIMEDOUT";
+    case ESTALE: return "ESTALE";
+    case EACCES: return "EACCES";
+    case EPERM: return "EPERM";
+    case ENOTCONN: return "ENOTCONN";
+    case ECONNRESET: return "ECONNRESET";
+    case EHOSTDOWN: return "EHOSTDOWN";
+    default: return "UNKNOWN";
+  }
+}
+
+/* Back on the JavaScript thread: resolves the bytes read, or rejects as fs does (code, errno, syscall). */
+static void read_complete(napi_env env, napi_status status, void *data) {
+  ReadWork *w = data;
+  napi_value result = NULL;
+  if (status != napi_ok) w->error = ECANCELED;
+  if (w->error) {
+    char message[160];
+    napi_value code, text, number, syscall;
+    const char *name = w->error == ECANCELED ? "ECANCELED" : errno_name(w->error);
+    snprintf(message, sizeof message, "%s: %s, read", name, strerror(w->error));
+    napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &code);
+    napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &text);
+    napi_create_error(env, code, text, &result);
+    napi_create_int32(env, -w->error, &number);
+    napi_set_named_property(env, result, "errno", number);
+    napi_set_named_property(env, result, "code", code);
+    napi_create_string_utf8(env, "read", NAPI_AUTO_LENGTH, &syscall);
+    napi_set_named_property(env, result, "syscall", syscall);
+    napi_reject_deferred(env, w->deferred, result);
+  } else {
+    napi_create_double(env, (double)w->done, &result);
+    napi_resolve_deferred(env, w->deferred, result);
+  }
+  napi_delete_reference(env, w->into_ref);
+  napi_delete_reference(env, w->sums_ref);
+  napi_delete_async_work(env, w->work);
+  free(w);
+}
+
+/*
+ * readBlockChecksums(fd, into: Uint8Array, position, blockSize, sums: Uint32Array): Promise<number>.
+ * On libuv's threadpool (as fs.read): preads into.length bytes of fd from position (fewer at the
+ * end of the file) into `into`, and the CRC32C of each blockSize block of the bytes read into
+ * sums[0..]; resolves the bytes read. `sums` must have a place for every block of `into`.
+ */
+static napi_value read_block_checksums_js(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  if (argc < 5) return fail(env, "readBlockChecksums: expects (fd, into, position, blockSize, sums)");
+  double fd, position, block_size;
+  if (!safe_index(env, argv[0], &fd) || fd > 2147483647.0) return fail(env, "readBlockChecksums: fd must be a file descriptor");
+  void *into = NULL, *sums = NULL;
+  size_t length = 0, sums_bytes = 0;
+  napi_typedarray_type type;
+  if (!view_bytes(env, argv[1], &into, &length, &type) || type != napi_uint8_array)
+    return fail(env, "readBlockChecksums: into must be a Uint8Array");
+  if (!safe_index(env, argv[2], &position) || position + (double)length > 9007199254740991.0 ||
+      (sizeof(off_t) < 8 && position + (double)length > 2147483647.0))
+    return fail(env, "readBlockChecksums: position must be a safe non-negative integer");
+  if (!safe_index(env, argv[3], &block_size) || block_size < 1)
+    return fail(env, "readBlockChecksums: blockSize must be a positive safe integer");
+  if (!view_bytes(env, argv[4], &sums, &sums_bytes, &type) || type != napi_uint32_array)
+    return fail(env, "readBlockChecksums: sums must be a Uint32Array");
+  size_t blocks = block_size >= (double)length ? (length > 0) : (size_t)((length + (size_t)block_size - 1) / (size_t)block_size);
+  if (sums_bytes / 4 < blocks) {
+    napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "readBlockChecksums: sums has no place for every block of into");
+    return NULL;
+  }
+  ReadWork *w = calloc(1, sizeof *w);
+  if (!w) {
+    napi_throw_error(env, "ENOMEM", "readBlockChecksums: out of memory");
+    return NULL;
+  }
+  w->fd = (int)fd;
+  w->into = into;
+  w->length = length;
+  w->position = (off_t)position;
+  w->block_size = block_size >= (double)SIZE_MAX ? SIZE_MAX : (size_t)block_size;
+  w->sums = sums;
+  napi_value promise, name;
+  if (napi_create_reference(env, argv[1], 1, &w->into_ref) != napi_ok) goto failed;
+  if (napi_create_reference(env, argv[4], 1, &w->sums_ref) != napi_ok) goto failed;
+  if (napi_create_promise(env, &w->deferred, &promise) != napi_ok) goto failed;
+  if (napi_create_string_utf8(env, "cairn:readBlockChecksums", NAPI_AUTO_LENGTH, &name) != napi_ok) goto failed;
+  if (napi_create_async_work(env, NULL, name, read_execute, read_complete, w, &w->work) != napi_ok) goto failed;
+  if (napi_queue_async_work(env, w->work) != napi_ok) goto failed;
+  return promise;
+failed:
+  /* A thrown exception is pending; a created promise is never settled, and never returned. */
+  if (w->into_ref) napi_delete_reference(env, w->into_ref);
+  if (w->sums_ref) napi_delete_reference(env, w->sums_ref);
+  if (w->work) napi_delete_async_work(env, w->work);
+  free(w);
+  return NULL;
+}
+
 NAPI_MODULE_INIT() {
   if (!cpu_has_crc()) {
     napi_throw_error(env, "ERR_CPU", "this CPU has no CRC32C instructions");
@@ -187,5 +372,8 @@ NAPI_MODULE_INIT() {
   napi_value fn;
   if (napi_create_function(env, "crc32c", NAPI_AUTO_LENGTH, crc32c_js, NULL, &fn) != napi_ok) return NULL;
   if (napi_set_named_property(env, exports, "crc32c", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "readBlockChecksums", NAPI_AUTO_LENGTH, read_block_checksums_js, NULL, &fn) != napi_ok)
+    return NULL;
+  if (napi_set_named_property(env, exports, "readBlockChecksums", fn) != napi_ok) return NULL;
   return exports;
 }

@@ -33,12 +33,14 @@ function bitwiseCrc32c(bytes, initial) {
 }
 
 /**
- * Throws unless the addon at `path` loads here and agrees with a bitwise CRC32C on every path of
+ * Throws unless the addon at `path` loads here, has every function, and agrees with a bitwise CRC32C on every path of
  * its kernel (an unaligned head, 3 × 8 KiB and 3 × 256 B blocks, words, a tail), continuing from
  * an initial value, and gives CRC32C's check value in two calls.
  */
 function check(path) {
-  const { crc32c } = require(path);
+  const { crc32c, readBlockChecksums } = require(path);
+  // An addon built before readBlockChecksums existed is stale.
+  if (typeof readBlockChecksums !== "function") throw new Error("no readBlockChecksums");
   const digits = Uint8Array.from("123456789", (digit) => digit.charCodeAt(0));
   if (crc32c(digits.subarray(4), crc32c(digits.subarray(0, 4))) !== 0xe3069283) throw new Error("wrong check value");
   const bytes = new Uint8Array(3 * 8192 + 3 * 256 + 8 + 3 + 1);
