@@ -11,3 +11,6 @@ export const CRC32C_WORKER_MODULE: undefined = undefined;
 void loadPortableCrc32c();
 
 export const crc32cKernel: (bytes: Uint8Array, initial: number) => number = portableCrc32c;
+
+/** No file descriptors in a browser. */
+export const readBlockChecksums: undefined = undefined;

@@ -9,13 +9,29 @@ export type Crc32cImplementation = "crc32c-native" | "node-rs" | "portable";
 /** What a CRC32C module exports, @cairn/crc32c-native and @node-rs/crc32 alike. */
 interface Crc32cModule {
   crc32c(bytes: Uint8Array, initial?: number): number;
+  /** @cairn/crc32c-native's alone. */
+  readBlockChecksums?: ReadBlockChecksums;
 }
+
+/**
+ * Reads `into.byteLength` bytes of the open file `fd` from `position` (fewer at its end) on
+ * libuv's threads, with the CRC32C of each `blockSize` bytes read into `sums`; resolves the bytes read.
+ */
+export type ReadBlockChecksums = (
+  fd: number,
+  into: Uint8Array,
+  position: number,
+  blockSize: number,
+  sums: Uint32Array,
+) => Promise<number>;
 
 export interface Crc32cKernelChoice {
   readonly implementation: Crc32cImplementation;
   readonly kernel: (bytes: Uint8Array, initial: number) => number;
   /** A module a worker thread `require`s for the same `crc32c(bytes, initial)`. */
   readonly workerModule: string;
+  /** Where the addon loaded: a file read with its blocks' CRC32Cs computed on the reading thread. */
+  readonly readBlockChecksums?: ReadBlockChecksums;
 }
 
 /**
@@ -43,9 +59,9 @@ function kernelAgrees(kernel: (bytes: Uint8Array, initial: number) => number): b
 export function chooseCrc32cKernel(require: NodeJS.Require): Crc32cKernelChoice {
   try {
     const workerModule = require.resolve("@cairn/crc32c-native");
-    const { crc32c } = require(workerModule) as Crc32cModule;
+    const { crc32c, readBlockChecksums } = require(workerModule) as Crc32cModule;
     if (!kernelAgrees(crc32c)) throw new Error("@cairn/crc32c-native disagrees with the JavaScript CRC32C");
-    return { implementation: "crc32c-native", kernel: crc32c, workerModule };
+    return { implementation: "crc32c-native", kernel: crc32c, workerModule, readBlockChecksums };
   } catch {
     const workerModule = require.resolve("@node-rs/crc32");
     const { crc32c } = require(workerModule) as Crc32cModule;
@@ -61,3 +77,6 @@ export const CRC32C_IMPLEMENTATION: Crc32cImplementation = chosen.implementation
 export const CRC32C_WORKER_MODULE: string = chosen.workerModule;
 
 export const crc32cKernel: (bytes: Uint8Array, initial: number) => number = chosen.kernel;
+
+/** Where @cairn/crc32c-native loaded: `ReadOptions.blockChecksums` for file reads, hashed on libuv's threads. */
+export const readBlockChecksums: ReadBlockChecksums | undefined = chosen.readBlockChecksums;

@@ -4,6 +4,8 @@ export {
   type Crc32cImplementation,
   CRC32C_IMPLEMENTATION,
   CRC32C_WORKER_MODULE,
+  type ReadBlockChecksums,
+  readBlockChecksums,
 } from "#platform/format/crc32c-kernel.js";
 
 /**

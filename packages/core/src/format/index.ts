@@ -20,6 +20,8 @@ export {
   type Crc32cImplementation,
   CRC32C_IMPLEMENTATION,
   CRC32C_WORKER_MODULE,
+  type ReadBlockChecksums,
+  readBlockChecksums,
   crc32c,
   blockChecksums,
 } from "./crc32c.js";
