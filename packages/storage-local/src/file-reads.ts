@@ -1,3 +1,4 @@
+import { readBlockChecksums } from "@cairn/core/format";
 import { type ByteRange, type ReadOptions, ReadTarget } from "@cairn/core/storage";
 import { type FileHandleLike, MAX_CALL_BYTES } from "./fs-like.js";
 
@@ -27,6 +28,37 @@ export async function readRange(
     if (bytesRead === 0) break;
     filled += bytesRead;
   }
+  return target.result(filled);
+}
+
+/**
+ * `readRange` for a read that asks for its blocks' CRC32Cs (`ReadOptions.blockChecksums`): one
+ * @cairn/crc32c-native call preads the range on libuv's threads and checksums each step's bytes
+ * there while they are in the cache, instead of this thread hashing them after. Undefined, having
+ * read nothing, without the addon, for a read with a head, or when no checksums are asked.
+ */
+export async function readRangeChecksummed(
+  fd: number,
+  size: number,
+  range: ByteRange | undefined,
+  options: ReadOptions | undefined,
+): Promise<Uint8Array | undefined> {
+  const request = options?.blockChecksums;
+  if (!request || !readBlockChecksums || options.head) return undefined;
+  const { blockSize } = request;
+  if (!Number.isSafeInteger(blockSize) || blockSize < 1) return undefined;
+  const length = rangeLength(size, range);
+  const target = new ReadTarget(length, options);
+  const sums = new Uint32Array(Math.ceil(length / blockSize));
+  const filled = await readBlockChecksums(
+    fd,
+    target.slot(0, length),
+    Math.min(range?.offset ?? 0, size),
+    blockSize,
+    sums,
+  );
+  // Exactly the blocks of the bytes returned: a short read at the end of the file has fewer.
+  request.onChecksums(sums.subarray(0, Math.ceil(filled / blockSize)));
   return target.result(filled);
 }
 

@@ -15,7 +15,7 @@ import {
   checkRelativePath,
 } from "@cairn/core/storage";
 import { DirectReads, directReadAvailable } from "./direct-read.js";
-import { rangeLength, readRange, readScattered } from "./file-reads.js";
+import { rangeLength, readRange, readRangeChecksummed, readScattered } from "./file-reads.js";
 import { directCreateFlags, directIoAvailable, writeDirect } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 import {
@@ -41,6 +41,12 @@ export interface FsStorageAdapterOptions {
    * the file system refuses it.
    */
   readonly directIo?: boolean;
+  /**
+   * Reads asking for their blocks' CRC32Cs (`ReadOptions.blockChecksums`) through
+   * @cairn/crc32c-native on the handle's descriptor, hashed on libuv's threads (node:fs only:
+   * a memfs descriptor is no real one).
+   */
+  readonly checksummedReads?: boolean;
 }
 
 /** Smaller objects (metadata.json) go through the page cache: a direct write would gain nothing. */
@@ -111,7 +117,10 @@ export class FsStorageAdapter implements StorageAdapter {
       this.#checkFile(path, info);
       if (rangeLength(info.size, range) === 0) return new ReadTarget(0, options).result(0);
       handle = await this.#fs.open(abs, "r");
-      return await readRange(handle, info.size, range, options);
+      return (
+        (await this.#readChecksummed(handle, info.size, range, options)) ??
+        (await readRange(handle, info.size, range, options))
+      );
     } catch (error) {
       // Missing at stat, or deleted between stat and open.
       if (MISSING_CODES.has(errnoOf(error))) throw missingObject(error, site);
@@ -148,7 +157,11 @@ export class FsStorageAdapter implements StorageAdapter {
       read: async (range, options) => {
         if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`, null);
         try {
-          return (await direct?.read(size, range, options)) ?? (await readRange(opened, size, range, options));
+          return (
+            (await direct?.read(size, range, options)) ??
+            (await this.#readChecksummed(opened, size, range, options)) ??
+            (await readRange(opened, size, range, options))
+          );
         } catch (error) {
           throw fsError(error, site);
         }
@@ -166,6 +179,16 @@ export class FsStorageAdapter implements StorageAdapter {
         await opened.close().catch(() => undefined);
       },
     };
+  }
+
+  #readChecksummed(
+    handle: FileHandleLike,
+    size: number,
+    range: ByteRange | undefined,
+    options: ReadOptions | undefined,
+  ): Promise<Uint8Array | undefined> | undefined {
+    if (!this.#options.checksummedReads || handle.fd === undefined) return undefined;
+    return readRangeChecksummed(handle.fd, size, range, options);
   }
 
   /** A directory or a device is not an object: `not_found`, as in an object store. */

@@ -52,6 +52,7 @@ export function openFileStorage(url: URL): StorageAdapter {
   return new FsStorageAdapter("file", redactUrl(url), nodeFs as unknown as FsPromisesLike, fileUrlPath(url), {
     syncDirectories: true,
     directIo: true,
+    checksummedReads: true,
     portable: { module: import.meta.url, factory: "openFileStorageForWorker", url: url.href },
   });
 }
