@@ -3,8 +3,9 @@
 // documented deadline (docs/multi-node.md, "Deadlines"), instead of hanging it.
 import { type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { type AddressInfo, type Socket, connect, createServer } from "node:net";
 import { rankResults, spawnTypeScript } from "@cairn/core/testing";
-import { STORE_DEADLINE_MS } from "@cairn/distributed";
+import { STORE_DEADLINE_MS, openStore } from "@cairn/distributed";
 import { startEtcd, startRedis } from "./store-servers.js";
 import { describe, it } from "vitest";
 import { tempDir } from "./helpers.js";
@@ -143,4 +144,43 @@ describe.concurrent.each([
       expect(Date.now() - closing, "close() after a failed call").toBeLessThan(STORE_DEADLINE_MS / 4);
     }, 60_000);
   }
+});
+
+// The same class, pinned without a race: a call fails on a lost connection (not on a deadline),
+// then the server accepts connections and never answers. close() must not wait on it.
+describe("an etcd client whose call failed on a dropped connection", () => {
+  it("close() returns at once although the server now accepts and stalls", async ({ expect, onTestFinished }) => {
+    const server = await startEtcd();
+    const target = Number(new URL(server.url).port);
+    let mode: "pass" | "drop" | "stall" = "pass";
+    const sockets = new Set<Socket>();
+    const proxy = createServer((client) => {
+      sockets.add(client);
+      client.on("close", () => sockets.delete(client));
+      client.on("error", () => undefined);
+      if (mode === "drop") return void client.destroy();
+      if (mode === "stall") return;
+      const upstream = connect(target, "127.0.0.1");
+      sockets.add(upstream);
+      upstream.on("close", () => sockets.delete(upstream));
+      upstream.on("error", () => client.destroy());
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    onTestFinished(async () => {
+      for (const s of sockets) s.destroy();
+      proxy.close();
+      await server.stop();
+    });
+    const port = (proxy.address() as AddressInfo).port;
+    const store = await openStore(`etcd://127.0.0.1:${port}/cairn-test`, { leaseMs: 2_000 });
+    await store.set("alive", "1", { lease: true });
+    mode = "drop";
+    for (const s of sockets) s.destroy();
+    await expect(store.get("alive")).rejects.toMatchObject({ code: "process_group" });
+    mode = "stall";
+    const closing = Date.now();
+    await store.close();
+    expect(Date.now() - closing, "close() after a failed call").toBeLessThan(STORE_DEADLINE_MS / 4);
+  }, 60_000);
 });

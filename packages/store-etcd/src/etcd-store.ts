@@ -14,7 +14,7 @@ export class EtcdStore implements Store {
   readonly #client: Etcd3;
   readonly #kv: Namespace;
   readonly #lease: Lease;
-  /** Set once a call went unanswered past its deadline: teardown then no longer waits for etcd. */
+  /** Set once a call failed (its deadline, gRPC's own, or a lost connection): teardown then no longer waits for etcd. */
   #unresponsive = false;
 
   constructor(url: URL, options: StoreOptions = {}) {
@@ -122,8 +122,10 @@ export class EtcdStore implements Store {
   /** One etcd call, with the store's deadline; any failure is a `process_group` error naming the call. */
   async #call<T>(what: string, call: () => Promise<T>, options: { late?: (value: T) => void } = {}): Promise<T> {
     try {
-      return await withDeadline(what, call(), { ...options, onExpired: () => (this.#unresponsive = true) });
+      return await withDeadline(what, call(), options);
     } catch (error) {
+      // gRPC's deadline and ours are the same length, and either may fire first: any failure counts.
+      this.#unresponsive = true;
       throw new CheckpointError("process_group", `[etcd] ${what} on ${this.where}: ${(error as Error).message}`, {
         cause: error,
       });
