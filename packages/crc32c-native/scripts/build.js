@@ -39,8 +39,15 @@ function bitwiseCrc32c(bytes, initial) {
  */
 function check(path) {
   const { crc32c, readBlockChecksums } = require(path);
-  // An addon built before readBlockChecksums existed is stale.
+  // An addon built before readBlockChecksums existed, or before it took dropCache, is stale.
   if (typeof readBlockChecksums !== "function") throw new Error("no readBlockChecksums");
+  let takesDropCache = false;
+  try {
+    readBlockChecksums(0, new Uint8Array(0), 0, 1, new Uint32Array(0), "no");
+  } catch (error) {
+    takesDropCache = error instanceof TypeError;
+  }
+  if (!takesDropCache) throw new Error("readBlockChecksums takes no dropCache");
   const digits = Uint8Array.from("123456789", (digit) => digit.charCodeAt(0));
   if (crc32c(digits.subarray(4), crc32c(digits.subarray(0, 4))) !== 0xe3069283) throw new Error("wrong check value");
   const bytes = new Uint8Array(3 * 8192 + 3 * 256 + 8 + 3 + 1);
