@@ -162,8 +162,9 @@ describe.skipIf(!native && !inCI)(
         // Every read of the cold file hashed on libuv's threads (not read with O_DIRECT and hashed by core)...
         expect(seen.length).toBeGreaterThan(1);
         expect(seen.every((read) => read.given !== undefined)).toBe(true);
-        // ...and its pages dropped once hashed, as a direct read leaves nothing cached.
-        expect(fetchesPage(file, 20 << 20)).toBe(true);
+        // ...and its pages dropped once hashed, as a direct read leaves nothing cached. (Only in the
+        // first 8 MiB read: the kernel's readahead for one read can fetch pages of the next after
+        // that read dropped them, docs/benchmarks.md.)
         expect(fetchesPage(file, 4 << 20)).toBe(true);
       },
     );
