@@ -281,6 +281,20 @@ describe("a file:// save's durability", () => {
       expect(await readdir(join(root, "run/1")).catch(() => [])).toEqual([]);
     });
 
+    it("says the save was cancelled, commits nothing and leaves no file when aborted during a data write", async () => {
+      const controller = new AbortController();
+      const hold = holdingData(() => {
+        controller.abort();
+        return undefined;
+      });
+      const { fs } = recordingFs(undefined, hold.beforeWrite, hold.onSync);
+      const { storage, root } = await storageOn(fs);
+      await expect(
+        save(state(), { storage, path: "run/1", concurrency: 3, planner, signal: controller.signal }),
+      ).rejects.toMatchObject({ code: "cancelled" });
+      expect(await readdir(join(root, "run/1")).catch(() => [])).toEqual([]);
+    });
+
     it("writes a data file again after a transient failure (EIO), and commits the same checksums", async () => {
       let failures = 0;
       const hold = holdingData((path) => (failures++ === 0 ? injected("EIO", path) : undefined));
