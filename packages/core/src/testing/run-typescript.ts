@@ -15,6 +15,14 @@ function typeScriptLoader(): string {
 }
 
 /**
+ * The command line spawnTypeScript runs a script with: for a launcher such as cairn-run to start
+ * as each rank's command, so a rank on Node 20 needs no tsx.
+ */
+export function typeScriptCommand(script: string): string[] {
+  return [process.execPath, "--import", typeScriptLoader(), "--conditions=@cairn/source", script];
+}
+
+/**
  * The repo's one way to run TypeScript in a child process (ranks, kill loops, memory checks,
  * the CLI): Node with a TypeScript loader and the "@cairn/source" export condition, so children
  * run the workspace's sources exactly as vitest does, on a fresh clone, without a build.
@@ -24,7 +32,8 @@ export function spawnTypeScript(
   args: readonly string[] = [],
   options: SpawnOptions = {},
 ): ChildProcess {
-  return spawn(process.execPath, ["--import", typeScriptLoader(), "--conditions=@cairn/source", script, ...args], {
+  const [node, ...flags] = typeScriptCommand(script);
+  return spawn(node!, [...flags, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     ...options,
     // The caller's variables are added to this process's; one given as undefined is removed.
