@@ -37,6 +37,16 @@ export function load(url, context, nextLoad) {
   return { format: "module", source: compiled(fileURLToPath(url)), shortCircuit: true };
 }
 
+/** Core's esbuild, else tsx's (a checkout not yet re-installed since core listed esbuild). */
+function loadEsbuild() {
+  const require = createRequire(import.meta.url);
+  try {
+    return require("esbuild");
+  } catch {
+    return createRequire(require.resolve("tsx/package.json"))("esbuild");
+  }
+}
+
 /** The JavaScript of a TypeScript file: from the cache, or transformed and cached (written whole, then renamed). */
 function compiled(path) {
   const text = readFileSync(path, "utf8");
@@ -49,7 +59,7 @@ function compiled(path) {
   } catch {
     // Not compiled yet.
   }
-  esbuild ??= createRequire(import.meta.url)("esbuild");
+  esbuild ??= loadEsbuild();
   const { code } = esbuild.transformSync(text, {
     loader: path.endsWith(".tsx") ? "tsx" : "ts",
     format: "esm",
