@@ -21,8 +21,19 @@ interface Done {
   readonly started: number;
 }
 
-/** node:fs that records when each fsync, rename and link began and finished, and can fail chosen fsyncs. */
-function recordingFs(failSync?: { errno: string; on: (path: string) => boolean; times: number }): {
+/** A write to a file, held back (and maybe failed) by `recordingFs`'s `beforeWrite`. */
+type BeforeWrite = (path: string) => Promise<void> | undefined;
+
+/**
+ * node:fs that records when each fsync, rename and link began and finished, and can fail chosen
+ * fsyncs; `beforeWrite` runs before every write to a file and may hold it back or fail it;
+ * `onSync` is told when each fsync begins.
+ */
+function recordingFs(
+  failSync?: { errno: string; on: (path: string) => boolean; times: number },
+  beforeWrite?: BeforeWrite,
+  onSync?: (path: string) => void,
+): {
   fs: FsPromisesLike;
   done: Done[];
   /** Every call as it began, as `call path`. */
@@ -45,7 +56,10 @@ function recordingFs(failSync?: { errno: string; on: (path: string) => boolean; 
     ...(handle.fd === undefined ? {} : { fd: handle.fd }),
     read: (b, o, l, p) => handle.read(b, o, l, p),
     readv: (b, p) => handle.readv(b, p),
-    write: (b, o, l, p) => handle.write(b, o, l, p),
+    write: async (b, o, l, p) => {
+      await beforeWrite?.(path);
+      return handle.write(b, o, l, p);
+    },
     truncate: (length) => handle.truncate(length),
     stat: () => handle.stat(),
     close: () => {
@@ -54,6 +68,7 @@ function recordingFs(failSync?: { errno: string; on: (path: string) => boolean; 
     },
     sync: () =>
       timed("sync", path, async () => {
+        onSync?.(path);
         if (failSync && failures < failSync.times && failSync.on(path)) {
           failures++;
           throw Object.assign(new Error(`${failSync.errno}: injected, fsync '${path}'`), {
@@ -216,5 +231,107 @@ describe("a file:// save's durability", () => {
       code: "no_space",
     });
     expect(await readdir(join(root, "run/1")).catch(() => [])).toEqual([]);
+  });
+
+  describe("with metadata.json prepared while the data files are written", () => {
+    const isData = (path: string): boolean => posix.basename(path).startsWith(".cairn-tmp-data-r");
+    const isMetadata = (path: string): boolean => posix.basename(path).startsWith(".cairn-tmp-metadata.json");
+    /**
+     * Data files' writes held until metadata.json's temp file is being synced (or 3 s passed:
+     * a save that made its metadata only after its data files then shows it in the order of calls).
+     */
+    function holdingData(fail?: (path: string) => Error | undefined): {
+      beforeWrite: BeforeWrite;
+      onSync: (path: string) => void;
+    } {
+      let metadataSynced!: () => void;
+      const synced = new Promise<void>((resolve) => (metadataSynced = resolve));
+      const timeout = new Promise<void>((resolve) => setTimeout(resolve, 3000).unref());
+      return {
+        beforeWrite: async (path) => {
+          if (!isData(path)) return;
+          await Promise.race([synced, timeout]);
+          const error = fail?.(path);
+          if (error) throw error;
+        },
+        onSync: (path) => {
+          if (isMetadata(path)) metadataSynced();
+        },
+      };
+    }
+    const injected = (errno: string, path: string): Error =>
+      Object.assign(new Error(`${errno}: injected, write '${path}'`), { code: errno, syscall: "write", path });
+
+    it("writes and syncs metadata.json while the data files are still being written, then commits", async () => {
+      const hold = holdingData();
+      const { fs, done } = recordingFs(undefined, hold.beforeWrite, hold.onSync);
+      const { storage, root } = await storageOn(fs);
+      const saved = state();
+      await save(saved, { storage, path: "run/1", concurrency: 3, planner });
+      const dir = posix.join(root, "run/1");
+      const files = await dataFilesOf(storage, "run/1");
+      expectDurableBeforeCommit(done, dir, files);
+      const metadataSync = done.find((d) => d.call === "sync" && isMetadata(d.path))!;
+      for (const name of files) {
+        const renamed = done.find((d) => d.call === "rename" && d.path === posix.join(dir, name))!;
+        expect(metadataSync.started).toBeLessThan(renamed.started);
+      }
+      const loaded = (await load({ storage, path: "run/1" })) as Record<string, HostTensor<"float32">>;
+      for (const key of Object.keys(saved)) expect(bytesEqual(loaded[key]!, saved[key]!)).toBe(true);
+    });
+
+    it("commits nothing and leaves no file when a data file's write then fails for good (ENOSPC)", async () => {
+      const hold = holdingData((path) => injected("ENOSPC", path));
+      const { fs } = recordingFs(undefined, hold.beforeWrite, hold.onSync);
+      const { storage, root } = await storageOn(fs);
+      const saving = save(state(), { storage, path: "run/1", concurrency: 3, planner });
+      await expect(saving).rejects.toMatchObject({ code: "no_space", message: /nothing was committed/ });
+      await expect(saving).rejects.toHaveProperty("cause.cause.code", "ENOSPC");
+      expect(await readdir(join(root, "run/1")).catch(() => [])).toEqual([]);
+    });
+
+    it("says the save was cancelled, commits nothing and leaves no file when aborted during a data write", async () => {
+      const controller = new AbortController();
+      const hold = holdingData(() => {
+        controller.abort();
+        return undefined;
+      });
+      const { fs } = recordingFs(undefined, hold.beforeWrite, hold.onSync);
+      const { storage, root } = await storageOn(fs);
+      await expect(
+        save(state(), { storage, path: "run/1", concurrency: 3, planner, signal: controller.signal }),
+      ).rejects.toMatchObject({ code: "cancelled" });
+      expect(await readdir(join(root, "run/1")).catch(() => [])).toEqual([]);
+    });
+
+    it("writes a data file again after a transient failure (EIO), and commits the same checksums", async () => {
+      let failures = 0;
+      const hold = holdingData((path) => (failures++ === 0 ? injected("EIO", path) : undefined));
+      const { fs } = recordingFs(undefined, hold.beforeWrite, hold.onSync);
+      const { storage, root } = await storageOn(fs);
+      const saved = state();
+      await save(saved, { storage, path: "run/1", concurrency: 3, planner, retry: { baseDelayMs: 1 } });
+      expect(failures).toBeGreaterThan(1);
+      const loaded = (await load({ storage, path: "run/1" })) as Record<string, HostTensor<"float32">>;
+      for (const key of Object.keys(saved)) expect(bytesEqual(loaded[key]!, saved[key]!)).toBe(true);
+      expect((await readdir(join(root, "run/1"))).filter((n) => n.startsWith(".cairn-tmp-"))).toEqual([]);
+    });
+
+    it("refuses the save when the state changed before a data file was written again", async () => {
+      const saved = state();
+      let failures = 0;
+      const hold = holdingData((path) => {
+        if (failures++ > 0) return undefined;
+        // Every tensor changed after its checksums went into metadata.json: the second write hashes other bytes.
+        for (const t of Object.values(saved)) t.data[0]! += 1;
+        return injected("EIO", path);
+      });
+      const { fs } = recordingFs(undefined, hold.beforeWrite, hold.onSync);
+      const { storage, root } = await storageOn(fs);
+      await expect(
+        save(saved, { storage, path: "run/1", concurrency: 3, planner, retry: { baseDelayMs: 1 } }),
+      ).rejects.toMatchObject({ code: "invalid_argument", message: /changed while it was being saved/ });
+      expect(await readdir(join(root, "run/1")).catch(() => [])).toEqual([]);
+    });
   });
 });
