@@ -91,6 +91,8 @@ export class FsStorageAdapter implements StorageAdapter {
    * starts their fsyncs at once: no reopen, no wait for the calling thread's next turn.
    */
   readonly #unsynced = new Map<string, FileHandleLike>();
+  /** Directories this adapter made whose parents were not fsynced since: a power cut may lose them, and all under them. */
+  readonly #newDirectories = new Set<string>();
   #closed = false;
 
   constructor(protocol: string, root: string, fs: FsPromisesLike, dir: string, options: FsStorageAdapterOptions) {
@@ -305,7 +307,9 @@ export class FsStorageAdapter implements StorageAdapter {
    */
   async #makeDirectory(dir: string): Promise<void> {
     try {
-      await this.#fs.mkdir(dir, { recursive: true });
+      // The first directory made, if any (node:fs): it and those under it down to `dir` are new.
+      const first = await this.#fs.mkdir(dir, { recursive: true });
+      if (typeof first === "string") for (let at = dir; at.startsWith(first); at = posix.dirname(at)) this.#made(at);
       return;
     } catch (error) {
       if (errnoOf(error) !== "ENOENT") throw error;
@@ -316,10 +320,34 @@ export class FsStorageAdapter implements StorageAdapter {
     for (const at of missing) {
       try {
         await this.#fs.mkdir(at);
+        this.#made(at);
       } catch (error) {
         if (errnoOf(error) !== "EEXIST") throw error;
       }
     }
+  }
+
+  #made(dir: string): void {
+    if (this.#options.syncDirectories) this.#newDirectories.add(dir);
+  }
+
+  /**
+   * The directories to fsync so that `dirs` and their files survive a power cut: each, and the
+   * parent of each directory this adapter made on their way (whose name its parent holds).
+   */
+  #durableDirs(dirs: Iterable<string>): Set<string> {
+    const all = new Set<string>();
+    for (const dir of dirs) {
+      all.add(dir);
+      for (let at = dir; this.#newDirectories.has(at); at = posix.dirname(at)) all.add(posix.dirname(at));
+    }
+    return all;
+  }
+
+  /** After `synced` were fsynced: the directories whose names they hold are durable now. */
+  #dirsSynced(synced: Iterable<string>): void {
+    for (const dir of synced)
+      for (const at of this.#newDirectories) if (posix.dirname(at) === dir) this.#newDirectories.delete(at);
   }
 
   /** The temp file opened for direct writes, or for buffered ones (and no more tries) where the file system refuses O_DIRECT. */
@@ -336,7 +364,9 @@ export class FsStorageAdapter implements StorageAdapter {
 
   async #syncDir(dir: string): Promise<void> {
     if (!this.#options.syncDirectories) return;
-    await this.#syncFile(dir);
+    const dirs = this.#durableDirs([dir]);
+    await Promise.all([...dirs].map((at) => this.#syncFile(at)));
+    this.#dirsSynced(dirs);
   }
 
   async #syncFile(file: string): Promise<void> {
@@ -354,7 +384,8 @@ export class FsStorageAdapter implements StorageAdapter {
    */
   async #syncAll(paths: readonly string[]): Promise<void> {
     const files = paths.map((path) => ({ path, file: this.#abs(path) }));
-    const dirs = new Map(files.map(({ path, file }) => [posix.dirname(file), path]));
+    const named = new Map(files.map(({ path, file }) => [posix.dirname(file), path]));
+    const dirs = new Map([...this.#durableDirs(named.keys())].map((dir) => [dir, named.get(dir) ?? paths[0]!]));
     // The directories' opens are queued first: libuv's four threads may all be busy with the files' fsyncs next.
     const synced = await Promise.allSettled([
       ...[...dirs].map(async ([dir, path]) => {
@@ -376,6 +407,7 @@ export class FsStorageAdapter implements StorageAdapter {
     ]);
     const failed = synced.find((s) => s.status === "rejected");
     if (failed) throw failed.reason;
+    this.#dirsSynced(dirs.keys());
   }
 
   async stat(path: string): Promise<ObjectInfo | null> {
@@ -432,6 +464,7 @@ export class FsStorageAdapter implements StorageAdapter {
     for (let current = dir; current.startsWith(`${this.#dir}/`); current = posix.dirname(current)) {
       try {
         await this.#fs.rmdir(current);
+        this.#newDirectories.delete(current);
       } catch {
         return;
       }
