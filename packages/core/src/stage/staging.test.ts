@@ -4,7 +4,7 @@ import { DefaultSavePlanner } from "../plan/default-save-planner.js";
 import { seededRandom } from "../testing/seeded-random.js";
 import { bytesOf } from "../state/dtypes.js";
 import { flattenStateDict } from "../state/flatten.js";
-import type { Leaf } from "../state/leaf.js";
+import { type Leaf, hostDataOf } from "../state/leaf.js";
 import { shardedTensor } from "../state/sharded-tensor.js";
 import type { StateDict } from "../state/state-dict.js";
 import { type TensorLike, hostTensor } from "../state/tensors.js";
@@ -167,12 +167,7 @@ describe("copy staging over random states (seeded)", () => {
           if (leaf.kind === "tensor" && source.kind === "tensor") {
             expect([leaf.dtype, leaf.shape, leaf.shard], where).toEqual([source.dtype, source.shape, source.shard]);
           }
-          const data =
-            leaf.kind === "bytes"
-              ? leaf.data
-              : leaf.kind === "tensor" && leaf.source.kind === "host"
-                ? leaf.source.tensor.data
-                : undefined;
+          const data = hostDataOf(leaf);
           expect(Buffer.from(bytesOf(data!)).equals(expected[i]!), `${where}, leaf ${i}`).toBe(true);
           if (leaf.staged) {
             const segment = segments.get(leaf.staged.segment) ?? { buffer: data!.buffer, offsets: [] };
