@@ -68,7 +68,7 @@ const NOT_TESTS = "\\.test\\.ts$|^packages/[^/]+/test/";
  * adapter may import core, not another adapter). Mirrors the packages' dependencies.
  */
 const PACKAGE_LAYERS = {
-  core: [],
+  core: ["crc32c-native"],
   "storage-[^/]+": ["core"],
   distributed: ["core"],
   "store-[^/]+": ["core", "distributed"],

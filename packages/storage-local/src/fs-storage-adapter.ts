@@ -84,6 +84,8 @@ export class FsStorageAdapter implements StorageAdapter {
   readonly #options: FsStorageAdapterOptions;
   /** Cleared once the file system refuses O_DIRECT, so later writes do not try again. */
   #directIo: boolean;
+  /** Fsyncs of `syncLater` writes, started as each write ended, by absolute path: `sync` waits for them. */
+  readonly #syncing = new Map<string, Promise<void>>();
   #closed = false;
 
   constructor(protocol: string, root: string, fs: FsPromisesLike, dir: string, options: FsStorageAdapterOptions) {
@@ -237,10 +239,18 @@ export class FsStorageAdapter implements StorageAdapter {
         handle = opened.handle;
         await writeWindowed(handle, parts, check, options.onWritten);
       }
-      // With syncLater, `sync` fsyncs the file and its directory once, beside the others'.
+      // With syncLater, the file's fsync starts now, beside the other files' writes, and `sync` waits
+      // for it and fsyncs the directory once: no reopen, and no wait for the calling thread's next turn.
       const deferred = options.syncLater === true && this.sync !== undefined;
-      if (!deferred) await handle.sync();
-      await handle.close();
+      let syncing: Promise<void> | undefined;
+      if (deferred) {
+        syncing = syncAndClose(handle);
+        syncing.catch(() => undefined);
+      } else {
+        this.#syncing.delete(abs);
+        await handle.sync();
+        await handle.close();
+      }
       handle = undefined;
       if (options.publishAfter) await published(options.publishAfter);
       if (options.ifAbsent) {
@@ -254,7 +264,8 @@ export class FsStorageAdapter implements StorageAdapter {
         await this.#fs.rename(temp, abs);
       }
       placed = true;
-      if (!deferred) await this.#syncDir(dir);
+      if (syncing) this.#syncing.set(abs, syncing);
+      else await this.#syncDir(dir);
     } catch (error) {
       if (error instanceof NotPublished) throw error.reason;
       throw fsError(error, site);
@@ -328,14 +339,19 @@ export class FsStorageAdapter implements StorageAdapter {
     }
   }
 
-  /** Every file, and each directory holding one of them once, fsynced at the same time. */
+  /**
+   * Every file, and each directory holding one of them once, fsynced at the same time; a file
+   * written with `syncLater` by this adapter has its fsync under way since its write ended.
+   */
   async #syncAll(paths: readonly string[]): Promise<void> {
     const files = paths.map((path) => ({ path, file: this.#abs(path) }));
     const dirs = new Map(files.map(({ path, file }) => [posix.dirname(file), path]));
     const synced = await Promise.allSettled([
       ...files.map(async ({ path, file }) => {
+        const started = this.#syncing.get(file);
+        this.#syncing.delete(file);
         try {
-          await this.#syncFile(file);
+          await (started ?? this.#syncFile(file));
         } catch (error) {
           throw fsError(error, this.#site("write", path, file));
         }
@@ -380,6 +396,7 @@ export class FsStorageAdapter implements StorageAdapter {
 
   async delete(path: string): Promise<void> {
     const abs = this.#abs(path);
+    this.#syncing.delete(abs);
     try {
       await this.#fs.unlink(abs);
     } catch (error) {
@@ -413,5 +430,17 @@ export class FsStorageAdapter implements StorageAdapter {
 
   async close(): Promise<void> {
     this.#closed = true;
+    this.#syncing.clear();
   }
+}
+
+/** fsync, then close (also after a failed fsync); the first failure is the result. */
+async function syncAndClose(handle: FileHandleLike): Promise<void> {
+  try {
+    await handle.sync();
+  } catch (error) {
+    await handle.close().catch(() => undefined);
+    throw error;
+  }
+  await handle.close();
 }

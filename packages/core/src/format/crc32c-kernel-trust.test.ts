@@ -11,7 +11,8 @@ import { crc32cJs } from "./crc32c-js.js";
 import { CRC32C_IMPLEMENTATION, CRC32C_WORKER_MODULE, chooseCrc32cKernel } from "./crc32c-kernel.js";
 
 // A stale, foreign or miscompiled addon must never be trusted with every block's checksum: the
-// build script and core's loader both check it on every path of the three-stream kernel.
+// build script and core's loader both run the package's check (agrees.cjs) on every path of the
+// three-stream kernel.
 
 /** CI=true (any value but "", "0", "false"): a missing compiler fails instead of skipping. */
 const inCI = process.env.CI !== undefined && !["", "0", "false"].includes(process.env.CI);
@@ -162,6 +163,7 @@ describe("trusting a CRC32C addon", () => {
         cpSync(join(root, "scripts"), join(copy, "scripts"), { recursive: true });
         cpSync(join(root, "native"), join(copy, "native"), { recursive: true });
         cpSync(join(root, "package.json"), join(copy, "package.json"));
+        cpSync(join(root, "agrees.cjs"), join(copy, "agrees.cjs"));
         symlinkSync(join(root, "node_modules"), join(copy, "node_modules"));
         writeFileSync(join(copy, "native", "crc32c.c"), miscompiled);
 
@@ -186,6 +188,25 @@ describe("trusting a CRC32C addon", () => {
         const rebuilt = build("--install");
         expect(rebuilt.status, rebuilt.stderr).toBe(0);
         expect(rebuilt.stdout).toMatch(/built/);
+        expect(addonRightOnLongInput()).toBe(true);
+      }, 60_000);
+
+      it("keeps the working addon a concurrent install built while its own compile failed", () => {
+        // Left by the test above: a right addon. A "compiler" that fails after another install put one in place.
+        const good = join(copy, "good.node");
+        cpSync(addon(), good);
+        rmSync(addon());
+        const compiler = join(copy, "cc-racing.sh");
+        writeFileSync(compiler, `#!/bin/sh\ncp ${JSON.stringify(good)} ${JSON.stringify(addon())}\nexit 1\n`, {
+          mode: 0o755,
+        });
+        const raced = spawnSync(process.execPath, [join(copy, "scripts", "build.js"), "--install"], {
+          encoding: "utf8",
+          env: { ...process.env, CC: compiler },
+        });
+        expect(raced.status, raced.stderr).toBe(0);
+        expect(raced.stdout).not.toMatch(/uses @node-rs\/crc32/);
+        expect(existsSync(addon())).toBe(true);
         expect(addonRightOnLongInput()).toBe(true);
       }, 60_000);
     },

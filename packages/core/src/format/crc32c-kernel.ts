@@ -2,6 +2,7 @@
 // instruction streams, compiled at install) where it built, else @node-rs/crc32's one stream.
 // Imported as "#platform/format/crc32c-kernel.js"; the browser build gets crc32c-kernel.browser.ts.
 import { createRequire } from "node:module";
+import type * as Trust from "@cairn/crc32c-native/agrees";
 
 /** Which CRC32C this process runs: our addon, @node-rs/crc32, or (in a browser) the portable one. */
 export type Crc32cImplementation = "crc32c-native" | "node-rs" | "portable";
@@ -35,32 +36,17 @@ export interface Crc32cKernelChoice {
 }
 
 /**
- * Whether `kernel` gives the known CRC32Cs (the JavaScript one's, checked in crc32c-kernel-trust.test.ts)
- * of bytes that take every path of a three-stream kernel (an unaligned head, 3 × 8 KiB and 3 × 256 B
- * blocks, words, a tail), from several initial values: a stale, foreign or miscompiled addon must
- * not checksum every block wrongly. The bytes repeat every 251 (a prime), so no two streams see the
- * same block; made with `copyWithin` and compared with constants, the check costs no cold JavaScript loop.
- */
-function kernelAgrees(kernel: (bytes: Uint8Array, initial: number) => number): boolean {
-  const bytes = new Uint8Array(3 * 8192 + 3 * 256 + 8 + 3 + 1);
-  for (let i = 0, x = 1; i < 251; i++) bytes[i] = (x = (Math.imul(x, 1103515245) + 12345) >>> 0) >>> 24;
-  for (let n = 251; n < bytes.length; n *= 2) bytes.copyWithin(n, 0, n);
-  const view = bytes.subarray(1);
-  return (
-    kernel(view, 0) === 0x3b479f7c && kernel(view, 0xffffffff) === 0xf006b5fe && kernel(view, 0x1234567) === 0x8040ab97
-  );
-}
-
-/**
  * @cairn/crc32c-native when `require` loads it (not installed, not built, or a CPU without CRC32C
- * instructions: it throws) and it agrees with the JavaScript CRC32C, else @node-rs/crc32. Both take
+ * instructions: it throws) and it passes the package's trust check (`crc32cAgrees`), else @node-rs/crc32. Both take
  * and return a finished CRC32C.
  */
 export function chooseCrc32cKernel(require: NodeJS.Require): Crc32cKernelChoice {
   try {
     const workerModule = require.resolve("@cairn/crc32c-native");
     const { crc32c, readBlockChecksums } = require(workerModule) as Crc32cModule;
-    if (!kernelAgrees(crc32c)) throw new Error("@cairn/crc32c-native disagrees with the JavaScript CRC32C");
+    // The package's own check, the one its build ran: every path of the three-stream kernel.
+    const { crc32cAgrees } = require("@cairn/crc32c-native/agrees") as typeof Trust;
+    if (!crc32cAgrees(crc32c)) throw new Error("@cairn/crc32c-native disagrees with CRC32C");
     return { implementation: "crc32c-native", kernel: crc32c, workerModule, readBlockChecksums };
   } catch {
     const workerModule = require.resolve("@node-rs/crc32");

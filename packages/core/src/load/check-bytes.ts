@@ -70,8 +70,9 @@ export function checkBlocks(
 }
 
 /**
- * Blocks smaller than this are checked as one run: a CRC32C call costs about 0.24 µs on top of
- * its bytes, so 1 GiB in 1 KiB blocks took 468 ms of CPU against 225 ms in 1 MiB blocks.
+ * Blocks smaller than this are checked as one run: a CRC32C call costs about 0.12 µs on top of
+ * its bytes with @cairn/crc32c-native, so 1 GiB took 190 ms of CPU in 1 KiB blocks, 95 in 16 KiB,
+ * 75 in 64 KiB and 67 in 1 MiB (2026-11-27, load 14; 468 against 225 ms with @node-rs/crc32).
  */
 const RUN_CHECK_BELOW = 64 * 1024;
 

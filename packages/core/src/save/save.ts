@@ -186,8 +186,20 @@ export async function writeAndCommit(
       try {
         commit = await commitOnCoordinator(outcomes, prepared, location, options, blockSize, ownSync);
       } catch (error) {
-        commitError = error;
-        commit = rankFailure(error);
+        // Its own files failing after their checksums were in (`ownSync`) is the coordinator's write failing, as before them.
+        const own = await ownSync?.then(
+          () => undefined,
+          (reason: unknown) => ({ reason }),
+        );
+        if (own) {
+          writeError = own.reason;
+          outcome = rankFailure(own.reason);
+          outcomes[group.rank] = outcome;
+          commit = failedCommit(outcomes)!;
+        } else {
+          commitError = error;
+          commit = rankFailure(error);
+        }
       }
       commit = await group.broadcast(commit);
     } else {
@@ -245,17 +257,25 @@ async function writeRankFiles(
     toWrite = skipped.files;
     known = skipped.sums;
   }
-  const writeAll = async (syncLater: boolean): Promise<Written> => {
+  /**
+   * Writes every file; resolves with the outcome once every file's checksums are known, which
+   * may be before the writes end (`writeDataFile`), and `written` once all of them succeeded.
+   */
+  const writeAll = async (syncLater: boolean): Promise<{ outcome: Written; written: Promise<void> }> => {
     const queue = new PQueue({ concurrency: Math.max(1, options.concurrency ?? DEFAULT_SAVE_CONCURRENCY) });
     // Null prototype: a planner names the files, and a name is a key here.
     const files = Object.create(null) as Record<string, DataFileMetadata>;
     if (shared) Object.assign(files, shared);
     const chunks: WrittenChunk[] = [...referenced];
     let bytes = 0;
-    // allSettled, not all: every write must have finished or failed before a failed save removes its files.
-    const settled = await Promise.allSettled(
-      toWrite.map((file) =>
-        queue.add(async () => {
+    const hashed: Promise<void>[] = [];
+    const writes = toWrite.map((file) => {
+      let isHashed!: () => void;
+      let notHashed!: (error: unknown) => void;
+      hashed.push(new Promise<void>((resolve, reject) => ((isHashed = resolve), (notHashed = reject))));
+      // A file holds its place in the queue until its write ends, not only until it is hashed.
+      return queue.add(async () => {
+        try {
           const written = await writeDataFile(
             file,
             prepared.leaves,
@@ -270,24 +290,45 @@ async function writeRankFiles(
           // One by one: spread as arguments, a file of 150k items or more overflows the stack.
           for (const chunk of written.chunks) chunks.push(chunk);
           bytes += written.file.size;
-        }),
-      ),
-    );
-    const failure = settled.find((s) => s.status === "rejected");
-    if (failure) throw failure.reason;
-    return { ok: true, files, chunks, bytes };
+          isHashed();
+          await written.written;
+        } catch (error) {
+          notHashed(error);
+          throw error;
+        }
+      });
+    });
+    // allSettled, not all: every write must have finished or failed before a failed save removes its files.
+    const allWritten = Promise.allSettled(writes).then((settled) => {
+      const failure = settled.find((s) => s.status === "rejected");
+      if (failure) throw failure.reason;
+    });
+    allWritten.catch(() => undefined);
+    const failure = (await Promise.allSettled(hashed)).find((s) => s.status === "rejected");
+    if (failure) {
+      await allWritten.catch(() => undefined);
+      throw failure.reason;
+    }
+    return { outcome: { ok: true, files, chunks, bytes }, written: allWritten };
   };
   const { storage } = location;
   const deferred = storage.sync !== undefined && toWrite.length > 0;
-  const outcome = await writeAll(deferred);
-  if (!deferred) return { outcome, synced: Promise.resolve() };
-  const synced = storage.sync!(toWrite.map((file) => joinPath(location.dir, file.name))).catch(
-    async (error: unknown) => {
+  const first = await writeAll(deferred);
+  const { outcome } = first;
+  if (!deferred) {
+    await first.written;
+    return { outcome, synced: Promise.resolve() };
+  }
+  // The metadata is made while the files' writes end; the commit waits for them and their sync.
+  const synced = first.written.then(() =>
+    storage.sync!(toWrite.map((file) => joinPath(location.dir, file.name))).catch(async (error: unknown) => {
       // A failed fsync may have lost the bytes, and a second one may report success all the same: write them anew.
       if (!isTransient(error)) throw error;
       // The metadata may already be built from the first write: the second must match it.
-      checkSameWrite(outcome, await writeAll(false));
-    },
+      const again = await writeAll(false);
+      checkSameWrite(outcome, again.outcome);
+      await again.written;
+    }),
   );
   synced.catch(() => undefined);
   return { outcome, synced };
@@ -323,11 +364,8 @@ async function commitOnCoordinator(
   blockSize: number,
   ownSync: Promise<void> | undefined,
 ): Promise<CommitOutcome> {
-  const failed = firstFailedRank(outcomes);
-  if (failed) {
-    const prefix = outcomes.length > 1 ? `rank ${failed.rank} failed: ` : "";
-    return { ...failed.failure, message: `${prefix}${failed.failure.message}; nothing was committed` };
-  }
+  const failed = failedCommit(outcomes);
+  if (failed) return failed;
   throwIfAborted(options.signal, "the save");
   const metadata = buildMetadata(outcomes as Written[], prepared.plan, prepared.plans, options, blockSize);
   // Again right before the commit: a base file deleted since the start must not leave a committed step without its bytes.
@@ -343,6 +381,14 @@ async function commitOnCoordinator(
     { ...options, ...(ownSync ? { after: ownSync } : {}) },
   );
   return { ok: true, entries: metadata.entries.length, referenced: referencedFiles(metadata) };
+}
+
+/** The commit's refusal when a rank failed to write its files, naming the first such rank; undefined if none did. */
+function failedCommit(outcomes: readonly WriteOutcome[]): CommitOutcome | undefined {
+  const failed = firstFailedRank(outcomes);
+  if (!failed) return undefined;
+  const prefix = outcomes.length > 1 ? `rank ${failed.rank} failed: ` : "";
+  return { ...failed.failure, message: `${prefix}${failed.failure.message}; nothing was committed` };
 }
 
 async function removeFiles(location: OpenedCheckpoint, files: readonly DataFilePlan[]): Promise<void> {

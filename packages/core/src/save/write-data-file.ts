@@ -10,7 +10,7 @@ import { type Leaf, hostDataOf, stagedPlaceOf } from "../state/leaf.js";
 import { checkStagedSums } from "./staged-sums.js";
 import { DataFileCrc32c } from "./data-file-crc32c.js";
 import { COALESCE_BELOW, coalesce, groupItems } from "./item-groups.js";
-import { WINDOW_BYTES, itemBytes, writeThroughWindows } from "./write-windows.js";
+import { WINDOW_BYTES, type WindowedChecksums, itemBytes, writeThroughWindows } from "./write-windows.js";
 import type { ChunkMetadata, DataFileMetadata } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
@@ -105,7 +105,9 @@ function stagedSegment(file: DataFilePlan, leaves: readonly Leaf[], layout: Safe
  *
  * A file staged as a page-aligned segment goes out as slices of that segment, cut on page
  * boundaries as each group is read, so the storage may write it from there in place. On the
- * main thread most others go through windows of page-aligned memory (`windowBytesFor`).
+ * main thread most others go through windows of page-aligned memory (`windowBytesFor`); those
+ * resolve once every window is hashed, so the metadata can be made while the write ends, and
+ * `written` settles with the write (the plain path resolves after it, `written` already settled).
  * `distinctNames`: as `dataFileLayout` takes it.
  */
 export async function writeDataFile(
@@ -119,7 +121,7 @@ export async function writeDataFile(
   known?: ReadonlyMap<WriteItem, KnownChecksums>,
   /** `WriteOptions.syncLater`: the caller syncs the file (with others) before relying on it. */
   syncLater = false,
-): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[] }> {
+): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[]; written: Promise<void> }> {
   const { names, layout } = dataFileLayout(file.items, distinctNames);
   const rank = location.group.rank;
   const blockSizes = file.items.map((item) => chunkBlockSize(item.dtype, item.chunk.sizes, blockSize));
@@ -134,8 +136,12 @@ export async function writeDataFile(
   };
   let sums: (readonly number[] | undefined)[];
   let hashes: (string | undefined)[];
+  let written = Promise.resolve();
   if (windowBytes !== undefined) {
-    ({ sums, hashes } = await writeThroughWindows(
+    // Resolves with the checksums once every window is hashed, usually before the write ends.
+    let hashed!: (checksums: WindowedChecksums) => void;
+    const early = new Promise<WindowedChecksums>((resolve) => (hashed = resolve));
+    const writing = writeThroughWindows(
       file.items,
       leaves,
       layout,
@@ -148,7 +154,11 @@ export async function writeDataFile(
           () => attempt((body, progress) => location.storage.write(path, body, { ...writeOptions, ...progress })),
           { policy: options.retry, signal: options.signal },
         ),
-    ));
+      hashed,
+    );
+    writing.catch(() => undefined);
+    ({ sums, hashes } = await Promise.race([early, writing]));
+    written = writing.then(() => undefined);
   } else {
     ({ sums, hashes } = await writeInGroups(
       file,
@@ -182,7 +192,11 @@ export async function writeDataFile(
     };
   });
   const headerLength = layout.header.byteLength - 8;
-  return { file: { rank, size: layout.fileSize, headerLength, headerCrc32c: crc32c(layout.header) }, chunks };
+  return {
+    file: { rank, size: layout.fileSize, headerLength, headerCrc32c: crc32c(layout.header) },
+    chunks,
+    written,
+  };
 }
 
 /** The plain path of `writeDataFile`: items read and hashed in groups, written as they are (or from their staged segment). */

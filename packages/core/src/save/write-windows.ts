@@ -158,6 +158,12 @@ export async function writeThroughWindows(
   signal: AbortSignal | undefined,
   /** Runs `attempt` (with retries): each attempt calls `write` once. */
   attempts: (attempt: (write: WindowWrite) => Promise<void>) => Promise<void>,
+  /**
+   * Called once, as soon as an attempt has hashed every window, usually while the write is still
+   * going: what the save's metadata needs, so it can be encoded beside the write. Should a retry
+   * then hash other bytes (the state changed), the write rejects.
+   */
+  onHashed?: (checksums: WindowedChecksums) => void,
 ): Promise<WindowedChecksums> {
   const windows = planWindows(items, layout, blockSizes, windowBytes);
   // One worker hashes all of a file's windows, in order: a big item's pieces continue one stream.
@@ -165,6 +171,30 @@ export async function writeThroughWindows(
   /** Every packing and hashing of every attempt: all settle before the memory goes back. */
   const started: Promise<unknown>[] = [];
   let hashing: Promise<{ window: number; regions: Piece[]; result: RegionChecksums }[]>[] = [];
+  /** The current attempt's checksums, once it has packed its last window. */
+  let attemptHashed: Promise<WindowedChecksums> | undefined;
+  /** What `onHashed` was given (the first attempt to hash every window): a later attempt must hash the same. */
+  let published: WindowedChecksums | undefined;
+  const collect = (results: { regions: Piece[]; result: RegionChecksums }[]): WindowedChecksums => {
+    const sums: (number[] | undefined)[] = new Array(items.length);
+    const hashes: (string | undefined)[] = new Array(items.length);
+    for (const { regions, result } of results) {
+      const digests = result.hashes ? hexDigests(result.hashes, regions.length) : undefined;
+      let at = 0;
+      regions.forEach(({ item, from, to }, r) => {
+        const count = Math.ceil((to - from) / blockSizes[item]!);
+        const own = (sums[item] ??= []);
+        for (let c = 0; c < count; c++) own.push(result.sums[at++]!);
+        if (to === items[item]!.byteLength) hashes[item] = digests?.[r];
+      });
+    }
+    return { sums, hashes };
+  };
+  const publish = (checksums: WindowedChecksums): void => {
+    if (published) return;
+    published = checksums;
+    onHashed?.(checksums);
+  };
 
   const attempt = async (write: WindowWrite): Promise<void> => {
     const held: Held[] = [];
@@ -173,6 +203,7 @@ export async function writeThroughWindows(
     let ended = false;
     let released = 0;
     hashing = [];
+    attemptHashed = undefined;
     const onWritten = (bytes: number): void => {
       while (!ended && released < held.length && windows[released]!.cut <= bytes) drop(held[released++]!, "written");
     };
@@ -275,6 +306,11 @@ export async function writeThroughWindows(
       hashed.catch(() => undefined);
       hashing[k] = hashed;
       hashedAll();
+      // The last window packed: this attempt's checksums are all on their way.
+      if (k === windows.length - 1) {
+        attemptHashed = Promise.all(hashing).then((results) => collect(results.flat()));
+        attemptHashed.then(publish, () => undefined);
+      }
       return window;
     };
 
@@ -314,21 +350,27 @@ export async function writeThroughWindows(
 
   try {
     await attempts(attempt);
-    const results = (await Promise.all(hashing)).flat();
-    const sums: (number[] | undefined)[] = new Array(items.length);
-    const hashes: (string | undefined)[] = new Array(items.length);
-    for (const { regions, result } of results) {
-      const digests = result.hashes ? hexDigests(result.hashes, regions.length) : undefined;
-      let at = 0;
-      regions.forEach(({ item, from, to }, r) => {
-        const count = Math.ceil((to - from) / blockSizes[item]!);
-        const own = (sums[item] ??= []);
-        for (let c = 0; c < count; c++) own.push(result.sums[at++]!);
-        if (to === items[item]!.byteLength) hashes[item] = digests?.[r];
-      });
-    }
-    return { sums, hashes };
+    // Set: the attempt that succeeded packed every window.
+    const final = await attemptHashed!;
+    if (published && published !== final && !sameChecksums(published, final))
+      throw new CheckpointError(
+        "invalid_argument",
+        "the state dict changed while it was being saved: a data file written again after a failed write hashed differently; nothing was committed",
+      );
+    publish(final);
+    return published ?? final;
   } finally {
     await Promise.allSettled(started);
   }
+}
+
+function sameChecksums(a: WindowedChecksums, b: WindowedChecksums): boolean {
+  if (a.sums.length !== b.sums.length) return false;
+  for (let i = 0; i < a.sums.length; i++) {
+    const x = a.sums[i];
+    const y = b.sums[i];
+    if (a.hashes[i] !== b.hashes[i] || x?.length !== y?.length) return false;
+    if (x && y && x.some((sum, j) => sum !== y[j])) return false;
+  }
+  return true;
 }
