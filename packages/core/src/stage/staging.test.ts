@@ -80,6 +80,16 @@ async function bytesNow(leaf: Leaf): Promise<Buffer | undefined> {
   return Buffer.from(bytesOf(data));
 }
 
+describe("copy staging of tensor-likes", () => {
+  it("takes values that data() returns as they are, not in a promise", async () => {
+    const values = Float32Array.of(1, 2, 3);
+    const tensor = { shape: [3], dtype: "float32", data: () => values } as unknown as TensorLike;
+    const staged = await stageLeaves(await flattenStateDict({ t: tensor }), "copy", new StagingPool());
+    expect(Array.from(hostDataOf(staged.leaves[0]!) as Float32Array)).toEqual([1, 2, 3]);
+    staged.release();
+  });
+});
+
 describe("copy staging of a blob that changes size meanwhile", () => {
   it("fails the staging rather than copy past the blob's planned place", async () => {
     // A blob over a resizable buffer, grown while staging waits for a device tensor's download before it.

@@ -115,7 +115,8 @@ type ReadResult = ArrayBufferView | ReadFailure;
 function startRead(tensor: TensorLike): Promise<ReadResult> {
   if (tensor.isDisposed === true) return Promise.resolve(new ReadFailure(DISPOSED));
   try {
-    return tensor.data().then(undefined, (cause: unknown) => new ReadFailure(cause));
+    // Promise.resolve returns a native promise itself; a tensor-like whose data() returns values works too.
+    return Promise.resolve(tensor.data()).then(undefined, (cause: unknown) => new ReadFailure(cause));
   } catch (cause) {
     return Promise.resolve(new ReadFailure(cause));
   }
