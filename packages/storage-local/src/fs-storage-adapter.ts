@@ -51,6 +51,8 @@ export interface FsStorageAdapterOptions {
 
 /** Smaller objects (metadata.json) go through the page cache: a direct write would gain nothing. */
 export const DIRECT_MIN_BYTES = 1 << 20;
+/** `syncLater` writes whose descriptors stay open for `sync`; later ones are closed and reopened to be synced. */
+const KEEP_OPEN = 64;
 
 /**
  * A `StorageAdapter` over a POSIX-like file system rooted at a directory. Writes are durable
@@ -84,8 +86,11 @@ export class FsStorageAdapter implements StorageAdapter {
   readonly #options: FsStorageAdapterOptions;
   /** Cleared once the file system refuses O_DIRECT, so later writes do not try again. */
   #directIo: boolean;
-  /** Fsyncs of `syncLater` writes, started as each write ended, by absolute path: `sync` waits for them. */
-  readonly #syncing = new Map<string, Promise<void>>();
+  /**
+   * Descriptors of `syncLater` writes, by absolute path, kept open (up to KEEP_OPEN) so `sync`
+   * starts their fsyncs at once: no reopen, no wait for the calling thread's next turn.
+   */
+  readonly #unsynced = new Map<string, FileHandleLike>();
   #closed = false;
 
   constructor(protocol: string, root: string, fs: FsPromisesLike, dir: string, options: FsStorageAdapterOptions) {
@@ -159,9 +164,11 @@ export class FsStorageAdapter implements StorageAdapter {
       read: async (range, options) => {
         if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`, null);
         try {
+          // A cold file goes through the page cache too where the addon hashes its blocks, its pages
+          // dropped as they are hashed (docs/benchmarks.md, "Cold loads through the page cache").
           return (
+            (await this.#readChecksummed(opened, size, range, options, direct?.cold(size, range, options))) ??
             (await direct?.read(size, range, options)) ??
-            (await this.#readChecksummed(opened, size, range, options)) ??
             (await readRange(opened, size, range, options))
           );
         } catch (error) {
@@ -188,9 +195,10 @@ export class FsStorageAdapter implements StorageAdapter {
     size: number,
     range: ByteRange | undefined,
     options: ReadOptions | undefined,
+    dropCache = false,
   ): Promise<Uint8Array | undefined> | undefined {
     if (!this.#options.checksummedReads || handle.fd === undefined) return undefined;
-    return readRangeChecksummed(handle.fd, size, range, options);
+    return readRangeChecksummed(handle.fd, size, range, options, dropCache);
   }
 
   /** A directory or a device is not an object: `not_found`, as in an object store. */
@@ -239,19 +247,16 @@ export class FsStorageAdapter implements StorageAdapter {
         handle = opened.handle;
         await writeWindowed(handle, parts, check, options.onWritten);
       }
-      // With syncLater, the file's fsync starts now, beside the other files' writes, and `sync` waits
-      // for it and fsyncs the directory once: no reopen, and no wait for the calling thread's next turn.
+      // With syncLater, `sync` fsyncs the file (on this descriptor, kept open) and its directory once, beside the others'.
       const deferred = options.syncLater === true && this.sync !== undefined;
-      let syncing: Promise<void> | undefined;
-      if (deferred) {
-        syncing = syncAndClose(handle);
-        syncing.catch(() => undefined);
-      } else {
-        this.#syncing.delete(abs);
+      if (!deferred) {
+        this.#forget(abs);
         await handle.sync();
-        await handle.close();
       }
-      handle = undefined;
+      if (!deferred || this.#unsynced.size >= KEEP_OPEN) {
+        await handle.close();
+        handle = undefined;
+      }
       if (options.publishAfter) await published(options.publishAfter);
       if (options.ifAbsent) {
         try {
@@ -264,8 +269,12 @@ export class FsStorageAdapter implements StorageAdapter {
         await this.#fs.rename(temp, abs);
       }
       placed = true;
-      if (syncing) this.#syncing.set(abs, syncing);
-      else await this.#syncDir(dir);
+      if (handle) {
+        this.#forget(abs);
+        this.#unsynced.set(abs, handle);
+        handle = undefined;
+      }
+      if (!deferred) await this.#syncDir(dir);
     } catch (error) {
       if (error instanceof NotPublished) throw error.reason;
       throw fsError(error, site);
@@ -341,26 +350,27 @@ export class FsStorageAdapter implements StorageAdapter {
 
   /**
    * Every file, and each directory holding one of them once, fsynced at the same time; a file
-   * written with `syncLater` by this adapter has its fsync under way since its write ended.
+   * written with `syncLater` through a descriptor still open is fsynced on it, then closed.
    */
   async #syncAll(paths: readonly string[]): Promise<void> {
     const files = paths.map((path) => ({ path, file: this.#abs(path) }));
     const dirs = new Map(files.map(({ path, file }) => [posix.dirname(file), path]));
+    // The directories' opens are queued first: libuv's four threads may all be busy with the files' fsyncs next.
     const synced = await Promise.allSettled([
-      ...files.map(async ({ path, file }) => {
-        const started = this.#syncing.get(file);
-        this.#syncing.delete(file);
-        try {
-          await (started ?? this.#syncFile(file));
-        } catch (error) {
-          throw fsError(error, this.#site("write", path, file));
-        }
-      }),
       ...[...dirs].map(async ([dir, path]) => {
         try {
           await this.#syncFile(dir);
         } catch (error) {
           throw fsError(error, this.#site("write", path, dir));
+        }
+      }),
+      ...files.map(async ({ path, file }) => {
+        const open = this.#unsynced.get(file);
+        this.#unsynced.delete(file);
+        try {
+          await (open ? syncAndClose(open) : this.#syncFile(file));
+        } catch (error) {
+          throw fsError(error, this.#site("write", path, file));
         }
       }),
     ]);
@@ -396,7 +406,7 @@ export class FsStorageAdapter implements StorageAdapter {
 
   async delete(path: string): Promise<void> {
     const abs = this.#abs(path);
-    this.#syncing.delete(abs);
+    this.#forget(abs);
     try {
       await this.#fs.unlink(abs);
     } catch (error) {
@@ -428,9 +438,19 @@ export class FsStorageAdapter implements StorageAdapter {
     }
   }
 
+  /** Closes the descriptor a `syncLater` write of `abs` left open, if any: its object was replaced or deleted. */
+  #forget(abs: string): void {
+    const open = this.#unsynced.get(abs);
+    if (!open) return;
+    this.#unsynced.delete(abs);
+    open.close().catch(() => undefined);
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
-    this.#syncing.clear();
+    const open = [...this.#unsynced.values()];
+    this.#unsynced.clear();
+    await Promise.all(open.map((handle) => handle.close().catch(() => undefined)));
   }
 }
 
