@@ -1,4 +1,12 @@
-import { DefaultSavePlanner, type HostTensor, hostTensor, isCheckpointError, load, save } from "@cairn/core";
+import {
+  DefaultSavePlanner,
+  type HostTensor,
+  hostTensor,
+  isCheckpointError,
+  load,
+  readMetadata,
+  save,
+} from "@cairn/core";
 import { seededRandom } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
 import { FsStorageAdapter } from "./fs-storage-adapter.js";
@@ -384,4 +392,33 @@ describe("a failure of the directory's fsync after metadata.json is linked", () 
       expect(isCheckpointError(back, "not_found") || isCheckpointError(back, "not_committed"), String(back)).toBe(true);
     } else expectOneOf(back, [state], "returned");
   });
+});
+
+describe("two saves racing to one path (property)", () => {
+  for (let seed = 1; seed <= 8; seed++) {
+    it(`seed ${seed}: one commits, the other says already_exists and leaves no file, and a power loss keeps the winner`, async () => {
+      const next = seededRandom(seed * 104729);
+      const fs = new PowerLossFs(
+        () => undefined,
+        (call) => (call === "sync" ? Math.floor(next() * 4) : Math.floor(next() * 2)),
+      );
+      const storage = storageOn(fs);
+      const planner = new DefaultSavePlanner({ minFileBytes: 0 });
+      const states = [stateOf(next), stateOf(next)];
+      const results = await Promise.allSettled(
+        states.map((state) =>
+          save(state, { storage, path: "run/1", planner, concurrency: 1 + Math.floor(next() * 3) }),
+        ),
+      );
+      const won = results.findIndex((r) => r.status === "fulfilled");
+      expect(won, JSON.stringify(results)).toBeGreaterThanOrEqual(0);
+      const lost = results[1 - won]!;
+      expect(lost.status === "rejected" && isCheckpointError(lost.reason, "already_exists"), String(lost)).toBe(true);
+      const back = await load({ storage: storageOn(fs.recovered()), path: "run/1" });
+      expectOneOf(back, [states[won]!], `seed ${seed}`);
+      // The loser removed its data files; no temp file is left.
+      const names = [...fs.dirs.get(`${ROOT}/run/1`)!.entries.keys()].filter((n) => n !== "metadata.json").sort();
+      expect(names).toEqual(Object.keys((await readMetadata({ storage, path: "run/1" })).files).sort());
+    });
+  }
 });

@@ -61,11 +61,12 @@ export async function commitMetadata(
     if (notPublished) throw notPublished.reason;
     // A retried create may find its own earlier attempt, and a write may fail after its object was
     // placed (file://: the directory's fsync after the link): that metadata is this commit.
-    // Not cut short by an abort: a failed save must not leave its metadata in place.
+    // Then one read, not cut short by an abort (a failed save must not leave its metadata in place)
+    // nor retried (a storage that is down must not hold an aborted save for another retry policy).
     const exists = isCheckpointError(error, "already_exists");
     const ours = exists
       ? await committedBy(storage, path, attempt, options)
-      : await committedBy(storage, path, attempt, { retry: options.retry }).catch(() => false);
+      : await committedBy(storage, path, attempt, { retry: { ...options.retry, maxAttempts: 1 } }).catch(() => false);
     if (ours) return durableOrTakenBack(storage, path, options.retry);
     if (exists && options.overwrite !== true) throw alreadyCommitted();
     throw error;
