@@ -12,6 +12,8 @@ import { URL, fileURLToPath } from "node:url";
 const VERSION = "1";
 const CACHE = fileURLToPath(new URL("../../node_modules/.cache/cairn-typescript/", import.meta.url));
 const TYPESCRIPT = /\.(ts|mts|tsx)$/;
+// This Node's syntax: a checkout run on Node 24 and then on 20 must not reuse 24's output.
+const TARGET = `node${process.versions.node.split(".")[0]}`;
 // The tsconfig settings that change what esbuild emits (tsconfig.base.json).
 const tsconfigRaw = {
   compilerOptions: {
@@ -51,7 +53,7 @@ function loadEsbuild() {
 function compiled(path) {
   const text = readFileSync(path, "utf8");
   const key = createHash("sha256")
-    .update(`${VERSION}\0${path.slice(path.lastIndexOf("."))}\0${text}`)
+    .update(`${VERSION}\0${TARGET}\0${path.slice(path.lastIndexOf("."))}\0${text}`)
     .digest("hex");
   const cached = `${CACHE}${key}.js`;
   try {
@@ -63,7 +65,7 @@ function compiled(path) {
   const { code } = esbuild.transformSync(text, {
     loader: path.endsWith(".tsx") ? "tsx" : "ts",
     format: "esm",
-    target: `node${process.versions.node.split(".")[0]}`,
+    target: TARGET,
     sourcefile: path,
     sourcemap: "inline",
     tsconfigRaw,
