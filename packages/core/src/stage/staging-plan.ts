@@ -150,17 +150,20 @@ interface LeafShape {
   readonly byReference: boolean;
 }
 
+/** Copies of the leaf's lists: a caller's array (a host tensor's `shape`) may be changed in place before the next save. */
 function shapeOf(leaf: Leaf, strategy: StagingStrategy): LeafShape {
   const byReference = heldByReference(leaf, strategy);
-  if (leaf.kind === "value") return { kind: leaf.kind, path: leaf.path, byReference };
-  if (leaf.kind === "bytes") return { kind: leaf.kind, path: leaf.path, byteLength: leaf.data.byteLength, byReference };
+  const path = [...leaf.path];
+  if (leaf.kind === "value") return { kind: leaf.kind, path, byReference };
+  if (leaf.kind === "bytes") return { kind: leaf.kind, path, byteLength: leaf.data.byteLength, byReference };
+  const copy = (list: readonly number[] | undefined): number[] | undefined => list && [...list];
   return {
     kind: leaf.kind,
-    path: leaf.path,
+    path,
     dtype: leaf.dtype,
-    shape: leaf.shape,
-    globalShape: leaf.shard?.globalShape,
-    offsets: leaf.shard?.offsets,
+    shape: [...leaf.shape],
+    globalShape: copy(leaf.shard?.globalShape),
+    offsets: copy(leaf.shard?.offsets),
     byReference,
   };
 }

@@ -193,3 +193,28 @@ describe("copy staging over random states (seeded)", () => {
     }
   });
 });
+
+describe("the staging plan remembered between saves", () => {
+  it("is not reused for a host tensor whose shape array was changed in place (same bytes, other shape)", async () => {
+    const pool = new StagingPool();
+    const layout = {
+      planner: new DefaultSavePlanner({ minFileBytes: 0 }),
+      defaultPlanner: true,
+      rank: 0,
+      filesPerRank: 1,
+    };
+    const shape = [1024, 1024];
+    const a = { dtype: "float32" as const, shape, data: new Float32Array(1 << 20) };
+    const b = hostTensor("float32", [1 << 20]);
+    (await stageLeaves(await flattenStateDict({ a, b }), "copy", pool, undefined, layout)).release();
+    shape.splice(0, 2, 2048, 512);
+    const staged = await stageLeaves(await flattenStateDict({ a, b }), "copy", pool, undefined, layout);
+    const leaf = staged.leaves[0]!;
+    expect(leaf.kind === "tensor" && leaf.staged?.segment === 0).toBe(true);
+    // The segment's safetensors header (the data file's, written from the segment) has the new shape.
+    const data = hostDataOf(leaf)!;
+    const header = Buffer.from(data.buffer, 0, 200).toString("latin1");
+    expect(header).toContain('"shape":[2048,512]');
+    staged.release();
+  });
+});
