@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import { readdir } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { load, readMetadata, save } from "@cairn/core";
-import { type RankResult, rankResults, runTypeScript, spawnTypeScript } from "@cairn/core/testing";
+import { type RankResult, rankResults, runTypeScript, spawnTypeScript, typeScriptCommand } from "@cairn/core/testing";
 import { type TestServer, startEtcd, startRedis } from "./store-servers.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "./helpers.js";
@@ -29,7 +29,8 @@ describe.each([
       String(ranks),
       "--store",
       server.url,
-      script,
+      // The script under spawnTypeScript's loader (how cairn-run starts a .ts script: distributed.test.ts).
+      ...typeScriptCommand(script),
       ...args,
     ]);
     if (run.code !== 0) throw new Error(`cairn-run exited ${run.code}\n${run.stdout}\n${run.stderr}`);

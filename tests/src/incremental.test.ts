@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as tf from "@tensorflow/tfjs-core";
 import { type HostTensor, asyncSave, hostTensor, load, readMetadata, save } from "@cairn/core";
-import { rankResults, runTypeScript } from "@cairn/core/testing";
+import { rankResults, runTypeScript, typeScriptCommand } from "@cairn/core/testing";
 import { beforeAll, describe, expect, it } from "vitest";
 import { shard } from "./fixtures/incremental-rank.js";
 import { flipByte, tempDir } from "./helpers.js";
@@ -75,7 +75,12 @@ describe("incremental saves across real processes", () => {
     { timeout: 60_000 },
     async () => {
       const root = await tempDir();
-      const run = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "2", RANK_SCRIPT, `file://${root}`]);
+      const run = await runTypeScript(CAIRN_RUN, [
+        "--nproc-per-node",
+        "2",
+        ...typeScriptCommand(RANK_SCRIPT),
+        `file://${root}`,
+      ]);
       expect(run.code, run.stderr).toBe(0);
       const ranks = rankResults(run.stdout);
       expect(ranks).toHaveLength(2);

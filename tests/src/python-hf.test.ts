@@ -6,7 +6,7 @@ import { type HostTensor, load, readMetadata } from "@cairn/core";
 import { bytesOf, safetensorsDType } from "@cairn/core/format";
 import { CheckpointReader, exportSafetensorsLayout, importSafetensors, readSafetensorsLayout } from "@cairn/core/ops";
 import { openStorage } from "@cairn/core/storage";
-import { rankResults, runTypeScript } from "@cairn/core/testing";
+import { rankResults, runTypeScript, typeScriptCommand } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
 import { TENSORS, stateDict } from "./fixtures/distributed-state.js";
 import { tempDir } from "./helpers.js";
@@ -72,7 +72,14 @@ describe("Hugging Face layouts between Cairn and Python (safetensors, huggingfac
     const py = python(skip);
     const root = await tempDir();
     const url = `file://${root}/ckpt`;
-    const run = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "3", RANK_SCRIPT, "save", url, "cols"]);
+    const run = await runTypeScript(CAIRN_RUN, [
+      "--nproc-per-node",
+      "3",
+      ...typeScriptCommand(RANK_SCRIPT),
+      "save",
+      url,
+      "cols",
+    ]);
     expect(run.code, run.stderr).toBe(0);
     expect(rankResults(run.stdout).map((r) => r.rank)).toEqual([0, 1, 2]);
     const metadata = await readMetadata(url);

@@ -12,8 +12,10 @@
 // Each sample is timed as wall time and as this thread's CPU time, which a busy machine skews far
 // less. Then, unpaired, the parts of the floor: `data()` alone; the copy into the same shared
 // memory with libc's memcpy (Buffer's fill), which V8's `set` into shared memory is not, but whose
-// speed depends on where source and target sit in their pages (docs/benchmarks.md); and
-// `Uint8Array.set` into plain memory.
+// speed depends on where source and target sit in their pages (docs/benchmarks.md);
+// `Uint8Array.set` into plain memory; and the floor's copy into shared memory allocated after the
+// first save, as the staging pool's is (the same copy runs slower in memory allocated later in
+// the process: docs/benchmarks.md).
 import { Buffer } from "node:buffer";
 import { pageAlignedSharedBytes } from "@cairn/core/storage";
 import { CheckpointManager } from "@cairn/manager";
@@ -38,6 +40,7 @@ export interface CopyStagingRun {
   readonly dataOnly: Spent[];
   readonly memcpyShared: Spent[];
   readonly setPlain: Spent[];
+  readonly floorLateMemory: Spent[];
 }
 
 const [root] = process.argv.slice(2) as [string];
@@ -72,8 +75,18 @@ async function readAll(into?: Uint8Array, copy = set): Promise<void> {
 const manager = new CheckpointManager(root, 1, { staging: "copy", checkpointOnPreemption: false, maxToKeep: 2 });
 await manager.saveAsync(0, state, { force: true });
 await manager.join();
+const late = pageAlignedSharedBytes(bytes).fill(1);
 
-const run: CopyStagingRun = { bytes, save: [], floor: [], sync: [], dataOnly: [], memcpyShared: [], setPlain: [] };
+const run: CopyStagingRun = {
+  bytes,
+  save: [],
+  floor: [],
+  sync: [],
+  dataOnly: [],
+  memcpyShared: [],
+  setPlain: [],
+  floorLateMemory: [],
+};
 let step = 0;
 /** Training moves the weights between saves (a save of unchanged weights is warned about). */
 const touched = state.small0 as Variable;
@@ -97,6 +110,7 @@ for (let turn = 0; turn < SAVES; turn++) {
   run.dataOnly.push(await timed(() => readAll()));
   run.memcpyShared.push(await timed(() => readAll(shared, memcpy)));
   run.setPlain.push(await timed(() => readAll(plain)));
+  run.floorLateMemory.push(await timed(() => readAll(late)));
 }
 await manager.close();
 sendResult(run);

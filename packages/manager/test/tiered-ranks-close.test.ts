@@ -5,7 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { rankResults, runTypeScript } from "@cairn/core/testing";
+import { rankResults, runTypeScript, typeScriptCommand } from "@cairn/core/testing";
 import { afterAll, describe, expect, it } from "vitest";
 
 const CAIRN_RUN = fileURLToPath(new URL("../../distributed/src/cairn-run.ts", import.meta.url));
@@ -17,7 +17,7 @@ describe("close() of a two-rank tiered manager while copies to a down tier fail"
   it("resolves on both ranks, and the group still works on the rank that closes 2.5 s later", async () => {
     const dir = await mkdtemp(join(tmpdir(), "cairn-tiered-close-"));
     dirs.push(dir);
-    const out = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "2", RANK, dir, "2500"]);
+    const out = await runTypeScript(CAIRN_RUN, ["--nproc-per-node", "2", ...typeScriptCommand(RANK), dir, "2500"]);
     expect(out.code, `${out.stdout}\n${out.stderr}`).toBe(0);
     const results = rankResults<{ rank: number; closed: string; broadcast: string; replicationErrors: boolean }>(
       out.stdout,

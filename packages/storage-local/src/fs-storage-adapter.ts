@@ -51,6 +51,8 @@ export interface FsStorageAdapterOptions {
 
 /** Smaller objects (metadata.json) go through the page cache: a direct write would gain nothing. */
 export const DIRECT_MIN_BYTES = 1 << 20;
+/** `syncLater` writes whose descriptors stay open for `sync`; later ones are closed and reopened to be synced. */
+const KEEP_OPEN = 64;
 
 /**
  * A `StorageAdapter` over a POSIX-like file system rooted at a directory. Writes are durable
@@ -84,8 +86,13 @@ export class FsStorageAdapter implements StorageAdapter {
   readonly #options: FsStorageAdapterOptions;
   /** Cleared once the file system refuses O_DIRECT, so later writes do not try again. */
   #directIo: boolean;
-  /** Fsyncs of `syncLater` writes, started as each write ended, by absolute path: `sync` waits for them. */
-  readonly #syncing = new Map<string, Promise<void>>();
+  /**
+   * Descriptors of `syncLater` writes, by absolute path, kept open (up to KEEP_OPEN) so `sync`
+   * starts their fsyncs at once: no reopen, no wait for the calling thread's next turn.
+   */
+  readonly #unsynced = new Map<string, FileHandleLike>();
+  /** Directories this adapter made whose parents were not fsynced since: a power cut may lose them, and all under them. */
+  readonly #newDirectories = new Set<string>();
   #closed = false;
 
   constructor(protocol: string, root: string, fs: FsPromisesLike, dir: string, options: FsStorageAdapterOptions) {
@@ -159,9 +166,11 @@ export class FsStorageAdapter implements StorageAdapter {
       read: async (range, options) => {
         if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`, null);
         try {
+          // A cold file goes through the page cache too where the addon hashes its blocks, its pages
+          // dropped as they are hashed (docs/benchmarks.md, "Cold loads through the page cache").
           return (
+            (await this.#readChecksummed(opened, size, range, options, direct?.cold(size, range, options))) ??
             (await direct?.read(size, range, options)) ??
-            (await this.#readChecksummed(opened, size, range, options)) ??
             (await readRange(opened, size, range, options))
           );
         } catch (error) {
@@ -188,9 +197,10 @@ export class FsStorageAdapter implements StorageAdapter {
     size: number,
     range: ByteRange | undefined,
     options: ReadOptions | undefined,
+    dropCache = false,
   ): Promise<Uint8Array | undefined> | undefined {
     if (!this.#options.checksummedReads || handle.fd === undefined) return undefined;
-    return readRangeChecksummed(handle.fd, size, range, options);
+    return readRangeChecksummed(handle.fd, size, range, options, dropCache);
   }
 
   /** A directory or a device is not an object: `not_found`, as in an object store. */
@@ -239,19 +249,16 @@ export class FsStorageAdapter implements StorageAdapter {
         handle = opened.handle;
         await writeWindowed(handle, parts, check, options.onWritten);
       }
-      // With syncLater, the file's fsync starts now, beside the other files' writes, and `sync` waits
-      // for it and fsyncs the directory once: no reopen, and no wait for the calling thread's next turn.
+      // With syncLater, `sync` fsyncs the file (on this descriptor, kept open) and its directory once, beside the others'.
       const deferred = options.syncLater === true && this.sync !== undefined;
-      let syncing: Promise<void> | undefined;
-      if (deferred) {
-        syncing = syncAndClose(handle);
-        syncing.catch(() => undefined);
-      } else {
-        this.#syncing.delete(abs);
+      if (!deferred) {
+        this.#forget(abs);
         await handle.sync();
-        await handle.close();
       }
-      handle = undefined;
+      if (!deferred || this.#unsynced.size >= KEEP_OPEN) {
+        await handle.close();
+        handle = undefined;
+      }
       if (options.publishAfter) await published(options.publishAfter);
       if (options.ifAbsent) {
         try {
@@ -264,8 +271,12 @@ export class FsStorageAdapter implements StorageAdapter {
         await this.#fs.rename(temp, abs);
       }
       placed = true;
-      if (syncing) this.#syncing.set(abs, syncing);
-      else await this.#syncDir(dir);
+      if (handle) {
+        this.#forget(abs);
+        this.#unsynced.set(abs, handle);
+        handle = undefined;
+      }
+      if (!deferred) await this.#syncDir(dir);
     } catch (error) {
       if (error instanceof NotPublished) throw error.reason;
       throw fsError(error, site);
@@ -296,7 +307,9 @@ export class FsStorageAdapter implements StorageAdapter {
    */
   async #makeDirectory(dir: string): Promise<void> {
     try {
-      await this.#fs.mkdir(dir, { recursive: true });
+      // The first directory made, if any (node:fs): it and those under it down to `dir` are new.
+      const first = await this.#fs.mkdir(dir, { recursive: true });
+      if (typeof first === "string") for (let at = dir; at.startsWith(first); at = posix.dirname(at)) this.#made(at);
       return;
     } catch (error) {
       if (errnoOf(error) !== "ENOENT") throw error;
@@ -307,10 +320,34 @@ export class FsStorageAdapter implements StorageAdapter {
     for (const at of missing) {
       try {
         await this.#fs.mkdir(at);
+        this.#made(at);
       } catch (error) {
         if (errnoOf(error) !== "EEXIST") throw error;
       }
     }
+  }
+
+  #made(dir: string): void {
+    if (this.#options.syncDirectories) this.#newDirectories.add(dir);
+  }
+
+  /**
+   * The directories to fsync so that `dirs` and their files survive a power cut: each, and the
+   * parent of each directory this adapter made on their way (whose name its parent holds).
+   */
+  #durableDirs(dirs: Iterable<string>): Set<string> {
+    const all = new Set<string>();
+    for (const dir of dirs) {
+      all.add(dir);
+      for (let at = dir; this.#newDirectories.has(at); at = posix.dirname(at)) all.add(posix.dirname(at));
+    }
+    return all;
+  }
+
+  /** After `synced` were fsynced: the directories whose names they hold are durable now. */
+  #dirsSynced(synced: Iterable<string>): void {
+    for (const dir of synced)
+      for (const at of this.#newDirectories) if (posix.dirname(at) === dir) this.#newDirectories.delete(at);
   }
 
   /** The temp file opened for direct writes, or for buffered ones (and no more tries) where the file system refuses O_DIRECT. */
@@ -327,7 +364,9 @@ export class FsStorageAdapter implements StorageAdapter {
 
   async #syncDir(dir: string): Promise<void> {
     if (!this.#options.syncDirectories) return;
-    await this.#syncFile(dir);
+    const dirs = this.#durableDirs([dir]);
+    await Promise.all([...dirs].map((at) => this.#syncFile(at)));
+    this.#dirsSynced(dirs);
   }
 
   async #syncFile(file: string): Promise<void> {
@@ -341,21 +380,14 @@ export class FsStorageAdapter implements StorageAdapter {
 
   /**
    * Every file, and each directory holding one of them once, fsynced at the same time; a file
-   * written with `syncLater` by this adapter has its fsync under way since its write ended.
+   * written with `syncLater` through a descriptor still open is fsynced on it, then closed.
    */
   async #syncAll(paths: readonly string[]): Promise<void> {
     const files = paths.map((path) => ({ path, file: this.#abs(path) }));
-    const dirs = new Map(files.map(({ path, file }) => [posix.dirname(file), path]));
+    const named = new Map(files.map(({ path, file }) => [posix.dirname(file), path]));
+    const dirs = new Map([...this.#durableDirs(named.keys())].map((dir) => [dir, named.get(dir) ?? paths[0]!]));
+    // The directories' opens are queued first: libuv's four threads may all be busy with the files' fsyncs next.
     const synced = await Promise.allSettled([
-      ...files.map(async ({ path, file }) => {
-        const started = this.#syncing.get(file);
-        this.#syncing.delete(file);
-        try {
-          await (started ?? this.#syncFile(file));
-        } catch (error) {
-          throw fsError(error, this.#site("write", path, file));
-        }
-      }),
       ...[...dirs].map(async ([dir, path]) => {
         try {
           await this.#syncFile(dir);
@@ -363,9 +395,19 @@ export class FsStorageAdapter implements StorageAdapter {
           throw fsError(error, this.#site("write", path, dir));
         }
       }),
+      ...files.map(async ({ path, file }) => {
+        const open = this.#unsynced.get(file);
+        this.#unsynced.delete(file);
+        try {
+          await (open ? syncAndClose(open) : this.#syncFile(file));
+        } catch (error) {
+          throw fsError(error, this.#site("write", path, file));
+        }
+      }),
     ]);
     const failed = synced.find((s) => s.status === "rejected");
     if (failed) throw failed.reason;
+    this.#dirsSynced(dirs.keys());
   }
 
   async stat(path: string): Promise<ObjectInfo | null> {
@@ -396,7 +438,7 @@ export class FsStorageAdapter implements StorageAdapter {
 
   async delete(path: string): Promise<void> {
     const abs = this.#abs(path);
-    this.#syncing.delete(abs);
+    this.#forget(abs);
     try {
       await this.#fs.unlink(abs);
     } catch (error) {
@@ -422,15 +464,26 @@ export class FsStorageAdapter implements StorageAdapter {
     for (let current = dir; current.startsWith(`${this.#dir}/`); current = posix.dirname(current)) {
       try {
         await this.#fs.rmdir(current);
+        this.#newDirectories.delete(current);
       } catch {
         return;
       }
     }
   }
 
+  /** Closes the descriptor a `syncLater` write of `abs` left open, if any: its object was replaced or deleted. */
+  #forget(abs: string): void {
+    const open = this.#unsynced.get(abs);
+    if (!open) return;
+    this.#unsynced.delete(abs);
+    open.close().catch(() => undefined);
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
-    this.#syncing.clear();
+    const open = [...this.#unsynced.values()];
+    this.#unsynced.clear();
+    await Promise.all(open.map((handle) => handle.close().catch(() => undefined)));
   }
 }
 

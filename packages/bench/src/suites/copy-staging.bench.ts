@@ -21,7 +21,7 @@ for (let round = 0; round < ROUNDS; round++) {
   const row = (name: string, xs: Spent[]): string =>
     `${name.padEnd(12)} wall ${xs.map((x) => x.wallMs.toFixed(0)).join(" ")} ms; cpu ${xs.map((x) => x.cpuMs.toFixed(0)).join(" ")} ms`;
   console.log(`round ${round + 1}:`);
-  for (const kind of ["save", "floor", "sync", "dataOnly", "memcpyShared", "setPlain"] as const)
+  for (const kind of ["save", "floor", "sync", "dataOnly", "memcpyShared", "setPlain", "floorLateMemory"] as const)
     console.log(`  ${row(kind, run[kind])}`);
   runs.push(run);
 }
@@ -44,6 +44,7 @@ const extra = (of: keyof Spent): Record<string, number | string> => ({
   dataOnlyMs: +med("dataOnly", of).toFixed(1),
   memcpyIntoSharedMs: +med("memcpyShared", of).toFixed(1),
   setIntoPlainMs: +med("setPlain", of).toFixed(1),
+  floorIntoLaterMemoryMs: +med("floorLateMemory", of).toFixed(1),
 });
 for (const [of, what] of [
   ["cpuMs", "main-thread CPU"],

@@ -115,4 +115,18 @@ describe("commitMetadata", () => {
       "data-r0-0-ccc.safetensors",
     ]);
   });
+
+  it("a create that landed but answered with a permanent error is its commit (the save must not remove its files)", async () => {
+    const losing = new LosingStorage({ lostCreate: false, readFailures: 0 });
+    const failing = Object.assign(Object.create(losing) as LosingStorage, {
+      write: async (path: string, body: WriteBody) => {
+        losing.objects.set(path, body as Uint8Array);
+        throw new CheckpointError("permission_denied", "[test] answer refused after the object landed");
+      },
+    });
+    await commitMetadata(failing, "ckpt", metadataFor("ccc"), "ccc", other, fast);
+    expect(Object.keys(parseMetadata(losing.objects.get(`ckpt/${METADATA_FILE}`)!, "m").files)).toEqual([
+      "data-r0-0-ccc.safetensors",
+    ]);
+  });
 });

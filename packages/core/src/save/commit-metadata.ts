@@ -11,7 +11,8 @@ import { isFileOfAttempt } from "../format/naming.js";
  * data file is durable. A retried create that finds metadata naming this attempt's files
  * (`-<attempt>.safetensors`) committed after all; any other existing metadata is another
  * checkpoint, and `alreadyCommitted()` is thrown. With `overwrite` a committed checkpoint there
- * is replaced by one all-or-nothing write (a failed one that left this attempt's metadata landed).
+ * is replaced by one all-or-nothing write. A failed write that left this attempt's metadata in
+ * place committed if it can be made durable (`durableOrTakenBack`), else it is deleted again.
  * Called by `save` and by ops writing their own data files (import, copy).
  *
  * `after`: the commit becomes visible only once it resolves (the save's own data files synced),
@@ -58,13 +59,33 @@ export async function commitMetadata(
     );
   } catch (error) {
     if (notPublished) throw notPublished.reason;
-    if (options.overwrite === true) {
-      if (await committedBy(storage, path, attempt, options)) return;
-      throw error;
-    }
-    if (!isCheckpointError(error, "already_exists")) throw error;
-    // A retried create may find its own earlier attempt: that attempt did commit.
-    if (!(await committedBy(storage, path, attempt, options))) throw alreadyCommitted();
+    // A retried create may find its own earlier attempt, and a write may fail after its object was
+    // placed (file://: the directory's fsync after the link): that metadata is this commit.
+    // Then one read, not cut short by an abort (a failed save must not leave its metadata in place)
+    // nor retried (a storage that is down must not hold an aborted save for another retry policy).
+    const exists = isCheckpointError(error, "already_exists");
+    const ours = exists
+      ? await committedBy(storage, path, attempt, options)
+      : await committedBy(storage, path, attempt, { retry: { ...options.retry, maxAttempts: 1 } }).catch(() => false);
+    if (ours) return durableOrTakenBack(storage, path, options.retry);
+    if (exists && options.overwrite !== true) throw alreadyCommitted();
+    throw error;
+  }
+}
+
+/**
+ * This attempt's metadata, found in place after its write failed: made durable (file://: fsynced
+ * with its directory, whose fsync may be what failed), or, if that fails, deleted and the failure
+ * thrown, so that a save reported failed leaves no step that is listed but lost at a power cut.
+ */
+async function durableOrTakenBack(storage: StorageAdapter, path: string, policy?: Partial<RetryPolicy>): Promise<void> {
+  if (!storage.sync) return;
+  const retry = { policy };
+  try {
+    await withRetry(() => storage.sync!([path]), retry);
+  } catch (error) {
+    await withRetry(() => storage.delete(path), retry).catch(() => undefined);
+    throw error;
   }
 }
 

@@ -94,10 +94,18 @@ export function heldByReference(leaf: Leaf, strategy: StagingStrategy): boolean 
   );
 }
 
+/** Where a copied leaf's `bytes` go: buffer `buffer` of the staging at `offset`, and, in a segment, which of its file's items it is. */
+export interface Slot {
+  readonly buffer: number;
+  readonly offset: number;
+  readonly bytes: number;
+  readonly place: StagedPlace | undefined;
+}
+
 export interface StagingPlan {
   readonly segments: readonly Segment[];
-  /** Leaf index → where in which segment its bytes go, and which of the segment's file items it is. */
-  readonly placed: ReadonlyMap<number, StagedPlace & { offset: number }>;
+  /** Leaf index → where its copy goes (none: a value, or a tensor held by reference). */
+  readonly slots: readonly (Slot | undefined)[];
   /** The buffers to acquire: one per segment, then one per copied leaf in no segment, in leaf order. */
   readonly sizes: readonly number[];
   readonly copiedBytes: number;
@@ -109,11 +117,12 @@ function planStaging(
   layout: StagingLayout | undefined,
 ): StagingPlan {
   const segments = layout && strategy === "copy" ? plannedSegments(leaves, layout) : [];
-  const placed = new Map<number, StagedPlace & { offset: number }>();
+  const slots: (Slot | undefined)[] = new Array<Slot | undefined>(leaves.length).fill(undefined);
   segments.forEach(({ items, layout }, segment) =>
-    items.forEach((item, index) =>
-      placed.set(item.leafIndex, { segment, index, count: items.length, offset: layout.offsets[index]! }),
-    ),
+    items.forEach((item, index) => {
+      const place = { segment, index, count: items.length };
+      slots[item.leafIndex] = { buffer: segment, offset: layout.offsets[index]!, bytes: item.byteLength, place };
+    }),
   );
   const sizes = segments.map((s) => s.layout.fileSize);
   let copiedBytes = 0;
@@ -121,9 +130,12 @@ function planStaging(
     if (leaf.kind === "value" || heldByReference(leaf, strategy)) return;
     const bytes = leaf.kind === "bytes" ? leaf.data.byteLength : byteSize(leaf.dtype, leaf.shape);
     copiedBytes += bytes;
-    if (!placed.has(index)) sizes.push(bytes);
+    if (slots[index] === undefined) {
+      slots[index] = { buffer: sizes.length, offset: 0, bytes, place: undefined };
+      sizes.push(bytes);
+    }
   });
-  return { segments, placed, sizes, copiedBytes };
+  return { segments, slots, sizes, copiedBytes };
 }
 
 /** What a staging plan reads of a leaf: everything but its values (and a JSON value's content). */

@@ -1,6 +1,13 @@
+import { Buffer } from "node:buffer";
 import { describe, expect, it } from "vitest";
+import { DefaultSavePlanner } from "../plan/default-save-planner.js";
+import { seededRandom } from "../testing/seeded-random.js";
+import { bytesOf } from "../state/dtypes.js";
 import { flattenStateDict } from "../state/flatten.js";
-import type { TensorLike } from "../state/tensors.js";
+import { type Leaf, hostDataOf } from "../state/leaf.js";
+import { shardedTensor } from "../state/sharded-tensor.js";
+import type { StateDict } from "../state/state-dict.js";
+import { type TensorLike, hostTensor } from "../state/tensors.js";
 import { stageLeaves } from "./staging.js";
 import { StagingPool } from "./staging-pool.js";
 
@@ -62,5 +69,127 @@ describe("copy staging of tfjs tensors", () => {
       code: "invalid_argument",
       message: expect.stringContaining("a: the device was lost"),
     });
+  });
+});
+
+/** The bytes a leaf holds now: a copy, for comparing later. */
+async function bytesNow(leaf: Leaf): Promise<Buffer | undefined> {
+  if (leaf.kind === "value") return undefined;
+  if (leaf.kind === "bytes") return Buffer.from(leaf.data);
+  const data = leaf.source.kind === "host" ? leaf.source.tensor.data : await leaf.source.tensor.data();
+  return Buffer.from(bytesOf(data));
+}
+
+describe("copy staging of tensor-likes", () => {
+  it("takes values that data() returns as they are, not in a promise", async () => {
+    const values = Float32Array.of(1, 2, 3);
+    const tensor = { shape: [3], dtype: "float32", data: () => values } as unknown as TensorLike;
+    const staged = await stageLeaves(await flattenStateDict({ t: tensor }), "copy", new StagingPool());
+    expect(Array.from(hostDataOf(staged.leaves[0]!) as Float32Array)).toEqual([1, 2, 3]);
+    staged.release();
+  });
+});
+
+describe("copy staging of a blob that changes size meanwhile", () => {
+  it("fails the staging rather than copy past the blob's planned place", async () => {
+    // A blob over a resizable buffer, grown while staging waits for a device tensor's download before it.
+    const Resizable = ArrayBuffer as unknown as new (
+      bytes: number,
+      options: { maxByteLength: number },
+    ) => ArrayBuffer & { resize(bytes: number): void };
+    const buffer = new Resizable(8, { maxByteLength: 64 });
+    const { tensor, release } = deviceTensor("t", new Float32Array(4), []);
+    const leaves = await flattenStateDict({ t: tensor, blob: new Uint8Array(buffer) });
+    const staging = stageLeaves(leaves, "copy", new StagingPool());
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    buffer.resize(16);
+    release();
+    await expect(staging).rejects.toMatchObject({
+      code: "invalid_argument",
+      message: expect.stringContaining("blob: its data changed size while being staged (8 bytes, now 16)"),
+    });
+  });
+});
+
+describe("copy staging over random states (seeded)", () => {
+  it("snapshots exactly the leaves given, each in its planned place, through one pool saved again and again", async () => {
+    for (let seed = 1; seed <= 8; seed++) {
+      const next = seededRandom(seed);
+      const pick = <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]!;
+      const pool = new StagingPool();
+      // Files of any size, so large tensors share planned segments and small ones get buffers of their own.
+      const layout = {
+        planner: new DefaultSavePlanner({ minFileBytes: 0 }),
+        defaultPlanner: true,
+        rank: 0,
+        filesPerRank: 2,
+      };
+      const keys = Array.from({ length: 8 }, (_, i) => `k${i}`);
+      const kinds = new Map(keys.map((k) => [k, pick(["host", "tfjs", "slow", "blob", "value", "shard"] as const)]));
+      for (let op = 0; op < 8; op++) {
+        // Values change every save; now and then a leaf changes kind or size.
+        if (next() < 0.3) kinds.set(pick(keys), pick(["host", "tfjs", "slow", "blob", "value", "shard"] as const));
+        const state: StateDict = {};
+        for (const [key, kind] of kinds) {
+          const length = pick([1, 7, 1000, 1 << 18]);
+          // Filled cheaply, with one element apart, so a copy from the wrong place or time shows.
+          const values = new Float32Array(length).fill(next());
+          values[Math.floor(next() * length)] = next();
+          if (kind === "value") state[key] = next();
+          else if (kind === "blob") state[key] = bytesOf(values).slice();
+          else if (kind === "host") state[key] = hostTensor("float32", [length], values);
+          else if (kind === "shard")
+            state[key] = shardedTensor(
+              "float32",
+              [length * 2],
+              [{ offsets: [length], tensor: hostTensor("float32", [length], values) }],
+            );
+          else
+            state[key] = {
+              shape: [length],
+              dtype: "float32",
+              // "slow": a device backend's read, which resolves in a later turn.
+              data: () =>
+                kind === "slow" ? new Promise((r) => setTimeout(() => r(values), 1)) : Promise.resolve(values),
+            } satisfies TensorLike;
+        }
+        const leaves = await flattenStateDict(state);
+        const expected = await Promise.all(leaves.map(bytesNow));
+        const staged = await stageLeaves(leaves, "copy", pool, undefined, layout);
+        const where = `seed ${seed}, op ${op}`;
+        // Training goes on: the sources change, the snapshot does not.
+        for (const leaf of leaves) {
+          if (leaf.kind === "bytes") leaf.data.fill(0xee);
+          if (leaf.kind === "tensor" && leaf.source.kind === "host") bytesOf(leaf.source.tensor.data).fill(0xff);
+        }
+        expect(
+          staged.leaves.map((l) => [l.kind, l.path]),
+          where,
+        ).toEqual(leaves.map((l) => [l.kind, l.path]));
+        const segments = new Map<number, { buffer: ArrayBufferLike; offsets: number[] }>();
+        for (const [i, leaf] of staged.leaves.entries()) {
+          const source = leaves[i]!;
+          if (leaf.kind === "value") {
+            expect(leaf, where).toBe(source);
+            continue;
+          }
+          expect(leaf.kind === "tensor" && leaf.source.kind, where).toBe(leaf.kind === "tensor" ? "host" : false);
+          if (leaf.kind === "tensor" && source.kind === "tensor") {
+            expect([leaf.dtype, leaf.shape, leaf.shard], where).toEqual([source.dtype, source.shape, source.shard]);
+          }
+          const data = hostDataOf(leaf);
+          expect(Buffer.from(bytesOf(data!)).equals(expected[i]!), `${where}, leaf ${i}`).toBe(true);
+          if (leaf.staged) {
+            const segment = segments.get(leaf.staged.segment) ?? { buffer: data!.buffer, offsets: [] };
+            expect(data!.buffer, where).toBe(segment.buffer);
+            segment.offsets[leaf.staged.index] = data!.byteOffset;
+            segments.set(leaf.staged.segment, segment);
+          }
+        }
+        // A segment's items lie back to back in file order, past its header.
+        for (const { offsets } of segments.values()) expect(offsets, where).toEqual([...offsets].sort((a, b) => a - b));
+        staged.release();
+      }
+    }
   });
 });

@@ -1,11 +1,12 @@
-import { arrayConstructorFor, byteSize } from "../state/dtypes.js";
+import { arrayConstructorFor, bytesOf } from "../state/dtypes.js";
 import { yieldToEventLoop } from "#platform/runtime.js";
 import { throwIfAborted } from "../errors.js";
-import { type Leaf, type StagedPlace, tensorBytes } from "../state/leaf.js";
+import { type Leaf, disposedBeforeSaved, invalid, readFailed, whereKey } from "../state/leaf.js";
 import type { StagingPool } from "./staging-pool.js";
-import type { HostTensor } from "../state/tensors.js";
+import { type HostTensor, type TensorLike, checkHostData } from "../state/tensors.js";
 import {
   type Cloneable,
+  type Slot,
   type StagingLayout,
   type StagingStrategy,
   heldByReference,
@@ -17,7 +18,10 @@ export interface StagedLeaves {
   readonly leaves: Leaf[];
   /** Bytes of tensors and blobs copied into staging buffers. */
   readonly copiedBytes: number;
-  /** Seconds this thread spent copying them (the memcpy alone, not reading tensors or waiting between pieces). */
+  /**
+   * Seconds this thread spent copying them in the background (`copyInBackground`: the memcpy alone,
+   * not reading tensors or waiting between pieces); 0 for `stageLeaves`, whose copies are not timed.
+   */
   readonly copySeconds: number;
   /** Gives the buffers back to the pool and drops the tensor clones; call once the upload has ended. */
   release(): void;
@@ -86,18 +90,48 @@ class Pace {
 }
 
 /**
- * Copies `source` into `target`, in pieces between which `pace` may yield; returns the
+ * Copies `source` into `target` at `offset`, in pieces between which `pace` yields; returns the
  * milliseconds this thread spent copying (not waiting between pieces).
  */
-async function copyInto(target: Uint8Array, source: Uint8Array, pace: Pace | undefined): Promise<number> {
+async function copyInto(target: Uint8Array, offset: number, source: Uint8Array, pace: Pace): Promise<number> {
   let ms = 0;
-  for (let at = 0; at < source.byteLength; at += pace ? PACE_PIECE : source.byteLength) {
+  for (let at = 0; at < source.byteLength; at += PACE_PIECE) {
     const started = performance.now();
-    target.set(pace ? source.subarray(at, at + PACE_PIECE) : source, at);
+    target.set(source.subarray(at, at + PACE_PIECE), offset + at);
     ms += performance.now() - started;
-    await pace?.tick();
+    await pace.tick();
   }
   return ms;
+}
+
+/** A tfjs read that failed: kept as a value, so a read started ahead and never awaited rejects nothing. */
+class ReadFailure {
+  constructor(readonly cause: unknown) {}
+}
+
+type ReadResult = ArrayBufferView | ReadFailure;
+
+/** Starts reading a tfjs tensor's values through `data()`, the path a device backend needs; never rejects. */
+function startRead(tensor: TensorLike): Promise<ReadResult> {
+  if (tensor.isDisposed === true) return Promise.resolve(new ReadFailure(DISPOSED));
+  try {
+    // Promise.resolve returns a native promise itself; a tensor-like whose data() returns values works too.
+    return Promise.resolve(tensor.data()).then(undefined, (cause: unknown) => new ReadFailure(cause));
+  } catch (cause) {
+    return Promise.resolve(new ReadFailure(cause));
+  }
+}
+
+const DISPOSED = Symbol("disposed");
+
+/** The bytes a read of `leaf` gave, checked against its dtype and shape; throws what the read failed with. */
+function checkedBytes(leaf: Extract<Leaf, { kind: "tensor" }>, read: ReadResult): Uint8Array {
+  if (read instanceof ReadFailure) {
+    if (read.cause === DISPOSED) throw disposedBeforeSaved(leaf.path);
+    throw readFailed(leaf.path, read.cause);
+  }
+  checkHostData(leaf.dtype, leaf.shape, read, whereKey(leaf.path));
+  return bytesOf(read);
 }
 
 /**
@@ -129,7 +163,7 @@ async function stage(
   // Background work starts in a turn of its own: working out the layout of thousands of tensors
   // takes milliseconds, which must not hold up whatever the caller does next (saveAsync's return).
   await pace?.yield();
-  const { segments, placed, sizes, copiedBytes } = stagingPlan(leaves, strategy, layout, pool);
+  const { segments, slots, sizes, copiedBytes } = stagingPlan(leaves, strategy, layout, pool);
   const byReference = (leaf: Leaf): boolean => heldByReference(leaf, strategy);
   // Never waits for buffers: those it would wait for may be held by this very save, or by saves queued behind it.
   if (options.paced === true && pool.inUseBytes + sizes.reduce((a, b) => a + b, 0) > pool.maxBytes) return undefined;
@@ -148,59 +182,78 @@ async function stage(
   };
   try {
     segments.forEach((s, k) => buffers[k]!.set(s.layout.header));
-    let next = segments.length;
     let copyMs = 0;
-    /** The staging buffer for a leaf of `bytes` bytes: its place in a segment, or a buffer of its own. */
-    const target = (index: number, bytes: number): Uint8Array => {
-      const place = placed.get(index);
-      return place ? buffers[place.segment]!.subarray(place.offset, place.offset + bytes) : buffers[next++]!;
-    };
-    /** A staged leaf's place in its planned file, which the write takes as the file's memory (none: its own buffer). */
-    const placeOf = (index: number): StagedPlace | undefined => {
-      const place = placed.get(index);
-      return place && { segment: place.segment, index: place.index, count: place.count };
-    };
     /**
-     * tfjs tensors' bytes, the next one's `data()` started while this one is copied: a device
-     * backend downloads it meanwhile, and at most one tensor is read ahead.
+     * The tfjs tensor read ahead (its `data()` started while the one before is copied: a device
+     * backend downloads it meanwhile); at most one.
      */
-    const reads = new Map<number, Promise<Uint8Array>>();
+    let aheadIndex = -1;
+    let aheadRead: Promise<ReadResult> | undefined;
     const readAhead = (from: number): void => {
       let next = from;
       while (next < leaves.length && (leaves[next]!.kind !== "tensor" || byReference(leaves[next]!))) next++;
       const leaf = leaves[next];
-      if (leaf?.kind !== "tensor" || leaf.source.kind !== "tfjs" || reads.has(next)) return;
-      const read = tensorBytes(leaf);
-      // Awaited in its turn; handled now, so a staging that fails first leaves no unhandled rejection.
-      read.catch(() => undefined);
-      reads.set(next, read);
+      if (leaf?.kind !== "tensor" || leaf.source.kind !== "tfjs" || aheadIndex === next) return;
+      aheadIndex = next;
+      aheadRead = startRead(leaf.source.tensor);
+    };
+    /** Where the plan puts a leaf's bytes; never past its place (a blob resized meanwhile would overwrite its neighbours). */
+    const slotFor = (leaf: Leaf, index: number, bytes: Uint8Array): Slot => {
+      const slot = slots[index]!;
+      if (bytes.byteLength !== slot.bytes)
+        throw invalid(
+          leaf.path,
+          `its data changed size while being staged (${slot.bytes} bytes, now ${bytes.byteLength})`,
+        );
+      return slot;
     };
     const staged: Leaf[] = [];
-    for (const [index, leaf] of leaves.entries()) {
+    for (let index = 0; index < leaves.length; index++) {
+      const leaf = leaves[index]!;
       throwIfAborted(signal, pace ? "the save (copying held tensors in the background)" : "staging");
       if (leaf.kind === "value") {
         staged.push(leaf);
       } else if (leaf.kind === "bytes") {
-        const buffer = target(index, leaf.data.byteLength);
-        copyMs += await copyInto(buffer, leaf.data, pace);
-        staged.push({ kind: "bytes", path: leaf.path, data: buffer, staged: placeOf(index) });
+        const slot = slotFor(leaf, index, leaf.data);
+        const buffer = buffers[slot.buffer]!;
+        if (pace) copyMs += await copyInto(buffer, slot.offset, leaf.data, pace);
+        else buffer.set(leaf.data, slot.offset);
+        const data = buffer.subarray(slot.offset, slot.offset + leaf.data.byteLength);
+        staged.push({ kind: "bytes", path: leaf.path, data, staged: slot.place });
       } else if (byReference(leaf)) {
         const clone = (leaf.source.tensor as Cloneable).clone();
         clones.push(clone);
         staged.push({ ...leaf, source: { kind: "tfjs", tensor: clone }, staged: undefined });
       } else {
-        const buffer = target(index, byteSize(leaf.dtype, leaf.shape));
-        const bytes = reads.get(index) ?? tensorBytes(leaf);
-        reads.delete(index);
-        readAhead(index + 1);
-        copyMs += await copyInto(buffer, await bytes, pace);
-        const data = new (arrayConstructorFor(leaf.dtype))(
+        let bytes: Uint8Array;
+        if (leaf.source.kind === "host") bytes = bytesOf(leaf.source.tensor.data);
+        else {
+          const read = aheadIndex === index ? aheadRead! : startRead(leaf.source.tensor);
+          readAhead(index + 1);
+          bytes = checkedBytes(leaf, await read);
+        }
+        // One `set` into the target, no view of it made for the copy, and no promise unless paced:
+        // with thousands of small tensors, each allocation per leaf shows in the time a save blocks.
+        const slot = slotFor(leaf, index, bytes);
+        const buffer = buffers[slot.buffer]!;
+        if (pace) copyMs += await copyInto(buffer, slot.offset, bytes, pace);
+        else buffer.set(bytes, slot.offset);
+        const array = arrayConstructorFor(leaf.dtype);
+        const data = new array(
           buffer.buffer,
-          buffer.byteOffset,
-          buffer.byteLength / arrayConstructorFor(leaf.dtype).BYTES_PER_ELEMENT,
+          buffer.byteOffset + slot.offset,
+          bytes.byteLength / array.BYTES_PER_ELEMENT,
         );
-        const tensor = { dtype: leaf.dtype, shape: leaf.shape, data } as HostTensor;
-        staged.push({ ...leaf, source: { kind: "host", tensor }, staged: placeOf(index) });
+        // Built field by field: a spread of the leaf costs several times more.
+        staged.push({
+          kind: "tensor",
+          path: leaf.path,
+          dtype: leaf.dtype,
+          shape: leaf.shape,
+          source: { kind: "host", tensor: { dtype: leaf.dtype, shape: leaf.shape, data } as HostTensor },
+          shard: leaf.shard,
+          staged: slot.place,
+        });
       }
     }
     return { leaves: staged, copiedBytes, copySeconds: copyMs / 1000, release, dropReferences };

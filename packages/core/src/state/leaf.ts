@@ -116,20 +116,26 @@ export function hostDataOf(leaf: Leaf): ArrayBufferView | undefined {
 export async function tensorBytes(leaf: Extract<Leaf, { kind: "tensor" }>): Promise<Uint8Array> {
   const { source } = leaf;
   if (source.kind === "host") return bytesOf(source.tensor.data);
-  if (source.tensor.isDisposed === true) throw invalid(leaf.path, "the tfjs tensor was disposed before it was saved");
+  if (source.tensor.isDisposed === true) throw disposedBeforeSaved(leaf.path);
   let data: ArrayBufferView;
   try {
     data = await source.tensor.data();
   } catch (cause) {
-    throw new CheckpointError(
-      "invalid_argument",
-      `state dict key ${displayKey(leaf.path)}: reading the tfjs tensor failed: ${(cause as Error).message}`,
-      {
-        cause,
-        context: { key: displayKey(leaf.path) },
-      },
-    );
+    throw readFailed(leaf.path, cause);
   }
   checkHostData(leaf.dtype, leaf.shape, data, whereKey(leaf.path));
   return bytesOf(data as TypedArray);
+}
+
+export function disposedBeforeSaved(path: KeyPath): CheckpointError {
+  return invalid(path, "the tfjs tensor was disposed before it was saved");
+}
+
+/** The error for a tfjs tensor whose `data()` failed. */
+export function readFailed(path: KeyPath, cause: unknown): CheckpointError {
+  return new CheckpointError(
+    "invalid_argument",
+    `state dict key ${displayKey(path)}: reading the tfjs tensor failed: ${(cause as Error).message}`,
+    { cause, context: { key: displayKey(path) } },
+  );
 }

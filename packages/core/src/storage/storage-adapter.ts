@@ -206,9 +206,9 @@ export interface StorageAdapter {
   openReader?(path: string): Promise<ObjectReader>;
   write(path: string, body: WriteBody, options?: WriteOptions): Promise<void>;
   /**
-   * Makes objects written with `WriteOptions.syncLater` durable, all at once (file:// starts
-   * each file's fsync as its write ends and fsyncs their directories once, beside them: one wait
-   * for the disk where a write each would make two). Its failure means the objects may not be durable: core writes them
+   * Makes objects written with `WriteOptions.syncLater` durable, all at once (file:// fsyncs
+   * each file, on the descriptor it was written through, and each of their directories in
+   * parallel: one wait for the disk where a write each would make two). Its failure means the objects may not be durable: core writes them
    * again rather than calling it twice. Optional: adapters whose writes are durable when they
    * resolve (object stores, memory) have none, and core then never passes `syncLater`.
    */

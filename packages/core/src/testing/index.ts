@@ -19,6 +19,7 @@ export {
   spawnTypeScript,
   runTypeScript,
   killTypeScript,
+  typeScriptCommand,
   rankResults,
   type RankResult,
   type TypeScriptRun,
