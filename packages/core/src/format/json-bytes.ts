@@ -150,6 +150,32 @@ export class JsonBytes {
     this.length = at + 10;
   }
 
+  /** `bytes[0, length)` as base64 with padding, unquoted, as `Buffer.toString("base64")` writes them: no string is made. */
+  base64(bytes: Uint8Array, length = bytes.length): void {
+    this.ensure(4 * Math.ceil(length / 3));
+    const buffer = this.buf;
+    let at = this.length;
+    let i = 0;
+    for (; i + 2 < length; i += 3) {
+      const b0 = bytes[i]!;
+      const b1 = bytes[i + 1]!;
+      const b2 = bytes[i + 2]!;
+      buffer[at++] = BASE64[b0 >> 2]!;
+      buffer[at++] = BASE64[((b0 & 3) << 4) | (b1 >> 4)]!;
+      buffer[at++] = BASE64[((b1 & 15) << 2) | (b2 >> 6)]!;
+      buffer[at++] = BASE64[b2 & 63]!;
+    }
+    if (i < length) {
+      const b0 = bytes[i]!;
+      const b1 = i + 1 < length ? bytes[i + 1]! : 0;
+      buffer[at++] = BASE64[b0 >> 2]!;
+      buffer[at++] = BASE64[((b0 & 3) << 4) | (b1 >> 4)]!;
+      buffer[at++] = i + 1 < length ? BASE64[(b1 & 15) << 2]! : 0x3d;
+      buffer[at++] = 0x3d;
+    }
+    this.length = at;
+  }
+
   /** Overwrites bytes already written, from `at` (`at + text.length` at most `length`); ASCII only. */
   overwrite(at: number, text: string): void {
     if (at < 0 || at + text.length > this.length)

@@ -42,7 +42,8 @@ export function encodeMetadata(metadata: CheckpointMetadata): Uint8Array {
   // The other fields as JSON.stringify writes them, then files and entries last, as `{ ...rest, files, entries }` would be.
   const others = JSON.stringify(rest);
   // The body goes after room for the checksum field, which then takes the place of its "{": no copy.
-  const body = new JsonBytes(HEAD_ROOM + 128 + 80 * entries.length, HEAD_ROOM);
+  // About 112 bytes an entry (its key's new part, shape, a chunk and its content hash): growing copies.
+  const body = new JsonBytes(HEAD_ROOM + 128 + others.length + 112 * entries.length, HEAD_ROOM);
   body.text(others.slice(0, -1));
   if (others !== "{}") body.byte(0x2c);
   writeV2(body, files, entries, metadata.checksum.blockSize);

@@ -9,6 +9,7 @@ import {
   type ChunkMetadata,
   type DataFileMetadata,
   type EntryMetadata,
+  CONTENT_HASH_ALGORITHM,
   FORMAT_NAME,
 } from "./metadata.js";
 import { encodeMetadata } from "./metadata-json.js";
@@ -55,9 +56,21 @@ function referenceV2(
   return { files: table, entries: encoded };
 }
 
+/** Format 2.2's table of every chunk's content hash, when every chunk has one: each decoded by Buffer, then base64. */
+function referenceHashes(entries: readonly EntryMetadata[]): { contentHashes?: unknown } {
+  const chunks = entries.flatMap((entry) => (entry.kind === "value" ? [] : entry.chunks));
+  if (chunks.length === 0 || chunks.some((chunk) => chunk.hash === undefined)) return {};
+  const bytes = Buffer.concat(chunks.map((chunk) => Buffer.from(chunk.hash!, "hex")));
+  return { contentHashes: { algorithm: CONTENT_HASH_ALGORITHM, chunks: bytes.toString("base64") } };
+}
+
 function referenceBytes(metadata: CheckpointMetadata): Uint8Array {
   const { files, entries, ...rest } = metadata;
-  const body = JSON.stringify({ ...rest, ...referenceV2(files, entries, metadata.checksum.blockSize) });
+  const body = JSON.stringify({
+    ...rest,
+    ...referenceV2(files, entries, metadata.checksum.blockSize),
+    ...referenceHashes(entries),
+  });
   return new TextEncoder().encode(`{"metadataCrc32c":${crc32c(new TextEncoder().encode(body))},${body.slice(1)}`);
 }
 
@@ -118,6 +131,17 @@ function randomMetadata(seed: number): CheckpointMetadata {
       ? { kind: "bytes", key, byteLength: shape[0]!, chunks }
       : { kind: "tensor", key, dtype, shape, chunks };
   });
+  // Content hashes from a PRNG of their own, so the layouts above stay those of earlier versions:
+  // on every chunk (either case of hex), on none, or on some.
+  const h = random(seed + 1_000_000);
+  const hashing = h(3);
+  for (const entry of entries)
+    if (entry.kind !== "value")
+      for (const chunk of entry.chunks)
+        if (hashing === 0 || (hashing === 2 && h(4) > 0)) {
+          const hex = Array.from({ length: 32 }, () => "0123456789abcdef"[h(16)]).join("");
+          (chunk as { hash?: string }).hash = h(8) === 0 ? hex.toUpperCase() : hex;
+        }
   const user = r(2) === 0 ? { step: r(100), note: WORDS[r(WORDS.length)] } : {};
   return {
     format: FORMAT_NAME,
@@ -178,6 +202,31 @@ describe("metadata.json 2.x bytes", () => {
     const encoded = new TextDecoder().decode(encodeMetadata({ ...metadata, entries }));
     expect(encoded).toBe(new TextDecoder().decode(referenceBytes({ ...metadata, entries })));
     for (const name of names.slice(1)) expect(encoded).toContain(JSON.stringify(name));
+  });
+
+  it("refuses a content hash that is not 32 hex digits, even where the hashes together are", () => {
+    const metadata = randomMetadata(11);
+    const chunks = metadata.entries.flatMap((entry) => (entry.kind === "value" ? [] : entry.chunks));
+    expect(chunks.length).toBeGreaterThan(1);
+    const hex = "0123456789abcdef".repeat(2);
+    const withHashes = (hashOf: (i: number) => string | undefined): CheckpointMetadata => {
+      let i = 0;
+      const entries = metadata.entries.map((entry) =>
+        entry.kind === "value"
+          ? entry
+          : { ...entry, chunks: entry.chunks.map((chunk) => ({ ...chunk, hash: hashOf(i++) })) },
+      );
+      return { ...metadata, entries };
+    };
+    // 31 and 33 digits: 64 together, which one decoding of the joined hashes took for two hashes.
+    const uneven = withHashes((i) => (i === 0 ? hex.slice(1) : i === 1 ? `${hex}a` : hex));
+    expect(() => encodeMetadata(uneven)).toThrow(/content hash is not 32 hex digits \(123456789abcdef/);
+    for (const bad of [`${hex.slice(0, 31)}g`, `${hex.slice(0, 30)}\u00e9a`, `x${hex.slice(1)}`])
+      expect(() => encodeMetadata(withHashes((i) => (i === 1 ? bad : hex)))).toThrow(
+        expect.objectContaining({ code: "invalid_argument", message: expect.stringContaining(bad) }),
+      );
+    // Without a hash on every chunk there is no table, and nothing to refuse.
+    expect(() => encodeMetadata(withHashes((i) => (i === 0 ? undefined : "bad")))).not.toThrow();
   });
 
   it("refuses a chunk in a file the table does not list", () => {

@@ -1,4 +1,3 @@
-import { bytesToBase64, hexToBytes } from "#platform/format/byte-text.js";
 import { CheckpointError } from "../errors.js";
 import { type KeyPath, displayKey } from "../state/state-dict.js";
 import { encodeChecksums } from "./checksum-blocks.js";
@@ -41,8 +40,11 @@ export function writeV2(
     );
   }
   out.text('],"entries":[');
-  /** Every chunk's content hash in order, while every chunk has one (format 2.2). */
-  let hashes: string[] | undefined = [];
+  /** Every chunk's content hash in order, as bytes, while every chunk has one (format 2.2). */
+  let hashes: Uint8Array | undefined = new Uint8Array(16 * entries.length);
+  let hashCount = 0;
+  /** The first hash that is not 32 hex digits: refused if every chunk has a hash. */
+  let badHash: string | undefined;
   let previous: KeyPath = [];
   for (let e = 0; e < entries.length; e++) {
     const entry = entries[e]!;
@@ -94,7 +96,15 @@ export function writeV2(
         );
       const fields = chunkFields(chunk, key, shape, defaultBlockSize);
       if (chunk.hash === undefined) hashes = undefined;
-      else hashes?.push(chunk.hash);
+      else if (hashes) {
+        let table: Uint8Array = hashes;
+        if (16 * hashCount === table.length) {
+          const grown: Uint8Array = new Uint8Array(2 * table.length + 16);
+          grown.set(table);
+          hashes = table = grown;
+        }
+        if (!hexDigestInto(chunk.hash, table, 16 * hashCount++)) badHash ??= chunk.hash;
+      }
       if (c > 0) out.byte(0x2c);
       out.byte(0x5b);
       out.integer(file);
@@ -123,19 +133,31 @@ export function writeV2(
     out.byte(0x5d);
   }
   out.byte(0x5d);
-  if (hashes && hashes.length > 0) {
-    const hex = hashes.join("");
-    // Decoding stops at the first character that is not hex: one length check covers every hash.
-    const bytes = hexToBytes(hex);
-    if (hex.length !== 32 * hashes.length || bytes.byteLength !== 16 * hashes.length)
-      throw new CheckpointError(
-        "invalid_argument",
-        `a chunk's content hash is not 32 hex digits (${hashes.find((h) => !HEX_DIGEST.test(h))})`,
-      );
-    out.text(`,"${CONTENT_HASHES}":{"algorithm":"${CONTENT_HASH_ALGORITHM}","chunks":"`);
-    out.text(bytesToBase64(bytes));
+  if (hashes && hashCount > 0) {
+    if (badHash !== undefined)
+      throw new CheckpointError("invalid_argument", `a chunk's content hash is not 32 hex digits (${badHash})`);
+    out.raw(OPEN_CONTENT_HASHES);
+    out.base64(hashes, 16 * hashCount);
     out.text('"}');
   }
+}
+
+/** Each character code's hex digit value (either case), 255 for any other below 128. */
+const HEX_VALUE = Uint8Array.from({ length: 128 }, (_, c) => {
+  const digit = "0123456789abcdef".indexOf(String.fromCharCode(c).toLowerCase());
+  return digit < 0 ? 255 : digit;
+});
+
+/** Writes a 32-hex-digit digest's 16 bytes into `bytes` at `at`; false (bytes left partly written) if it is not one. */
+function hexDigestInto(hex: string, bytes: Uint8Array, at: number): boolean {
+  if (hex.length !== 32) return false;
+  for (let i = 0; i < 16; i++) {
+    const high = HEX_VALUE[hex.charCodeAt(2 * i)] ?? 255;
+    const low = HEX_VALUE[hex.charCodeAt(2 * i + 1)] ?? 255;
+    if ((high | low) > 15) return false;
+    bytes[at + i] = (high << 4) | low;
+  }
+  return true;
 }
 
 /** An entry's opening by kind, up to its key's shared prefix length: `["t",[`. */
@@ -146,7 +168,9 @@ const OPEN_VALUE = JsonBytes.encoded('["v",[');
 
 /** The field of format 2.2 holding every chunk's content hash, in the order `entries` lists the chunks. */
 export const CONTENT_HASHES = "contentHashes";
-const HEX_DIGEST = /^[0-9a-f]{32}$/;
+const OPEN_CONTENT_HASHES = JsonBytes.encoded(
+  `,"${CONTENT_HASHES}":{"algorithm":"${CONTENT_HASH_ALGORITHM}","chunks":"`,
+);
 
 function numbers(out: JsonBytes, values: readonly number[]): void {
   out.byte(0x5b);

@@ -57,14 +57,17 @@ export function layoutNamedSafetensors<T extends { readonly dtype: DType; readon
   const starts = new Array<number>(tensors.length);
   const indexed: { index: number; tensor: number }[] = [];
   let position = 0;
+  /** The names' characters: with about 88 bytes of JSON per tensor besides, the header's size, so its buffer need not grow. */
+  let nameChars = 0;
   for (let i = 0; i < tensors.length; i++) {
     if (names[i] === "__metadata__") throw new Error(`duplicate safetensors tensor name ${JSON.stringify(names[i])}`);
+    nameChars += names[i]!.length;
     const index = arrayIndex(names[i]!);
     if (index !== undefined) indexed.push({ index, tensor: i });
     starts[i] = position;
     position += tensors[i]!.byteLength;
   }
-  const out = new JsonBytes(8 + 64 * tensors.length + 256, 8);
+  const out = new JsonBytes(8 + nameChars + 88 * tensors.length + 256, 8);
   out.text("{");
   let first = true;
   // `:{"dtype":"F32","shape":[`, encoded once per dtype rather than written out per tensor.
