@@ -10,9 +10,7 @@ export declare function crc32c(bytes: ArrayBufferView, initial?: number): number
  * `position` (fewer at the end of the file) into `into`, and writes the CRC32C of each `blockSize`
  * bytes read to `sums` (the last block possibly shorter) while they are in the cache; resolves
  * how many bytes it read. Rejects as `fs` does (`code`, `errno`, `syscall`); throws a TypeError or
- * RangeError for arguments it cannot use (`sums` too short for `into`'s blocks). With `dropCache`,
- * the whole pages read are dropped from the page cache as they are hashed (POSIX_FADV_DONTNEED):
- * a cold file read once keeps the kernel's readahead without filling memory.
+ * RangeError for arguments it cannot use (`sums` too short for `into`'s blocks).
  */
 export declare function readBlockChecksums(
   fd: number,
@@ -20,5 +18,4 @@ export declare function readBlockChecksums(
   position: number,
   blockSize: number,
   sums: Uint32Array,
-  dropCache?: boolean,
 ): Promise<number>;

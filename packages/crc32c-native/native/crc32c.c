@@ -4,7 +4,6 @@
 #define NAPI_VERSION 8
 #include <node_api.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -81,11 +80,7 @@ static void make_shift(uint32_t table[4][256], size_t len) {
 
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-static long page_bytes = 4096;
-
 static void make_tables(void) {
-  long page = sysconf(_SC_PAGESIZE);
-  if (page > 0) page_bytes = page;
   make_shift(long_shift, LONG);
   make_shift(short_shift, SHORT);
 }
@@ -218,19 +213,7 @@ typedef struct {
   uint32_t *sums;
   size_t done;
   int error; /* an errno, or 0 */
-  bool drop; /* give the pages read back to the kernel as soon as they are checksummed */
 } ReadWork;
-
-/* Advises the kernel to drop [from, to) of fd's cached pages (whole pages only); a hint, so its failure is ignored. macOS has no posix_fadvise. */
-static void drop_pages(int fd, off_t from, off_t to) {
-#ifdef POSIX_FADV_DONTNEED
-  from -= from % page_bytes;
-  to -= to % page_bytes;
-  if (to > from) (void)posix_fadvise(fd, from, to - from, POSIX_FADV_DONTNEED);
-#else
-  (void)fd, (void)from, (void)to;
-#endif
-}
 
 /* On a libuv thread: pread until `length` bytes or the end of the file, each step's bytes checksummed as they land. */
 static void read_execute(napi_env env, void *data) {
@@ -265,12 +248,6 @@ static void read_execute(napi_env env, void *data) {
     w->done += (size_t)got;
   }
   if (in_block) w->sums[block] = crc;
-  /*
-   * A cold file read through the page cache keeps the kernel's readahead; dropping its pages once
-   * hashed recycles a few warm pages instead of filling memory with fresh ones, which on a VM that
-   * backs memory lazily costs more than the read. Once per call: each drop drains every CPU's LRU lists.
-   */
-  if (w->drop) drop_pages(w->fd, w->position, w->position + (off_t)w->done);
 }
 
 /* The name Node gives an errno (`code`), for the ones pread reports; "UNKNOWN" otherwise, as libuv says. */
@@ -328,17 +305,16 @@ static void read_complete(napi_env env, napi_status status, void *data) {
 }
 
 /*
- * readBlockChecksums(fd, into: Uint8Array, position, blockSize, sums: Uint32Array, dropCache = false): Promise<number>.
+ * readBlockChecksums(fd, into: Uint8Array, position, blockSize, sums: Uint32Array): Promise<number>.
  * On libuv's threadpool (as fs.read): preads into.length bytes of fd from position (fewer at the
  * end of the file) into `into`, and the CRC32C of each blockSize block of the bytes read into
- * sums[0..]; resolves the bytes read. `sums` must have a place for every block of `into`. With
- * dropCache, the whole pages read are dropped from the page cache as they are hashed (POSIX_FADV_DONTNEED).
+ * sums[0..]; resolves the bytes read. `sums` must have a place for every block of `into`.
  */
 static napi_value read_block_checksums_js(napi_env env, napi_callback_info info) {
-  size_t argc = 6;
-  napi_value argv[6];
+  size_t argc = 5;
+  napi_value argv[5];
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
-  if (argc < 5) return fail(env, "readBlockChecksums: expects (fd, into, position, blockSize, sums[, dropCache])");
+  if (argc < 5) return fail(env, "readBlockChecksums: expects (fd, into, position, blockSize, sums)");
   double fd, position, block_size;
   if (!safe_index(env, argv[0], &fd) || fd > 2147483647.0) return fail(env, "readBlockChecksums: fd must be a file descriptor");
   void *into = NULL, *sums = NULL;
@@ -354,15 +330,6 @@ static napi_value read_block_checksums_js(napi_env env, napi_callback_info info)
   if (!view_bytes(env, argv[4], &sums, &sums_bytes, &type) || type != napi_uint32_array)
     return fail(env, "readBlockChecksums: sums must be a Uint32Array");
   size_t blocks = block_size >= (double)length ? (length > 0) : (size_t)((length + (size_t)block_size - 1) / (size_t)block_size);
-  bool drop = false;
-  if (argc > 5) {
-    napi_valuetype kind;
-    if (napi_typeof(env, argv[5], &kind) != napi_ok) return NULL;
-    if (kind != napi_undefined) {
-      if (kind != napi_boolean) return fail(env, "readBlockChecksums: dropCache must be true or false");
-      if (napi_get_value_bool(env, argv[5], &drop) != napi_ok) return NULL;
-    }
-  }
   if (sums_bytes / 4 < blocks) {
     napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "readBlockChecksums: sums has no place for every block of into");
     return NULL;
@@ -378,7 +345,6 @@ static napi_value read_block_checksums_js(napi_env env, napi_callback_info info)
   w->position = (off_t)position;
   w->block_size = block_size >= (double)SIZE_MAX ? SIZE_MAX : (size_t)block_size;
   w->sums = sums;
-  w->drop = drop;
   napi_value promise, name;
   if (napi_create_reference(env, argv[1], 1, &w->into_ref) != napi_ok) goto failed;
   if (napi_create_reference(env, argv[4], 1, &w->sums_ref) != napi_ok) goto failed;

@@ -32,15 +32,8 @@ function fallBack(reason) {
 /** Throws unless the addon at `path` loads here, has every function, and passes the trust check core runs too. */
 function check(path) {
   const { crc32c, readBlockChecksums } = require(path);
-  // An addon built before readBlockChecksums existed, or before it took dropCache, is stale.
+  // An addon built before readBlockChecksums existed is stale.
   if (typeof readBlockChecksums !== "function") throw new Error("no readBlockChecksums");
-  let takesDropCache = false;
-  try {
-    readBlockChecksums(0, new Uint8Array(0), 0, 1, new Uint32Array(0), "no");
-  } catch (error) {
-    takesDropCache = error instanceof TypeError;
-  }
-  if (!takesDropCache) throw new Error("readBlockChecksums takes no dropCache");
   if (!crc32cAgrees(crc32c)) throw new Error("wrong CRC32C on some path of its kernel");
 }
 

@@ -1,6 +1,5 @@
 // file:// reads asking for their blocks' CRC32Cs: hashed on libuv's threads by @cairn/crc32c-native,
 // and a load trusting those sums only to compare them with the checkpoint's.
-import { closeSync, openSync, readFileSync, readSync, statfsSync } from "node:fs";
 import { mkdtemp, open, readdir, rm, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,23 +23,6 @@ async function freshDir(): Promise<string> {
 afterAll(async () => {
   await Promise.all(roots.map((d) => rm(d, { recursive: true, force: true })));
 });
-
-/** Linux counts the bytes a thread fetches from storage, and saves write to a disk past the page cache (tmpfs has neither). */
-const TMPFS_MAGIC = 0x01021994;
-const coldFilesKnown = process.platform === "linux" && statfsSync(tmpdir()).type !== TMPFS_MAGIC;
-
-/** Whether reading a page of `file` at `position` on this thread fetched it from storage: it was not in the page cache. */
-function fetchesPage(file: string, position: number): boolean {
-  const fetched = (): number => Number(/^read_bytes: (\d+)$/m.exec(readFileSync("/proc/thread-self/io", "latin1"))![1]);
-  const fd = openSync(file, "r");
-  try {
-    const before = fetched();
-    readSync(fd, new Uint8Array(4096), 0, 4096, position);
-    return fetched() > before;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /** Every read that asked for checksums, and the sums the adapter gave (undefined: none). */
 type Seen = { asked: number; given: Uint32Array | undefined }[];
@@ -134,40 +116,6 @@ describe.skipIf(!native && !inCI)(
       }
       await storage.close?.();
     });
-
-    it.skipIf(!coldFilesKnown)(
-      "reads a cold data file through the page cache with its blocks' sums, leaving it out of the cache",
-      async () => {
-        const dir = await freshDir();
-        const data = new Float32Array(6 << 20);
-        for (let i = 0; i < data.length; i += 1024) data[i] = i;
-        const url = pathToFileURL(dir).href;
-        // Data files are written past the page cache (O_DIRECT): the load finds them cold.
-        await save(
-          { w: { dtype: "float32" as const, shape: [data.length], data } },
-          { storage: await openStorage(url), path: "ck" },
-        );
-        const file = join(
-          dir,
-          "ck",
-          (await readdir(join(dir, "ck"))).find((name) => name.endsWith(".safetensors"))!,
-        );
-        expect(fetchesPage(file, 12 << 20)).toBe(true);
-
-        const seen: Seen = [];
-        const loaded = await load({ storage: watched(await openStorage(url), seen), path: "ck" });
-        expect(
-          Buffer.compare(Buffer.from((loaded.w as { data: Float32Array }).data.buffer), Buffer.from(data.buffer)),
-        ).toBe(0);
-        // Every read of the cold file hashed on libuv's threads (not read with O_DIRECT and hashed by core)...
-        expect(seen.length).toBeGreaterThan(1);
-        expect(seen.every((read) => read.given !== undefined)).toBe(true);
-        // ...and its pages dropped once hashed, as a direct read leaves nothing cached. (Only in the
-        // first 8 MiB read: the kernel's readahead for one read can fetch pages of the next after
-        // that read dropped them, docs/benchmarks.md.)
-        expect(fetchesPage(file, 4 << 20)).toBe(true);
-      },
-    );
 
     it("loads verified with the adapter's sums, and refuses a damaged block as corrupt naming it", async () => {
       const dir = await freshDir();

@@ -96,33 +96,6 @@ describe("DirectReads", () => {
     }
   });
 
-  it("tells which reads find the file cold: big ones without a head, the file probed once", async () => {
-    const handle = await nodeFs.open(path, "r");
-    const probes: number[] = [];
-    // A file system that refuses O_DIRECT: the file is cold all the same.
-    const refusing: FsPromisesLike = {
-      ...(nodeFs as unknown as FsPromisesLike),
-      open: (p, flags, mode) =>
-        typeof flags === "number" && (flags & constants.O_DIRECT!) !== 0
-          ? Promise.reject(Object.assign(new Error("EINVAL: invalid argument, open"), { code: "EINVAL" }))
-          : (nodeFs as unknown as FsPromisesLike).open(p, flags, mode),
-    };
-    const reads = new DirectReads(refusing, path, handle.fd, (_, position) => (probes.push(position), false));
-    try {
-      expect(reads.cold(data.byteLength, { offset: 0, length: MiB - 1 }, undefined)).toBe(false);
-      expect(reads.cold(data.byteLength, { offset: 0, length: 2 * MiB }, { head: new Uint8Array(8) })).toBe(false);
-      expect(probes).toEqual([]);
-      expect(reads.cold(data.byteLength, { offset: MiB, length: 2 * MiB }, undefined)).toBe(true);
-      expect(await reads.read(data.byteLength, { offset: 0, length: 2 * MiB }, {})).toBeUndefined();
-      expect(reads.cold(data.byteLength, { offset: 8 * MiB, length: 4 * MiB }, {})).toBe(true);
-      expect(reads.cold(data.byteLength, undefined, {})).toBe(true);
-      expect(probes).toEqual([3 * MiB - 4096]);
-    } finally {
-      await reads.close();
-      await handle.close();
-    }
-  });
-
   it("leaves small reads, reads with a head, and cached files to the page cache", async () => {
     const handle = await nodeFs.open(path, "r");
     let cached = true;

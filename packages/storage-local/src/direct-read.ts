@@ -107,19 +107,15 @@ async function readDirect(
 
 /**
  * The big reads of one file that is not in the page cache, made past it (O_DIRECT through a
- * second descriptor). Whether the file is cached is probed once, at its first big read. Reads
- * whose blocks @cairn/crc32c-native hashes take the page cache instead, dropping what they read
- * (`cold` tells the adapter when): these are the reads without the addon, or without checksums.
+ * second descriptor). Whether the file is cached is probed once, at its first big read.
  */
 export class DirectReads {
   readonly #fs: FsPromisesLike;
   readonly #abs: string;
   readonly #fd: number;
   readonly #cached: (fd: number, position: number) => boolean;
-  /** Undefined until probed. */
+  /** Undefined until probed; false once the file system refused a direct read. */
   #cold: boolean | undefined;
-  /** Set once the file system refused a direct read. */
-  #refused = false;
   #handle: Promise<FileHandleLike> | undefined;
 
   /** `cached` tells whether the page at a position of the file is in the page cache (tests inject it). */
@@ -135,15 +131,6 @@ export class DirectReads {
     this.#cached = cached;
   }
 
-  /**
-   * Whether a read of `range` finds the file out of the page cache: a big read without a head,
-   * of a file whose first big read probed it cold.
-   */
-  cold(size: number, range: ByteRange | undefined, options: ReadOptions | undefined): boolean {
-    const start = Math.min(range?.offset ?? 0, size);
-    return !options?.head && this.#probed(size, start, rangeLength(size, range));
-  }
-
   /** The range read past the page cache, or undefined where it should go through it. */
   async read(
     size: number,
@@ -152,7 +139,7 @@ export class DirectReads {
   ): Promise<Uint8Array | undefined> {
     const start = Math.min(range?.offset ?? 0, size);
     const length = rangeLength(size, range);
-    if (options?.head || length < DIRECT_READ_MIN_BYTES || this.#refused) return undefined;
+    if (options?.head || length < DIRECT_READ_MIN_BYTES || this.#cold === false) return undefined;
     const target = new ReadTarget(length, options);
     const body = target.slot(0, length);
     const got = await this.#read(size, start, length, (bytes, at) => body.set(bytes, at));
@@ -181,23 +168,18 @@ export class DirectReads {
     length: number,
     place: (bytes: Uint8Array, at: number) => void,
   ): Promise<number | undefined> {
-    if (this.#refused || !this.#probed(size, start, length)) return undefined;
+    if (length < DIRECT_READ_MIN_BYTES || this.#cold === false) return undefined;
+    // At the range's end: its start may be in what the kernel read ahead after the file's header.
+    this.#cold ??= !this.#cached(this.#fd, Math.max(0, Math.min(size, start + length) - PROBE_BYTES));
+    if (!this.#cold) return undefined;
     try {
       this.#handle ??= this.#fs.open(this.#abs, directReadFlags());
       return await readDirect(await this.#handle, size, start, length, place);
     } catch (error) {
       if (errnoOf(error) !== "EINVAL") throw error;
-      this.#refused = true;
+      this.#cold = false;
       return undefined;
     }
-  }
-
-  /** Whether a read of `length` bytes from `start` is big and the file cold, probed at the first big read. */
-  #probed(size: number, start: number, length: number): boolean {
-    if (length < DIRECT_READ_MIN_BYTES) return false;
-    // At the range's end: its start may be in what the kernel read ahead after the file's header.
-    this.#cold ??= !this.#cached(this.#fd, Math.max(0, Math.min(size, start + length) - PROBE_BYTES));
-    return this.#cold;
   }
 
   async close(): Promise<void> {

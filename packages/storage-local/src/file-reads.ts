@@ -35,15 +35,13 @@ export async function readRange(
  * `readRange` for a read that asks for its blocks' CRC32Cs (`ReadOptions.blockChecksums`): one
  * @cairn/crc32c-native call preads the range on libuv's threads and checksums each step's bytes
  * there while they are in the cache, instead of this thread hashing them after. Undefined, having
- * read nothing, without the addon, for a read with a head, or when no checksums are asked. With
- * `dropCache` (a file that was not cached), the pages read leave the page cache once hashed.
+ * read nothing, without the addon, for a read with a head, or when no checksums are asked.
  */
 export async function readRangeChecksummed(
   fd: number,
   size: number,
   range: ByteRange | undefined,
   options: ReadOptions | undefined,
-  dropCache = false,
 ): Promise<Uint8Array | undefined> {
   const request = options?.blockChecksums;
   if (!request || !readBlockChecksums || options.head) return undefined;
@@ -58,7 +56,6 @@ export async function readRangeChecksummed(
     Math.min(range?.offset ?? 0, size),
     blockSize,
     sums,
-    dropCache,
   );
   // Exactly the blocks of the bytes returned: a short read at the end of the file has fewer.
   request.onChecksums(sums.subarray(0, Math.ceil(filled / blockSize)));

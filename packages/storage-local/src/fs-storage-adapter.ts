@@ -166,11 +166,9 @@ export class FsStorageAdapter implements StorageAdapter {
       read: async (range, options) => {
         if (options?.signal?.aborted) throw cancelledError(options.signal, `reading ${path}`, null);
         try {
-          // A cold file goes through the page cache too where the addon hashes its blocks, its pages
-          // dropped as they are hashed (docs/benchmarks.md, "Cold loads through the page cache").
           return (
-            (await this.#readChecksummed(opened, size, range, options, direct?.cold(size, range, options))) ??
             (await direct?.read(size, range, options)) ??
+            (await this.#readChecksummed(opened, size, range, options)) ??
             (await readRange(opened, size, range, options))
           );
         } catch (error) {
@@ -197,10 +195,9 @@ export class FsStorageAdapter implements StorageAdapter {
     size: number,
     range: ByteRange | undefined,
     options: ReadOptions | undefined,
-    dropCache = false,
   ): Promise<Uint8Array | undefined> | undefined {
     if (!this.#options.checksummedReads || handle.fd === undefined) return undefined;
-    return readRangeChecksummed(handle.fd, size, range, options, dropCache);
+    return readRangeChecksummed(handle.fd, size, range, options);
   }
 
   /** A directory or a device is not an object: `not_found`, as in an object store. */

@@ -16,8 +16,7 @@ interface Crc32cModule {
 
 /**
  * Reads `into.byteLength` bytes of the open file `fd` from `position` (fewer at its end) on
- * libuv's threads, with the CRC32C of each `blockSize` bytes read into `sums`; resolves the bytes
- * read. With `dropCache`, the pages read leave the page cache as soon as they are hashed.
+ * libuv's threads, with the CRC32C of each `blockSize` bytes read into `sums`; resolves the bytes read.
  */
 export type ReadBlockChecksums = (
   fd: number,
@@ -25,7 +24,6 @@ export type ReadBlockChecksums = (
   position: number,
   blockSize: number,
   sums: Uint32Array,
-  dropCache?: boolean,
 ) => Promise<number>;
 
 export interface Crc32cKernelChoice {
