@@ -1,28 +1,20 @@
 // file:// reads asking for their blocks' CRC32Cs: hashed on libuv's threads by @cairn/crc32c-native,
 // and a load trusting those sums only to compare them with the checkpoint's.
-import { mkdtemp, open, readdir, rm, truncate, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { open, readdir, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { type StorageAdapter, load, openStorage, save } from "@cairn/core";
 import { CRC32C_IMPLEMENTATION, blockChecksums } from "@cairn/core/format";
 import type { ObjectReader, ReadOptions } from "@cairn/core/storage";
-import { afterAll, describe, expect, it } from "vitest";
+import { freshDirs } from "@cairn/core/testing";
+import { describe, expect, it } from "vitest";
 import "./index.js";
 
 /** CI=true (any value but "", "0", "false"): the addon must have built, instead of the test being skipped. */
 const inCI = process.env.CI !== undefined && !["", "0", "false"].includes(process.env.CI);
 const native = CRC32C_IMPLEMENTATION === "crc32c-native";
 
-const roots: string[] = [];
-async function freshDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "cairn-checksummed-"));
-  roots.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  await Promise.all(roots.map((d) => rm(d, { recursive: true, force: true })));
-});
+const freshDir = freshDirs("cairn-checksummed-");
 
 /** Every read that asked for checksums, and the sums the adapter gave (undefined: none). */
 type Seen = { asked: number; given: Uint32Array | undefined }[];

@@ -1,23 +1,14 @@
 import { promises as nodeFs } from "node:fs";
-import { mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CheckpointError, type CheckpointErrorCode, type StorageAdapter, openStorage } from "@cairn/core";
-import { type FaultyOperation, FaultyStorageAdapter } from "@cairn/core/testing";
-import { afterAll, describe, expect, it } from "vitest";
+import { type FaultyOperation, FaultyStorageAdapter, freshDirs } from "@cairn/core/testing";
+import { describe, expect, it } from "vitest";
 import { DIRECT_MIN_BYTES, FsStorageAdapter } from "./fs-storage-adapter.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
 import "./index.js";
 
-const roots: string[] = [];
-async function freshDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "cairn-faults-"));
-  roots.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  await Promise.all(roots.map((d) => rm(d, { recursive: true, force: true })));
-});
+const freshDir = freshDirs("cairn-faults-");
 
 /** A file system call the adapter makes; handle calls are named after the handle's method. */
 type FsCall =

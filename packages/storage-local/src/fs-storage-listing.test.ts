@@ -1,24 +1,15 @@
 // file:// as loads and listings meet it: a faulty adapter around it, and roots of many steps.
 import { promises as nodeFs } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { type StorageAdapter, load, openStorage, save } from "@cairn/core";
-import { FaultyStorageAdapter } from "@cairn/core/testing";
-import { afterAll, describe, expect, it } from "vitest";
+import { FaultyStorageAdapter, freshDirs } from "@cairn/core/testing";
+import { describe, expect, it } from "vitest";
 import { FsStorageAdapter } from "./fs-storage-adapter.js";
 import type { FsPromisesLike } from "./fs-like.js";
 import "./index.js";
 
-const roots: string[] = [];
-async function freshDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "cairn-listing-"));
-  roots.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  await Promise.all(roots.map((d) => rm(d, { recursive: true, force: true })));
-});
+const freshDir = freshDirs("cairn-listing-");
 
 describe("load through a faulty adapter", () => {
   let saved = 0;

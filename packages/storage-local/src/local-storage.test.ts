@@ -1,25 +1,16 @@
-import { mkdtemp, readdir, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { CheckpointError, openStorage } from "@cairn/core";
-import { storageContractSuite } from "@cairn/core/testing";
+import { freshDirs, storageContractSuite } from "@cairn/core/testing";
 import { Volume, createFsFromVolume } from "memfs";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { FsStorageAdapter } from "./fs-storage-adapter.js";
 import type { FsPromisesLike } from "./fs-like.js";
 import { openFileStorageForWorker } from "./local-storage.js";
 import "./index.js";
 
-const roots: string[] = [];
-async function freshDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "cairn-local-"));
-  roots.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  await Promise.all(roots.map((d) => rm(d, { recursive: true, force: true })));
-});
+const freshDir = freshDirs("cairn-local-");
 
 let memoryRoots = 0;
 

@@ -29,3 +29,4 @@ export { rejection } from "./rejection.js";
 export { setContentHashing } from "../save/checksum-workers.js";
 export { setStagedHook } from "../background/staging-sums.js";
 export { seededRandom } from "./seeded-random.js";
+export { freshDirs } from "./fresh-dirs.js";
