@@ -53,9 +53,7 @@ function loadEsbuild() {
 /** The JavaScript of a TypeScript file: from the cache, or transformed and cached (written whole, then renamed). */
 function compiled(path) {
   const text = readFileSync(path, "utf8");
-  const key = createHash("sha256")
-    .update(`${VERSION}\0${TARGET}\0${path}\0${text}`)
-    .digest("hex");
+  const key = createHash("sha256").update(`${VERSION}\0${TARGET}\0${path}\0${text}`).digest("hex");
   const cached = `${CACHE}${key}.js`;
   try {
     return readFileSync(cached, "utf8");
