@@ -199,3 +199,34 @@ describe("two saves racing to one path (property)", () => {
     });
   }
 });
+
+describe("a delete asked to be durable", () => {
+  const body = new Uint8Array([1, 2, 3]);
+
+  it("survives a power loss, even retried after its directory's fsync failed", async () => {
+    let failSync = false;
+    const fs = new PowerLossFs((call, path) =>
+      failSync && call === "sync" && path.endsWith("/d") ? "EIO" : undefined,
+    );
+    const storage = storageOn(fs);
+    for (const name of ["d/a", "d/b", "d/c"]) await storage.write(name, body);
+    await storage.delete("d/a");
+    failSync = true;
+    await expect(storage.delete("d/b", { durable: true })).rejects.toMatchObject({ code: "storage" });
+    failSync = false;
+    // The retry finds the name gone and makes that durable.
+    await storage.delete("d/b", { durable: true });
+    const after = storageOn(fs.recovered());
+    expect(await after.stat("d/b")).toBeNull();
+    expect(await after.stat("d/c")).not.toBeNull();
+  });
+
+  it("of a directory's last object makes the removal durable in its parent", async () => {
+    const fs = new PowerLossFs(() => undefined);
+    const storage = storageOn(fs);
+    await storage.write("e/f/a", body);
+    await storage.delete("e/f/a", { durable: true });
+    expect(await storageOn(fs.recovered()).stat("e/f/a")).toBeNull();
+    await storage.delete("e/f/a", { durable: true });
+  });
+});
