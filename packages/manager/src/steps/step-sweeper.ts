@@ -1,6 +1,6 @@
 import { type StorageAdapter, isCheckpointError } from "@cairn/core";
 import { METADATA_FILE } from "@cairn/core/format";
-import { joinPath } from "@cairn/core/storage";
+import { joinPath, withRetry } from "@cairn/core/storage";
 import PQueue from "p-queue";
 import { readFileTable } from "./step-file-table.js";
 import type { StepFiles } from "./step-files.js";
@@ -85,7 +85,10 @@ export class StepSweeper {
     if (!claim()) return undefined;
     this.#deleting.add(step);
     try {
-      await this.#storage.delete(joinPath(dir, METADATA_FILE)).catch((error: unknown) => {
+      // Durably, retried: a power cut must not bring back a step whose references (in other steps' directories)
+      // are swept, by this pass or, once the name is gone, by any later one.
+      const uncommit = (): Promise<void> => this.#storage.delete(joinPath(dir, METADATA_FILE), { durable: true });
+      await withRetry(uncommit).catch((error: unknown) => {
         if (!isNotFound(error)) throw error;
       });
       this.#forget(step);
