@@ -1,5 +1,5 @@
 import { type StateDict, type StorageAdapter, hostTensor, load } from "@cairn/core";
-import { type PowerLossFaults, PowerLossFs, powerLossStorage } from "@cairn/storage-local/testing";
+import { POWER_LOSS_ROOT, type PowerLossFaults, PowerLossFs, powerLossStorage } from "@cairn/storage-local/testing";
 import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import { collectGarbage, removeSteps } from "../src/steps/step-cleanup.js";
@@ -16,26 +16,33 @@ function stateOf(step: number): StateDict {
   return { model, step };
 }
 
-/** CAIRN_POWER_LOSS_SEEDS=first-last runs other seeds (a longer hunt). */
-const [FIRST, LAST] = (process.env.CAIRN_POWER_LOSS_SEEDS ?? "45-68").split("-").map(Number) as [number, number];
+/** CAIRN_POWER_LOSS_SEEDS="1-400" (ranges and numbers, comma-separated) runs other seeds: a longer hunt. */
+const SEEDS = (process.env.CAIRN_POWER_LOSS_SEEDS ?? "38,46-68").split(",").flatMap((part) => {
+  const [first, last = first] = part.split("-").map(Number) as [number, number?];
+  return Array.from({ length: last - first + 1 }, (_, k) => first + k);
+});
 const OPERATIONS = 14;
 const ERRNOS = ["EIO", "ENOSPC", "EROFS"] as const;
 /** What the seeds made happen, so a change that makes them test nothing fails. */
-const seen = { crashes: 0, faults: 0, referenced: 0, failedOps: 0 };
+const seen = { crashes: 0, faults: 0, referenced: 0, failedOps: 0, tieredSaves: 0, onSlowOnly: 0 };
 
 /**
- * The file system of one run: faults and crashes fall at random calls of the operation under way
- * (`arm`), and a power loss replaces it by what a reboot would find.
+ * The file system of one run, with a fast and a slow tier's root: faults and crashes fall at
+ * random calls of the operation under way (`arm`), and a power loss replaces it by what a reboot would find.
  */
 class Machine {
   fs: PowerLossFs;
-  storage: StorageAdapter;
+  tiers: StorageAdapter[];
   #crashAt: number | undefined;
   #faultRate = 0;
 
   constructor(private readonly next: () => number) {
     this.fs = new PowerLossFs(this.#faults, this.#turns);
-    this.storage = powerLossStorage(this.fs);
+    this.tiers = this.#open();
+  }
+
+  #open(): StorageAdapter[] {
+    return ["fast", "slow"].map((name) => powerLossStorage(this.fs, `${POWER_LOSS_ROOT}/${name}`));
   }
 
   readonly #faults: PowerLossFaults = (call, _path, n) => {
@@ -76,56 +83,77 @@ class Machine {
   /** The power goes out: what survives, on a file system that fails and turns as before. */
   powerLoss(): void {
     this.fs = this.fs.recovered(this.#faults, this.#turns);
-    this.storage = powerLossStorage(this.fs);
+    this.tiers = this.#open();
   }
 }
 
-/** Every listed step loads bit-exact; the newest one is at least `floor`; a new manager agrees. Resolves the steps. */
-async function check(storage: StorageAdapter, floor: number, what: string): Promise<number[]> {
+/** Every step a tier lists loads bit-exact from it; resolves its steps. */
+async function checkTier(storage: StorageAdapter, what: string): Promise<number[]> {
   const steps = await new StepStore(storage).committedSteps();
   for (const step of steps) {
     const back = await load({ storage, path: stepDir(step) }).catch((error: unknown) => {
-      throw new Error(`${what}: step ${step} of ${steps.join(",")} is listed but does not load: ${String(error)}`);
+      throw new Error(`${what}: step ${step} of ${steps.join(",")} on ${storage.root} does not load: ${String(error)}`);
     });
-    expect(sameState(back, stateOf(step)), `${what}: step ${step}`).toBe(true);
+    expect(sameState(back, stateOf(step)), `${what}: step ${step} on ${storage.root}`).toBe(true);
     const text = new TextDecoder().decode(await storage.read(`${stepDir(step)}/metadata.json`));
     if (text.includes('"dir":')) seen.referenced++;
   }
+  return steps;
+}
+
+/**
+ * Every listed step loads bit-exact, on every tier; the newest is at least `floor`; every step
+ * of `kept` is on some tier; a new manager agrees. Resolves the steps on any tier.
+ */
+async function check(tiers: readonly StorageAdapter[], floor: number, kept: Set<number>, what: string) {
+  const listed = await Promise.all(tiers.map((storage) => checkTier(storage, what)));
+  const steps = [...new Set(listed.flat())].sort((a, b) => a - b);
   const newest = steps.at(-1) ?? -1;
   expect(newest, `${what}: the newest step acknowledged or durable was ${floor}; listed ${steps.join(",")}`).toBe(
     Math.max(newest, floor),
   );
-  const manager = new CheckpointManager(storage, 1, { checkpointOnPreemption: false, readOnly: true });
+  for (const step of kept) expect(steps, `${what}: step ${step}, acknowledged, is on no tier`).toContain(step);
+  const manager = new CheckpointManager(tiers, 1, { checkpointOnPreemption: false, readOnly: true });
+  manager.on("error", () => undefined);
   try {
     expect(await manager.allSteps(), what).toEqual(steps);
     expect(await manager.latestStep(), what).toBe(steps.at(-1));
-    if (steps.length > 0) {
-      const restored = await manager.restore("latest", stateOf(0));
-      expect(restored.step, what).toBe(newest);
-    }
+    if (steps.length > 0) expect((await manager.restore("latest", stateOf(0))).step, what).toBe(newest);
   } finally {
     await manager.close();
   }
   return steps;
 }
 
-describe("retention, gc, rm and incremental bases under faults and power loss (property)", () => {
-  for (let seed = FIRST; seed <= LAST; seed++) {
-    it(`seed ${seed}: every listed step loads, the newest acknowledged survives, a new manager agrees`, async () => {
+describe("retention, gc, rm, replication and incremental bases under faults and power loss (property)", () => {
+  for (const seed of SEEDS) {
+    const tiered = seed % 2 === 0;
+    const title = `seed ${seed}${tiered ? ", two tiers" : ""}: every listed step loads, none acknowledged is lost, a new manager agrees`;
+    it(title, { timeout: 120_000 }, async () => {
       const next = random(seed * 6007);
       const pick = (n: number): number => Math.floor(next() * n);
       const machine = new Machine(next);
       const log: string[] = [];
-      /** The newest step a save acknowledged (or a reboot found): never to be lost, never deleted by rm here. */
+      /** The newest step a save acknowledged (or a reboot found): never to be lost (retention keeps the newest; rm here takes older ones). */
       let floor = -1;
-      let listed: number[] = [];
+      /** With two tiers (the slow one keeps every step): the steps acknowledged and not deleted on purpose since, each on some tier. */
+      const kept = new Set<number>();
+      let perTier: number[][] = [[], []];
+      // Injected so that which pass lists again (leftoverAgeMs) does not depend on the machine's speed.
+      let clock = 1_700_000_000_000;
+      const now = (): number => (clock += 1 + pick(2));
       for (let op = 0; op < OPERATIONS; op++) {
         const roll = next();
         const crashIn = next() < 0.3 ? pick(80) : undefined;
         const faultRate = next() < 0.3 ? 0.03 : 0;
-        const storage = machine.storage;
-        const from = (listed.at(-1) ?? -1) + 1;
-        const older = listed.filter((s) => s !== listed.at(-1));
+        const tiers = machine.tiers.slice(0, tiered ? 2 : 1);
+        const all = [...new Set(perTier.flat())].sort((a, b) => a - b);
+        const from = (all.at(-1) ?? -1) + 1;
+        const t = pick(tiers.length);
+        const storage = tiers[t]!;
+        const older = perTier[t]!.filter((s) => s !== perTier[t]!.at(-1));
+        /** Steps the operation may delete on purpose (of tier t's). */
+        let mayDelete: number[] = [];
         let what: string;
         let body: () => Promise<unknown>;
         if (roll < 0.5) {
@@ -134,16 +162,22 @@ describe("retention, gc, rm and incremental bases under faults and power loss (p
           const incremental = next() < 0.3 ? true : { fullEvery: 2 + pick(3) };
           const saves = 1 + pick(3);
           what = `save ${from}..${from + saves - 1} keep ${maxToKeep}/${keepPeriod ?? "-"} ${JSON.stringify(incremental)}`;
+          if (tiered) seen.tieredSaves++;
           body = async () => {
-            const manager = new CheckpointManager(storage, 1, {
+            const manager = new CheckpointManager(tiers, 1, {
               maxToKeep,
               ...(keepPeriod ? { keepPeriod } : {}),
               incremental,
-              leftoverAgeMs: pick(2),
+              leftoverAgeMs: pick(3),
+              now,
               checkpointOnPreemption: false,
               save: { retry: { baseDelayMs: 0, maxDelayMs: 1, maxAttempts: 2 } },
+              replication: { retry: { baseDelayMs: 1, maxDelayMs: 20 } },
             });
-            manager.on("committed", ({ step }) => (floor = Math.max(floor, step)));
+            manager.on("committed", ({ step }) => {
+              floor = Math.max(floor, step);
+              if (tiered) kept.add(step);
+            });
             manager.on("error", () => undefined);
             try {
               for (let step = from; step < from + saves; step++)
@@ -152,28 +186,33 @@ describe("retention, gc, rm and incremental bases under faults and power loss (p
                   : manager.save(step, stateOf(step), { force: true }));
               await manager.join();
             } finally {
-              await manager.close();
+              await manager.close({ timeoutMs: 10_000 });
             }
           };
         } else if (roll < 0.65) {
           const maxToKeep = 1 + pick(3);
-          what = `retain ${maxToKeep}`;
-          body = () => new StepStore(storage).retain({ maxToKeep }, pick(2), Date.now(), () => false);
+          what = `retain ${maxToKeep} on tier ${t}`;
+          mayDelete = older;
+          const age = pick(3);
+          body = () => new StepStore(storage, { now }).retain({ maxToKeep }, age, now(), () => false);
         } else if (roll < 0.8) {
           const maxToKeep = 1 + pick(3);
-          what = `gc ${maxToKeep}`;
-          body = () => collectGarbage(storage, { maxToKeep }, 0, Date.now());
+          what = `gc ${maxToKeep} on tier ${t}`;
+          mayDelete = older;
+          body = () => collectGarbage(storage, { maxToKeep }, 0, now());
         } else if (older.length > 0) {
           const victim = older[pick(older.length)]!;
           const viaManager = next() < 0.5;
-          what = `${viaManager ? "delete" : "rm"} ${victim}`;
+          what = `${viaManager ? "delete" : `rm on tier ${t}`} ${victim}`;
+          mayDelete = [victim];
           body = viaManager
             ? async () => {
-                const manager = new CheckpointManager(storage, 1, { checkpointOnPreemption: false });
+                const manager = new CheckpointManager(tiers, 1, { now, checkpointOnPreemption: false });
+                manager.on("error", () => undefined);
                 try {
                   await manager.delete(victim);
                 } finally {
-                  await manager.close();
+                  await manager.close({ timeoutMs: 10_000 });
                 }
               }
             : () => removeSteps(storage, [victim]);
@@ -182,27 +221,32 @@ describe("retention, gc, rm and incremental bases under faults and power loss (p
         const outcome = await machine.run(body);
         log.push(`${what}${outcome.died ? " CRASH" : ""}${outcome.error ? ` failed (${String(outcome.error)})` : ""}`);
         if (outcome.error) seen.failedOps++;
-        if (outcome.died || next() < 0.3) {
-          if (outcome.died) seen.crashes++;
+        if (outcome.died) seen.crashes++;
+        // The power goes out after every crash, and now and then after an operation that finished.
+        const lost = outcome.died || next() < 0.3;
+        if (lost) {
           machine.powerLoss();
           log.push("power loss");
-        } else {
-          // What a process that goes on sees, before any power loss.
-          listed = await check(machine.storage, floor, `seed ${seed}: ${log.join("; ")}`);
-          log.push(`[${listed.join(",")}]`);
-          continue;
         }
-        listed = await check(machine.storage, floor, `seed ${seed}: ${log.join("; ")}`);
-        log.push(`[${listed.join(",")}]`);
-        floor = Math.max(floor, listed.at(-1) ?? -1);
+        const on = await Promise.all(
+          machine.tiers.slice(0, tiers.length).map((s) => new StepStore(s).committedSteps()),
+        );
+        for (const step of mayDelete) if (!on.some((steps) => steps.includes(step))) kept.delete(step);
+        const found = await check(machine.tiers.slice(0, tiers.length), floor, kept, `seed ${seed}: ${log.join("; ")}`);
+        perTier = on;
+        log.push(`[${on.map((steps) => steps.join(",")).join(" | ")}]`);
+        if (lost) floor = Math.max(floor, found.at(-1) ?? -1);
+        if (tiered) for (const step of on[1] ?? []) if (!on[0]!.includes(step)) seen.onSlowOnly++;
       }
     });
   }
 
-  it("made operations crash, fail, and steps reference earlier steps", () => {
+  it("made operations crash, fail, and steps reference earlier steps, and copies outlive their fast tier's", () => {
     expect(seen.crashes, JSON.stringify(seen)).toBeGreaterThan(10);
     expect(seen.faults, JSON.stringify(seen)).toBeGreaterThan(10);
     expect(seen.failedOps, JSON.stringify(seen)).toBeGreaterThan(5);
     expect(seen.referenced, JSON.stringify(seen)).toBeGreaterThan(10);
+    expect(seen.tieredSaves, JSON.stringify(seen)).toBeGreaterThan(10);
+    expect(seen.onSlowOnly, JSON.stringify(seen)).toBeGreaterThan(5);
   });
 });
