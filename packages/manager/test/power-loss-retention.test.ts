@@ -250,3 +250,51 @@ describe("retention, gc, rm, replication and incremental bases under faults and 
     expect(seen.onSlowOnly, JSON.stringify(seen)).toBeGreaterThan(5);
   });
 });
+
+describe("an un-commit whose directory fsync fails", () => {
+  /** Steps 3, 5, 7 saved incrementally: 5 references 3's file (t2 is unchanged), 7 references 5's (t3) and not 3's. */
+  async function threeSteps(fails: (path: string) => string | undefined) {
+    const fs = new PowerLossFs((call, path) => (call === "sync" ? fails(path) : undefined));
+    const storage = powerLossStorage(fs);
+    const save = async (steps: number[], incremental: boolean): Promise<void> => {
+      const manager = new CheckpointManager(storage, 1, { incremental, checkpointOnPreemption: false });
+      for (const step of steps) await manager.save(step, stateOf(step), { force: true });
+      await manager.close();
+    };
+    await save([3, 5, 7], true);
+    const text = async (step: number): Promise<string> =>
+      new TextDecoder().decode(await storage.read(`${step}/metadata.json`));
+    expect(await text(5)).toContain('"dir":"3"');
+    expect(await text(7)).toContain('"dir":"5"');
+    expect(await text(7)).not.toContain('"dir":"3"');
+    return { fs, storage, save };
+  }
+
+  it("keeps what the step references until it is durable, whatever later passes delete", async () => {
+    let failing = false;
+    const { fs, storage, save } = await threeSteps((path) => (failing && path === "/vol/5" ? "ENOSPC" : undefined));
+    const store = new StepStore(storage);
+    failing = true;
+    await expect(store.deleteStep(5)).rejects.toMatchObject({ code: "no_space" });
+    // Its name is gone, not durably: a pass that lists again must not sweep step 3's file it uses.
+    const pass = await store.retain({ maxToKeep: 1 }, 0, Date.now(), () => false);
+    expect(pass.deleted).toEqual([3]);
+    await save([9], false); // Its new directory's parent is fsynced: step 3's directory, if removed, is durably gone.
+    await check([powerLossStorage(fs.recovered())], 9, new Set(), "after the power loss");
+    // The pass tried step 5's un-commit again, and says it could not.
+    expect(pass.failures.map((f) => f.step)).toEqual([5]);
+  });
+
+  it("once (EIO) is retried, so that another process never takes the name's absence for an un-commit too early", async () => {
+    let failures = 0;
+    const { fs, storage, save } = await threeSteps((path) =>
+      path === "/vol/5" && failures++ === 0 ? "EIO" : undefined,
+    );
+    failures = 0;
+    await new StepStore(storage).deleteStep(5).catch(() => undefined);
+    // Another process: it lists no step 5 and deletes step 3.
+    expect((await new StepStore(storage).retain({ maxToKeep: 1 }, 0, Date.now(), () => false)).deleted).toEqual([3]);
+    await save([9], false);
+    await check([powerLossStorage(fs.recovered())], 9, new Set(), "after the power loss");
+  });
+});
