@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import { Worker, isMainThread } from "node:worker_threads";
+import { CheckpointError } from "../errors.js";
 import { CRC32C_WORKER_MODULE, CRC32C_WORKER_REGIONS } from "../format/crc32c.js";
 import {
   type BlockChecksums,
@@ -165,6 +166,16 @@ function piece(xxh, bytes, start, end, blockSize, sums, n, hashes, k, id, flags)
   return n;
 }
 parentPort.on("message", async ({ id, parts, regions, withHashes, info }) => {
+  try {
+    await answer(id, parts, regions, withHashes, info);
+  } catch (error) {
+    // This job fails alone: the worker keeps serving the others, and drops the hash state of
+    // every chunk this message carried a piece of (its later pieces then fail as unknown).
+    if (regions && regions.streamIds) for (const s of regions.streamIds) if (s > 0) streams.delete(s);
+    parentPort.postMessage({ id, failed: String((error && error.stack) || error) });
+  }
+});
+async function answer(id, parts, regions, withHashes, info) {
   const xxh = await hasher;
   // Which XXH3 paths this worker took (for tests): lean = small inputs through lean(), native = whole chunks through the addon.
   if (info) return parentPort.postMessage({ id, lean: xxh.lean, native: native !== undefined });
@@ -201,7 +212,7 @@ parentPort.on("message", async ({ id, parts, regions, withHashes, info }) => {
     return out;
   });
   parentPort.postMessage({ id, sums, hashes }, hashes ? [hashes.buffer] : []);
-});
+}
 `;
 
 /**
@@ -251,24 +262,26 @@ class ChecksumWorkers {
     this.#spawn();
   }
 
+  /** The workers, topped up to their count: one that died is replaced at the next job. */
   #spawn(): Worker[] {
-    if (this.#workers.length > 0) return this.#workers;
     const count = Math.max(1, Math.min(4, availableParallelism() - 1));
+    if (this.#workers.length >= count) return this.#workers;
     const workerData = workerModules();
-    for (let i = 0; i < count; i++) {
+    while (this.#workers.length < count) {
       const worker = new Worker(WORKER_SOURCE, { eval: true, workerData });
       // Idle workers must not keep a finished program alive; busy ones must (see #track).
       worker.unref();
-      worker.on("message", (result: { id: number }) => {
+      worker.on("message", (result: { id: number; failed?: string }) => {
         const job = this.#jobs.get(result.id);
+        if (!job) return;
         this.#jobs.delete(result.id);
-        if (job) this.#track(job.worker, -1);
-        job?.resolve(result as never);
+        this.#track(job.worker, -1);
+        if (result.failed === undefined) job.resolve(result as never);
+        else job.reject(workerFailure(result.failed));
       });
-      worker.on("error", (error) => this.#failAll(error));
-      worker.on("exit", () => {
-        this.#workers = this.#workers.filter((w) => w !== worker);
-      });
+      // A worker that dies fails its own jobs, not the other workers'.
+      worker.on("error", (error) => this.#retire(worker, error));
+      worker.on("exit", (code) => this.#retire(worker, `exited with code ${code}`));
       this.#workers.push(worker);
     }
     return this.#workers;
@@ -282,12 +295,15 @@ class ChecksumWorkers {
     if (busy === 0) worker.unref();
   }
 
-  #failAll(error: unknown): void {
-    for (const job of this.#jobs.values()) {
-      this.#track(job.worker, -1);
-      job.reject(error);
+  /** Takes a dead worker out of the pool and fails the jobs it held (an exit after an error finds none left). */
+  #retire(worker: Worker, why: unknown): void {
+    this.#workers = this.#workers.filter((w) => w !== worker);
+    this.#busy.delete(worker);
+    for (const [id, job] of this.#jobs) {
+      if (job.worker !== worker) continue;
+      this.#jobs.delete(id);
+      job.reject(workerFailure(why));
     }
-    this.#jobs.clear();
   }
 
   /** Posts to the next worker in turn, or with `affinity` always to the same one (a chunk hashed over several messages). */
@@ -360,6 +376,12 @@ class ChecksumWorkers {
     }
     return checksumsHere(parts, blockSizes, withHashes, SLICE_BYTES);
   }
+}
+
+/** A checksum worker's failure, as the one job it fails sees it. */
+function workerFailure(why: unknown): CheckpointError {
+  const detail = why instanceof Error ? why.message : String(why).split("\n")[0];
+  return new CheckpointError("storage", `a checksum worker failed: ${detail}`, { cause: why });
 }
 
 const workers = new ChecksumWorkers();
