@@ -125,14 +125,14 @@ export class StepSweeper {
    * any later one. Then the store forgets the step.
    */
   async #uncommit(step: number): Promise<void> {
-    const uncommit = (): Promise<void> =>
-      this.#storage.delete(joinPath(stepDir(step), METADATA_FILE), { durable: true });
+    const path = joinPath(stepDir(step), METADATA_FILE);
     try {
-      await withRetry(uncommit).catch((error: unknown) => {
+      await withRetry(() => this.#storage.delete(path, { durable: true })).catch((error: unknown) => {
         if (!isNotFound(error)) throw error;
       });
     } catch (error) {
-      // Not listed from now on (its name may be gone), its references kept.
+      // Still there: still committed. Gone, not durably (or unknown): unlisted from now on, its references kept.
+      if (await this.#storage.stat(path).catch(() => null)) throw error;
       this.uncommitting.add(step);
       this.#forget(step);
       throw error;
