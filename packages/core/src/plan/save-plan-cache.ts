@@ -45,7 +45,10 @@ export function cachedStructure(
   for (let i = 0; i < recent.length; i++) {
     const entry = recent[i]!;
     if (entry.rank !== rank || entry.minFileBytes !== minFileBytes || !matches(leaves, entry.slots)) continue;
-    if (i > 0) recent.unshift(...recent.splice(i, 1));
+    if (i > 0) {
+      recent.splice(i, 1);
+      recent.unshift(entry);
+    }
     return entry;
   }
   return undefined;
@@ -88,11 +91,6 @@ export function frozenFileItems(items: WriteItem[]): readonly WriteItem[] {
 /** Whether `items` is a file's items array this cache froze. */
 export function isFrozenFileItems(items: readonly WriteItem[]): boolean {
   return frozenFiles.has(items);
-}
-
-/** Forgets every cached structure (tests, and a caller that wants the first save's costs again). */
-export function clearPlanCache(): void {
-  recent.length = 0;
 }
 
 /** Whether leaf `i` would get exactly the item (or value key) of slot `i`, for every leaf. */
