@@ -12,6 +12,7 @@ import {
   save,
   shardedTensor,
 } from "@cairn/core";
+import { seededRandom } from "@cairn/core/testing";
 import { memoryVolume } from "@cairn/storage-local";
 import { describe, expect, it } from "vitest";
 import { locations } from "./helpers.js";
@@ -34,17 +35,6 @@ const SAME_SIZE: readonly (readonly DType[])[] = [
 ];
 
 type Random = () => number;
-
-function mulberry32(seed: number): Random {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const pick = <T>(random: Random, list: readonly T[]): T => list[Math.floor(random() * list.length)]!;
 
@@ -278,7 +268,7 @@ function bits(value: unknown): unknown {
 }
 
 async function run(seed: number, where: "file" | "memory", steps: number): Promise<string[]> {
-  const random = mulberry32(seed);
+  const random = seededRandom(seed);
   let state = randomState(random);
   const log: string[] = [];
   for (let step = 0; step < steps; step++) {
