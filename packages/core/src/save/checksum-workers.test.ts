@@ -92,7 +92,7 @@ describe("checksum workers", () => {
     const xxh = await loadXxh128();
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
-      workerData: { ...workerModules(), xxhashAddon: "/nonexistent/xxhash-addon" },
+      workerData: { ...workerModules(), regions: false, xxhashAddon: "/nonexistent/xxhash-addon" },
     });
     try {
       const sizes = [0, 7, 1024, 4096, 70_000];
@@ -116,6 +116,46 @@ describe("checksum workers", () => {
       }
     } finally {
       await worker.terminate();
+    }
+  });
+
+  it("parts of several memories in one message get their own sums and digests, natively or not", async () => {
+    const xxh = await loadXxh128();
+    const memories = [new SharedArrayBuffer(300_000), new SharedArrayBuffer(300_000)];
+    for (const memory of memories) new Uint8Array(memory).set(randomBytes(memory.byteLength));
+    // Runs of parts of one memory, then the other, then the first again; empty, small and multi-block parts.
+    const layout: [number, number, number, number][] = [
+      [0, 0, 0, 1024],
+      [0, 5, 1024, 1024],
+      [0, 2000, 70_000, 4096],
+      [1, 3, 1, 1024],
+      [1, 9000, 1024, 1 << 20],
+      [0, 100_000, 200_000, 65536],
+      [0, 17, 3000, 1024],
+    ];
+    const parts = layout.map(([m, offset, length, blockSize]) => ({
+      buffer: memories[m]!,
+      offset,
+      length,
+      blockSize,
+    }));
+    for (const regions of [true, false]) {
+      const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { ...workerModules(), regions } });
+      try {
+        const reply = new Promise<{ sums: number[][]; hashes: Uint8Array }>((resolve, reject) => {
+          worker.once("message", resolve);
+          worker.once("error", reject);
+        });
+        worker.postMessage({ id: 1, parts, withHashes: true });
+        const { sums, hashes } = await reply;
+        for (const [i, { buffer, offset, length, blockSize }] of parts.entries()) {
+          const part = new Uint8Array(buffer, offset, length);
+          expect(sums[i], `part ${i}, regions ${regions}`).toEqual(blockChecksums(part, blockSize));
+          expect(Buffer.from(hashes.subarray(16 * i, 16 * i + 16)).toString("hex")).toBe(xxh.hash(part));
+        }
+      } finally {
+        await worker.terminate();
+      }
     }
   });
 

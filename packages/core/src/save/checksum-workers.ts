@@ -206,12 +206,30 @@ async function answer(id, parts, regions, withHashes, info) {
     return;
   }
   const hashes = withHashes ? new Uint8Array(16 * parts.length) : undefined;
-  const sums = parts.map(({ buffer, offset, length, blockSize }, k) => {
-    const out = new Array(Math.ceil(length / blockSize));
-    region(xxh, Buffer.from(buffer, offset, length), 0, length, blockSize, out, 0, hashes, k);
-    return out;
-  });
+  const sums = native
+    ? partsNatively(parts, hashes)
+    : parts.map(({ buffer, offset, length, blockSize }, k) => {
+        const out = new Array(Math.ceil(length / blockSize));
+        region(xxh, Buffer.from(buffer, offset, length), 0, length, blockSize, out, 0, hashes, k);
+        return out;
+      });
   parentPort.postMessage({ id, sums, hashes }, hashes ? [hashes.buffer] : []);
+}
+/** Each part's block sums (and its XXH3-128 into hashes): one native call for each run of parts of the same memory. */
+function partsNatively(parts, hashes) {
+  const sums = new Array(parts.length);
+  for (let i = 0; i < parts.length; ) {
+    let j = i + 1;
+    while (j < parts.length && parts[j].buffer === parts[i].buffer) j++;
+    const run = parts.slice(i, j);
+    const counts = run.map((p) => Math.ceil(p.length / p.blockSize));
+    const flat = new Uint32Array(counts.reduce((a, b) => a + b, 0));
+    const field = (name) => Float64Array.from(run, (p) => p[name]);
+    native(new Uint8Array(parts[i].buffer), field("offset"), field("length"), field("blockSize"), flat, hashes && hashes.subarray(16 * i, 16 * j));
+    for (let k = 0, at = 0; k < run.length; at += counts[k++]) sums[i + k] = Array.from(flat.subarray(at, at + counts[k]));
+    i = j;
+  }
+  return sums;
 }
 `;
 
