@@ -1,3 +1,5 @@
+import type { RegionChecksums } from "./agrees.cjs";
+
 /**
  * CRC32C (Castagnoli) of `bytes` continuing from `initial` (a finished CRC32C; default 0), the
  * same pre- and post-inversion as `@node-rs/crc32`'s `crc32c`. Any TypedArray or DataView, with
@@ -19,3 +21,12 @@ export declare function readBlockChecksums(
   blockSize: number,
   sums: Uint32Array,
 ): Promise<number>;
+/**
+ * The CRC32C of every block of many regions of `bytes` and each region's XXH3-128, in one call:
+ * region i is `lengths[i]` bytes from `starts[i]`, in blocks of `blockSizes[i]` (the last one
+ * possibly shorter). Writes every region's block CRC32Cs to `sums` in order and, with `hashes`,
+ * region i's XXH3-128 (seed 0, the canonical big-endian 16 bytes `xxhsum -H2` prints) to
+ * `hashes[16 i, 16 i + 16)`; returns how many sums it wrote. Views of a SharedArrayBuffer are read
+ * in place. Throws a RangeError, having written nothing, for a region outside `bytes` or outputs too short.
+ */
+export declare const regionChecksums: RegionChecksums;

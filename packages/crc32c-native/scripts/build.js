@@ -14,7 +14,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const out = join(root, "build", "crc32c.node");
 const install = process.argv.includes("--install");
 const require = createRequire(import.meta.url);
-const { crc32cAgrees } = require("../agrees.cjs");
+const { crc32cAgrees, regionChecksumsAgree } = require("../agrees.cjs");
 
 function fallBack(reason) {
   if (!install) throw new Error(`@cairn/crc32c-native: ${reason}`);
@@ -31,10 +31,12 @@ function fallBack(reason) {
 
 /** Throws unless the addon at `path` loads here, has every function, and passes the trust check core runs too. */
 function check(path) {
-  const { crc32c, readBlockChecksums } = require(path);
-  // An addon built before readBlockChecksums existed is stale.
+  const { crc32c, readBlockChecksums, regionChecksums } = require(path);
+  // An addon built before readBlockChecksums or regionChecksums existed is stale.
   if (typeof readBlockChecksums !== "function") throw new Error("no readBlockChecksums");
+  if (typeof regionChecksums !== "function") throw new Error("no regionChecksums");
   if (!crc32cAgrees(crc32c)) throw new Error("wrong CRC32C on some path of its kernel");
+  if (!regionChecksumsAgree(crc32c, regionChecksums)) throw new Error("wrong XXH3-128 or CRC32C in regionChecksums");
 }
 
 /** Node-API's C headers: the node-api-headers package, else the ones Node's own tarball ships. */

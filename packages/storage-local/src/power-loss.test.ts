@@ -360,7 +360,6 @@ describe("file:// saves under injected faults, aborts and power loss (property)"
   }
 
   it("made saves return, fail, and die before and after their commit", () => {
-    console.log(JSON.stringify(seen));
     expect(seen.returned, JSON.stringify(seen)).toBeGreaterThan(3);
     expect(seen.failed, JSON.stringify(seen)).toBeGreaterThan(3);
     expect(seen.crashedCommitted, JSON.stringify(seen)).toBeGreaterThan(0);

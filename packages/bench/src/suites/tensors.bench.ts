@@ -7,10 +7,11 @@
 // round's process CPU time (every thread) is kept beside its wall time: on a busy machine the
 // steadier figure. The save is also measured against its format's floor: the same content as Cairn's (a safetensors header, each tensor's CRC32C and
 // XXH3-128, metadata with each key path, dtype, shape, place and sums) written by node:fs with
-// JSON.stringify and native checksums.
+// JSON.stringify and native checksums. A save reuses what an earlier save of the same structure planned (the
+// plan cache): the first save of each count, and saves planned without the cache, are reported beside it.
 import { link, mkdir, open, readFile, rename, rm, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import { type HostTensor, type StateDict, hostTensor, load, save } from "@cairn/core";
+import { DefaultSavePlanner, type HostTensor, type StateDict, hostTensor, load, save } from "@cairn/core";
 import { crc32c, loadXxh128 } from "@cairn/core/format";
 import "@cairn/storage-local";
 import { report } from "../report.js";
@@ -168,9 +169,18 @@ await withTempDir(async (dir) => {
   for (const count of counts) {
     const { state, tensors } = modelState(count, 1);
     const target = modelState(count, 0);
-    type Times = { save: number[]; saveBase: number[]; saveFloor: number[]; load: number[]; loadBase: number[] };
-    const times: Times = { save: [], saveBase: [], saveFloor: [], load: [], loadBase: [] };
-    const cpu: Times = { save: [], saveBase: [], saveFloor: [], load: [], loadBase: [] };
+    type Times = {
+      save: number[];
+      saveBase: number[];
+      saveFloor: number[];
+      saveUncached: number[];
+      load: number[];
+      loadBase: number[];
+    };
+    const times: Times = { save: [], saveBase: [], saveFloor: [], saveUncached: [], load: [], loadBase: [] };
+    const cpu: Times = { save: [], saveBase: [], saveFloor: [], saveUncached: [], load: [], loadBase: [] };
+    /** This structure's first save, which plans it (a measured round reuses that plan: the plan cache). */
+    let first: { wall: number; cpu: number } | undefined;
     let metadataBytes = 0;
     let indexBytes = 0;
     const warmUps = Math.max(1, Math.ceil(20_000 / count));
@@ -185,7 +195,9 @@ await withTempDir(async (dir) => {
       };
       // In turns, so both see the same disk and cache.
       keep("saveBase", await measured(() => writeOneFile(base, tensors)));
-      keep("save", await measured(() => save(state, cairn)));
+      const saved = await measured(() => save(state, cairn));
+      first ??= saved;
+      keep("save", saved);
       metadataBytes = (await stat(join(cairn, "metadata.json"))).size;
       indexBytes = (await stat(join(base, "index.json"))).size;
       // Warm, both: Cairn writes data files with O_DIRECT, which leaves none of them in the page cache.
@@ -210,6 +222,17 @@ await withTempDir(async (dir) => {
       }
       await rm(floor, { recursive: true });
     }
+    // Saves planned from scratch, as a first save of a structure is, in rounds of their own as the floor's.
+    for (let round = -1; round < ROUNDS; round++) {
+      const fresh = join(dir, `fresh-${count}-${round}`);
+      const planner = new DefaultSavePlanner({ cachePlans: false });
+      const m = await measured(() => save(state, { checkpointId: fresh, planner }));
+      if (round >= 0) {
+        times.saveUncached.push(m.wall);
+        cpu.saveUncached.push(m.cpu);
+      }
+      await rm(fresh, { recursive: true });
+    }
     const label = `${count.toLocaleString("en")} tensors of 1 KiB`;
     const saveS = median(times.save);
     const saveBase = median(times.saveBase);
@@ -222,7 +245,15 @@ await withTempDir(async (dir) => {
       ratio: saveS / saveBase,
       better: "lower",
       ...(SAVE_TARGETS[count] === undefined ? {} : { target: SAVE_TARGETS[count] }),
-      extra: cpuExtra(times.save, times.saveBase, cpu.save, cpu.saveBase),
+      extra: {
+        ...cpuExtra(times.save, times.saveBase, cpu.save, cpu.saveBase),
+        // The structure's first save in this process (cold code, plan made), and steady saves planned without the cache.
+        firstSaveSeconds: +first!.wall.toFixed(4),
+        firstSaveCpuSeconds: +first!.cpu.toFixed(4),
+        uncachedPlanSeconds: +median(times.saveUncached).toFixed(4),
+        uncachedPlanCpuSeconds: +median(cpu.saveUncached).toFixed(4),
+        uncachedPlanRatio: +(median(times.saveUncached) / saveBase).toFixed(2),
+      },
     });
     const saveFloor = median(times.saveFloor);
     report({

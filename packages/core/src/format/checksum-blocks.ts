@@ -83,11 +83,9 @@ export function decodeChecksums(
   start = 0,
   end = text.byteLength,
 ): number[] | undefined {
-  const length = end - start;
   // Checked before decoding, so hostile text never allocates more than its count says.
-  if (length !== Math.ceil((count * 4) / 3) * 4) return undefined;
-  const pad = length > 0 && text[end - 1] === 0x3d ? (text[end - 2] === 0x3d ? 2 : 1) : 0;
-  if ((length / 4) * 3 - pad !== count * 4) return undefined;
+  if (!checksumTextFits(text, count, start, end)) return undefined;
+  const pad = end > start && text[end - 1] === 0x3d ? (text[end - 2] === 0x3d ? 2 : 1) : 0;
   const sums = new Array<number>(count);
   // Sixteen characters at a time (three sums); any byte outside the alphabet makes its group negative.
   let i = start;
@@ -123,4 +121,32 @@ export function decodeChecksums(
     }
   }
   return sums;
+}
+
+/** Whether base64 `text[start, end)` has the length of `count` CRC32Cs, padded as `encodeChecksums` pads them (its alphabet unchecked). */
+export function checksumTextFits(text: Uint8Array, count: number, start = 0, end = text.byteLength): boolean {
+  const length = end - start;
+  if (length !== Math.ceil((count * 4) / 3) * 4) return false;
+  const pad = length > 0 && text[end - 1] === 0x3d ? (text[end - 2] === 0x3d ? 2 : 1) : 0;
+  return (length / 4) * 3 - pad === count * 4;
+}
+
+/** Chunks with at least this many CRC32Cs may decode them when first asked (`lazyChecksums`); fewer cost less than the deferral. */
+export const LAZY_CHECKSUMS_MIN = 16;
+
+/**
+ * The `count` CRC32Cs of base64 `text` (whose length `checksumTextFits` accepted), decoded at the
+ * first call and kept: a rank loading part of a checkpoint decodes only its chunks' sums. Every
+ * call throws `refused()` while `text` is not base64, so a forged string is refused before use.
+ */
+export function lazyChecksums(text: Uint8Array, count: number, refused: () => Error): () => readonly number[] {
+  let sums: readonly number[] | undefined;
+  let held: Uint8Array | undefined = text;
+  return () => {
+    if (sums) return sums;
+    const decoded = decodeChecksums(held!, count);
+    if (!decoded) throw refused();
+    held = undefined;
+    return (sums = decoded);
+  };
 }

@@ -191,6 +191,25 @@ describe("trusting a CRC32C addon", () => {
         expect(addonRightOnLongInput()).toBe(true);
       }, 60_000);
 
+      it("refuses an addon whose regionChecksums hashes a chunk of several blocks wrongly", () => {
+        // Left by the test above: the right source in the copy. The XXH3 of a streamed chunk forgets its last block.
+        const feed = "if (digest) XXH3_128bits_update(state, start + at, take);";
+        const wrong = source.replace(
+          feed,
+          "if (digest && at + take < length) XXH3_128bits_update(state, start + at, take);",
+        );
+        expect(wrong).not.toBe(source);
+        writeFileSync(join(copy, "native", "crc32c.c"), wrong);
+        try {
+          const loud = build();
+          expect(loud.status, loud.stdout + loud.stderr).not.toBe(0);
+          expect(loud.stderr).toMatch(/wrong XXH3-128/);
+        } finally {
+          writeFileSync(join(copy, "native", "crc32c.c"), source);
+        }
+        expect(addonRightOnLongInput()).toBe(true);
+      }, 60_000);
+
       it("keeps the working addon a concurrent install built while its own compile failed", () => {
         // Left by the test above: a right addon. A "compiler" that fails after another install put one in place.
         const good = join(copy, "good.node");

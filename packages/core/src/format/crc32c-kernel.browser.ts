@@ -8,6 +8,8 @@ export const CRC32C_IMPLEMENTATION: Crc32cImplementation = "portable";
 /** No worker thread loads a CRC32C module in a browser. */
 export const CRC32C_WORKER_MODULE: undefined = undefined;
 
+export const CRC32C_WORKER_REGIONS = false;
+
 void loadPortableCrc32c();
 
 export const crc32cKernel: (bytes: Uint8Array, initial: number) => number = portableCrc32c;

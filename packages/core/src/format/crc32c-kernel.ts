@@ -12,6 +12,8 @@ interface Crc32cModule {
   crc32c(bytes: Uint8Array, initial?: number): number;
   /** @cairn/crc32c-native's alone. */
   readBlockChecksums?: ReadBlockChecksums;
+  /** @cairn/crc32c-native's alone (since it hashes XXH3-128 too). */
+  regionChecksums?: Trust.RegionChecksums;
 }
 
 /**
@@ -33,6 +35,11 @@ export interface Crc32cKernelChoice {
   readonly workerModule: string;
   /** Where the addon loaded: a file read with its blocks' CRC32Cs computed on the reading thread. */
   readonly readBlockChecksums?: ReadBlockChecksums;
+  /**
+   * Whether `workerModule` also exports a trusted `regionChecksums`: block CRC32Cs and XXH3-128s
+   * of many regions in one native call (the checksum workers' path for whole chunks).
+   */
+  readonly regionChecksums: boolean;
 }
 
 /**
@@ -43,15 +50,28 @@ export interface Crc32cKernelChoice {
 export function chooseCrc32cKernel(require: NodeJS.Require): Crc32cKernelChoice {
   try {
     const workerModule = require.resolve("@cairn/crc32c-native");
-    const { crc32c, readBlockChecksums } = require(workerModule) as Crc32cModule;
-    // The package's own check, the one its build ran: every path of the three-stream kernel.
-    const { crc32cAgrees } = require("@cairn/crc32c-native/agrees") as typeof Trust;
+    const { crc32c, readBlockChecksums, regionChecksums } = require(workerModule) as Crc32cModule;
+    // The package's own checks, the ones its build ran: every path of the three-stream kernel, and
+    // every length class of XXH3-128 (an addon built before regionChecksums still serves CRC32C).
+    const { crc32cAgrees, regionChecksumsAgree } = require("@cairn/crc32c-native/agrees") as typeof Trust;
     if (!crc32cAgrees(crc32c)) throw new Error("@cairn/crc32c-native disagrees with CRC32C");
-    return { implementation: "crc32c-native", kernel: crc32c, workerModule, readBlockChecksums };
+    const regions = regionChecksums !== undefined && regionChecksumsAgree(crc32c, regionChecksums);
+    return {
+      implementation: "crc32c-native",
+      kernel: crc32c,
+      workerModule,
+      readBlockChecksums,
+      regionChecksums: regions,
+    };
   } catch {
     const workerModule = require.resolve("@node-rs/crc32");
     const { crc32c } = require(workerModule) as Crc32cModule;
-    return { implementation: "node-rs", kernel: (bytes, initial) => crc32c(bytes, initial) >>> 0, workerModule };
+    return {
+      implementation: "node-rs",
+      kernel: (bytes, initial) => crc32c(bytes, initial) >>> 0,
+      workerModule,
+      regionChecksums: false,
+    };
   }
 }
 
@@ -61,6 +81,9 @@ export const CRC32C_IMPLEMENTATION: Crc32cImplementation = chosen.implementation
 
 /** The module the checksum workers load: the same CRC32C as this thread's. */
 export const CRC32C_WORKER_MODULE: string = chosen.workerModule;
+
+/** Whether CRC32C_WORKER_MODULE's `regionChecksums` (CRC32Cs and XXH3-128s of many regions at once) is trusted. */
+export const CRC32C_WORKER_REGIONS: boolean = chosen.regionChecksums;
 
 export const crc32cKernel: (bytes: Uint8Array, initial: number) => number = chosen.kernel;
 

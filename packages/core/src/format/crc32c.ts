@@ -4,6 +4,7 @@ export {
   type Crc32cImplementation,
   CRC32C_IMPLEMENTATION,
   CRC32C_WORKER_MODULE,
+  CRC32C_WORKER_REGIONS,
   type ReadBlockChecksums,
   readBlockChecksums,
 } from "#platform/format/crc32c-kernel.js";

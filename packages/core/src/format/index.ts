@@ -61,7 +61,7 @@ export {
 } from "./metadata.js";
 export { type Xxh128, type Xxh128Stream, loadXxh128 } from "#platform/format/xxh128.js";
 export { checkpointFingerprint } from "./fingerprint.js";
-export { parseMetadata, encodeMetadata } from "./metadata-json.js";
+export { type ParseOptions, parseMetadata, encodeMetadata } from "./metadata-json.js";
 export {
   type SafetensorsIndex,
   SAFETENSORS_INDEX_FILE,

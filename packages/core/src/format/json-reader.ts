@@ -1,3 +1,5 @@
+import { indexOfByte } from "#platform/format/byte-search.js";
+
 /** Bytes that are not JSON where they stand. */
 export class JsonSyntaxError extends Error {}
 
@@ -9,7 +11,7 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** Strings up to this many bytes are interned: keys, dtypes and kinds repeat in every entry. */
 const INTERNED_BYTES = 32;
-/** Strings are scanned byte by byte up to this length, beyond it with the native indexOf (one call costs more than a short loop). */
+/** Strings are scanned byte by byte up to this length, beyond it with the native search (one call costs more than a short loop). */
 const SHORT_STRING = 64;
 /** The intern table is emptied when it holds this many strings, so hostile input cannot grow it without end. */
 const INTERNED_MAX = 4096;
@@ -273,11 +275,11 @@ export class JsonReader {
       if (c === 0x22) return at + 1;
       if (c === 0x5c) at++;
     }
-    // A long string (megabytes of base64): its quotes found with the native indexOf, each the
+    // A long string (megabytes of base64): its quotes found with the native search, each the
     // end unless an odd run of backslashes (counted back to the opening quote at most) escapes it.
     for (let from = at; ;) {
-      const close = bytes.indexOf(0x22, from);
-      if (close < 0 || close >= end) break;
+      const close = indexOfByte(bytes, 0x22, from, end);
+      if (close < 0) break;
       let slashes = 0;
       while (bytes[close - 1 - slashes] === 0x5c) slashes++;
       if (slashes % 2 === 0) return close + 1;
@@ -327,7 +329,7 @@ export function closingQuote(bytes: Uint8Array, quote: number, end: number): num
     if (c === 0x22) return at;
     if (c === 0x5c) return -1;
   }
-  const close = bytes.indexOf(0x22, stop);
-  if (close < 0 || close >= end) return -1;
-  return bytes.subarray(stop, close).includes(0x5c) ? -1 : close;
+  const close = indexOfByte(bytes, 0x22, stop, end);
+  if (close < 0) return -1;
+  return indexOfByte(bytes, 0x5c, stop, close) >= 0 ? -1 : close;
 }

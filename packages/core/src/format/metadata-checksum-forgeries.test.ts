@@ -10,7 +10,7 @@ import { encodeMetadata, parseMetadata, parseMetadataGenerally } from "./metadat
 // whole-tensor decoder and the general one), and read as JSON text first when escaped. Every
 // forgery of one character of it is read by both decoders alike: escapes of the same character as
 // the same metadata, anything outside the alphabet (escaped or not, a stray "=", a surrogate) as
-// corrupt, another alphabet character as other sums.
+// corrupt, another alphabet character as other sums; and alike when decoded as first read.
 
 const BLOCKS = [1, 2, 3, 4, 5, 6, 11, 12, 13, 16, 17, 64];
 
@@ -51,9 +51,16 @@ function forged(text: string): Uint8Array {
   return new TextEncoder().encode(`{"metadataCrc32c":${crc32c(new TextEncoder().encode(body))},${body.slice(1)}`);
 }
 
-function outcome(parse: typeof parseMetadata, bytes: Uint8Array): { metadata: CheckpointMetadata } | { code: string } {
+function outcome(
+  parse: typeof parseMetadata,
+  bytes: Uint8Array,
+  lazyChecksums = false,
+): { metadata: CheckpointMetadata } | { code: string } {
   try {
-    return { metadata: parse(bytes, "m") };
+    const metadata = parse(bytes, "m", { lazyChecksums });
+    // Lazily decoded checksums are refused when first read: every chunk's are read here.
+    for (const entry of metadata.entries) if (entry.kind !== "value") for (const c of entry.chunks) void c.crc32c;
+    return { metadata };
   } catch (error) {
     if (!(error instanceof CheckpointError)) throw error;
     return { code: error.code };
@@ -97,6 +104,9 @@ describe("forged checksums in metadata.json", () => {
           const fast = outcome(parseMetadata, bytes);
           const where = `${base64} [${i}] -> ${JSON.stringify(replacement)}`;
           expect(fast, where).toEqual(outcome(parseMetadataGenerally, bytes));
+          // Decoded when first read (chunks of 16 sums or more), by either decoder: the same.
+          expect(outcome(parseMetadata, bytes, true), where).toEqual(fast);
+          expect(outcome(parseMetadataGenerally, bytes, true), where).toEqual(fast);
           if (expected === "same") expect(fast, where).toEqual(same);
           else if (expected === "corrupt") expect(fast, where).toEqual({ code: "corrupt" });
           else expect(fast, where).toHaveProperty("metadata");
@@ -105,5 +115,23 @@ describe("forged checksums in metadata.json", () => {
       }
     }
     expect(cases).toBeGreaterThan(1500);
+  });
+
+  it("decoded when first read are refused then, not parsed as sums, when not base64", () => {
+    const original = metadata(seededRandom(346));
+    const text = new TextDecoder().decode(encodeMetadata(original));
+    for (const entry of original.entries) {
+      if (entry.kind !== "tensor") continue;
+      const base64 = encodeChecksums(entry.chunks[0]!.crc32c);
+      const from = text.indexOf(`"${base64}"`) + 1;
+      const bytes = forged(text.slice(0, from + 1) + "-" + text.slice(from + 2));
+      for (const parse of [parseMetadata, parseMetadataGenerally]) {
+        expect(outcome(parse, bytes)).toEqual({ code: "corrupt" });
+        if (entry.chunks[0]!.crc32c.length < 16) continue;
+        const lazy = parse(bytes, "m", { lazyChecksums: true });
+        const chunk = lazy.entries.find((e) => e.key[0] === entry.key[0])!;
+        expect(() => (chunk.kind === "tensor" ? chunk.chunks[0]!.crc32c : [])).toThrow(CheckpointError);
+      }
+    }
   });
 });

@@ -113,21 +113,36 @@ function topLevelFields(bytes: Uint8Array, where: string): { raw: Record<string,
   return entries === undefined ? { raw } : { raw, entries };
 }
 
+/** How `parseMetadata` reads. */
+export interface ParseOptions {
+  /**
+   * Decode the block CRC32Cs of a chunk with many (`LAZY_CHECKSUMS_MIN`) when its `crc32c` is first
+   * read, not while parsing: a load of part of a checkpoint (a rank's share) decodes only the sums
+   * it checks. Their count and the JSON around them are checked while parsing, their base64 when
+   * decoded: a forged string makes the `crc32c` getter throw `corrupt`, before anything is checked against it.
+   */
+  readonly lazyChecksums?: boolean;
+}
+
 /**
  * Parses and checks `metadata.json` of format 1.x or 2.x into one in-memory shape. A newer
  * major version is `unsupported_version`; anything malformed is `corrupt`, so a reader never
- * acts on half-understood metadata. `bytes` are not changed.
+ * acts on half-understood metadata. `bytes` are not changed, nor held.
  */
-export function parseMetadata(bytes: Uint8Array, where: string): CheckpointMetadata {
-  return parseChecked(bytes, where, true);
+export function parseMetadata(bytes: Uint8Array, where: string, options: ParseOptions = {}): CheckpointMetadata {
+  return parseChecked(bytes, where, true, options.lazyChecksums === true);
 }
 
 /** `parseMetadata` reading every entry with the general decoder: the reference its fast path is tested against. */
-export function parseMetadataGenerally(bytes: Uint8Array, where: string): CheckpointMetadata {
-  return parseChecked(bytes, where, false);
+export function parseMetadataGenerally(
+  bytes: Uint8Array,
+  where: string,
+  options: ParseOptions = {},
+): CheckpointMetadata {
+  return parseChecked(bytes, where, false, options.lazyChecksums === true);
 }
 
-function parseChecked(bytes: Uint8Array, where: string, wholeTensors: boolean): CheckpointMetadata {
+function parseChecked(bytes: Uint8Array, where: string, wholeTensors: boolean, lazy: boolean): CheckpointMetadata {
   if (!(bytes instanceof Uint8Array)) {
     throw new CheckpointError(
       "invalid_argument",
@@ -135,7 +150,7 @@ function parseChecked(bytes: Uint8Array, where: string, wholeTensors: boolean): 
     );
   }
   try {
-    return parseFields(bytes, where, wholeTensors);
+    return parseFields(bytes, where, wholeTensors, lazy);
   } catch (cause) {
     const problem =
       cause instanceof JsonEncodingError ? "not valid UTF-8" : cause instanceof JsonSyntaxError ? "not valid JSON" : "";
@@ -147,7 +162,7 @@ function parseChecked(bytes: Uint8Array, where: string, wholeTensors: boolean): 
   }
 }
 
-function parseFields(bytes: Uint8Array, where: string, wholeTensors: boolean): CheckpointMetadata {
+function parseFields(bytes: Uint8Array, where: string, wholeTensors: boolean, lazy: boolean): CheckpointMetadata {
   const checked = verifyChecksum(bytes, where);
   const { raw, entries } = topLevelFields(bytes, where);
   if (raw.format !== FORMAT_NAME) throw corrupt(where, `not a ${FORMAT_NAME} metadata file`);
@@ -185,7 +200,7 @@ function parseFields(bytes: Uint8Array, where: string, wholeTensors: boolean): C
   if (raw.user !== undefined && !isRecord(raw.user)) throw corrupt(where, "user must be an object");
   const { files, entries: decoded } =
     major >= 2
-      ? decodeV2(raw, reader, bytes, checksum.blockSize, where, wholeTensors)
+      ? decodeV2(raw, reader, bytes, checksum.blockSize, where, wholeTensors, lazy)
       : decodeV1(raw, checksum.blockSize, where);
   // Held by the chunks now (`ChunkMetadata.hash`); the table is written again from them.
   delete raw[CONTENT_HASHES];

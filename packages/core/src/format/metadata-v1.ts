@@ -92,7 +92,10 @@ function decodeEntry(
     ) {
       throw corrupt(where, `entry ${name} has a malformed chunk`);
     }
-    if (chunk.byteLength !== byteSize(dtype, chunk.sizes))
+    if (
+      chunk.byteLength !== byteSize(dtype, chunk.sizes) ||
+      chunk.crc32c.length !== Math.ceil(chunk.byteLength / blockSize)
+    )
       throw corrupt(where, `entry ${name} has a chunk whose byte length or checksums do not match its sizes`);
     const tensorName = typeof chunk.tensorName === "string" ? chunk.tensorName : "";
     return {

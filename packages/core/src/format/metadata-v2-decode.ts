@@ -20,7 +20,7 @@ import {
 import { CONTENT_HASHES } from "./metadata-v2.js";
 import { isDataFileName, tensorName } from "./naming.js";
 import { SharedArrays } from "./shared-arrays.js";
-import { chunkRecord, wholeTensorDecoder } from "./metadata-v2-whole.js";
+import { badChecksums, chunkChecksums, chunkRecord, wholeTensorDecoder } from "./metadata-v2-whole.js";
 
 // Reading format 2.x's compact `files` and `entries` (docs/format.md; written by metadata-v2.ts).
 
@@ -100,6 +100,7 @@ function decodeFiles(
  * the field is absent), each field checked before use, as JSON.parse and a walk over its arrays
  * would, without those arrays (100k tensors: half a million of them). `wholeTensors` false reads
  * every entry with the general decoder, the reference the tests compare the fast one with.
+ * `lazyChecksums`: see `ParseOptions.lazyChecksums`.
  */
 export function decodeV2(
   raw: Record<string, unknown>,
@@ -108,6 +109,7 @@ export function decodeV2(
   defaultBlockSize: number,
   where: string,
   wholeTensors = true,
+  lazyChecksums = false,
 ): { files: Record<string, DataFileMetadata>; entries: EntryMetadata[] } {
   const { files, names } = decodeFiles(raw, where);
   if (entries === undefined || entries.peek() !== 0x5b) throw corrupt(where, "entries must be an array");
@@ -122,7 +124,7 @@ export function decodeV2(
   const shapes = new SharedArrays();
   const decoded: EntryMetadata[] = [];
   const whole = wholeTensors
-    ? wholeTensorDecoder(r, { bytes, names, files, defaultBlockSize, hashes, shapes })
+    ? wholeTensorDecoder(r, { bytes, names, files, defaultBlockSize, hashes, shapes, lazyChecksums, where })
     : () => undefined;
   if (!r.open(0x5b)) {
     do {
@@ -288,10 +290,13 @@ export function decodeV2(
       throw malformedChunk(dotted);
     }
     const byteLength = byteSize(dtype, sizes);
-    const crc32c = Number.isSafeInteger(byteLength)
-      ? decodeChecksums(typeof sums === "string" ? ASCII.encode(sums) : sums, Math.ceil(byteLength / blockSize))
-      : undefined;
-    if (!crc32c) throw corrupt(where, `entry ${dotted} has a chunk whose checksums do not match its sizes`);
+    const count = Math.ceil(byteLength / blockSize);
+    const crc32c = !Number.isSafeInteger(byteLength)
+      ? undefined
+      : typeof sums === "string"
+        ? decodeChecksums(ASCII.encode(sums), count)
+        : chunkChecksums(sums, count, 0, sums.byteLength, lazyChecksums ? where : undefined, key);
+    if (!crc32c) throw badChecksums(where, dotted);
     // The default name: the dotted key when the chunk is the whole tensor (its sizes the shape itself).
     const stored = ownName ?? (sizes === shape ? dotted : tensorName(key, shape, { offsets, sizes }, dotted));
     const at = 32 * chunkCount++;

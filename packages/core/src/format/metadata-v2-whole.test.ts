@@ -202,6 +202,8 @@ describe("the whole-tensor entry decoder", () => {
       defaultBlockSize: 8,
       hashes: undefined,
       shapes: new SharedArrays(),
+      lazyChecksums: false,
+      where: "m",
     };
     const decode = (text: string, previous: (string | number)[] = []) => {
       const bytes = new TextEncoder().encode(text);

@@ -1,8 +1,9 @@
 import { isDType, itemSize } from "../state/dtypes.js";
 import { type KeyPath, isForbiddenKey } from "../state/state-dict.js";
-import { decodeChecksums } from "./checksum-blocks.js";
+import { LAZY_CHECKSUMS_MIN, checksumTextFits, decodeChecksums, lazyChecksums } from "./checksum-blocks.js";
 import { type JsonReader, closingQuote } from "./json-reader.js";
 import type { ChunkMetadata, DataFileMetadata, TensorEntry } from "./metadata.js";
+import { corrupt } from "./metadata-checks.js";
 import type { SharedArrays } from "./shared-arrays.js";
 
 /** What the general decoder of format 2.x entries knows while it reads them (metadata-v2-decode.ts). */
@@ -14,6 +15,33 @@ export interface EntryContext {
   /** Every chunk's content hash, 32 hex digits each, if the metadata has them. */
   readonly hashes: string | undefined;
   readonly shapes: SharedArrays;
+  /** Chunks of `LAZY_CHECKSUMS_MIN` sums or more decode them when first asked (`ParseOptions.lazyChecksums`). */
+  readonly lazyChecksums: boolean;
+  readonly where: string;
+}
+
+/**
+ * The `count` CRC32Cs of a chunk of the entry `key` from the bytes of their base64 `bytes[start,
+ * end)`: decoded now, or, given `lazyWhere` and many of them, a function decoding a copy of them
+ * when first called (their length checked now, their alphabet then: `corrupt` naming the entry).
+ * Undefined if they are not the base64 of `count` sums.
+ */
+export function chunkChecksums(
+  bytes: Uint8Array,
+  count: number,
+  start: number,
+  end: number,
+  lazyWhere: string | undefined,
+  key: KeyPath,
+): readonly number[] | (() => readonly number[]) | undefined {
+  if (lazyWhere === undefined || count < LAZY_CHECKSUMS_MIN) return decodeChecksums(bytes, count, start, end);
+  if (!checksumTextFits(bytes, count, start, end)) return undefined;
+  return lazyChecksums(bytes.slice(start, end), count, () => badChecksums(lazyWhere, key.join(".")));
+}
+
+/** What a chunk whose checksums are not base64 of the count its sizes need is refused with. */
+export function badChecksums(where: string, entry: string): Error {
+  return corrupt(where, `entry ${entry} has a chunk whose checksums do not match its sizes`);
 }
 
 /**
@@ -28,7 +56,7 @@ export function wholeTensorDecoder(
   reader: JsonReader,
   context: EntryContext,
 ): (previous: KeyPath, chunkIndex: number) => TensorEntry | undefined {
-  const { bytes, names, files, defaultBlockSize, hashes, shapes } = context;
+  const { bytes, names, files, defaultBlockSize, hashes, shapes, where } = context;
   const end = Math.min(reader.end, bytes.byteLength);
   const parts: (string | number)[] = [];
   const dims: number[] = [];
@@ -118,7 +146,15 @@ export function wholeTensorDecoder(
     // The checks of the general decoder and `checkChunks`, for one chunk that is the whole tensor.
     const byteLength = elements * itemSize(dtype);
     if (!Number.isSafeInteger(byteLength)) return undefined;
-    const crc32c = decodeChecksums(bytes, Math.ceil(byteLength / defaultBlockSize), sumsOpen + 1, sumsClose);
+    const key = new Array<string | number>(shared + partCount);
+    const crc32c = chunkChecksums(
+      bytes,
+      Math.ceil(byteLength / defaultBlockSize),
+      sumsOpen + 1,
+      sumsClose,
+      context.lazyChecksums ? where : undefined,
+      key,
+    );
     if (!crc32c) return undefined;
     const fileName = names[file]!;
     const record = files[fileName]!;
@@ -126,7 +162,6 @@ export function wholeTensorDecoder(
       return undefined;
     const hashAt = 32 * chunkIndex;
     if (hashes !== undefined && hashAt >= hashes.length) return undefined;
-    const key = new Array<string | number>(shared + partCount);
     for (let i = 0; i < shared; i++) key[i] = previous[i]!;
     for (let i = 0; i < partCount; i++) key[shared + i] = parts[i]!;
     const shape = shapes.shared(dims, dimCount);
@@ -149,7 +184,10 @@ export function wholeTensorDecoder(
   };
 }
 
-/** A decoded chunk, its fields always in this order (one object shape for every chunk read). */
+/**
+ * A decoded chunk, its fields always in this order (one object shape for every chunk read); with
+ * a function for `crc32c`, the chunk's `crc32c` is an own getter calling it (`lazyChecksums`).
+ */
 export function chunkRecord(
   offsets: readonly number[],
   sizes: readonly number[],
@@ -158,9 +196,18 @@ export function chunkRecord(
   byteOffset: number,
   byteLength: number,
   blockSize: number,
-  crc32c: readonly number[],
+  crc32c: readonly number[] | (() => readonly number[]),
   hash: string | undefined,
 ): ChunkMetadata {
+  if (typeof crc32c === "function") {
+    const chunk = {
+      ...{ offsets, sizes, file, tensorName, byteOffset, byteLength, blockSize },
+      get crc32c() {
+        return crc32c();
+      },
+    };
+    return hash === undefined ? chunk : Object.assign(chunk, { hash });
+  }
   return hash === undefined
     ? { offsets, sizes, file, tensorName, byteOffset, byteLength, blockSize, crc32c }
     : { offsets, sizes, file, tensorName, byteOffset, byteLength, blockSize, crc32c, hash };

@@ -51,13 +51,16 @@ export function checkBlocks(
   sums?: ArrayLike<number>,
 ): void {
   const { blockSize } = chunk;
+  // Once: a chunk's sums may be decoded when first asked (`ParseOptions.lazyChecksums`).
+  const stored = chunk.crc32c;
   // Many small blocks: one CRC32C over the run, checked against their sums combined; block by block only to name the damage.
-  if (!sums && blockSize < RUN_CHECK_BELOW && data.byteLength > blockSize && runMatches(chunk, start, data)) return;
+  if (!sums && blockSize < RUN_CHECK_BELOW && data.byteLength > blockSize && runMatches(stored, blockSize, start, data))
+    return;
   for (let at = 0; at < data.byteLength; at += blockSize) {
     const block = (start + at) / blockSize;
     const end = Math.min(at + blockSize, data.byteLength);
     // `sums`: the blocks' CRC32Cs already computed (on a checksum worker, or by the adapter), one per block of `data`.
-    if ((sums ? sums[at / blockSize] : crc32c(data.subarray(at, end))) !== chunk.crc32c[block]) {
+    if ((sums ? sums[at / blockSize] : crc32c(data.subarray(at, end))) !== stored[block]) {
       const from = chunk.byteOffset + start + at;
       const name = keyText(key);
       throw new CheckpointError(
@@ -82,22 +85,21 @@ const combiners = new Map<number, (crcA: number, crcB: number) => number>();
  * Whether `data`'s CRC32C equals its blocks' stored CRC32Cs combined. Damage spread over several
  * blocks of the run then escapes only with the odds of one CRC32C (2⁻³²), as in a 1 MiB block.
  */
-function runMatches(chunk: ChunkMetadata, start: number, data: Uint8Array): boolean {
-  const { blockSize } = chunk;
+function runMatches(stored: readonly number[], blockSize: number, start: number, data: Uint8Array): boolean {
   let combine = combiners.get(blockSize);
   if (!combine) combiners.set(blockSize, (combine = crc32cCombiner(blockSize)));
   const first = start / blockSize;
   const whole = Math.floor(data.byteLength / blockSize);
-  let expected = chunk.crc32c[first];
+  let expected = stored[first];
   if (expected === undefined) return false;
   for (let i = 1; i < whole; i++) {
-    const sum = chunk.crc32c[first + i];
+    const sum = stored[first + i];
     if (sum === undefined) return false;
     expected = combine(expected, sum);
   }
   const tail = data.byteLength - whole * blockSize;
   if (tail > 0) {
-    const sum = chunk.crc32c[first + whole];
+    const sum = stored[first + whole];
     if (sum === undefined) return false;
     expected = crc32cCombine(expected, sum, tail);
   }

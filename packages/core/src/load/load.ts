@@ -65,6 +65,10 @@ export interface LoadResult {
   /** Leaves the target asked for that the checkpoint lacks (only with `partial`). */
   readonly missing: readonly string[];
   readonly seconds: number;
+  /**
+   * The checkpoint's metadata. A chunk's checksums that this load did not check are decoded when
+   * first read (`ParseOptions.lazyChecksums`); a forged string of them throws `corrupt` then.
+   */
   readonly metadata: CheckpointMetadata;
 }
 
@@ -147,7 +151,7 @@ async function loadInto(target: StateDict | undefined, options: LoadOptions, roo
   let readers: ObjectReaders | undefined;
   try {
     throwIfAborted(options.signal, "the load", null);
-    const { metadata, bytes: metadataBytes, dir, checksums } = await readCheckpointMetadata(location, options);
+    const { metadata, bytes: metadataBytes, dir, checksums } = await readCheckpointMetadata(location, options, true);
     const opened = new ObjectReaders(location.storage, dir, {
       retry: options.retry,
       signal: options.signal,

@@ -35,10 +35,13 @@ export function cancelledOr(error: unknown, signal: AbortSignal | undefined, wha
 /**
  * The metadata of what `location` holds, and the directory its data files are in. An `hf+`
  * location's is its safetensors layout's (`layoutMetadata`), whose files carry no block checksums.
+ * `lazyChecksums` (a load, which reads the sums of the chunks it checks only): read metadata
+ * decodes chunks' checksums when first asked (`ParseOptions.lazyChecksums`).
  */
 export async function readCheckpointMetadata(
   location: OpenedCheckpoint,
   options: CheckpointOptions & { readonly metadata?: Uint8Array | CheckpointMetadata },
+  lazyChecksums = false,
 ): Promise<{ metadata: CheckpointMetadata; bytes: number; dir: string; checksums: boolean }> {
   if (options.metadata !== undefined) {
     const where = `${location.where.replace(/\/$/, "")}/${METADATA_FILE} (given as option metadata)`;
@@ -71,7 +74,7 @@ export async function readCheckpointMetadata(
     });
   }
   return {
-    metadata: parseMetadata(bytes, `${location.where.replace(/\/$/, "")}/${METADATA_FILE}`),
+    metadata: parseMetadata(bytes, `${location.where.replace(/\/$/, "")}/${METADATA_FILE}`, { lazyChecksums }),
     bytes: bytes.byteLength,
     dir: location.dir,
     checksums: true,

@@ -120,9 +120,13 @@ async function runSchedule(seed: number, workerData: Record<string, unknown>): P
 describe("a checksum worker's digests over interleaved saves", () => {
   const modules = workerModules();
   const modes: [string, Record<string, unknown>][] = [
-    ["xxhash-addon and hash-wasm's exports", { ...modules }],
-    ["hash-wasm alone, through its exports", { ...modules, xxhashAddon: "/nonexistent/xxhash-addon" }],
-    ["hash-wasm alone, through its wrapper", { ...modules, xxhashAddon: "/nonexistent/xxhash-addon", lean: false }],
+    ["@cairn/crc32c-native's regionChecksums for whole chunks", { ...modules }],
+    ["xxhash-addon and hash-wasm's exports", { ...modules, regions: false }],
+    ["hash-wasm alone, through its exports", { ...modules, regions: false, xxhashAddon: "/nonexistent/xxhash-addon" }],
+    [
+      "hash-wasm alone, through its wrapper",
+      { ...modules, regions: false, xxhashAddon: "/nonexistent/xxhash-addon", lean: false },
+    ],
   ];
   for (const [name, workerData] of modes)
     it(`are each chunk's own one-shot XXH3-128: ${name} (seeded)`, async () => {

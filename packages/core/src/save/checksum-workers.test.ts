@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
+import { isCheckpointError } from "../errors.js";
 import { blockChecksums } from "../format/crc32c.js";
 import { loadXxh128 } from "../format/xxh128.js";
 import { Worker } from "node:worker_threads";
@@ -51,7 +52,8 @@ describe("checksum workers", () => {
     const starts = new Float64Array(sizes.length);
     for (let i = 1; i < sizes.length; i++) starts[i] = starts[i - 1]! + sizes[i - 1]!;
     const workers = [true, false].map(
-      (lean) => new Worker(WORKER_SOURCE, { eval: true, workerData: { ...workerModules(), lean } }),
+      // Not the addon's regionChecksums, which would hash these whole chunks instead.
+      (lean) => new Worker(WORKER_SOURCE, { eval: true, workerData: { ...workerModules(), regions: false, lean } }),
     );
     const ask = <T>(worker: Worker, message: Record<string, unknown>): Promise<T> =>
       new Promise<T>((resolve, reject) => {
@@ -60,8 +62,8 @@ describe("checksum workers", () => {
         worker.postMessage({ id: 1, ...message });
       });
     try {
-      expect(await ask(workers[0]!, { info: true })).toMatchObject({ lean: true });
-      expect(await ask(workers[1]!, { info: true })).toMatchObject({ lean: false });
+      expect(await ask(workers[0]!, { info: true })).toMatchObject({ lean: true, native: false });
+      expect(await ask(workers[1]!, { info: true })).toMatchObject({ lean: false, native: false });
       const [lean, wrapped] = await Promise.all(
         workers.map((worker) =>
           ask<{ hashes: Uint8Array }>(worker, {
@@ -90,7 +92,7 @@ describe("checksum workers", () => {
     const xxh = await loadXxh128();
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
-      workerData: { ...workerModules(), xxhashAddon: "/nonexistent/xxhash-addon" },
+      workerData: { ...workerModules(), regions: false, xxhashAddon: "/nonexistent/xxhash-addon" },
     });
     try {
       const sizes = [0, 7, 1024, 4096, 70_000];
@@ -115,5 +117,81 @@ describe("checksum workers", () => {
     } finally {
       await worker.terminate();
     }
+  });
+
+  it("parts of several memories in one message get their own sums and digests, natively or not", async () => {
+    const xxh = await loadXxh128();
+    const memories = [new SharedArrayBuffer(300_000), new SharedArrayBuffer(300_000)];
+    for (const memory of memories) new Uint8Array(memory).set(randomBytes(memory.byteLength));
+    // Runs of parts of one memory, then the other, then the first again; empty, small and multi-block parts.
+    const layout: [number, number, number, number][] = [
+      [0, 0, 0, 1024],
+      [0, 5, 1024, 1024],
+      [0, 2000, 70_000, 4096],
+      [1, 3, 1, 1024],
+      [1, 9000, 1024, 1 << 20],
+      [0, 100_000, 200_000, 65536],
+      [0, 17, 3000, 1024],
+    ];
+    const parts = layout.map(([m, offset, length, blockSize]) => ({
+      buffer: memories[m]!,
+      offset,
+      length,
+      blockSize,
+    }));
+    for (const regions of [true, false]) {
+      const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { ...workerModules(), regions } });
+      try {
+        const reply = new Promise<{ sums: number[][]; hashes: Uint8Array }>((resolve, reject) => {
+          worker.once("message", resolve);
+          worker.once("error", reject);
+        });
+        worker.postMessage({ id: 1, parts, withHashes: true });
+        const { sums, hashes } = await reply;
+        for (const [i, { buffer, offset, length, blockSize }] of parts.entries()) {
+          const part = new Uint8Array(buffer, offset, length);
+          expect(sums[i], `part ${i}, regions ${regions}`).toEqual(blockChecksums(part, blockSize));
+          expect(Buffer.from(hashes.subarray(16 * i, 16 * i + 16)).toString("hex")).toBe(xxh.hash(part));
+        }
+      } finally {
+        await worker.terminate();
+      }
+    }
+  });
+
+  it("a job that fails in a worker fails alone: the others in flight, and later ones, are answered", async () => {
+    const size = 4 << 20;
+    const memory = new SharedArrayBuffer(16 * size);
+    const bytes = new Uint8Array(memory);
+    bytes.set(randomBytes(size));
+    for (let k = 1; k < 16; k++) bytes.copyWithin(k * size, 0, size);
+    const expected = blockChecksums(bytes.subarray(0, size), 1 << 20);
+    const one = (k: number): Promise<number[]> =>
+      regionChecksumsAsync(
+        memory,
+        Float64Array.of(k * size),
+        Float64Array.of(size),
+        Float64Array.of(1 << 20),
+        true,
+      ).then((r) => Array.from(r.sums));
+    // For each worker, a last piece of a chunk it never began; then jobs queued behind it on every worker.
+    const bad = Array.from({ length: 4 }, (_, affinity) =>
+      regionChecksumsAsync(memory, Float64Array.of(0), Float64Array.of(1024), Float64Array.of(1024), true, {
+        streamIds: Float64Array.of(987_654_321 + affinity),
+        flags: Uint8Array.of(2),
+        affinity,
+      }).then(
+        () => undefined,
+        (error: unknown) => error,
+      ),
+    );
+    const good = Array.from({ length: 16 }, (_, k) => one(k));
+    for (const sums of await Promise.all(good)) expect(sums).toEqual(expected);
+    for (const error of await Promise.all(bad)) {
+      expect(isCheckpointError(error, "storage"), String(error)).toBe(true);
+      expect(String((error as Error).message)).toContain("unknown stream");
+    }
+    // The workers that failed a job still serve.
+    for (const sums of await Promise.all(Array.from({ length: 8 }, (_, k) => one(k)))) expect(sums).toEqual(expected);
   });
 });

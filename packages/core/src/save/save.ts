@@ -269,7 +269,9 @@ async function writeRankFiles(
     const chunks: WrittenChunk[] = [...referenced];
     let bytes = 0;
     const hashed: Promise<void>[] = [];
-    const writes = toWrite.map((file) => {
+    // Each file's results in plan order, not the order the writes end in, so the metadata of a save is reproducible.
+    const results = new Array<Awaited<ReturnType<typeof writeDataFile>>>(toWrite.length);
+    const writes = toWrite.map((file, index) => {
       let isHashed!: () => void;
       let notHashed!: (error: unknown) => void;
       hashed.push(new Promise<void>((resolve, reject) => ((isHashed = resolve), (notHashed = reject))));
@@ -286,10 +288,7 @@ async function writeRankFiles(
             known,
             syncLater,
           );
-          files[file.name] = written.file;
-          // One by one: spread as arguments, a file of 150k items or more overflows the stack.
-          for (const chunk of written.chunks) chunks.push(chunk);
-          bytes += written.file.size;
+          results[index] = written;
           isHashed();
           await written.written;
         } catch (error) {
@@ -309,6 +308,13 @@ async function writeRankFiles(
       await allWritten.catch(() => undefined);
       throw failure.reason;
     }
+    toWrite.forEach((file, index) => {
+      const written = results[index]!;
+      files[file.name] = written.file;
+      // One by one: spread as arguments, a file of 150k items or more overflows the stack.
+      for (const chunk of written.chunks) chunks.push(chunk);
+      bytes += written.file.size;
+    });
     return { outcome: { ok: true, files, chunks, bytes }, written: allWritten };
   };
   const { storage } = location;

@@ -1,10 +1,8 @@
 import { onMainThread } from "#platform/runtime.js";
 import { blockChecksumsAsync, startChecksumWorkers } from "#platform/save/checksum-workers.js";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
-import { crc32c } from "../format/crc32c.js";
-import { chunkBlockSize } from "../format/checksum-blocks.js";
 import { pageAlignedAvailable } from "../storage/page-aligned.js";
-import { dataFileLayout } from "../plan/data-file-layout.js";
+import { dataFileShape } from "../plan/data-file-layout.js";
 import { throwIfAborted } from "../errors.js";
 import { type Leaf, hostDataOf, stagedPlaceOf } from "../state/leaf.js";
 import { checkStagedSums } from "./staged-sums.js";
@@ -108,7 +106,8 @@ function stagedSegment(file: DataFilePlan, leaves: readonly Leaf[], layout: Safe
  * main thread most others go through windows of page-aligned memory (`windowBytesFor`); those
  * resolve once every window is hashed, so the metadata can be made while the write ends, and
  * `written` settles with the write (the plain path resolves after it, `written` already settled).
- * `distinctNames`: as `dataFileLayout` takes it.
+ * `distinctNames`: as `dataFileLayout` takes it. The layout may be one kept from an earlier save of
+ * the same structure (`dataFileShape`).
  */
 export async function writeDataFile(
   file: DataFilePlan,
@@ -122,9 +121,8 @@ export async function writeDataFile(
   /** `WriteOptions.syncLater`: the caller syncs the file (with others) before relying on it. */
   syncLater = false,
 ): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[]; written: Promise<void> }> {
-  const { names, layout } = dataFileLayout(file.items, distinctNames);
+  const { names, layout, blockSizes, headerCrc32c, shared } = dataFileShape(file.items, distinctNames, blockSize);
   const rank = location.group.rank;
-  const blockSizes = file.items.map((item) => chunkBlockSize(item.dtype, item.chunk.sizes, blockSize));
   const path = joinPath(location.dir, file.name);
   const staged = stagedSegment(file, leaves, layout);
   const windowBytes = staged ? undefined : windowBytesFor(file, leaves, layout, location);
@@ -171,6 +169,7 @@ export async function writeDataFile(
       known,
       path,
       writeOptions,
+      shared,
     ));
   }
   const chunks: WrittenChunk[] = file.items.map((item, i) => {
@@ -193,7 +192,7 @@ export async function writeDataFile(
   });
   const headerLength = layout.header.byteLength - 8;
   return {
-    file: { rank, size: layout.fileSize, headerLength, headerCrc32c: crc32c(layout.header) },
+    file: { rank, size: layout.fileSize, headerLength, headerCrc32c },
     chunks,
     written,
   };
@@ -211,6 +210,8 @@ async function writeInGroups(
   known: ReadonlyMap<WriteItem, KnownChecksums> | undefined,
   path: string,
   writeOptions: WriteOptions,
+  /** The header is kept for later saves: storage gets a copy, as it may keep or reuse what it is given. */
+  sharedHeader: boolean,
 ): Promise<{ sums: (readonly number[] | undefined)[]; hashes: (string | undefined)[] }> {
   const groups = groupItems(file.items);
   /** Reads a group's bytes, and starts hashing them in one call. Resolves when the bytes are read; `sums` when they are hashed. */
@@ -252,7 +253,7 @@ async function writeInGroups(
       if (end > sent) yield segment!.subarray(sent, end);
       sent = Math.max(sent, end);
     };
-    if (!segment) yield layout.header;
+    if (!segment) yield sharedHeader ? layout.header.slice() : layout.header;
     const readNext = (reading: ReturnType<typeof read>): ReturnType<typeof read> => {
       // Settled when awaited next turn; marked handled so an abandoned write leaves no unhandled rejection.
       reading.catch(() => undefined);

@@ -1,6 +1,6 @@
 // Module hooks that run the workspace's TypeScript in test children (spawnTypeScript): a relative
 // `./x.js` written in a .ts file finds `./x.ts`, and a .ts file loads as esbuild's transform of it,
-// kept in a cache keyed by its content, so a child compiles nothing that an earlier child did.
+// kept in a cache keyed by its path and content, so a child compiles nothing that an earlier child did.
 // The same functions serve module.registerHooks (in-thread, Node 22.15+) and module.register.
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
@@ -8,8 +8,9 @@ import { createRequire } from "node:module";
 import process from "node:process";
 import { URL, fileURLToPath } from "node:url";
 
-// Bump when the transform's options change: the cache is keyed by this and the file's content.
-const VERSION = "1";
+// Bump when the transform's options change: the cache is keyed by this, the file's path (its
+// inline source map names it) and its content.
+const VERSION = "2";
 const CACHE = fileURLToPath(new URL("../../node_modules/.cache/cairn-typescript/", import.meta.url));
 const TYPESCRIPT = /\.(ts|mts|tsx)$/;
 // This Node's syntax: a checkout run on Node 24 and then on 20 must not reuse 24's output.
@@ -52,9 +53,7 @@ function loadEsbuild() {
 /** The JavaScript of a TypeScript file: from the cache, or transformed and cached (written whole, then renamed). */
 function compiled(path) {
   const text = readFileSync(path, "utf8");
-  const key = createHash("sha256")
-    .update(`${VERSION}\0${TARGET}\0${path.slice(path.lastIndexOf("."))}\0${text}`)
-    .digest("hex");
+  const key = createHash("sha256").update(`${VERSION}\0${TARGET}\0${path}\0${text}`).digest("hex");
   const cached = `${CACHE}${key}.js`;
   try {
     return readFileSync(cached, "utf8");
