@@ -1,4 +1,6 @@
 import { type StateDict, type StorageAdapter, hostTensor, load } from "@cairn/core";
+import type { WriteBody, WriteOptions } from "@cairn/core/storage";
+import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { POWER_LOSS_ROOT, type PowerLossFaults, PowerLossFs, powerLossStorage } from "@cairn/storage-local/testing";
 import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
@@ -24,7 +26,7 @@ const SEEDS = (process.env.CAIRN_POWER_LOSS_SEEDS ?? "38,46-68").split(",").flat
 const OPERATIONS = 14;
 const ERRNOS = ["EIO", "ENOSPC", "EROFS"] as const;
 /** What the seeds made happen, so a change that makes them test nothing fails. */
-const seen = { crashes: 0, faults: 0, referenced: 0, failedOps: 0, tieredSaves: 0, onSlowOnly: 0 };
+const seen = { crashes: 0, faults: 0, referenced: 0, failedOps: 0, commits: 0, tieredCommits: 0, onSlowOnly: 0 };
 
 /**
  * The file system of one run, with a fast and a slow tier's root: faults and crashes fall at
@@ -162,7 +164,6 @@ describe("retention, gc, rm, replication and incremental bases under faults and 
           const incremental = next() < 0.3 ? true : { fullEvery: 2 + pick(3) };
           const saves = 1 + pick(3);
           what = `save ${from}..${from + saves - 1} keep ${maxToKeep}/${keepPeriod ?? "-"} ${JSON.stringify(incremental)}`;
-          if (tiered) seen.tieredSaves++;
           body = async () => {
             const manager = new CheckpointManager(tiers, 1, {
               maxToKeep,
@@ -172,9 +173,11 @@ describe("retention, gc, rm, replication and incremental bases under faults and 
               now,
               checkpointOnPreemption: false,
               save: { retry: { baseDelayMs: 0, maxDelayMs: 1, maxAttempts: 2 } },
-              replication: { retry: { baseDelayMs: 1, maxDelayMs: 20 } },
+              ...(tiered ? { replication: { retry: { baseDelayMs: 1, maxDelayMs: 20 } } } : {}),
             });
             manager.on("committed", ({ step }) => {
+              if (tiered) seen.tieredCommits++;
+              else seen.commits++;
               floor = Math.max(floor, step);
               if (tiered) kept.add(step);
             });
@@ -246,7 +249,8 @@ describe("retention, gc, rm, replication and incremental bases under faults and 
     expect(seen.faults, JSON.stringify(seen)).toBeGreaterThan(10);
     expect(seen.failedOps, JSON.stringify(seen)).toBeGreaterThan(5);
     expect(seen.referenced, JSON.stringify(seen)).toBeGreaterThan(10);
-    expect(seen.tieredSaves, JSON.stringify(seen)).toBeGreaterThan(10);
+    expect(seen.commits, JSON.stringify(seen)).toBeGreaterThan(20);
+    expect(seen.tieredCommits, JSON.stringify(seen)).toBeGreaterThan(20);
     expect(seen.onSlowOnly, JSON.stringify(seen)).toBeGreaterThan(5);
   });
 });
@@ -296,5 +300,47 @@ describe("an un-commit whose directory fsync fails", () => {
     expect((await new StepStore(storage).retain({ maxToKeep: 1 }, 0, Date.now(), () => false)).deleted).toEqual([3]);
     await save([9], false);
     await check([powerLossStorage(fs.recovered())], 9, new Set(), "after the power loss");
+  });
+});
+
+describe("a delete while a copy down the tiers uses the step as its base", () => {
+  it("keeps the base's files the copy references", async () => {
+    const fs = new PowerLossFs(() => undefined);
+    const fast = powerLossStorage(fs, `${POWER_LOSS_ROOT}/fast`);
+    const slow = powerLossStorage(fs, `${POWER_LOSS_ROOT}/slow`);
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let waiting!: () => void;
+    const copying = new Promise<void>((resolve) => (waiting = resolve));
+    // Step 1's copy to the slow tier waits before its commit, holding step 0 there as its base.
+    const gated = new (class extends FaultyStorageAdapter {
+      override async write(path: string, body: WriteBody, options?: WriteOptions): Promise<void> {
+        if (path === "1/metadata.json") {
+          waiting();
+          await released;
+        }
+        return super.write(path, body, options);
+      }
+    })(slow, []);
+    const manager = new CheckpointManager([fast, gated], 1, { incremental: true, checkpointOnPreemption: false });
+    await manager.save(0, stateOf(0), { force: true });
+    await manager.join();
+    await manager.save(1, stateOf(1), { force: true });
+    await copying;
+    const deleting = manager.delete(0);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    release();
+    await deleting;
+    await manager.close();
+    await check([fast, slow], 1, new Set([1]), "after the delete");
+    await check(
+      [
+        powerLossStorage(fs.recovered(), `${POWER_LOSS_ROOT}/fast`),
+        powerLossStorage(fs.recovered(), `${POWER_LOSS_ROOT}/slow`),
+      ],
+      1,
+      new Set([1]),
+      "after a power loss",
+    );
   });
 });

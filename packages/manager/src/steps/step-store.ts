@@ -202,10 +202,10 @@ export class StepStore {
    * leftover later). Objects already gone are fine; a failure is thrown after every object was
    * tried, and the next retention pass finishes the step.
    */
-  async deleteStep(step: number, listed = true): Promise<void> {
+  async deleteStep(step: number, listed = true, keepFiles?: () => boolean): Promise<void> {
     // Mark: every listed step's references are known before anything is swept (each step's metadata is read once, then cached).
     await this.#markAll();
-    await this.#sweeper.delete(step, listed, false);
+    await this.#sweeper.delete(step, listed, false, undefined, keepFiles);
   }
 
   /** Whether a deletion of `step` has begun un-committing it: a save must not take it as its base. */

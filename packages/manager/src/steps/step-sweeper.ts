@@ -81,6 +81,8 @@ export class StepSweeper {
     listed: boolean,
     byRank: boolean,
     claim: () => boolean = () => true,
+    /** Asked once it is un-committed: true leaves its files to a later pass (a copy in flight references them). */
+    keepFiles: () => boolean = () => false,
   ): Promise<SweptFile[] | undefined> {
     const dir = stepDir(step);
     const listing = listed ? undefined : this.#index.objectsOf(step)?.paths;
@@ -114,6 +116,7 @@ export class StepSweeper {
       .sweepable([...rankOf.keys()].filter(ownerGone))
       .map((path) => ({ path, rank: rankOf.get(path)! }));
     this.unfinished.set(step, sweep);
+    if (keepFiles()) return swept;
     await this.#deleteAll(sweep);
     this.unfinished.delete(step);
     return swept;

@@ -274,6 +274,11 @@ export class Replication {
     this.#reached(step, destination, found.metadata, undefined);
   }
 
+  /** Whether a copy in flight references `step`'s files on tier `tier` (its base there). */
+  isReading(tier: number, step: number): boolean {
+    return this.#reusing.has(`${tier}/${step}`);
+  }
+
   /** Holds `step` on tier `tier` from its retention until the returned release is called. */
   #hold(tier: number, step: number): () => void {
     const key = `${tier}/${step}`;

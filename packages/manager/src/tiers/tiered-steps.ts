@@ -206,7 +206,9 @@ export async function deleteEverywhere(
   let failure: unknown;
   for (const tier of tiers) {
     try {
-      await (await tier.open()).deleteStep(step);
+      // A copy to this tier that references the step's files (its base) commits after: they stay until a later pass.
+      const reading = (): boolean => replication?.isReading(tier.index, step) ?? false;
+      await (await tier.open()).deleteStep(step, true, reading);
     } catch (error) {
       if (replacing && tier.index > 0) replication?.replaces(step, tier.index);
       else failure ??= error;
