@@ -1,6 +1,6 @@
 import "@tensorflow/tfjs-backend-cpu";
 import * as tf from "@tensorflow/tfjs-core";
-import { type HostTensor, StagingPool, asyncSave, hostTensor, load } from "@cairn/core";
+import { type HostTensor, StagingPool, asyncSave, hostTensor, load, shardedTensor } from "@cairn/core";
 import { beforeAll, describe, expect, it } from "vitest";
 import { locations } from "./helpers.js";
 
@@ -34,6 +34,33 @@ describe.each(["copy", "reference"] as const)("asyncSave with %s staging", (stag
     expect(back.host!.data).toEqual(Float64Array.of(8, 9, 10));
     expect(back.blob).toEqual(Uint8Array.of(1, 1, 1));
     v.dispose();
+  });
+
+  it("saves the shapes as they were at the call, though training reshapes in place once staged", async () => {
+    for (const where of ["file", "memory"] as const) {
+      const url = await locations[where]();
+      const host = hostTensor("float32", [2, 3], Float32Array.of(1, 2, 3, 4, 5, 6));
+      const half = (row: number): HostTensor => hostTensor("int32", [1, 2], Int32Array.of(row, row));
+      const sharded = shardedTensor(
+        "int32",
+        [2, 2],
+        [
+          { offsets: [0, 0], tensor: half(1) },
+          { offsets: [1, 0], tensor: half(2) },
+        ],
+      );
+      const { staged, done } = await asyncSave({ host, sharded }, { checkpointId: url, staging });
+      await staged;
+      // The same arrays, changed: a training loop that reuses its shape and offset arrays.
+      (host.shape as number[]).splice(0, 2, 6);
+      (sharded.shape as number[]).splice(0, 2, 4, 1);
+      (sharded.shards[1]!.offsets as number[]).splice(0, 2, 0, 1);
+      await done;
+      const back = (await load(url)) as Record<string, HostTensor>;
+      expect(back.host!.shape, where).toEqual([2, 3]);
+      expect(back.sharded!.shape, where).toEqual([2, 2]);
+      expect(back.sharded!.data, where).toEqual(Int32Array.of(1, 1, 2, 2));
+    }
   });
 
   it("releases what it staged once done: buffers back to the pool, clones disposed", async () => {

@@ -1,5 +1,3 @@
-import { readFile, readdir } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
 import {
   type DType,
   type HostTensor,
@@ -13,9 +11,9 @@ import {
   shardedTensor,
 } from "@cairn/core";
 import { seededRandom } from "@cairn/core/testing";
-import { memoryVolume } from "@cairn/storage-local";
 import { describe, expect, it } from "vitest";
 import { locations } from "./helpers.js";
+import { bits, copied, filesOf, filled } from "./plan-cache-helpers.js";
 
 /**
  * The plan cache (core/src/plan/save-plan-cache.ts) reuses what a save planned from its state's
@@ -37,13 +35,6 @@ const SAME_SIZE: readonly (readonly DType[])[] = [
 type Random = () => number;
 
 const pick = <T>(random: Random, list: readonly T[]): T => list[Math.floor(random() * list.length)]!;
-
-function filled(dtype: DType, shape: readonly number[], random: Random): HostTensor {
-  const t = hostTensor(dtype, shape);
-  const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
-  for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(random() * 256);
-  return t;
-}
 
 function shapeOf(random: Random): number[] {
   return pick(random, [[], [1], [3], [2, 3], [3, 2], [6], [4, 1, 2], [8], [0], [5, 5], [16, 32], [300]]).slice();
@@ -106,24 +97,6 @@ function hostTensors(state: unknown, shards = true): HostTensor[] {
   };
   visit(state);
   return found;
-}
-
-/** A copy of the state sharing nothing with it: the next save sees new objects of the same structure. */
-function copied(value: unknown): unknown {
-  if (typeof value !== "object" || value === null) return value;
-  if (value instanceof Uint8Array) return value.slice();
-  if (isShardedTensor(value))
-    return shardedTensor(
-      value.dtype,
-      [...value.shape],
-      value.shards.map((s) => ({ offsets: [...s.offsets], tensor: copied(s.tensor) as HostTensor })),
-    );
-  if ("dtype" in value && "data" in value) {
-    const t = value as HostTensor;
-    return hostTensor(t.dtype, [...t.shape], t.data.slice());
-  }
-  if (Array.isArray(value)) return value.map(copied);
-  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, copied(v)]));
 }
 
 /** Changes the state in place, one of the ways a structure can change (or not). */
@@ -217,34 +190,6 @@ function mutate(state: StateDict, random: Random): string {
   }
 }
 
-/** Raw files of a saved checkpoint by name, the attempt id in data file names replaced. */
-async function filesOf(url: string): Promise<Map<string, Buffer>> {
-  const files = new Map<string, Buffer>();
-  if (url.startsWith("memory://")) {
-    const dir = `/${url.slice("memory://".length)}`;
-    const volume = memoryVolume();
-    for (const name of volume.readdirSync(dir) as string[])
-      files.set(name, volume.readFileSync(`${dir}/${name}`) as Buffer);
-  } else {
-    const dir = fileURLToPath(url);
-    for (const name of await readdir(dir)) files.set(name, await readFile(`${dir}/${name}`));
-  }
-  const attempt = [...files.keys()].map((name) => /-([0-9a-f]{12})\.safetensors$/.exec(name)?.[1]).find(Boolean);
-  const normal = new Map<string, Buffer>();
-  for (const [name, bytes] of files) {
-    let content = bytes;
-    if (name === "metadata.json") {
-      // The attempt id, the time and the checksum over both differ between any two saves.
-      let text = bytes.toString("utf8").replace(/^\{"metadataCrc32c":\d+,/, "{");
-      text = text.replace(/"createdAt":"[^"]*"/, '"createdAt":""');
-      if (attempt) text = text.replaceAll(attempt, "ATTEMPT");
-      content = Buffer.from(text);
-    }
-    normal.set(attempt ? name.replace(attempt, "ATTEMPT") : name, content);
-  }
-  return normal;
-}
-
 /** A load target of the state's structure, its tensors zeroed. */
 function zeroed(state: StateDict): StateDict {
   const target = copied(state) as StateDict;
@@ -257,14 +202,6 @@ function zeroed(state: StateDict): StateDict {
   };
   visit(target);
   return target;
-}
-
-/** The state with every typed array as its bytes, for a bit-exact comparison. */
-function bits(value: unknown): unknown {
-  if (typeof value !== "object" || value === null) return Object.is(value, -0) ? "-0" : value;
-  if (ArrayBuffer.isView(value)) return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString("hex");
-  if (Array.isArray(value)) return value.map(bits);
-  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, bits(v)]));
 }
 
 async function run(seed: number, where: "file" | "memory", steps: number): Promise<string[]> {

@@ -1,14 +1,18 @@
 // One process of the copy-staging suite: the async-training state (1 GiB of tfjs tensors on the
 // cpu backend; 16 MiB in a quick run) saved again and again to file:// by a manager with copy
-// staging. After a first save (which readies the staging pool and the upload worker), each of
-// CAIRN_BENCH_SAVES (default 7; 2 quick) turns takes three samples, the order rotated every turn,
-// each after three training steps:
-//   save   how long `saveAsync` blocks, then the wait until it committed (not timed);
-//   floor  what copy staging cannot go below on this thread: every tensor's `data()` awaited in
-//          turn, each followed by a copy of its bytes (`Uint8Array.set`) into resident
-//          page-aligned shared memory (where the upload worker can read them, as staging
-//          segments are);
-//   sync   a synchronous `save` of the same state (the issue's other baseline).
+// staging. After a first save (which readies the staging pool and the upload worker) and a second
+// (the first staged one, which makes the pool's buffers known here), each of CAIRN_BENCH_SAVES
+// (default 7; 2 quick) turns takes four samples, the order rotated every turn, each after three
+// training steps:
+//   save      how long `saveAsync` blocks, then the wait until it committed (not timed);
+//   floor     what copy staging cannot go below on this thread: every tensor's `data()` awaited
+//             in turn, each followed by a copy of its bytes (`Uint8Array.set`) into resident
+//             page-aligned shared memory allocated at start-up (where the upload worker can read
+//             them, as staging segments are);
+//   poolCopy  the same loop into the staging pool's own buffers, each tensor where staging puts
+//             it: what copy staging cannot go below in the memory it has (the same copy runs
+//             slower in some memory than in other on this VM: docs/benchmarks.md);
+//   sync      a synchronous `save` of the same state (the issue's other baseline).
 // Each sample is timed as wall time and as this thread's CPU time, which a busy machine skews far
 // less. Then, unpaired, the parts of the floor: `data()` alone; the copy into the same shared
 // memory with libc's memcpy (Buffer's fill), which V8's `set` into shared memory is not, but whose
@@ -17,6 +21,7 @@
 // first save, as the staging pool's is (the same copy runs slower in memory allocated later in
 // the process: docs/benchmarks.md).
 import { Buffer } from "node:buffer";
+import { StagingPool } from "@cairn/core";
 import { pageAlignedSharedBytes } from "@cairn/core/storage";
 import { CheckpointManager } from "@cairn/manager";
 import { type Variable, fill } from "@tensorflow/tfjs";
@@ -35,6 +40,7 @@ export interface CopyStagingRun {
   /** One per turn, taken side by side. */
   readonly save: Spent[];
   readonly floor: Spent[];
+  readonly poolCopy: Spent[];
   readonly sync: Spent[];
   /** The floor's parts, one per turn after the three samples. */
   readonly dataOnly: Spent[];
@@ -72,39 +78,75 @@ async function readAll(into?: Uint8Array, copy = set): Promise<void> {
   }
 }
 
+/**
+ * The staging pool's buffers as the manager's last staged save took them, in its layout: one per
+ * data file, each starting with the file's header. The manager keeps its pool to itself, so its
+ * `acquire` is watched.
+ */
+let poolBuffers: readonly Uint8Array[] = [];
+const acquire = StagingPool.prototype.acquire;
+StagingPool.prototype.acquire = async function (this: StagingPool, ...args: Parameters<StagingPool["acquire"]>) {
+  const buffers = await acquire.apply(this, args);
+  poolBuffers = buffers;
+  return buffers;
+};
+/** Where a safetensors file's data starts: after its 8-byte header length and the header. */
+const dataStart = (file: Uint8Array): number =>
+  8 + Number(new DataView(file.buffer, file.byteOffset, 8).getBigUint64(0, true));
+/** `readAll` into the pool's buffers, each tensor after the one before, as the default planner's files hold them. */
+async function readAllIntoPool(): Promise<void> {
+  let file = 0;
+  let at = dataStart(poolBuffers[0]!);
+  for (const t of Object.values(state)) {
+    const data = (await t.data()) as Float32Array;
+    while (at + data.byteLength > poolBuffers[file]!.byteLength) {
+      if (++file === poolBuffers.length) throw new Error("the staging pool's buffers are not laid out as expected");
+      at = dataStart(poolBuffers[file]!);
+    }
+    poolBuffers[file]!.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at);
+    at += data.byteLength;
+  }
+}
+
 const manager = new CheckpointManager(root, 1, { staging: "copy", checkpointOnPreemption: false, maxToKeep: 2 });
 await manager.saveAsync(0, state, { force: true });
 await manager.join();
 const late = pageAlignedSharedBytes(bytes).fill(1);
+/** Training moves the weights between saves (a save of unchanged weights is warned about). */
+const touched = state.small0 as Variable;
+let step = 0;
+touched.assign(fill(touched.shape, -1));
+await manager.saveAsync(++step, state);
+await manager.join();
+if (poolBuffers.length === 0) throw new Error("saveAsync staged nothing into the staging pool");
 
 const run: CopyStagingRun = {
   bytes,
   save: [],
   floor: [],
+  poolCopy: [],
   sync: [],
   dataOnly: [],
   memcpyShared: [],
   setPlain: [],
   floorLateMemory: [],
 };
-let step = 0;
-/** Training moves the weights between saves (a save of unchanged weights is warned about). */
-const touched = state.small0 as Variable;
-const samples: Record<"save" | "floor" | "sync", () => Promise<Spent>> = {
+const samples: Record<"save" | "floor" | "poolCopy" | "sync", () => Promise<Spent>> = {
   save: async () => {
     const spent = await timed(() => manager.saveAsync(++step, state));
     await manager.join();
     return spent;
   },
   floor: () => timed(() => readAll(shared)),
+  poolCopy: () => timed(readAllIntoPool),
   sync: () => timed(() => manager.save(++step, state)),
 };
-const order = ["save", "floor", "sync"] as const;
+const order = ["save", "floor", "poolCopy", "sync"] as const;
 for (let turn = 0; turn < SAVES; turn++) {
   for (let k = 0; k < order.length; k++) {
     const kind = order[(turn + k) % order.length]!;
     for (let i = 0; i < 3; i++) trainStep();
-    touched.assign(fill(touched.shape, turn * 3 + k + 1));
+    touched.assign(fill(touched.shape, turn * order.length + k + 1));
     run[kind].push(await samples[kind]());
   }
   run.dataOnly.push(await timed(() => readAll()));

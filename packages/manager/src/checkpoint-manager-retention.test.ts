@@ -1,5 +1,5 @@
 import { CheckpointError, openStorage } from "@cairn/core";
-import { type ObjectInfo, type WriteBody, type WriteOptions } from "@cairn/core/storage";
+import { type DeleteOptions, type ObjectInfo, type WriteBody, type WriteOptions } from "@cairn/core/storage";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { CheckpointManager } from "./checkpoint-manager.js";
@@ -13,13 +13,13 @@ const memoryRoot = (): string => `memory://manager-retention/${process.pid}-${ro
 class UndeletableStorage extends FaultyStorageAdapter {
   refuse: (path: string) => boolean = () => false;
 
-  override async delete(path: string): Promise<void> {
+  override async delete(path: string, options?: DeleteOptions): Promise<void> {
     if (this.refuse(path))
       throw new CheckpointError("permission_denied", `[${this.protocol}] deleting ${path}: permission denied`, {
         cause: new Error("EACCES"),
         context: { path },
       });
-    return super.delete(path);
+    return super.delete(path, options);
   }
 }
 

@@ -3,6 +3,7 @@ import { posix } from "node:path";
 import { type StorageAdapter, CheckpointError } from "@cairn/core";
 import {
   type ByteRange,
+  type DeleteOptions,
   type ObjectInfo,
   type ObjectReader,
   type PortableStorage,
@@ -433,19 +434,32 @@ export class FsStorageAdapter implements StorageAdapter {
     });
   }
 
-  async delete(path: string): Promise<void> {
+  async delete(path: string, options?: DeleteOptions): Promise<void> {
     const abs = this.#abs(path);
     this.#forget(abs);
     try {
       await this.#fs.unlink(abs);
     } catch (error) {
       const errno = errnoOf(error);
-      if (MISSING_CODES.has(errno)) return;
       // unlink(2) of a directory fails with EISDIR (Linux) or EPERM (POSIX, memfs); a directory is no object to delete.
-      if ((errno === "EISDIR" || errno === "EPERM") && (await this.#isDirectory(abs))) return;
-      throw fsError(error, this.#site("delete", path, abs));
+      const directory = (errno === "EISDIR" || errno === "EPERM") && (await this.#isDirectory(abs));
+      if (!MISSING_CODES.has(errno) && !directory) throw fsError(error, this.#site("delete", path, abs));
+      if (directory || !options?.durable) return;
     }
+    if (options?.durable) await this.#syncRemoval(path, posix.dirname(abs));
     await this.#removeEmptyParents(posix.dirname(abs));
+  }
+
+  /** fsyncs the nearest existing directory holding `dir` (itself, or its parent if it was removed), so a removal in it survives a power cut. */
+  async #syncRemoval(path: string, dir: string): Promise<void> {
+    if (!this.#options.syncDirectories) return;
+    let at = dir;
+    while (at !== this.#dir && at.startsWith(`${this.#dir}/`) && !(await this.#isDirectory(at))) at = posix.dirname(at);
+    try {
+      await this.#syncFile(at);
+    } catch (error) {
+      throw fsError(error, this.#site("delete", path, at));
+    }
   }
 
   async #isDirectory(abs: string): Promise<boolean> {

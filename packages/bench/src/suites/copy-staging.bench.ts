@@ -1,7 +1,8 @@
 // Copy staging of tfjs tensors (issue 34): how long `saveAsync` blocks training against what it
 // cannot go below on the same thread, `data()` of every tensor plus a copy of its bytes into
-// shared memory, each save paired with a floor sample and a synchronous save taken beside it
-// (see copy-staging-child.ts), in CAIRN_BENCH_ROUNDS processes (default 2; 1 quick) of 7 turns.
+// shared memory (allocated at start-up, and the staging pool's own buffers), each save paired
+// with floor samples and a synchronous save taken beside it (see copy-staging-child.ts), in
+// CAIRN_BENCH_ROUNDS processes (default 2; 1 quick) of 7 turns.
 // Judged in this thread's CPU time, which load barely moves, and in wall time. A few minutes.
 import { fileURLToPath } from "node:url";
 import type { CopyStagingRun, Spent } from "../copy-staging-child.js";
@@ -21,16 +22,25 @@ for (let round = 0; round < ROUNDS; round++) {
   const row = (name: string, xs: Spent[]): string =>
     `${name.padEnd(12)} wall ${xs.map((x) => x.wallMs.toFixed(0)).join(" ")} ms; cpu ${xs.map((x) => x.cpuMs.toFixed(0)).join(" ")} ms`;
   console.log(`round ${round + 1}:`);
-  for (const kind of ["save", "floor", "sync", "dataOnly", "memcpyShared", "setPlain", "floorLateMemory"] as const)
+  for (const kind of [
+    "save",
+    "floor",
+    "poolCopy",
+    "sync",
+    "dataOnly",
+    "memcpyShared",
+    "setPlain",
+    "floorLateMemory",
+  ] as const)
     console.log(`  ${row(kind, run[kind])}`);
   runs.push(run);
 }
 
 const all = (kind: keyof Omit<CopyStagingRun, "bytes">): Spent[] => runs.flatMap((r) => r[kind]);
 const med = (kind: keyof Omit<CopyStagingRun, "bytes">, of: keyof Spent): number => median(all(kind).map((s) => s[of]));
-/** Each save over the floor sample taken beside it. */
-const paired = (of: keyof Spent): number[] => {
-  const floors = all("floor");
+/** Each save over the floor sample (`floor` or `poolCopy`) taken beside it. */
+const paired = (of: keyof Spent, floor: "floor" | "poolCopy" = "floor"): number[] => {
+  const floors = all(floor);
   return all("save").map((s, i) => s[of] / floors[i]![of]);
 };
 const state = `${(runs[0]!.bytes / MiB).toFixed(0)} MiB of tfjs tensors`;
@@ -62,6 +72,26 @@ for (const [of, what] of [
     extra: extra(of),
   });
 }
+// The same copies into the staging pool's own buffers: the floor in the memory staging has.
+const poolFloorName = "data() of every tensor + a copy into the staging pool's own buffers, taken beside each save";
+report({
+  suite: SUITE,
+  name: `saveAsync, copy staging: blocks training vs its floor in its own buffers (main-thread CPU), ${state}`,
+  value: med("save", "cpuMs") / 1000,
+  unit: "s",
+  baseline: { name: poolFloorName, value: med("poolCopy", "cpuMs") / 1000 },
+  ratio: med("save", "cpuMs") / med("poolCopy", "cpuMs"),
+  better: "lower",
+  target: 1.1,
+  extra: {
+    pairedRatioMedian: +median(paired("cpuMs", "poolCopy")).toFixed(3),
+    pairedRatios: paired("cpuMs", "poolCopy")
+      .map((r) => r.toFixed(2))
+      .join(" "),
+    poolCopyVsFloor: +(med("poolCopy", "cpuMs") / med("floor", "cpuMs")).toFixed(3),
+    poolCopyWallMs: +med("poolCopy", "wallMs").toFixed(1),
+  },
+});
 // A synchronous save blocks for its writes too, which are not this thread's CPU: wall time.
 report({
   suite: SUITE,
@@ -74,6 +104,7 @@ report({
   target: 0.08,
   extra: {
     floorVsSyncSave: +(med("floor", "wallMs") / med("sync", "wallMs")).toFixed(4),
+    poolCopyVsSyncSave: +(med("poolCopy", "wallMs") / med("sync", "wallMs")).toFixed(4),
     syncCpuSeconds: +(med("sync", "cpuMs") / 1000).toFixed(3),
   },
 });

@@ -68,6 +68,15 @@ export class JsonBytes {
     this.length = at;
   }
 
+  /** `bytes[start, end)`, as `raw` (a piece of JSON encoded before). */
+  rawRange(bytes: Uint8Array, start: number, end: number): void {
+    this.ensure(end - start);
+    const buffer = this.buf;
+    let at = this.length;
+    for (let i = start; i < end; i++) buffer[at++] = bytes[i]!;
+    this.length = at;
+  }
+
   /** `text`'s UTF-8 bytes, for `raw`. */
   static encoded(text: string): Uint8Array {
     return UTF8.encode(text);

@@ -45,14 +45,49 @@ export function writeV2(
   let hashCount = 0;
   /** The first hash that is not 32 hex digits: refused if every chunk has a hash. */
   let badHash: string | undefined;
-  let previous: KeyPath = [];
+  /** Adds a chunk's hash to the table; the table as it is now (undefined once a chunk has none). */
+  const addHash = (hash: string | undefined): Uint8Array | undefined => {
+    if (hash === undefined || !hashes) return undefined;
+    let table: Uint8Array = hashes;
+    if (16 * hashCount === table.length) {
+      table = new Uint8Array(2 * table.length + 16);
+      table.set(hashes);
+    }
+    if (!hexDigestInto(hash, table, 16 * hashCount++)) badHash ??= hash;
+    return table;
+  };
+  let previous: KeyPath = NO_KEY;
+  /** Entries encoded here from frozen inputs, kept (`encodedEntries`) once their bytes are copied out. */
+  const toKeep: ToKeep[] = [];
   for (let e = 0; e < entries.length; e++) {
     const entry = entries[e]!;
     const key = entry.key;
+    if (e > 0) out.byte(0x2c);
+    const chunked = entry.kind !== "value" && entry.chunks.length === 1 ? entry : undefined;
+    const only = chunked?.chunks[0];
+    const file = only && index.get(only.file);
+    const kept = only && encodedEntries.get(key);
+    if (
+      kept &&
+      chunked &&
+      only &&
+      file !== undefined &&
+      sameEncoding(kept, previous, chunked, only, file, defaultBlockSize)
+    ) {
+      out.rawRange(kept.bytes, kept.start, kept.crc);
+      writeCrc32c(out, only.crc32c);
+      out.rawRange(kept.bytes, kept.afterCrc, kept.end);
+      hashes = addHash(only.hash);
+      previous = key;
+      continue;
+    }
+    const start = out.length;
+    let crc = -1;
+    let afterCrc = -1;
     let shared = 0;
     while (shared < previous.length && shared < key.length - 1 && previous[shared] === key[shared]) shared++;
+    const before = previous;
     previous = key;
-    if (e > 0) out.byte(0x2c);
     out.raw(
       entry.kind === "tensor"
         ? OPEN_TENSOR
@@ -95,24 +130,16 @@ export function writeV2(
           `a chunk of ${key.join(".")} is in ${chunk.file}, which the metadata's files do not list`,
         );
       const fields = chunkFields(chunk, key, shape, defaultBlockSize);
-      if (chunk.hash === undefined) hashes = undefined;
-      else if (hashes) {
-        let table: Uint8Array = hashes;
-        if (16 * hashCount === table.length) {
-          const grown: Uint8Array = new Uint8Array(2 * table.length + 16);
-          grown.set(table);
-          hashes = table = grown;
-        }
-        if (!hexDigestInto(chunk.hash, table, 16 * hashCount++)) badHash ??= chunk.hash;
-      }
+      hashes = addHash(chunk.hash);
       if (c > 0) out.byte(0x2c);
       out.byte(0x5b);
       out.integer(file);
       out.byte(0x2c);
       out.number(chunk.byteOffset);
       out.byte(0x2c);
-      if (chunk.crc32c.length === 1) out.base64Uint32LE(chunk.crc32c[0]!);
-      else out.string(encodeChecksums(chunk.crc32c));
+      crc = out.length;
+      writeCrc32c(out, chunk.crc32c);
+      afterCrc = out.length;
       if (fields >= 5) {
         out.byte(0x2c);
         numbers(out, chunk.offsets);
@@ -131,14 +158,150 @@ export function writeV2(
     }
     out.byte(0x5d);
     out.byte(0x5d);
+    if (chunked && only && file !== undefined && isFrozenEncoding(before, chunked, only))
+      toKeep.push({ previous: before, entry: chunked, chunk: only, file, start, crc, afterCrc, end: out.length });
   }
   out.byte(0x5d);
+  keepEncodings(out, toKeep, defaultBlockSize);
   if (hashes && hashCount > 0) {
     if (badHash !== undefined)
       throw new CheckpointError("invalid_argument", `a chunk's content hash is not 32 hex digits (${badHash})`);
     out.raw(OPEN_CONTENT_HASHES);
     out.base64(hashes, 16 * hashCount);
     out.text('"}');
+  }
+}
+
+function writeCrc32c(out: JsonBytes, sums: readonly number[]): void {
+  if (sums.length === 1) out.base64Uint32LE(sums[0]!);
+  else out.string(encodeChecksums(sums));
+}
+
+/**
+ * What an entry of one chunk was encoded from, and where its bytes are: all but its CRC32C
+ * (`bytes[start, crc)`, then `bytes[afterCrc, end)`). A save of the same structure meets the same
+ * frozen key, shape and box arrays (the plan cache's), so it copies these bytes instead of
+ * encoding the key, shape, place and fields again; its checksums and hash are written anew.
+ */
+class EncodedEntry {
+  readonly key: KeyPath;
+  readonly previous: KeyPath;
+  readonly kind: "tensor" | "bytes";
+  readonly dtype: string | undefined;
+  readonly shape: readonly number[] | undefined;
+  readonly entryBytes: number;
+  readonly file: number;
+  readonly byteOffset: number;
+  readonly offsets: readonly number[];
+  readonly sizes: readonly number[];
+  readonly byteLength: number;
+  readonly blockSize: number;
+  readonly tensorName: string;
+  readonly defaultBlockSize: number;
+
+  constructor(
+    previous: KeyPath,
+    entry: ChunkedEntry,
+    chunk: ChunkMetadata,
+    file: number,
+    defaultBlockSize: number,
+    readonly bytes: Uint8Array,
+    readonly start: number,
+    readonly crc: number,
+    readonly afterCrc: number,
+    readonly end: number,
+  ) {
+    this.key = entry.key;
+    this.previous = previous;
+    this.kind = entry.kind;
+    this.dtype = entry.kind === "tensor" ? entry.dtype : undefined;
+    this.shape = entry.kind === "tensor" ? entry.shape : undefined;
+    this.entryBytes = entry.kind === "bytes" ? entry.byteLength : -1;
+    this.file = file;
+    this.byteOffset = chunk.byteOffset;
+    this.offsets = chunk.offsets;
+    this.sizes = chunk.sizes;
+    this.byteLength = chunk.byteLength;
+    this.blockSize = chunk.blockSize;
+    this.tensorName = chunk.tensorName;
+    this.defaultBlockSize = defaultBlockSize;
+  }
+}
+
+/** An entry encoded in this call from frozen inputs, and where its bytes are in the output. */
+interface ToKeep {
+  readonly previous: KeyPath;
+  readonly entry: ChunkedEntry;
+  readonly chunk: ChunkMetadata;
+  readonly file: number;
+  readonly start: number;
+  readonly crc: number;
+  readonly afterCrc: number;
+  readonly end: number;
+}
+
+/** By the entry's key array; only frozen arrays (whose content cannot change) are kept or compared. */
+const encodedEntries = new WeakMap<KeyPath, EncodedEntry>();
+const NO_KEY: KeyPath = Object.freeze([]);
+
+type ChunkedEntry = Exclude<EntryMetadata, { kind: "value" }>;
+
+/** Whether every array the entry's encoding rests on is frozen (the previous key's too): then the same arrays mean the same content. */
+function isFrozenEncoding(previous: KeyPath, entry: ChunkedEntry, chunk: ChunkMetadata): boolean {
+  return (
+    Object.isFrozen(previous) &&
+    Object.isFrozen(entry.key) &&
+    (entry.kind !== "tensor" || Object.isFrozen(entry.shape)) &&
+    Object.isFrozen(chunk.offsets) &&
+    Object.isFrozen(chunk.sizes)
+  );
+}
+
+/** Whether an entry would be encoded exactly as `kept` was, checksums aside: the same arrays (frozen) and the same values. */
+function sameEncoding(
+  kept: EncodedEntry,
+  previous: KeyPath,
+  entry: ChunkedEntry,
+  chunk: ChunkMetadata,
+  file: number,
+  defaultBlockSize: number,
+): boolean {
+  return (
+    kept.previous === previous &&
+    kept.kind === entry.kind &&
+    (entry.kind === "tensor"
+      ? kept.dtype === entry.dtype && kept.shape === entry.shape
+      : kept.entryBytes === entry.byteLength) &&
+    kept.file === file &&
+    kept.byteOffset === chunk.byteOffset &&
+    kept.offsets === chunk.offsets &&
+    kept.sizes === chunk.sizes &&
+    kept.byteLength === chunk.byteLength &&
+    kept.blockSize === chunk.blockSize &&
+    kept.tensorName === chunk.tensorName &&
+    kept.defaultBlockSize === defaultBlockSize
+  );
+}
+
+/** Copies the bytes of the entries just encoded from frozen inputs out of `out`, once for all, and keeps them by key. */
+function keepEncodings(out: JsonBytes, toKeep: readonly ToKeep[], defaultBlockSize: number): void {
+  if (toKeep.length === 0) return;
+  const from = toKeep[0]!.start;
+  const bytes = out.view(from).slice(0, toKeep[toKeep.length - 1]!.end - from);
+  for (const k of toKeep) {
+    const kept = new EncodedEntry(
+      k.previous,
+      k.entry,
+      k.chunk,
+      k.file,
+      defaultBlockSize,
+      bytes,
+      k.start - from,
+      k.crc - from,
+      k.afterCrc - from,
+      k.end - from,
+    );
+    encodedEntries.set(kept.key, kept);
   }
 }
 

@@ -23,7 +23,8 @@ export async function deleteCheckpoint(
   metadata: CheckpointMetadata,
   signal?: AbortSignal,
 ): Promise<DeletedCheckpoint> {
-  await withRetry(() => storage.delete(joinPath(dir, METADATA_FILE)), { signal });
+  // Durably un-committed before any file goes: a power cut must not bring back a checkpoint whose files are gone.
+  await withRetry(() => storage.delete(joinPath(dir, METADATA_FILE), { durable: true }), { signal });
   const own = ownFiles(metadata).filter(isDataFileName);
   const referenced = await siblingReferences(storage, dir, signal);
   const files = referenced.unknown ? [] : own.filter((f) => !referenced.files.has(f));

@@ -152,6 +152,28 @@ export function prepareStaging(
   );
 }
 
+/** The next leaf from `from` on that a copy reads through `data()`; none when the next copied tensor is a host tensor. */
+function nextRead(
+  leaves: readonly Leaf[],
+  from: number,
+  strategy: StagingStrategy,
+): { readonly index: number; readonly tensor: TensorLike } | undefined {
+  for (let index = from; index < leaves.length; index++) {
+    const leaf = leaves[index]!;
+    if (leaf.kind !== "tensor" || heldByReference(leaf, strategy)) continue;
+    return leaf.source.kind === "tfjs" ? { index, tensor: leaf.source.tensor } : undefined;
+  }
+  return undefined;
+}
+
+/** Where the plan puts a leaf's bytes; never past its place (a blob resized meanwhile would overwrite its neighbours). */
+function slotFor(slots: readonly (Slot | undefined)[], leaf: Leaf, index: number, bytes: Uint8Array): Slot {
+  const slot = slots[index]!;
+  if (bytes.byteLength !== slot.bytes)
+    throw invalid(leaf.path, `its data changed size while being staged (${slot.bytes} bytes, now ${bytes.byteLength})`);
+  return slot;
+}
+
 async function stage(
   leaves: readonly Leaf[],
   strategy: StagingStrategy,
@@ -164,7 +186,6 @@ async function stage(
   // takes milliseconds, which must not hold up whatever the caller does next (saveAsync's return).
   await pace?.yield();
   const { segments, slots, sizes, copiedBytes } = stagingPlan(leaves, strategy, layout, pool);
-  const byReference = (leaf: Leaf): boolean => heldByReference(leaf, strategy);
   // Never waits for buffers: those it would wait for may be held by this very save, or by saves queued behind it.
   if (options.paced === true && pool.inUseBytes + sizes.reduce((a, b) => a + b, 0) > pool.maxBytes) return undefined;
   const buffers = await pool.acquire(
@@ -189,38 +210,22 @@ async function stage(
      */
     let aheadIndex = -1;
     let aheadRead: Promise<ReadResult> | undefined;
-    const readAhead = (from: number): void => {
-      let next = from;
-      while (next < leaves.length && (leaves[next]!.kind !== "tensor" || byReference(leaves[next]!))) next++;
-      const leaf = leaves[next];
-      if (leaf?.kind !== "tensor" || leaf.source.kind !== "tfjs" || aheadIndex === next) return;
-      aheadIndex = next;
-      aheadRead = startRead(leaf.source.tensor);
-    };
-    /** Where the plan puts a leaf's bytes; never past its place (a blob resized meanwhile would overwrite its neighbours). */
-    const slotFor = (leaf: Leaf, index: number, bytes: Uint8Array): Slot => {
-      const slot = slots[index]!;
-      if (bytes.byteLength !== slot.bytes)
-        throw invalid(
-          leaf.path,
-          `its data changed size while being staged (${slot.bytes} bytes, now ${bytes.byteLength})`,
-        );
-      return slot;
-    };
     const staged: Leaf[] = [];
+    // The loop calls no closure made per call: V8's optimized code for it would hold that closure
+    // weakly, be thrown away once it dies, and be compiled again, on another core, every save.
     for (let index = 0; index < leaves.length; index++) {
       const leaf = leaves[index]!;
       throwIfAborted(signal, pace ? "the save (copying held tensors in the background)" : "staging");
       if (leaf.kind === "value") {
         staged.push(leaf);
       } else if (leaf.kind === "bytes") {
-        const slot = slotFor(leaf, index, leaf.data);
+        const slot = slotFor(slots, leaf, index, leaf.data);
         const buffer = buffers[slot.buffer]!;
         if (pace) copyMs += await copyInto(buffer, slot.offset, leaf.data, pace);
         else buffer.set(leaf.data, slot.offset);
         const data = buffer.subarray(slot.offset, slot.offset + leaf.data.byteLength);
         staged.push({ kind: "bytes", path: leaf.path, data, staged: slot.place });
-      } else if (byReference(leaf)) {
+      } else if (heldByReference(leaf, strategy)) {
         const clone = (leaf.source.tensor as Cloneable).clone();
         clones.push(clone);
         staged.push({ ...leaf, source: { kind: "tfjs", tensor: clone }, staged: undefined });
@@ -229,12 +234,16 @@ async function stage(
         if (leaf.source.kind === "host") bytes = bytesOf(leaf.source.tensor.data);
         else {
           const read = aheadIndex === index ? aheadRead! : startRead(leaf.source.tensor);
-          readAhead(index + 1);
+          const next = nextRead(leaves, index + 1, strategy);
+          if (next !== undefined && next.index !== aheadIndex) {
+            aheadIndex = next.index;
+            aheadRead = startRead(next.tensor);
+          }
           bytes = checkedBytes(leaf, await read);
         }
         // One `set` into the target, no view of it made for the copy, and no promise unless paced:
         // with thousands of small tensors, each allocation per leaf shows in the time a save blocks.
-        const slot = slotFor(leaf, index, bytes);
+        const slot = slotFor(slots, leaf, index, bytes);
         const buffer = buffers[slot.buffer]!;
         if (pace) copyMs += await copyInto(buffer, slot.offset, bytes, pace);
         else buffer.set(bytes, slot.offset);

@@ -117,6 +117,8 @@ export function byteSize(dtype: DType, shape: readonly number[]): number {
 }
 
 export function validateShape(shape: unknown, where: Where): readonly number[] {
+  // A copy: the caller may change its array in place once a background save has staged.
+  if (Array.isArray(shape)) shape = shape.slice();
   if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
     throw new CheckpointError(
       "invalid_argument",

@@ -111,6 +111,7 @@ function classify(value: unknown, path: KeyPath): Classified {
 /** One tensor leaf per shard, each checked like any tensor and against the sharded tensor's dtype. */
 function shardLeaves(sharded: ShardedTensor, path: KeyPath): Leaf[] {
   const boxes = shardBoxes(sharded, `state dict key ${displayKey(path)}`);
+  const globalShape = validateShape(sharded.shape, () => `state dict key ${displayKey(path)}`);
   return sharded.shards.map((shard, i) => {
     const classified = classify(shard.tensor, path);
     if (classified.type !== "leaf" || classified.leaf.kind !== "tensor") {
@@ -119,7 +120,7 @@ function shardLeaves(sharded: ShardedTensor, path: KeyPath): Leaf[] {
     const leaf = classified.leaf;
     if (leaf.dtype !== sharded.dtype)
       throw invalid(path, `shard ${i} is ${leaf.dtype} but the sharded tensor is ${sharded.dtype}`);
-    return { ...leaf, shard: { globalShape: sharded.shape, offsets: boxes[i]!.offsets } };
+    return { ...leaf, shard: { globalShape, offsets: boxes[i]!.offsets } };
   });
 }
 

@@ -25,6 +25,7 @@ export {
   type ByteRange,
   type WriteBody,
   type WriteOptions,
+  type DeleteOptions,
   type KnownCrc32c,
   type ReadOptions,
   type BlockChecksumRequest,

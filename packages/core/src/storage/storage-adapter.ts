@@ -26,6 +26,17 @@ export interface ByteRange {
  */
 export type WriteBody = Uint8Array | AsyncIterable<Uint8Array>;
 
+/** Options of `StorageAdapter.delete`. */
+export interface DeleteOptions {
+  /**
+   * Resolve only once the deletion survives a power loss (file://: fsyncs the directory, also
+   * when the object was already gone, as after an attempt whose fsync failed). Asked of an
+   * un-commit (metadata.json), which must be durable before anything it referenced is swept.
+   * Adapters whose deletes are durable when they resolve ignore it.
+   */
+  readonly durable?: boolean;
+}
+
 export interface WriteOptions {
   /** Atomic create: fails with `already_exists` if the object exists, and never replaces it. */
   readonly ifAbsent?: boolean;
@@ -163,7 +174,7 @@ export interface PortableStorage {
  * - `stat` resolves `null` for a missing object; `list(prefix)` yields every object whose
  *   path starts with `prefix` (a raw string prefix, recursive, in no promised order), paged
  *   lazily, temp files of writes in progress or killed included (`TEMP_OBJECT_PREFIX`).
- * - `delete` of a missing object succeeds.
+ * - `delete` of a missing object succeeds; with `durable` it resolves once the deletion survives a power loss.
  * - Failures are `CheckpointError`s; storage failures carry `context.transient` so core's
  *   retry policy can tell a blip from a permanent refusal. Messages start with `[protocol]`.
  * - `read` honours `ReadOptions.head` (and may ignore `into`).
@@ -215,7 +226,7 @@ export interface StorageAdapter {
   sync?(paths: readonly string[]): Promise<void>;
   stat(path: string): Promise<ObjectInfo | null>;
   list(prefix: string): AsyncIterable<ObjectInfo>;
-  delete(path: string): Promise<void>;
+  delete(path: string, options?: DeleteOptions): Promise<void>;
   /** Releases clients and handles. The adapter is unusable afterwards. */
   close(): Promise<void>;
 }

@@ -2,6 +2,7 @@ import { constants } from "node:os";
 import { CheckpointError, type CheckpointErrorCode, cancelledError } from "../errors.js";
 import type {
   ByteRange,
+  DeleteOptions,
   ObjectInfo,
   ReadOptions,
   StorageAdapter,
@@ -198,10 +199,10 @@ export class FaultyStorageAdapter implements StorageAdapter {
     yield* this.#inner.list(prefix);
   }
 
-  async delete(path: string): Promise<void> {
+  async delete(path: string, options?: DeleteOptions): Promise<void> {
     const hit = this.#match("delete", path);
     if (hit) throw this.#error(hit, "delete", path);
-    return this.#inner.delete(path);
+    return this.#inner.delete(path, options);
   }
 
   close(): Promise<void> {

@@ -291,9 +291,11 @@ export function defineStorageContract(t: ContractTestApi, name: string, options:
       await storage.delete("d/x");
       await storage.delete("d/x");
       await storage.delete("never/existed");
+      await storage.delete("never/existed", { durable: true });
       expect(await storage.stat("d/x")).toBeNull();
       expect((await collect(storage.list("d/"))).map((o) => o.path)).toEqual(["d/y"]);
-      await storage.delete("d/y");
+      await storage.delete("d/y", { durable: true });
+      await storage.delete("d/y", { durable: true });
       expect(await collect(storage.list("d"))).toEqual([]);
     });
 

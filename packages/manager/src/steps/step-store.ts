@@ -185,7 +185,7 @@ export class StepStore {
     this.#records.delete(step);
     this.#identities.delete(step);
     this.#damaged.delete(step);
-    this.#files.forget(step);
+    if (!this.#sweeper.uncommitting.has(step)) this.#files.forget(step);
     this.#index.removed(step);
   }
 
@@ -242,6 +242,8 @@ export class StepStore {
         }
       });
     const work: Promise<void>[] = [];
+    for (const step of this.#sweeper.uncommitting)
+      if (!isBusy(step)) work.push(attempt(step, () => this.#sweeper.finishUncommit(step)));
     for (const [step, paths] of this.#sweeper.unfinished) {
       // A step saved anew since is no longer this store's to finish.
       if (this.#index.has(step) || isBusy(step)) this.#sweeper.unfinished.delete(step);
@@ -258,7 +260,7 @@ export class StepStore {
       const records = steps.flatMap((step) => this.#records.get(step) ?? []);
       // A step whose metadata could not be read may reference any file: this pass deletes nothing (its next one will).
       for (const step of unread.length > 0 ? [] : stepsToDelete(records, options)) {
-        if (!isBusy(step) && !this.#sweeper.unfinished.has(step))
+        if (!isBusy(step) && !this.#sweeper.unfinished.has(step) && !this.#sweeper.uncommitting.has(step))
           work.push(
             attempt(step, async () => {
               // Every listed step was read (marked) above: no pass over them per deletion.
@@ -277,7 +279,11 @@ export class StepStore {
       const old = this.#index
         .leftovers()
         .filter(
-          ([step, { newest }]) => !isBusy(step) && !this.#sweeper.unfinished.has(step) && now - newest >= leftoverAgeMs,
+          ([step, { newest }]) =>
+            !isBusy(step) &&
+            !this.#sweeper.unfinished.has(step) &&
+            !this.#sweeper.uncommitting.has(step) &&
+            now - newest >= leftoverAgeMs,
         );
       // Leftovers may hold files a committed incremental step uses (a deleted base's): every step is marked before any is swept.
       const marked = old.length > 0 ? await this.#markAll(true) : [];
@@ -304,6 +310,8 @@ export class StepStore {
   }
 
   #committedElsewhere(step: number): void {
+    // Committed anew: its earlier un-commit is moot (the new commit's directory fsync made it durable).
+    this.#sweeper.uncommitting.delete(step);
     this.#damaged.delete(step);
     this.#retired.delete(step);
     this.#sweeper.unfinished.delete(step);
@@ -321,7 +329,8 @@ export class StepStore {
     for (const step of this.#records.keys()) if (!this.#index.has(step)) this.#records.delete(step);
     for (const step of this.#identities.keys()) if (!this.#index.has(step)) this.#identities.delete(step);
     for (const step of this.#damaged.keys()) if (!this.#index.has(step)) this.#damaged.delete(step);
-    for (const step of this.#files.steps()) if (!this.#index.has(step)) this.#files.forget(step);
+    for (const step of this.#files.steps())
+      if (!this.#index.has(step) && !this.#sweeper.uncommitting.has(step)) this.#files.forget(step);
   }
 
   /**

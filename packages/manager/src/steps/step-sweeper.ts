@@ -1,6 +1,6 @@
 import { type StorageAdapter, isCheckpointError } from "@cairn/core";
 import { METADATA_FILE } from "@cairn/core/format";
-import { joinPath } from "@cairn/core/storage";
+import { joinPath, withRetry } from "@cairn/core/storage";
 import PQueue from "p-queue";
 import { readFileTable } from "./step-file-table.js";
 import type { StepFiles } from "./step-files.js";
@@ -43,6 +43,12 @@ function isNotFound(error: unknown): boolean {
 export class StepSweeper {
   /** Steps un-committed (or leftovers) whose objects could not all be deleted, with those objects: finished by the next pass whatever their age. */
   readonly unfinished = new Map<number, readonly string[]>();
+  /**
+   * Steps whose un-commit failed after its name may have gone, not durably (a failed fsync): a
+   * power cut may bring them back, so their references stay marked (the store keeps them across
+   * listings) until `finishUncommit` makes the deletion durable.
+   */
+  readonly uncommitting = new Set<number>();
   /** Steps whose metadata.json a deletion is removing now. */
   readonly #deleting = new Set<number>();
   readonly #storage: StorageAdapter;
@@ -50,7 +56,7 @@ export class StepSweeper {
   readonly #files: StepFiles;
   readonly #forget: (step: number) => void;
 
-  /** `forget` drops what the store knows of a step once its metadata is gone. */
+  /** `forget` drops what the store knows of a step once its metadata is gone (the store keeps the references of steps in `uncommitting`). */
   constructor(storage: StorageAdapter, index: StepIndex, files: StepFiles, forget: (step: number) => void) {
     this.#storage = storage;
     this.#index = index;
@@ -85,17 +91,14 @@ export class StepSweeper {
     if (!claim()) return undefined;
     this.#deleting.add(step);
     try {
-      await this.#storage.delete(joinPath(dir, METADATA_FILE)).catch((error: unknown) => {
-        if (!isNotFound(error)) throw error;
-      });
-      this.#forget(step);
+      await this.#uncommit(step);
     } finally {
       this.#deleting.delete(step);
     }
     // Files of other steps it referenced: those of a step still committed (or being deleted, not yet forgotten) are that step's own, swept with it.
     const ownerGone = (path: string): boolean => {
       const owner = parseStep(path.slice(0, path.indexOf("/")));
-      return owner === step || owner === undefined || !this.#index.has(owner);
+      return owner === step || owner === undefined || (!this.#index.has(owner) && !this.uncommitting.has(owner));
     };
     const referenced = ownReferences.filter(ownerGone);
     let rest = known?.filter((path) => path !== joinPath(dir, METADATA_FILE));
@@ -114,6 +117,33 @@ export class StepSweeper {
     await this.#deleteAll(sweep);
     this.unfinished.delete(step);
     return swept;
+  }
+
+  /**
+   * Deletes the step's metadata.json durably, retried: a power cut must not bring back a step whose
+   * references (in other steps' directories) are swept, by this pass or, once the name is gone, by
+   * any later one. Then the store forgets the step.
+   */
+  async #uncommit(step: number): Promise<void> {
+    const path = joinPath(stepDir(step), METADATA_FILE);
+    try {
+      await withRetry(() => this.#storage.delete(path, { durable: true })).catch((error: unknown) => {
+        if (!isNotFound(error)) throw error;
+      });
+    } catch (error) {
+      // Still there: still committed. Gone, not durably (or unknown): unlisted from now on, its references kept.
+      if (await this.#storage.stat(path).catch(() => null)) throw error;
+      this.uncommitting.add(step);
+      this.#forget(step);
+      throw error;
+    }
+    this.uncommitting.delete(step);
+    this.#forget(step);
+  }
+
+  /** Makes the un-commit of a step in `uncommitting` durable; its files are swept as a leftover's then. */
+  async finishUncommit(step: number): Promise<void> {
+    await this.#uncommit(step);
   }
 
   /** Finishes a step left unfinished: deletes those of its `paths` no committed step uses. */

@@ -1,5 +1,5 @@
 import { CheckpointError } from "@cairn/core";
-import type { ByteRange, ObjectInfo, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
+import type { ByteRange, DeleteOptions, ObjectInfo, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 
 /** A storage that can be taken down in tests: while `down`, every call fails (not transiently, so core does not retry it). */
@@ -34,11 +34,11 @@ export class OutageStorage extends FaultyStorageAdapter {
 
 /** An outage that refuses deletes too (`OutageStorage` lets them through): a save with `overwrite` cannot clear the step there. */
 export class FullOutageStorage extends OutageStorage {
-  override async delete(path: string): Promise<void> {
+  override async delete(path: string, options?: DeleteOptions): Promise<void> {
     if (this.down)
       throw new CheckpointError("storage", `[${this.protocol}] ${path}: the bucket is down (injected)`, {
         context: { path, transient: false },
       });
-    return super.delete(path);
+    return super.delete(path, options);
   }
 }
