@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { decodeChecksums, encodeChecksums } from "./checksum-blocks.js";
+import { decodeChecksums, encodeChecksums, lazyChecksums } from "./checksum-blocks.js";
 
 const ALPHABET = new Set(new TextEncoder().encode("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"));
 const uint32s = fc.array(fc.integer({ min: 0, max: 0xffffffff }), { maxLength: 70 });
@@ -31,6 +31,35 @@ describe("decodeChecksums", () => {
         expect(decodeChecksums(text, sums.length + 1)).toBeUndefined();
       }),
       { numRuns: 2000, seed: 34 },
+    );
+  });
+});
+
+describe("lazyChecksums", () => {
+  it("decodes any run of sums as the whole decodes them, and refuses a forged character only in a run that holds it", () => {
+    fc.assert(
+      fc.property(uint32s, fc.nat(80), fc.nat(80), fc.nat(200), (sums, a, b, forgedAt) => {
+        const text = new TextEncoder().encode(encodeChecksums(sums));
+        const [first, end] = [Math.min(a, b), Math.max(a, b)];
+        const { sums: part, offset } = lazyChecksums(text, sums.length, () => new Error("refused")).range(first, end);
+        for (let i = first; i < Math.min(end, sums.length); i++) expect(part[i - offset]).toBe(sums[i]);
+        if (text.byteLength === 0) return;
+        // "-" is outside the alphabet: a run of sums is refused only if its characters hold it.
+        const at = forgedAt % text.byteLength;
+        const forged = text.slice();
+        forged[at] = 0x2d;
+        const lazy = lazyChecksums(forged, sums.length, () => new Error("refused"));
+        expect(() => lazy.all()).toThrow("refused");
+        const group = Math.floor(at / 16);
+        const [from, to] = [Math.floor(first / 3), Math.ceil(Math.min(end, sums.length) / 3)];
+        const holds = group >= from && group < to;
+        if (holds) expect(() => lazy.range(first, end)).toThrow("refused");
+        else {
+          const read = lazy.range(first, end);
+          for (let i = first; i < Math.min(end, sums.length); i++) expect(read.sums[i - read.offset]).toBe(sums[i]);
+        }
+      }),
+      { numRuns: 2000, seed: 348 },
     );
   });
 });

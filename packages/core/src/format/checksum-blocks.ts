@@ -134,19 +134,57 @@ export function checksumTextFits(text: Uint8Array, count: number, start = 0, end
 /** Chunks with at least this many CRC32Cs may decode them when first asked (`lazyChecksums`); fewer cost less than the deferral. */
 export const LAZY_CHECKSUMS_MIN = 16;
 
+/** A chunk's CRC32Cs kept as base64 (`lazyChecksums`), decoded when asked: all of them, or a run's. */
+export interface LazyChecksums {
+  /** Every sum, decoded at the first call and kept. */
+  all(): readonly number[];
+  /** Sums `first` to `end` (and a few around them): `sums[i - offset]` is sum i. Decoded at each call, not kept. */
+  range(first: number, end: number): { readonly sums: readonly number[]; readonly offset: number };
+}
+
 /**
- * The `count` CRC32Cs of base64 `text` (whose length `checksumTextFits` accepted), decoded at the
- * first call and kept: a rank loading part of a checkpoint decodes only its chunks' sums. Every
- * call throws `refused()` while `text` is not base64, so a forged string is refused before use.
+ * The `count` CRC32Cs of base64 `text` (whose length `checksumTextFits` accepted), decoded when
+ * asked: a rank loading part of a checkpoint decodes only its chunks' sums, and a read only those
+ * of the blocks it checks. Whatever is decoded is checked first: a call whose part of `text` is
+ * not base64 throws `refused()`, so a forged string is refused before it is used.
  */
-export function lazyChecksums(text: Uint8Array, count: number, refused: () => Error): () => readonly number[] {
+export function lazyChecksums(text: Uint8Array, count: number, refused: () => Error): LazyChecksums {
   let sums: readonly number[] | undefined;
-  let held: Uint8Array | undefined = text;
-  return () => {
-    if (sums) return sums;
-    const decoded = decodeChecksums(held!, count);
-    if (!decoded) throw refused();
-    held = undefined;
-    return (sums = decoded);
+  return {
+    all() {
+      if (sums) return sums;
+      const decoded = decodeChecksums(text, count);
+      if (!decoded) throw refused();
+      return (sums = decoded);
+    },
+    range(first, end) {
+      if (sums) return { sums, offset: 0 };
+      // Whole groups of three sums (16 characters, padded only at the end) decode on their own.
+      const from = Math.min(count, Math.max(0, Math.floor(first / 3) * 3));
+      const to = Math.min(count, Math.max(from, Math.ceil(end / 3) * 3));
+      if (to === from) return { sums: [], offset: from };
+      const part = decodeChecksums(text, to - from, (from / 3) * 16, to === count ? text.byteLength : (to / 3) * 16);
+      if (!part) throw refused();
+      return { sums: part, offset: from };
+    },
   };
+}
+
+const lazyChunks = new WeakMap<object, LazyChecksums>();
+
+/** Records that `chunk`'s sums are `lazy`'s (its `crc32c` getter calls `lazy.all`), for `storedChecksums`. */
+export function holdLazyChecksums(chunk: object, lazy: LazyChecksums): void {
+  lazyChunks.set(chunk, lazy);
+}
+
+/**
+ * The stored CRC32Cs of blocks `first` to `end` of a chunk: `sums[i - offset]` is block i's. Of a
+ * chunk parsed with `lazyChecksums`, only those are decoded (each call anew), else its `crc32c`.
+ */
+export function storedChecksums(
+  chunk: { readonly crc32c: readonly number[] },
+  first: number,
+  end: number,
+): { readonly sums: readonly number[]; readonly offset: number } {
+  return lazyChunks.get(chunk)?.range(first, end) ?? { sums: chunk.crc32c, offset: 0 };
 }

@@ -116,10 +116,11 @@ function topLevelFields(bytes: Uint8Array, where: string): { raw: Record<string,
 /** How `parseMetadata` reads. */
 export interface ParseOptions {
   /**
-   * Decode the block CRC32Cs of a chunk with many (`LAZY_CHECKSUMS_MIN`) when its `crc32c` is first
-   * read, not while parsing: a load of part of a checkpoint (a rank's share) decodes only the sums
-   * it checks. Their count and the JSON around them are checked while parsing, their base64 when
-   * decoded: a forged string makes the `crc32c` getter throw `corrupt`, before anything is checked against it.
+   * Decode the block CRC32Cs of a chunk with many (`LAZY_CHECKSUMS_MIN`) when asked, not while
+   * parsing: all of them when its `crc32c` is first read, those of the blocks a load checks as it
+   * checks them (`storedChecksums`), so a rank loading its share decodes only those. Their count
+   * and the JSON around them are checked while parsing, their base64 as decoded: a forged string
+   * throws `corrupt` there, before anything is checked against it.
    */
   readonly lazyChecksums?: boolean;
 }

@@ -1,6 +1,13 @@
 import { isDType, itemSize } from "../state/dtypes.js";
 import { type KeyPath, isForbiddenKey } from "../state/state-dict.js";
-import { LAZY_CHECKSUMS_MIN, checksumTextFits, decodeChecksums, lazyChecksums } from "./checksum-blocks.js";
+import {
+  LAZY_CHECKSUMS_MIN,
+  type LazyChecksums,
+  checksumTextFits,
+  decodeChecksums,
+  holdLazyChecksums,
+  lazyChecksums,
+} from "./checksum-blocks.js";
 import { type JsonReader, closingQuote } from "./json-reader.js";
 import type { ChunkMetadata, DataFileMetadata, TensorEntry } from "./metadata.js";
 import { corrupt } from "./metadata-checks.js";
@@ -33,7 +40,7 @@ export function chunkChecksums(
   end: number,
   lazyWhere: string | undefined,
   key: KeyPath,
-): readonly number[] | (() => readonly number[]) | undefined {
+): readonly number[] | LazyChecksums | undefined {
   if (lazyWhere === undefined || count < LAZY_CHECKSUMS_MIN) return decodeChecksums(bytes, count, start, end);
   if (!checksumTextFits(bytes, count, start, end)) return undefined;
   return lazyChecksums(bytes.slice(start, end), count, () => badChecksums(lazyWhere, key.join(".")));
@@ -186,7 +193,7 @@ export function wholeTensorDecoder(
 
 /**
  * A decoded chunk, its fields always in this order (one object shape for every chunk read); with
- * a function for `crc32c`, the chunk's `crc32c` is an own getter calling it (`lazyChecksums`).
+ * `LazyChecksums`, the chunk's `crc32c` is an own getter decoding them all (`lazyChecksums`).
  */
 export function chunkRecord(
   offsets: readonly number[],
@@ -196,16 +203,18 @@ export function chunkRecord(
   byteOffset: number,
   byteLength: number,
   blockSize: number,
-  crc32c: readonly number[] | (() => readonly number[]),
+  crc32c: readonly number[] | LazyChecksums,
   hash: string | undefined,
 ): ChunkMetadata {
-  if (typeof crc32c === "function") {
+  if (!Array.isArray(crc32c)) {
+    const lazy = crc32c as LazyChecksums;
     const chunk = {
       ...{ offsets, sizes, file, tensorName, byteOffset, byteLength, blockSize },
       get crc32c() {
-        return crc32c();
+        return lazy.all();
       },
     };
+    holdLazyChecksums(chunk, lazy);
     return hash === undefined ? chunk : Object.assign(chunk, { hash });
   }
   return hash === undefined

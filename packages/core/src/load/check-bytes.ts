@@ -1,6 +1,7 @@
 import { CheckpointError } from "../errors.js";
 import { crc32c } from "../format/crc32c.js";
 import { crc32cCombine, crc32cCombiner } from "../format/crc32c-combine.js";
+import { storedChecksums } from "../format/checksum-blocks.js";
 import { type CheckpointMetadata, type ChunkMetadata, METADATA_FILE } from "../format/metadata.js";
 import { type KeyPath, displayKey } from "../state/state-dict.js";
 
@@ -51,16 +52,23 @@ export function checkBlocks(
   sums?: ArrayLike<number>,
 ): void {
   const { blockSize } = chunk;
-  // Once: a chunk's sums may be decoded when first asked (`ParseOptions.lazyChecksums`).
-  const stored = chunk.crc32c;
+  // These blocks' sums, `stored[block - offset]`: of a lazily parsed chunk, only these are decoded.
+  const firstBlock = start / blockSize;
+  const blocks = Math.ceil(data.byteLength / blockSize);
+  const { sums: stored, offset } = storedChecksums(chunk, firstBlock, firstBlock + blocks);
   // Many small blocks: one CRC32C over the run, checked against their sums combined; block by block only to name the damage.
-  if (!sums && blockSize < RUN_CHECK_BELOW && data.byteLength > blockSize && runMatches(stored, blockSize, start, data))
+  if (
+    !sums &&
+    blockSize < RUN_CHECK_BELOW &&
+    data.byteLength > blockSize &&
+    runMatches(stored, firstBlock - offset, blockSize, data)
+  )
     return;
   for (let at = 0; at < data.byteLength; at += blockSize) {
     const block = (start + at) / blockSize;
     const end = Math.min(at + blockSize, data.byteLength);
     // `sums`: the blocks' CRC32Cs already computed (on a checksum worker, or by the adapter), one per block of `data`.
-    if ((sums ? sums[at / blockSize] : crc32c(data.subarray(at, end))) !== stored[block]) {
+    if ((sums ? sums[at / blockSize] : crc32c(data.subarray(at, end))) !== stored[block - offset]) {
       const from = chunk.byteOffset + start + at;
       const name = keyText(key);
       throw new CheckpointError(
@@ -84,11 +92,11 @@ const combiners = new Map<number, (crcA: number, crcB: number) => number>();
 /**
  * Whether `data`'s CRC32C equals its blocks' stored CRC32Cs combined. Damage spread over several
  * blocks of the run then escapes only with the odds of one CRC32C (2⁻³²), as in a 1 MiB block.
+ * `stored[first]` is the stored sum of `data`'s first block.
  */
-function runMatches(stored: readonly number[], blockSize: number, start: number, data: Uint8Array): boolean {
+function runMatches(stored: readonly number[], first: number, blockSize: number, data: Uint8Array): boolean {
   let combine = combiners.get(blockSize);
   if (!combine) combiners.set(blockSize, (combine = crc32cCombiner(blockSize)));
-  const first = start / blockSize;
   const whole = Math.floor(data.byteLength / blockSize);
   let expected = stored[first];
   if (expected === undefined) return false;

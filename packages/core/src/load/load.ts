@@ -66,8 +66,8 @@ export interface LoadResult {
   readonly missing: readonly string[];
   readonly seconds: number;
   /**
-   * The checkpoint's metadata. A chunk's checksums that this load did not check are decoded when
-   * first read (`ParseOptions.lazyChecksums`); a forged string of them throws `corrupt` then.
+   * The checkpoint's metadata. A chunk's checksums are decoded when its `crc32c` is first read
+   * (`ParseOptions.lazyChecksums`: the load decoded only those it checked); a forged string of them throws `corrupt` then.
    */
   readonly metadata: CheckpointMetadata;
 }

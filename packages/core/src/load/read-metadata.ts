@@ -35,8 +35,8 @@ export function cancelledOr(error: unknown, signal: AbortSignal | undefined, wha
 /**
  * The metadata of what `location` holds, and the directory its data files are in. An `hf+`
  * location's is its safetensors layout's (`layoutMetadata`), whose files carry no block checksums.
- * `lazyChecksums` (a load, which reads the sums of the chunks it checks only): read metadata
- * decodes chunks' checksums when first asked (`ParseOptions.lazyChecksums`).
+ * `lazyChecksums` (a load, which needs the sums of the blocks it checks only): read metadata
+ * decodes chunks' checksums when asked (`ParseOptions.lazyChecksums`).
  */
 export async function readCheckpointMetadata(
   location: OpenedCheckpoint,
