@@ -30,6 +30,19 @@ async function fingerprintOn(storage: StorageAdapter, step: number): Promise<str
 }
 
 /**
+ * The fingerprint of metadata in hand; null when it cannot be read: a load's metadata decodes a
+ * chunk's checksums when first read, and one this rank never loaded may be forged (the load
+ * reports what it checked; this check only stops comparing).
+ */
+function fingerprintOf(metadata: CheckpointMetadata): string | undefined | null {
+  try {
+    return contentFingerprint(metadata);
+  } catch {
+    return null;
+  }
+}
+
+/**
  * Warns (`stale`) when a committed step holds the same weights as the step committed or
  * restored before it in this process: training that silently stopped updating. Each commit's
  * metadata is read back once, in the background, in commit order; `settled()` waits for that.
@@ -63,7 +76,8 @@ export class StaleCheck {
   /** A step restored whole from `metadata`: the next save is compared with it. */
   restored(step: number, metadata: CheckpointMetadata): void {
     this.#chain = this.#chain.then(() => {
-      this.#previous = { step, fingerprint: contentFingerprint(metadata) };
+      const fingerprint = fingerprintOf(metadata);
+      this.#previous = fingerprint === null ? undefined : { step, fingerprint };
     });
   }
 
