@@ -185,8 +185,8 @@ async function answer(id, parts, regions, withHashes, info) {
     const sums = new Uint32Array(count);
     const hashes = withHashes ? new Uint8Array(16 * starts.length) : undefined;
     let n = 0;
+    const isPiece = (r) => streamIds !== undefined && streamIds[r] > 0;
     for (let i = 0; i < starts.length; ) {
-      const isPiece = (r) => streamIds !== undefined && streamIds[r] > 0;
       if (native && !isPiece(i)) {
         // A run of whole chunks: one native call.
         let j = i + 1;
@@ -274,6 +274,8 @@ class ChecksumWorkers {
   readonly #busy = new Map<Worker, number>();
   #next = 0;
   #turn = 0;
+  /** How many workers the pool keeps: asked of the system once, not at every job. */
+  #count: number | undefined;
 
   /** Starts the workers now (each loads its modules, about 50 ms), if they are not running. */
   start(): void {
@@ -282,7 +284,7 @@ class ChecksumWorkers {
 
   /** The workers, topped up to their count: one that died is replaced at the next job. */
   #spawn(): Worker[] {
-    const count = Math.max(1, Math.min(4, availableParallelism() - 1));
+    const count = (this.#count ??= Math.max(1, Math.min(4, availableParallelism() - 1)));
     if (this.#workers.length >= count) return this.#workers;
     const workerData = workerModules();
     while (this.#workers.length < count) {

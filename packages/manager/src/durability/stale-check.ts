@@ -23,7 +23,7 @@ export function contentFingerprint(metadata: CheckpointMetadata): string | undef
 /** The fingerprint of `step` as committed on `storage`; null when its metadata cannot be read now (listing and restore report that, not this check). */
 async function fingerprintOn(storage: StorageAdapter, step: number): Promise<string | undefined | null> {
   try {
-    return contentFingerprint(await readMetadata({ storage, path: stepDir(step) }));
+    return fingerprintOf(await readMetadata({ storage, path: stepDir(step) }));
   } catch {
     return null;
   }
