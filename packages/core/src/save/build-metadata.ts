@@ -134,8 +134,8 @@ function entriesByLeaf(
   plan: SavePlan,
 ): { entries: EntryMetadata[]; contentHashes: Uint8Array | undefined } | undefined {
   const byLeaf: (EntryMetadata | undefined)[] = [];
-  /** The index in `chunks` of each leaf's chunk. */
-  const chunkOfLeaf: number[] = [];
+  /** The index in `chunks` of each leaf's chunk (so in entry order, with holes at values). */
+  const chunkOfLeaf: (number | undefined)[] = [];
   for (let c = 0; c < chunks.length; c++) {
     const { item, chunk } = chunks[c]!;
     if (byLeaf[item.leafIndex] !== undefined) return undefined;
@@ -149,12 +149,9 @@ function entriesByLeaf(
     if (byLeaf[leafIndex] !== undefined) return undefined;
     byLeaf[leafIndex] = entry;
   }
-  const order: number[] = [];
-  for (let leaf = 0; leaf < chunkOfLeaf.length; leaf++)
-    if (chunkOfLeaf[leaf] !== undefined) order.push(chunkOfLeaf[leaf]!);
   return {
     entries: byLeaf.filter((entry): entry is EntryMetadata => entry !== undefined),
-    contentHashes: digestTable(chunks, order),
+    contentHashes: digestTable(chunks, chunkOfLeaf),
   };
 }
 

@@ -1,36 +1,34 @@
 import { describe, expect, it } from "vitest";
-import { appendDigests, digestTable, emptyDigests, rememberDigests } from "./chunk-digests.js";
+import { digestTable, joinDigests, rememberDigests } from "./chunk-digests.js";
 
 /** `count` digests of 16 bytes, digest k filled with `first + k`. */
-const batch = (first: number, count: number): Uint8Array => {
+const digestsFrom = (first: number, count: number): Uint8Array => {
   const bytes = new Uint8Array(16 * count);
   for (let k = 0; k < count; k++) bytes.fill(first + k, 16 * k, 16 * k + 16);
   return bytes;
 };
+const firstBytes = (table: Uint8Array | undefined): number[] => [...(table ?? [])].filter((_, i) => i % 16 === 0);
 
 describe("chunk digests", () => {
-  it("gives the digests of the chunks in the order asked, across batches and runs", () => {
-    // Chunks 0..2 from one batch, 3..4 from another (its digests 1 and 0), chunk 5 from the first again.
-    const a = batch(10, 4);
-    const b = batch(20, 2);
-    const digests = emptyDigests(0);
-    appendDigests(digests, { tables: [a, a, a], at: [0, 1, 2] }, 3);
-    appendDigests(digests, { tables: [b, b, a], at: [1, 0, 3] }, 3);
+  it("gives the chunks' digests in the order asked, across files and runs, skipping holes", () => {
+    // Two files' chunks: 10..13, then 20..21.
     const chunks = new Array(6).fill(null);
-    rememberDigests(chunks, digests);
-    const table = digestTable(chunks, [5, 0, 1, 2, 4, 3, 1]);
-    expect([...table!].filter((_, i) => i % 16 === 0)).toEqual([13, 10, 11, 12, 20, 21, 11]);
-    expect(new Set(table!.subarray(16, 32))).toEqual(new Set([10]));
+    rememberDigests(chunks, joinDigests([digestsFrom(10, 4), digestsFrom(20, 2)]));
+    const order = [5, undefined, 0, 1, 2, undefined, 4, 3];
+    expect(firstBytes(digestTable(chunks, order))).toEqual([21, 10, 11, 12, 20, 13]);
+    expect(new Set(digestTable(chunks, order)!.subarray(16, 32))).toEqual(new Set([10]));
   });
 
-  it("gives none when a chunk was not hashed here, or the chunks are not the ones remembered", () => {
-    const digests = emptyDigests(0);
-    appendDigests(digests, undefined, 1);
-    appendDigests(digests, { tables: [batch(1, 1)], at: [0] }, 1);
+  it("gives none unless every chunk is asked for once, and the chunks are the ones remembered", () => {
     const chunks = [{}, {}];
-    rememberDigests(chunks, digests);
-    expect(digestTable(chunks, [1])).toBeDefined();
-    expect(digestTable(chunks, [1, 0])).toBeUndefined();
-    expect(digestTable([...chunks], [1])).toBeUndefined();
+    rememberDigests(chunks, digestsFrom(1, 2));
+    expect(firstBytes(digestTable(chunks, [1, 0]))).toEqual([2, 1]);
+    expect(digestTable(chunks, [1])).toBeUndefined();
+    expect(digestTable(chunks, [0, 1, 1])).toBeUndefined();
+    expect(digestTable([...chunks], [0, 1])).toBeUndefined();
+    // Digests of another count than the chunks' are not kept.
+    const other = [{}, {}, {}];
+    rememberDigests(other, digestsFrom(1, 2));
+    expect(digestTable(other, [0, 1, 2])).toBeUndefined();
   });
 });

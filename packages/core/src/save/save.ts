@@ -21,7 +21,7 @@ import { joinPath } from "../storage/storage-adapter.js";
 import { isDataFileName, newAttemptId } from "../format/naming.js";
 import { type KnownChecksums, type WrittenChunk, prepareDataFileWrites, writeDataFile } from "./write-data-file.js";
 import { type WrittenFiles, buildMetadata } from "./build-metadata.js";
-import { appendDigests, emptyDigests, rememberDigests } from "./chunk-digests.js";
+import { joinDigests, rememberDigests } from "./chunk-digests.js";
 
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */
 type WriteOutcome = RankOutcome<WrittenFiles>;
@@ -309,18 +309,16 @@ async function writeRankFiles(
       await allWritten.catch(() => undefined);
       throw failure.reason;
     }
-    // The content hashes as bytes beside the chunks, where every file was hashed in windows here.
-    const digests = results.every((written) => written.digests) ? emptyDigests(0) : undefined;
-    if (digests) appendDigests(digests, undefined, chunks.length);
     toWrite.forEach((file, index) => {
       const written = results[index]!;
       files[file.name] = written.file;
       // One by one: spread as arguments, a file of 150k items or more overflows the stack.
       for (const chunk of written.chunks) chunks.push(chunk);
-      if (digests) appendDigests(digests, written.digests, written.chunks.length);
       bytes += written.file.size;
     });
-    if (digests) rememberDigests(chunks, digests);
+    // The content hashes as bytes beside the chunks, where every chunk was hashed here.
+    const digests = results.map((written) => written.digests);
+    if (referenced.length === 0 && digests.every((d) => d !== undefined)) rememberDigests(chunks, joinDigests(digests));
     return { outcome: { ok: true, files, chunks, bytes }, written: allWritten };
   };
   const { storage } = location;

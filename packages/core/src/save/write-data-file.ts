@@ -9,7 +9,6 @@ import { checkStagedSums } from "./staged-sums.js";
 import { DataFileCrc32c } from "./data-file-crc32c.js";
 import { COALESCE_BELOW, coalesce, groupItems } from "./item-groups.js";
 import { WINDOW_BYTES, type WindowedChecksums, itemBytes, writeThroughWindows } from "./write-windows.js";
-import type { ChunkDigests } from "./chunk-digests.js";
 import type { ChunkMetadata, DataFileMetadata } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
@@ -121,7 +120,7 @@ export async function writeDataFile(
   known?: ReadonlyMap<WriteItem, KnownChecksums>,
   /** `WriteOptions.syncLater`: the caller syncs the file (with others) before relying on it. */
   syncLater = false,
-): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[]; digests?: ChunkDigests; written: Promise<void> }> {
+): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[]; digests?: Uint8Array; written: Promise<void> }> {
   const { names, layout, blockSizes, headerCrc32c, shared } = dataFileShape(file.items, distinctNames, blockSize);
   const rank = location.group.rank;
   const path = joinPath(location.dir, file.name);
@@ -135,7 +134,8 @@ export async function writeDataFile(
   };
   let sums: (readonly number[] | undefined)[];
   let hashes: (string | undefined)[];
-  let digests: ChunkDigests | undefined;
+  /** Every chunk's content hash as bytes (16 at 16 * i), where every one was hashed here (none `known`). */
+  let digests: Uint8Array | undefined;
   let written = Promise.resolve();
   if (windowBytes !== undefined) {
     // Resolves with the checksums once every window is hashed, usually before the write ends.
@@ -157,7 +157,12 @@ export async function writeDataFile(
       hashed,
     );
     writing.catch(() => undefined);
-    ({ sums, hashes, digests } = await Promise.race([early, writing]));
+    const checksums = await Promise.race([early, writing]);
+    ({ sums, hashes } = checksums);
+    // A loop, not every(): the arrays have holes where an item was not hashed (known ones).
+    let all = true;
+    for (let i = 0; i < file.items.length; i++) if (hashes[i] === undefined) all = false;
+    if (all) digests = checksums.digests;
     written = writing.then(() => undefined);
   } else {
     ({ sums, hashes } = await writeInGroups(

@@ -4,7 +4,6 @@
 // byte is copied once; the window goes back to the pool once it is written, hashed, and the next
 // window took its last partial page.
 import { hexDigests, regionChecksumsAsync } from "#platform/save/checksum-workers.js";
-import { type ChunkDigests, emptyDigests } from "./chunk-digests.js";
 import type { RegionChecksums } from "./checksums-here.js";
 import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
@@ -125,8 +124,8 @@ function sized(item: WriteItem, data: Uint8Array | undefined): Uint8Array {
 export interface WindowedChecksums {
   readonly sums: (readonly number[] | undefined)[];
   readonly hashes: (string | undefined)[];
-  /** Each hashed item's content hash as bytes, in its batch's digests (what `hashes` holds in hex). */
-  readonly digests: ChunkDigests;
+  /** Item i's content hash as bytes at 16 * i (what `hashes` holds in hex); where it has none, zeros. */
+  readonly digests: Uint8Array;
 }
 
 /** A window's memory while an attempt uses it: given back once written, hashed, and its tail copied on. */
@@ -181,7 +180,7 @@ export async function writeThroughWindows(
   const collect = (results: { regions: Piece[]; result: RegionChecksums }[]): WindowedChecksums => {
     const sums: (number[] | undefined)[] = new Array(items.length);
     const hashes: (string | undefined)[] = new Array(items.length);
-    const digests = emptyDigests(items.length);
+    const digests = new Uint8Array(16 * items.length);
     for (const { regions, result } of results) {
       const hex = result.hashes ? hexDigests(result.hashes, regions.length) : undefined;
       let at = 0;
@@ -191,8 +190,7 @@ export async function writeThroughWindows(
         for (let c = 0; c < count; c++) own.push(result.sums[at++]!);
         if (to === items[item]!.byteLength && hex) {
           hashes[item] = hex[r];
-          digests.tables[item] = result.hashes;
-          digests.at[item] = r;
+          for (let b = 0; b < 16; b++) digests[16 * item + b] = result.hashes![16 * r + b]!;
         }
       });
     }
