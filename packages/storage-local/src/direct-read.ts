@@ -62,7 +62,8 @@ function cachedAt(fd: number, position: number): boolean {
 export function directBuffer(): Uint8Array {
   if (!adviseHugePages) return pageAlignedSharedBytes(BUFFER_BYTES);
   const bytes = pageAlignedSharedBytes(BUFFER_BYTES + HUGE_PAGE);
-  const at = adviseHugePages(bytes);
+  // Advice for the span's 8 MiB alone: the few KiB past them (a read's unaligned ends) stay in small pages.
+  const at = adviseHugePages(bytes.subarray(0, SPAN_BYTES + HUGE_PAGE - 1));
   return at >= 0 && at + BUFFER_BYTES <= bytes.byteLength
     ? bytes.subarray(at, at + BUFFER_BYTES)
     : bytes.subarray(0, BUFFER_BYTES);
