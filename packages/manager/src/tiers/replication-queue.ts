@@ -17,6 +17,8 @@ interface Job {
   error?: unknown;
   permanent?: boolean;
   running: boolean;
+  /** The running copy, settling once it and the collectives it joined are done (it never rejects). */
+  run?: Promise<void>;
   /** Aborted when the job is dropped (its step deleted, or saved again): its outcome no longer counts. */
   readonly dropped: AbortController;
 }
@@ -79,14 +81,19 @@ export class ReplicationQueue {
   /**
    * Drops the copies of `step` (deleted, or about to be saved again): a running one is aborted and
    * its outcome ignored, so a later `add` of the step queues a copy of what is committed then.
+   * Resolves once the running ones have ended: an abort that comes after a copy sent its commit
+   * does not stop the commit, so whoever deletes the step must wait for it first.
    */
-  remove(step: number): void {
+  remove(step: number): Promise<void> {
+    const running: Promise<void>[] = [];
     for (const [k, job] of this.#jobs) {
       if (job.step !== step) continue;
       this.#jobs.delete(k);
       job.dropped.abort();
+      if (job.run) running.push(job.run);
     }
     this.#changed();
+    return Promise.all(running).then(() => undefined);
   }
 
   /** Whether a copy of `step` into `tier` is queued or running. */
@@ -177,6 +184,7 @@ export class ReplicationQueue {
     const wait = (this.#failing.get(tier)?.notBefore ?? 0) - Date.now();
     if (wait <= 0) {
       const run = this.#run(next);
+      next.run = run;
       this.#inflight.add(run);
       void run.finally(() => this.#inflight.delete(run));
     } else {

@@ -53,6 +53,9 @@ export class Replication {
   #unfollow: (() => Promise<void>) | undefined;
   /** `tier/step` a save with `overwrite` could not delete there: its copy replaces what it finds. */
   readonly #replacing = new Set<string>();
+  /** Steps this process deleted (`drop`), by when: a discovery that listed before then must not queue them. */
+  readonly #droppedAt = new Map<number, number>();
+  #drops = 0;
   /** Steps on a slower tier whose files a copy in flight references (`tier/step`), with how many copies do: held from that tier's retention. */
   readonly #reusing = new Map<string, number>();
 
@@ -97,7 +100,10 @@ export class Replication {
   /** A step committed on `tier` by this process: queued for the next slower tier that takes it. */
   committed(step: number, tier: number): void {
     if (this.#follows) return;
-    if (tier === 0) this.#committedAt.set(step, this.#setup.now());
+    if (tier === 0) {
+      this.#committedAt.set(step, this.#setup.now());
+      this.#droppedAt.delete(step);
+    }
     const next = this.#next(tier, step);
     if (next !== undefined) this.queue.add(step, next.index);
   }
@@ -112,6 +118,7 @@ export class Replication {
     clearTimeout(this.#rediscover.timer);
     if (this.#follows) return;
     const { tiers } = this.#setup;
+    const asOf = this.#drops;
     const listed = await Promise.all(
       tiers.map((tier) =>
         tier.committedSteps().catch((error: unknown) => {
@@ -129,6 +136,8 @@ export class Replication {
     } else this.#rediscover.attempts = 0;
     for (let i = 0; i < tiers.length - 1; i++) {
       for (const step of listed[i] ?? []) {
+        // Deleted since these listings were asked for: what they say of it is out of date.
+        if ((this.#droppedAt.get(step) ?? 0) > asOf) continue;
         const next = this.#next(i, step);
         if (next && listed[next.index] !== undefined && !next.holdsReplica(step, tiers[i]!.opened?.identityOf(step)))
           this.queue.add(step, next.index);
@@ -146,6 +155,16 @@ export class Replication {
     if (this.#setup.options.deleteUnreplicated) return false;
     const identity = this.#setup.tiers[tier]!.opened?.identityOf(step);
     return this.#setup.tiers.slice(tier + 1).some((t) => t.wants(step) && !t.holdsReplica(step, identity));
+  }
+
+  /**
+   * `step` is being deleted (or saved again over): its copies are dropped, a discovery listing
+   * now will not queue it again, and this resolves once a copy that was running has ended, so
+   * the deletion that follows also clears whatever that copy committed.
+   */
+  drop(step: number): Promise<void> {
+    this.#droppedAt.set(step, ++this.#drops);
+    return this.queue.remove(step);
   }
 
   /** A save with `overwrite` could not delete `step` on `tier` (down): its copy there replaces the old one. */
@@ -205,6 +224,7 @@ export class Replication {
                 hold: (base) => this.#hold(index, base),
               });
         this.#replacing.delete(`${index}/${step}`);
+        throwIfDropped(signal, step, index);
         this.#reached(step, destination, result.metadata, {
           bytes: result.bytes,
           seconds: (performance.now() - started) / 1000,
@@ -270,6 +290,7 @@ export class Replication {
         { context: { step }, ...("identity" in found ? {} : { cause: found.error }) },
       );
     }
+    throwIfDropped(signal, step, destination.index);
     to.noteCommitted(step);
     this.#reached(step, destination, found.metadata, undefined);
   }
@@ -323,6 +344,15 @@ export class Replication {
     if (!this.#next(index, step)) this.#committedAt.delete(step);
     for (const t of this.#setup.tiers.slice(0, index + 1)) void t.retention?.schedule();
   }
+}
+
+/** A copy dropped or stopped while it ran does not count, even if it committed: whoever dropped it clears that. */
+function throwIfDropped(signal: AbortSignal, step: number, tier: number): void {
+  if (signal.aborted)
+    throw new CheckpointError("cancelled", `the copy of step ${step} to tier ${tier} was dropped`, {
+      context: { step },
+      cause: signal.reason,
+    });
 }
 
 /**

@@ -192,7 +192,8 @@ export function tierStates(tiers: readonly Tier[], replication: Replication | un
 }
 
 /**
- * Deletes `step` on every tier, the fastest first, and drops its queued copies; every tier is
+ * Deletes `step` on every tier, the fastest first, once its copies are dropped and any running one
+ * has ended (a commit already sent would otherwise land after the deletion); every tier is
  * tried, the first failure thrown. With `replacing` (a save with `overwrite`), a slower tier
  * that fails is left as it is: the save goes on, and its copy replaces the old one there later.
  */
@@ -202,7 +203,7 @@ export async function deleteEverywhere(
   step: number,
   replacing = false,
 ): Promise<void> {
-  replication?.queue.remove(step);
+  await replication?.drop(step);
   let failure: unknown;
   for (const tier of tiers) {
     try {
