@@ -5,6 +5,7 @@
 // partial page, which the next window starts with, is copied out first). Windows of every file
 // a process writes share one budget.
 import { hexDigests, regionChecksumsAsync } from "#platform/save/checksum-workers.js";
+import { type ChunkDigests, emptyDigests } from "./chunk-digests.js";
 import type { RegionChecksums } from "./checksums-here.js";
 import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
 import { ByteBudget } from "../storage/byte-budget.js";
@@ -135,6 +136,8 @@ function sized(item: WriteItem, data: Uint8Array | undefined): Uint8Array {
 export interface WindowedChecksums {
   readonly sums: (readonly number[] | undefined)[];
   readonly hashes: (string | undefined)[];
+  /** Each hashed item's content hash as bytes, in its batch's digests (what `hashes` holds in hex). */
+  readonly digests: ChunkDigests;
 }
 
 /** A window's memory while an attempt uses it: given back (and its budget freed) once written and hashed. */
@@ -195,17 +198,22 @@ export async function writeThroughWindows(
   const collect = (results: { regions: Piece[]; result: RegionChecksums }[]): WindowedChecksums => {
     const sums: (number[] | undefined)[] = new Array(items.length);
     const hashes: (string | undefined)[] = new Array(items.length);
+    const digests = emptyDigests(items.length);
     for (const { regions, result } of results) {
-      const digests = result.hashes ? hexDigests(result.hashes, regions.length) : undefined;
+      const hex = result.hashes ? hexDigests(result.hashes, regions.length) : undefined;
       let at = 0;
       regions.forEach(({ item, from, to }, r) => {
         const count = Math.ceil((to - from) / blockSizes[item]!);
         const own = (sums[item] ??= []);
         for (let c = 0; c < count; c++) own.push(result.sums[at++]!);
-        if (to === items[item]!.byteLength) hashes[item] = digests?.[r];
+        if (to === items[item]!.byteLength && hex) {
+          hashes[item] = hex[r];
+          digests.tables[item] = result.hashes;
+          digests.at[item] = r;
+        }
       });
     }
-    return { sums, hashes };
+    return { sums, hashes, digests };
   };
   const publish = (checksums: WindowedChecksums): void => {
     if (published) return;
