@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { digestTable, joinDigests, rememberDigests } from "./chunk-digests.js";
+import { digestTable, rememberDigests } from "./chunk-digests.js";
+import { joinBytes } from "./item-groups.js";
 
 /** `count` digests of 16 bytes, digest k filled with `first + k`. */
 const digestsFrom = (first: number, count: number): Uint8Array => {
@@ -13,7 +14,7 @@ describe("chunk digests", () => {
   it("gives the chunks' digests in the order asked, across files and runs, skipping holes", () => {
     // Two files' chunks: 10..13, then 20..21.
     const chunks = new Array(6).fill(null);
-    rememberDigests(chunks, joinDigests([digestsFrom(10, 4), digestsFrom(20, 2)]));
+    rememberDigests(chunks, joinBytes([digestsFrom(10, 4), digestsFrom(20, 2)]));
     const order = [5, undefined, 0, 1, 2, undefined, 4, 3];
     expect(firstBytes(digestTable(chunks, order))).toEqual([21, 10, 11, 12, 20, 13]);
     expect(new Set(digestTable(chunks, order)!.subarray(16, 32))).toEqual(new Set([10]));

@@ -12,18 +12,6 @@ export function rememberDigests(chunks: readonly unknown[], digests: Uint8Array)
   if (digests.length === 16 * chunks.length) digestsOfChunks.set(chunks, digests);
 }
 
-/** The digests of several files' chunks, one file after another. */
-export function joinDigests(parts: readonly Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  const all = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    all.set(part, at);
-    at += part.length;
-  }
-  return all;
-}
-
 /**
  * The content hash table of `metadata.json` (16 bytes a chunk, in the order the entries list
  * them): the digests of `chunks[order[k]]` for each k where `order` has one, or undefined unless

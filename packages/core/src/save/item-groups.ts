@@ -24,21 +24,24 @@ export function groupItems(items: readonly WriteItem[]): number[][] {
   return groups;
 }
 
+/** The parts' bytes one after another: the part itself when there is one. */
+export function joinBytes(parts: readonly Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  const joined = new Uint8Array(parts.reduce((n, d) => n + d.byteLength, 0));
+  let at = 0;
+  for (const d of parts) {
+    joined.set(d, at);
+    at += d.byteLength;
+  }
+  return joined;
+}
+
 /** The group's bytes as few chunks: big items as they are, runs of small ones copied together (up to COALESCE_BELOW each). */
 export function* coalesce(datas: readonly Uint8Array[]): Generator<Uint8Array> {
   let run: Uint8Array[] = [];
   let runBytes = 0;
   const flush = function* (): Generator<Uint8Array> {
-    if (run.length === 1) yield run[0]!;
-    else if (run.length > 1) {
-      const joined = new Uint8Array(run.reduce((n, d) => n + d.byteLength, 0));
-      let at = 0;
-      for (const d of run) {
-        joined.set(d, at);
-        at += d.byteLength;
-      }
-      yield joined;
-    }
+    if (run.length > 0) yield joinBytes(run);
     run = [];
     runBytes = 0;
   };

@@ -21,7 +21,8 @@ import { joinPath } from "../storage/storage-adapter.js";
 import { isDataFileName, newAttemptId } from "../format/naming.js";
 import { type KnownChecksums, type WrittenChunk, prepareDataFileWrites, writeDataFile } from "./write-data-file.js";
 import { type WrittenFiles, buildMetadata } from "./build-metadata.js";
-import { joinDigests, rememberDigests } from "./chunk-digests.js";
+import { rememberDigests } from "./chunk-digests.js";
+import { joinBytes } from "./item-groups.js";
 
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */
 type WriteOutcome = RankOutcome<WrittenFiles>;
@@ -318,7 +319,7 @@ async function writeRankFiles(
     });
     // The content hashes as bytes beside the chunks, where every chunk was hashed here.
     const digests = results.map((written) => written.digests);
-    if (referenced.length === 0 && digests.every((d) => d !== undefined)) rememberDigests(chunks, joinDigests(digests));
+    if (referenced.length === 0 && digests.every((d) => d !== undefined)) rememberDigests(chunks, joinBytes(digests));
     return { outcome: { ok: true, files, chunks, bytes }, written: allWritten };
   };
   const { storage } = location;
