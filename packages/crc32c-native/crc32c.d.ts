@@ -30,3 +30,11 @@ export declare function readBlockChecksums(
  * in place. Throws a RangeError, having written nothing, for a region outside `bytes` or outputs too short.
  */
 export declare const regionChecksums: RegionChecksums;
+/**
+ * Asks Linux to back the whole 2 MiB pages inside `bytes` with transparent huge pages (`madvise`
+ * `MADV_HUGEPAGE`; pages already touched stay as they are) and returns the offset in `bytes` of the
+ * first of them, or -1 where there is none or it cannot (not Linux, huge pages off). An `O_DIRECT`
+ * read into huge pages reaches the device in requests of up to `max_sectors_kb`, where 4 KiB pages
+ * cap a request at `max_segments` pages. Throws a TypeError for anything but a Uint8Array.
+ */
+export declare function adviseHugePages(bytes: Uint8Array): number;

@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #define XXH_INLINE_ALL
 #define XXH_STATIC_LINKING_ONLY
@@ -457,6 +460,39 @@ static napi_value region_checksums_js(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* Transparent huge pages are 2 MiB on x86-64 and on aarch64 with 4 KiB base pages. */
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+
+/*
+ * adviseHugePages(bytes: Uint8Array): number. Asks Linux to back the whole 2 MiB pages inside
+ * `bytes` with transparent huge pages (madvise MADV_HUGEPAGE) and returns the offset in `bytes` of
+ * the first one, or -1 where there is none or the kernel refuses (not Linux, THP off). Advice
+ * only: pages already touched stay as they are. An O_DIRECT read into such pages reaches the device
+ * in requests of up to max_sectors_kb, where 4 KiB pages cap a request at max_segments pages.
+ */
+static napi_value advise_huge_pages_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  void *data = NULL;
+  size_t bytes = 0;
+  napi_typedarray_type type;
+  if (argc < 1 || !view_bytes(env, argv[0], &data, &bytes, &type) || type != napi_uint8_array)
+    return fail(env, "adviseHugePages: bytes must be a Uint8Array");
+  double offset = -1;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  uintptr_t start = (uintptr_t)data;
+  uintptr_t first = (start + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+  if (data != NULL && first - start <= bytes && (bytes - (first - start)) >= HUGE_PAGE) {
+    size_t whole = (bytes - (first - start)) & ~(HUGE_PAGE - 1);
+    if (madvise((void *)first, whole, MADV_HUGEPAGE) == 0) offset = (double)(first - start);
+  }
+#endif
+  napi_value result;
+  if (napi_create_double(env, offset, &result) != napi_ok) return NULL;
+  return result;
+}
+
 NAPI_MODULE_INIT() {
   if (!cpu_has_crc()) {
     napi_throw_error(env, "ERR_CPU", "this CPU has no CRC32C instructions");
@@ -473,5 +509,8 @@ NAPI_MODULE_INIT() {
   if (napi_create_function(env, "regionChecksums", NAPI_AUTO_LENGTH, region_checksums_js, NULL, &fn) != napi_ok)
     return NULL;
   if (napi_set_named_property(env, exports, "regionChecksums", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "adviseHugePages", NAPI_AUTO_LENGTH, advise_huge_pages_js, NULL, &fn) != napi_ok)
+    return NULL;
+  if (napi_set_named_property(env, exports, "adviseHugePages", fn) != napi_ok) return NULL;
   return exports;
 }

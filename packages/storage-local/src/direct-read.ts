@@ -1,4 +1,5 @@
 import { constants, readFileSync, readSync } from "node:fs";
+import { adviseHugePages } from "@cairn/core/format";
 import { type ByteRange, type ReadOptions, ReadTarget, pageAlignedSharedBytes } from "@cairn/core/storage";
 import { directIoAvailable } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
@@ -15,6 +16,8 @@ const BUFFER_BYTES = SPAN_BYTES + 2 * ALIGN;
 /** Direct reads in flight in the process at most (libuv runs four file requests at once); their buffers are kept for the next load. */
 const MAX_BUFFERS = 4;
 const PROBE_BYTES = ALIGN;
+/** A transparent huge page (x86-64, aarch64 with 4 KiB pages): a buffer starts on one where it can. */
+const HUGE_PAGE = 2 << 20;
 
 const free: Uint8Array[] = [];
 let made = 0;
@@ -50,12 +53,28 @@ function cachedAt(fd: number, position: number): boolean {
   return fetchedBytes() === before;
 }
 
+/**
+ * A buffer for direct reads, in transparent huge pages where Linux gives them: a direct read into
+ * 4 KiB pages reaches the device in requests of at most max_segments pages (254 on this VM's
+ * virtio disk: 1 MiB), into 2 MiB pages in requests of max_sectors_kb (4 MiB), as the page
+ * cache's readahead does (docs/benchmarks.md, ranks34f).
+ */
+export function directBuffer(): Uint8Array {
+  if (!adviseHugePages) return pageAlignedSharedBytes(BUFFER_BYTES);
+  const bytes = pageAlignedSharedBytes(BUFFER_BYTES + HUGE_PAGE);
+  // Advice for the span's 8 MiB alone: the few KiB past them (a read's unaligned ends) stay in small pages.
+  const at = adviseHugePages(bytes.subarray(0, SPAN_BYTES + HUGE_PAGE - 1));
+  return at >= 0 && at + BUFFER_BYTES <= bytes.byteLength
+    ? bytes.subarray(at, at + BUFFER_BYTES)
+    : bytes.subarray(0, BUFFER_BYTES);
+}
+
 async function takeBuffer(): Promise<Uint8Array> {
   const buffer = free.pop();
   if (buffer) return buffer;
   if (made < MAX_BUFFERS) {
     made++;
-    return pageAlignedSharedBytes(BUFFER_BYTES);
+    return directBuffer();
   }
   return new Promise((resolve) => waiting.push(resolve));
 }

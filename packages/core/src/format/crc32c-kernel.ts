@@ -14,6 +14,8 @@ interface Crc32cModule {
   readBlockChecksums?: ReadBlockChecksums;
   /** @cairn/crc32c-native's alone (since it hashes XXH3-128 too). */
   regionChecksums?: Trust.RegionChecksums;
+  /** @cairn/crc32c-native's alone (since it is the one native module loaded anyway). */
+  adviseHugePages?: AdviseHugePages;
 }
 
 /**
@@ -28,6 +30,12 @@ export type ReadBlockChecksums = (
   sums: Uint32Array,
 ) => Promise<number>;
 
+/**
+ * Asks Linux to back the whole 2 MiB pages inside `bytes` (untouched memory) with transparent
+ * huge pages; returns the offset in `bytes` of the first, or -1 where there is none or it cannot.
+ */
+export type AdviseHugePages = (bytes: Uint8Array) => number;
+
 export interface Crc32cKernelChoice {
   readonly implementation: Crc32cImplementation;
   readonly kernel: (bytes: Uint8Array, initial: number) => number;
@@ -35,6 +43,8 @@ export interface Crc32cKernelChoice {
   readonly workerModule: string;
   /** Where the addon loaded: a file read with its blocks' CRC32Cs computed on the reading thread. */
   readonly readBlockChecksums?: ReadBlockChecksums;
+  /** Where the addon loaded and has it. */
+  readonly adviseHugePages?: AdviseHugePages;
   /**
    * Whether `workerModule` also exports a trusted `regionChecksums`: block CRC32Cs and XXH3-128s
    * of many regions in one native call (the checksum workers' path for whole chunks).
@@ -50,7 +60,7 @@ export interface Crc32cKernelChoice {
 export function chooseCrc32cKernel(require: NodeJS.Require): Crc32cKernelChoice {
   try {
     const workerModule = require.resolve("@cairn/crc32c-native");
-    const { crc32c, readBlockChecksums, regionChecksums } = require(workerModule) as Crc32cModule;
+    const { crc32c, readBlockChecksums, regionChecksums, adviseHugePages } = require(workerModule) as Crc32cModule;
     // The package's own checks, the ones its build ran: every path of the three-stream kernel, and
     // every length class of XXH3-128 (an addon built before regionChecksums still serves CRC32C).
     const { crc32cAgrees, regionChecksumsAgree } = require("@cairn/crc32c-native/agrees") as typeof Trust;
@@ -61,6 +71,7 @@ export function chooseCrc32cKernel(require: NodeJS.Require): Crc32cKernelChoice 
       kernel: crc32c,
       workerModule,
       readBlockChecksums,
+      ...(typeof adviseHugePages === "function" ? { adviseHugePages } : {}),
       regionChecksums: regions,
     };
   } catch {
@@ -89,3 +100,6 @@ export const crc32cKernel: (bytes: Uint8Array, initial: number) => number = chos
 
 /** Where @cairn/crc32c-native loaded: `ReadOptions.blockChecksums` for file reads, hashed on libuv's threads. */
 export const readBlockChecksums: ReadBlockChecksums | undefined = chosen.readBlockChecksums;
+
+/** Where @cairn/crc32c-native loaded: huge pages for the buffers of direct reads (see `AdviseHugePages`). */
+export const adviseHugePages: AdviseHugePages | undefined = chosen.adviseHugePages;

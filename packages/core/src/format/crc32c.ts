@@ -7,6 +7,8 @@ export {
   CRC32C_WORKER_REGIONS,
   type ReadBlockChecksums,
   readBlockChecksums,
+  type AdviseHugePages,
+  adviseHugePages,
 } from "#platform/format/crc32c-kernel.js";
 
 /**

@@ -22,6 +22,8 @@ export {
   CRC32C_WORKER_MODULE,
   type ReadBlockChecksums,
   readBlockChecksums,
+  type AdviseHugePages,
+  adviseHugePages,
   crc32c,
   blockChecksums,
 } from "./crc32c.js";
