@@ -158,10 +158,14 @@ export class CheckpointManager {
     return restoreStep(this.#tiers, this.#durability, step, target, { ...this.#options.load, ...options });
   }
 
-  /** Deletes a step from every location: un-committed first, so a crash midway leaves no half-deleted committed step. */
+  /**
+   * Deletes a step from every location: un-committed first, so a crash midway leaves no half-deleted committed step.
+   * Background saves end first: one still uploading the step would commit it after, one using it as a base would fail.
+   */
   async delete(step: number): Promise<void> {
     checkStep(step);
     checkWritable(this.#options.readOnly, "delete");
+    await this.#pipeline.drain();
     await this.#tiers.delete(step);
     this.#durability.forget(step);
   }

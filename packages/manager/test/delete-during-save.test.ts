@@ -1,0 +1,123 @@
+// A step deleted while a background save (saveAsync) is still uploading it, or uses it as its
+// incremental base, must neither come back once that save commits nor fail that save.
+import { type StorageAdapter, openStorage } from "@cairn/core";
+import type { ByteRange, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
+import { FaultyStorageAdapter } from "@cairn/core/testing";
+import { afterEach, describe, expect, it } from "vitest";
+import { CheckpointManager } from "../src/checkpoint-manager.js";
+import type { ManagerEvents } from "../src/events/manager-events.js";
+import { objectNames, smallState as state } from "../src/testing/small-state.js";
+
+/** Holds the first read or write of `path` after `arm()` until `release()`. */
+class Gate extends FaultyStorageAdapter {
+  #armed = false;
+  #release: () => void = () => undefined;
+  #entered: () => void = () => undefined;
+  readonly entered = new Promise<void>((resolve) => (this.#entered = resolve));
+  readonly #opened = new Promise<void>((resolve) => (this.#release = resolve));
+
+  constructor(
+    inner: StorageAdapter,
+    readonly path: string,
+  ) {
+    super(inner);
+  }
+
+  arm(): void {
+    this.#armed = true;
+  }
+
+  release(): void {
+    this.#release();
+  }
+
+  async #pass(path: string): Promise<void> {
+    if (!this.#armed || path !== this.path) return;
+    this.#armed = false;
+    this.#entered();
+    await this.#opened;
+  }
+
+  override async read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array> {
+    await this.#pass(path);
+    return super.read(path, range, options);
+  }
+
+  override async write(path: string, body: WriteBody, options?: WriteOptions): Promise<void> {
+    await this.#pass(path);
+    return super.write(path, body, options);
+  }
+}
+
+let roots = 0;
+const root = (): string => `memory://delete-during-save/${process.pid}-${roots++}`;
+const opened: CheckpointManager[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((m) => m.close().catch(() => undefined)));
+});
+
+function manager(tiers: StorageAdapter[], incremental = false): CheckpointManager {
+  const mgr = new CheckpointManager(tiers.length > 1 ? tiers : tiers[0]!, 1, {
+    checkpointOnPreemption: false,
+    ...(incremental ? { incremental: true } : {}),
+    ...(tiers.length > 1 ? { replication: { retry: { baseDelayMs: 20, maxDelayMs: 100 } } } : {}),
+  });
+  opened.push(mgr);
+  return mgr;
+}
+
+async function stepsOn(storage: StorageAdapter): Promise<number[]> {
+  const names = await objectNames(storage);
+  return names.filter((n) => n.endsWith("/metadata.json")).map((n) => Number(n.split("/")[0]));
+}
+
+function errorsOf(mgr: CheckpointManager): ManagerEvents["error"][] {
+  const seen: ManagerEvents["error"][] = [];
+  mgr.on("error", (e) => seen.push(e));
+  return seen;
+}
+
+describe("a step deleted while a background save is busy with it", () => {
+  for (const count of [1, 2])
+    it(`stays deleted when its own upload commits after the deletion began (${count} tier(s))`, async () => {
+      const fastTier = new Gate(await openStorage(root()), "1/metadata.json");
+      const slower = await Promise.all(Array.from({ length: count - 1 }, () => openStorage(root())));
+      const mgr = manager([fastTier, ...slower]);
+      const errors = errorsOf(mgr);
+      fastTier.arm();
+      expect(await mgr.saveAsync(1, state(1))).toBe(true);
+      await fastTier.entered;
+      const deleting = mgr.delete(1);
+      setTimeout(() => fastTier.release(), 50);
+      await deleting;
+      expect(await mgr.join()).toEqual({
+        retentionFailures: [],
+        ...(count > 1 ? { unreplicated: [] } : {}),
+      });
+      for (const tier of [fastTier, ...slower]) expect(await stepsOn(tier)).toEqual([]);
+      expect(await mgr.allSteps()).toEqual([]);
+      expect(errors).toEqual([]);
+    });
+
+  it("does not fail a background save that uses it as its incremental base", async () => {
+    const fastTier = new Gate(await openStorage(root()), "1/metadata.json");
+    const slowTier = await openStorage(root());
+    const mgr = manager([fastTier, slowTier], true);
+    const errors = errorsOf(mgr);
+    expect(await mgr.save(1, state(1))).toBe(true);
+    await mgr.join();
+    // The next read of step 1's metadata is the background save of step 2 reading its base.
+    fastTier.arm();
+    expect(await mgr.saveAsync(2, state(2))).toBe(true);
+    await fastTier.entered;
+    const deleting = mgr.delete(1);
+    setTimeout(() => fastTier.release(), 50);
+    await deleting;
+    expect(await mgr.join()).toEqual({ retentionFailures: [], unreplicated: [] });
+    expect(errors).toEqual([]);
+    expect(await mgr.allSteps()).toEqual([2]);
+    expect(await stepsOn(fastTier)).toEqual([2]);
+    expect(await stepsOn(slowTier)).toEqual([2]);
+    expect(await mgr.restore(2)).toMatchObject({ step: 2 });
+  });
+});
