@@ -1,14 +1,15 @@
 // A step deleted while a background save (saveAsync) is still uploading it, or uses it as its
-// incremental base, must neither come back once that save commits nor fail that save.
+// incremental base, must neither come back once that save commits nor fail that save; nor may a
+// discovery of missing copies that lists while the deletion runs copy it to a slower tier again.
 import { type StorageAdapter, openStorage } from "@cairn/core";
-import type { ByteRange, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
+import type { ByteRange, DeleteOptions, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import type { ManagerEvents } from "../src/events/manager-events.js";
 import { objectNames, smallState as state } from "../src/testing/small-state.js";
 
-/** Holds the first read or write of `path` after `arm()` until `release()`. */
+/** Holds the first read, write or delete of `path` after `arm()` until `release()`. */
 class Gate extends FaultyStorageAdapter {
   #armed = false;
   #release: () => void = () => undefined;
@@ -46,6 +47,11 @@ class Gate extends FaultyStorageAdapter {
   override async write(path: string, body: WriteBody, options?: WriteOptions): Promise<void> {
     await this.#pass(path);
     return super.write(path, body, options);
+  }
+
+  override async delete(path: string, options?: DeleteOptions): Promise<void> {
+    await this.#pass(path);
+    return super.delete(path, options);
   }
 }
 
@@ -119,5 +125,39 @@ describe("a step deleted while a background save is busy with it", () => {
     expect(await stepsOn(fastTier)).toEqual([2]);
     expect(await stepsOn(slowTier)).toEqual([2]);
     expect(await mgr.restore(2)).toMatchObject({ step: 2 });
+  });
+});
+
+describe("a step whose deletion is running", () => {
+  it("is not copied again by a discovery that lists it meanwhile", async () => {
+    const fastTier = new Gate(await openStorage(root()), "1/metadata.json");
+    // An earlier run committed step 1 on the fast tier alone.
+    const earlier = manager([fastTier]);
+    expect(await earlier.save(1, state(1))).toBe(true);
+    await earlier.close();
+    const slowTier = new Gate(await openStorage(root()), "1/metadata.json");
+    const mgr = manager([fastTier, slowTier]);
+    const errors = errorsOf(mgr);
+    const replicated: number[] = [];
+    mgr.on("replicated", (e) => replicated.push(e.step));
+    // The discovery on opening copies step 1; that copy's commit is held on the slow tier.
+    slowTier.arm();
+    await mgr.allSteps();
+    await slowTier.entered;
+    // The deletion waits for that copy, and its un-commit of step 1 on the fast tier is held.
+    fastTier.arm();
+    const deleting = mgr.delete(1);
+    slowTier.release();
+    await fastTier.entered;
+    // A discovery now (a reload, or the one retried after an outage) still lists step 1 on the fast tier.
+    await mgr.reload();
+    fastTier.release();
+    await deleting;
+    expect(await mgr.join()).toEqual({ retentionFailures: [], unreplicated: [] });
+    expect(await stepsOn(fastTier)).toEqual([]);
+    expect(await stepsOn(slowTier)).toEqual([]);
+    expect(await mgr.allSteps()).toEqual([]);
+    expect(replicated).toEqual([]);
+    expect(errors).toEqual([]);
   });
 });
