@@ -2,14 +2,14 @@
 // incremental base, must neither come back once that save commits nor fail that save; nor may a
 // discovery of missing copies that lists while the deletion runs copy it to a slower tier again.
 import { type StorageAdapter, openStorage } from "@cairn/core";
-import type { ByteRange, DeleteOptions, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
+import type { ByteRange, DeleteOptions, ObjectInfo, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import type { ManagerEvents } from "../src/events/manager-events.js";
 import { objectNames, smallState as state } from "../src/testing/small-state.js";
 
-/** Holds the first read, write or delete of `path` after `arm()` until `release()`. */
+/** Holds the first read, write, delete (or, with `holdsStat`, stat) of `path` after `arm()` until `release()`. */
 class Gate extends FaultyStorageAdapter {
   #armed = false;
   #release: () => void = () => undefined;
@@ -20,6 +20,8 @@ class Gate extends FaultyStorageAdapter {
   constructor(
     inner: StorageAdapter,
     readonly path: string,
+    /** Only a call made from this function (as the stack names it). */
+    readonly caller?: string,
   ) {
     super(inner);
   }
@@ -34,6 +36,7 @@ class Gate extends FaultyStorageAdapter {
 
   async #pass(path: string): Promise<void> {
     if (!this.#armed || path !== this.path) return;
+    if (this.caller !== undefined && !new Error().stack?.includes(this.caller)) return;
     this.#armed = false;
     this.#entered();
     await this.#opened;
@@ -52,6 +55,14 @@ class Gate extends FaultyStorageAdapter {
   override async delete(path: string, options?: DeleteOptions): Promise<void> {
     await this.#pass(path);
     return super.delete(path, options);
+  }
+
+  /** Whether stats are held too. */
+  holdsStat = false;
+
+  override async stat(path: string): Promise<ObjectInfo | null> {
+    if (this.holdsStat) await this.#pass(path);
+    return super.stat(path);
   }
 }
 
@@ -129,6 +140,31 @@ describe("a step deleted while a background save is busy with it", () => {
 });
 
 describe("a step whose deletion is running", () => {
+  it("is not taken as the base of a background save begun meanwhile", async () => {
+    const fastTier = new Gate(await openStorage(root()), "1/metadata.json", "readIncrementalBase");
+    const slowTier = new Gate(await openStorage(root()), "1/metadata.json");
+    const mgr = manager([fastTier, slowTier], true);
+    const errors = errorsOf(mgr);
+    // Step 1's copy to the slow tier is held at its commit: the deletion waits for it.
+    slowTier.arm();
+    expect(await mgr.save(1, state(1))).toBe(true);
+    await slowTier.entered;
+    const deleting = mgr.delete(1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // A background save begun now must not reference step 1; if it did, its read of step 1 is held until step 1 is gone.
+    fastTier.arm();
+    expect(await mgr.saveAsync(2, state(2))).toBe(true);
+    slowTier.release();
+    while ((await stepsOn(fastTier)).includes(1)) await new Promise((resolve) => setTimeout(resolve, 5));
+    fastTier.release();
+    await deleting;
+    expect(await mgr.join()).toEqual({ retentionFailures: [], unreplicated: [] });
+    expect(errors).toEqual([]);
+    expect(await stepsOn(fastTier)).toEqual([2]);
+    expect(await stepsOn(slowTier)).toEqual([2]);
+    expect(await mgr.restore(2)).toMatchObject({ step: 2 });
+  });
+
   it("is not copied again by a discovery that lists it meanwhile", async () => {
     const fastTier = new Gate(await openStorage(root()), "1/metadata.json");
     // An earlier run committed step 1 on the fast tier alone.
