@@ -197,3 +197,29 @@ describe("a step whose deletion is running", () => {
     expect(errors).toEqual([]);
   });
 });
+
+describe("a step another manager deletes on the faster tier", () => {
+  it("is not reported unreplicable when the slower tier already holds it", async () => {
+    const inner = await openStorage(root());
+    const slowTier = await openStorage(root());
+    // An earlier run copied step 1 to the slow tier; this process has not seen that copy yet.
+    const earlier = manager([inner, slowTier]);
+    expect(await earlier.save(1, state(1))).toBe(true);
+    expect(await earlier.close()).toEqual({ retentionFailures: [], unreplicated: [] });
+    const fastTier = new Gate(inner, "1/metadata.json", "Replication.#copy");
+    fastTier.holdsStat = true;
+    fastTier.arm();
+    const mgr = manager([fastTier, slowTier]);
+    const errors = errorsOf(mgr);
+    // The discovery queues a check of step 1's copy; its look at the fast tier is held.
+    void mgr.allSteps();
+    await fastTier.entered;
+    const other = manager([inner]);
+    await other.delete(1);
+    fastTier.release();
+    expect(await mgr.join()).toEqual({ retentionFailures: [], unreplicated: [] });
+    expect(errors).toEqual([]);
+    expect(await stepsOn(slowTier)).toEqual([1]);
+    expect(await mgr.restore(1)).toMatchObject({ step: 1 });
+  });
+});

@@ -1,8 +1,10 @@
 // A seeded property test of deletions and overwrites racing background copies: tiered managers
 // whose storages answer after random delays (a commit, once sent, lands whatever its abort says)
 // save, overwrite and delete steps while copies to the slower tiers are in flight, with retention
-// on the tiers. After every session: no tier lists a deleted step or an older save of a step, the
-// slowest tier (no retention there) holds every step it takes, and join() owes nothing.
+// on the tiers, and discoveries (reload) run meanwhile; some sessions close with copies in flight.
+// After every session: no tier lists a deleted step or an older save of a step, no error was
+// reported, and (once joined) the slowest tier (no retention there) holds every step it takes,
+// tiers() lists what each tier holds, and join() owes nothing.
 import { type StorageAdapter, load, openStorage } from "@cairn/core";
 import type { ByteRange, DeleteOptions, ObjectInfo, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
@@ -90,11 +92,16 @@ describe("deletions and overwrites racing copies to slower tiers (property)", ()
           mgr.on("error", (e) => errors.push(e.error));
           log.push(`session ${session} (${count} tiers, every ${every})`);
           const deleting = new Map<number, Promise<void>>();
+          const reloads: Promise<void>[] = [];
           for (let op = 0; op < OPERATIONS; op++) {
             const roll = next();
             const steps = [...current.keys()];
             const newest = Math.max(0, ...steps, ...deleting.keys());
-            if (roll < 0.45 || steps.length === 0) {
+            if (roll >= 0.9) {
+              // A discovery of missing copies while deletions and copies run.
+              reloads.push(mgr.reload());
+              log.push("reload");
+            } else if (roll < 0.45 || steps.length === 0) {
               const step = newest + 1;
               value++;
               const async = next() < 0.5;
@@ -122,9 +129,21 @@ describe("deletions and overwrites racing copies to slower tiers (property)", ()
             // Let some copies get going, or not, before the next operation.
             if (next() < 0.5) await new Promise((resolve) => setTimeout(resolve, pick(20)));
           }
-          await Promise.all(deleting.values());
-          const result = await mgr.join();
+          await Promise.all([...deleting.values(), ...reloads]);
           const what = `seed ${seed}: ${log.join("; ")}`;
+          if (next() < 0.3) {
+            // Closed with copies in flight: the next session's discovery finds what is left to copy.
+            const timeoutMs = pick(30);
+            await mgr.close({ timeoutMs });
+            log.push(`close({ timeoutMs: ${timeoutMs} })`);
+            expect(errors, what).toEqual([]);
+            const copies = await Promise.all(inner.map(listed));
+            copies.forEach((on, tier) => {
+              for (const [step, v] of on) expect(v, `${what}: tier ${tier} lists step ${step}`).toBe(current.get(step));
+            });
+            continue;
+          }
+          const result = await mgr.join();
           expect(result, what).toEqual({ retentionFailures: [], unreplicated: [] });
           const states = await mgr.tiers();
           await mgr.close();

@@ -138,8 +138,9 @@ export class Replication {
     } else this.#rediscover.attempts = 0;
     for (let i = 0; i < tiers.length - 1; i++) {
       for (const step of listed[i] ?? []) {
-        // Deleted since these listings were asked for, or being deleted: what they say of it is out of date.
-        if ((this.#droppedAt.get(step) ?? 0) > asOf || this.#deleting.has(step)) continue;
+        // Deleted since these listings were asked for (by a deletion or retention), or being deleted: what they say of it is out of date.
+        if ((this.#droppedAt.get(step) ?? 0) > asOf || this.#deleting.has(step) || !tiers[i]!.opened?.lists(step))
+          continue;
         const next = this.#next(i, step);
         if (next && listed[next.index] !== undefined && !next.holdsReplica(step, tiers[i]!.opened?.identityOf(step)))
           this.queue.add(step, next.index);
@@ -248,6 +249,8 @@ export class Replication {
         lastError = error;
       }
     }
+    // No faster tier holds it (any more: another manager's retention or deletion took it) and this tier does: nothing is left to copy.
+    if (lastError === undefined && (await target.isCommitted(step))) return;
     throw (
       lastError ??
       new CheckpointError(
