@@ -5,14 +5,14 @@
 // After every session: no tier lists a deleted step or an older save of a step, no error was
 // reported, and (once joined) the slowest tier (no retention there) holds every step it takes,
 // tiers() lists what each tier holds, and join() owes nothing.
-import { type StorageAdapter, load, openStorage } from "@cairn/core";
+import { type StorageAdapter, openStorage } from "@cairn/core";
 import type { ByteRange, DeleteOptions, ObjectInfo, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
 import { describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
-import { StepStore } from "../src/steps/step-store.js";
 import { random } from "../src/testing/seeded-random.js";
 import { smallState } from "../src/testing/small-state.js";
+import { listedValues } from "../src/testing/step-values.js";
 
 const SEEDS = (process.env.CAIRN_DELETE_RACE_SEEDS ?? "41,42,43").split(",").map(Number);
 const SESSIONS = 4;
@@ -47,20 +47,6 @@ class Slow extends FaultyStorageAdapter {
     await this.#pause();
     return super.delete(path, options);
   }
-}
-
-/** The value a step's copy holds, checking the whole state is that one value. */
-async function valueOf(storage: StorageAdapter, step: number): Promise<number> {
-  const state = (await load({ storage, path: String(step) })) as unknown as { w: { data: Float32Array }; step: number };
-  const values = new Set([...state.w.data, state.step]);
-  if (values.size !== 1) throw new Error(`step ${step} under ${storage.root} mixes values ${[...values].join(",")}`);
-  return state.step;
-}
-
-async function listed(storage: StorageAdapter): Promise<Map<number, number>> {
-  const out = new Map<number, number>();
-  for (const step of await new StepStore(storage).committedSteps()) out.set(step, await valueOf(storage, step));
-  return out;
 }
 
 describe("deletions and overwrites racing copies to slower tiers (property)", () => {
@@ -139,7 +125,7 @@ describe("deletions and overwrites racing copies to slower tiers (property)", ()
             await mgr.close({ timeoutMs });
             log.push(`close({ timeoutMs: ${timeoutMs} })`);
             expect(errors, what).toEqual([]);
-            const copies = await Promise.all(inner.map(listed));
+            const copies = await Promise.all(inner.map(listedValues));
             copies.forEach((on, tier) => {
               for (const [step, v] of on) expect(v, `${what}: tier ${tier} lists step ${step}`).toBe(current.get(step));
             });
@@ -150,7 +136,7 @@ describe("deletions and overwrites racing copies to slower tiers (property)", ()
           const states = await mgr.tiers();
           await mgr.close();
           expect(errors, what).toEqual([]);
-          const copies = await Promise.all(inner.map(listed));
+          const copies = await Promise.all(inner.map(listedValues));
           copies.forEach((on, tier) => {
             // A retention pass a close({ timeoutMs }) cut short may still delete: this manager learns of that at its next reload.
             if (!cutShort)
