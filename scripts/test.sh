@@ -8,8 +8,24 @@ cd "$(dirname "$0")/.."
 if [ ! -t 1 ] && [ -z "${FORCE_COLOR:-}" ]; then export NO_COLOR=1; fi
 # One tsc program and one eslint run over every package (the root tsconfig includes them all):
 # a fraction of the CPU of a tsc and an eslint per package, each re-reading core's sources.
-tsc -b
-prettier --check . --log-level warn
-eslint packages tests examples scripts *.ts *.js
-depcruise packages tests examples --config .dependency-cruiser.cjs
-vitest run --reporter=default --reporter=./scripts/plain-summary-reporter.ts
+# They run beside the tests, which leave a core idle while they wait on timers and children
+# (docs/architecture.md, "Build, test and packaging"). Their output is printed when they pass, or
+# after the tests' when they fail.
+checks_log=$(mktemp)
+trap 'rm -f "$checks_log"' EXIT
+checks() {
+  tsc -b &&
+    prettier --check . --log-level warn &&
+    eslint packages tests examples scripts *.ts *.js &&
+    depcruise packages tests examples --config .dependency-cruiser.cjs
+}
+{ checks >"$checks_log" 2>&1 && cat "$checks_log"; } &
+checks=$!
+tests=0
+vitest run --reporter=default --reporter=./scripts/plain-summary-reporter.ts || tests=$?
+if ! wait "$checks"; then
+  cat "$checks_log"
+  echo "typecheck, format, lint or dependency rules failed" >&2
+  exit 1
+fi
+exit "$tests"

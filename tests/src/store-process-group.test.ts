@@ -3,26 +3,25 @@ import { type Store, StoreProcessGroup } from "@cairn/distributed";
 import { type TestServer, startEtcd, startRedis, startTcpStore } from "./store-servers.js";
 import "@cairn/store-etcd";
 import "@cairn/store-redis";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type TestContext, afterAll, beforeAll, describe, it } from "vitest";
 
-describe.each([
+// The cases run at once (each with its own run id on its store's server): most wait out a lease or
+// a collective's timeout.
+describe.concurrent.each([
   ["embedded TCP", startTcpStore],
   ["etcd", startEtcd],
   ["redis", startRedis],
 ])("StoreProcessGroup on a real %s store", (_name, startServer) => {
   let server: TestServer;
-  const open: StoreProcessGroup[] = [];
 
   beforeAll(async () => {
     server = await startServer();
   }, 60_000);
   afterAll(async () => server?.stop());
-  afterEach(async () => {
-    await Promise.allSettled(open.splice(0).map((g) => g.close()));
-  });
 
-  /** `worldSize` ranks in this process, each with its own store client, as separate processes would have. */
+  /** `worldSize` ranks in this process, each with its own store client, as separate processes would have; closed when the test ends. */
   async function groups(
+    onTestFinished: TestContext["onTestFinished"],
     worldSize: number,
     options: { timeoutMs?: number; runId?: string } = {},
   ): Promise<{ groups: StoreProcessGroup[]; stores: Store[] }> {
@@ -33,12 +32,17 @@ describe.each([
         StoreProcessGroup.connect({ store, rank, worldSize, runId, timeoutMs: options.timeoutMs ?? 10_000 }),
       ),
     );
-    open.push(...all);
+    onTestFinished(async () => {
+      await Promise.allSettled(all.map((g) => g.close()));
+    });
     return { groups: all, stores };
   }
 
-  it("runs allGather, broadcast and barrier across ranks, with values longer than one store entry", async () => {
-    const { groups: g } = await groups(3);
+  it("runs allGather, broadcast and barrier across ranks, with values longer than one store entry", async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const { groups: g } = await groups(onTestFinished, 3);
     expect(await Promise.all(g.map((r) => r.allGather({ rank: r.rank })))).toEqual(
       Array(3).fill([{ rank: 0 }, { rank: 1 }, { rank: 2 }]),
     );
@@ -53,8 +57,11 @@ describe.each([
     );
   });
 
-  it("keeps the collectives of different tags apart, so they need no order between each other", async () => {
-    const { groups: g } = await groups(2);
+  it("keeps the collectives of different tags apart, so they need no order between each other", async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const { groups: g } = await groups(onTestFinished, 2);
     const a0 = g[0]!.group("a").allGather("a0");
     const b0 = g[0]!.group("b").allGather("b0");
     const b1 = g[1]!.group("b").allGather("b1");
@@ -67,15 +74,18 @@ describe.each([
     ]);
   });
 
-  it("delivers posted messages to every rank without a collective", async () => {
-    const { groups: g } = await groups(3);
+  it("delivers posted messages to every rank without a collective", async ({ expect, onTestFinished }) => {
+    const { groups: g } = await groups(onTestFinished, 3);
     const got = g.map((r) => new Promise((resolve) => r.on("preempt", (value, from) => resolve({ value, from }))));
     g[1]!.post("preempt", { step: 7 });
     expect(await Promise.all(got)).toEqual(Array(3).fill({ value: { step: 7 }, from: 1 }));
   });
 
-  it("fails the others, naming the rank, when a rank leaves before a collective", async () => {
-    const { groups: g } = await groups(3);
+  it("fails the others, naming the rank, when a rank leaves before a collective", async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const { groups: g } = await groups(onTestFinished, 3);
     await g[2]!.close();
     for (const r of await Promise.allSettled([g[0]!.allGather(0), g[1]!.allGather(1)])) {
       expect(r.status).toBe("rejected");
@@ -87,8 +97,11 @@ describe.each([
     await expect(g[0]!.barrier()).rejects.toMatchObject({ code: "process_group" });
   });
 
-  it("fails the others, naming the rank, when a rank's lease ends without it leaving (a crash)", async () => {
-    const { groups: g, stores } = await groups(3);
+  it("fails the others, naming the rank, when a rank's lease ends without it leaving (a crash)", async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const { groups: g, stores } = await groups(onTestFinished, 3);
     await stores[1]!.close();
     const results = await Promise.allSettled([g[0]!.barrier(), g[2]!.barrier()]);
     for (const r of results)
@@ -98,17 +111,20 @@ describe.each([
       });
   });
 
-  it("times out a collective that a rank never reaches, naming the rank", async () => {
-    const { groups: g } = await groups(2, { timeoutMs: 1_500 });
+  it("times out a collective that a rank never reaches, naming the rank", async ({ expect, onTestFinished }) => {
+    const { groups: g } = await groups(onTestFinished, 2, { timeoutMs: 1_500 });
     await expect(g[0]!.allGather("alone")).rejects.toMatchObject({
       code: "process_group",
       message: expect.stringMatching(/rank 1 did not reach allGather #1 within 1.5 s/),
     });
   });
 
-  it("refuses a second process claiming a rank, and a rank with another world size", async () => {
+  it("refuses a second process claiming a rank, and a rank with another world size", async ({
+    expect,
+    onTestFinished,
+  }) => {
     const runId = randomUUID();
-    await groups(1, { runId });
+    await groups(onTestFinished, 1, { runId });
     const claimant = await server.open();
     await expect(
       StoreProcessGroup.connect({ store: claimant, rank: 0, worldSize: 1, runId, timeoutMs: 2_000 }),
@@ -125,8 +141,11 @@ describe.each([
     });
   });
 
-  it("keeps jobs with different run ids apart on one prefix, and the last rank to leave deletes its job's keys", async () => {
-    const [one, two] = [await groups(2), await groups(2)];
+  it("keeps jobs with different run ids apart on one prefix, and the last rank to leave deletes its job's keys", async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const [one, two] = [await groups(onTestFinished, 2), await groups(onTestFinished, 2)];
     const results = await Promise.all([
       ...one.groups.map((r) => r.allGather(`one${r.rank}`)),
       ...two.groups.map((r) => r.allGather(`two${r.rank}`)),
@@ -138,7 +157,7 @@ describe.each([
       ["two0", "two1"],
     ]);
     const runId = randomUUID();
-    const { groups: g } = await groups(2, { runId });
+    const { groups: g } = await groups(onTestFinished, 2, { runId });
     await Promise.all(g.map((r) => r.barrier()));
     const probeBefore = await server.open();
     expect(await probeBefore.get(`${runId}/c//1/0/head`)).toMatch(/^v/);

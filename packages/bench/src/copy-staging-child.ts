@@ -17,9 +17,11 @@
 // less. Then, unpaired, the parts of the floor: `data()` alone; the copy into the same shared
 // memory with libc's memcpy (Buffer's fill), which V8's `set` into shared memory is not, but whose
 // speed depends on where source and target sit in their pages (docs/benchmarks.md);
-// `Uint8Array.set` into plain memory; and the floor's copy into shared memory allocated after the
+// `Uint8Array.set` into plain memory; the floor's copy into shared memory allocated after the
 // first save, as the staging pool's is (the same copy runs slower in memory allocated later in
-// the process: docs/benchmarks.md).
+// the process: docs/benchmarks.md); and the limits, no tfjs: the state's byte count copied in one
+// call from resident plain memory into resident shared memory, by libc's memcpy (this machine's
+// limit: a placement it copies fast at) and by `set` (JavaScript's limit into memory a worker reads).
 import { Buffer } from "node:buffer";
 import { StagingPool } from "@cairn/core";
 import { pageAlignedSharedBytes } from "@cairn/core/storage";
@@ -47,6 +49,9 @@ export interface CopyStagingRun {
   readonly memcpyShared: Spent[];
   readonly setPlain: Spent[];
   readonly floorLateMemory: Spent[];
+  /** The limits: the same byte count in one call, plain into shared memory, memcpy and `set`. */
+  readonly memcpyLimit: Spent[];
+  readonly setLimit: Spent[];
 }
 
 const [root] = process.argv.slice(2) as [string];
@@ -130,6 +135,8 @@ const run: CopyStagingRun = {
   memcpyShared: [],
   setPlain: [],
   floorLateMemory: [],
+  memcpyLimit: [],
+  setLimit: [],
 };
 const samples: Record<"save" | "floor" | "poolCopy" | "sync", () => Promise<Spent>> = {
   save: async () => {
@@ -153,6 +160,8 @@ for (let turn = 0; turn < SAVES; turn++) {
   run.memcpyShared.push(await timed(() => readAll(shared, memcpy)));
   run.setPlain.push(await timed(() => readAll(plain)));
   run.floorLateMemory.push(await timed(() => readAll(late)));
+  run.memcpyLimit.push(await timed(async () => memcpy(shared, 0, plain)));
+  run.setLimit.push(await timed(async () => set(shared, 0, plain)));
 }
 await manager.close();
 sendResult(run);

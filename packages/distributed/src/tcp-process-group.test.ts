@@ -1,20 +1,15 @@
 import { readdir } from "node:fs/promises";
 import { type Socket, connect } from "node:net";
 import type { StoreProcessGroup } from "./store-process-group.js";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { type TestContext, describe, expect, it, vi } from "vitest";
 import { initProcessGroup } from "./init-process-group.js";
 import { freePort } from "./launch-ranks.js";
 import { connectTcpProcessGroup } from "./tcp-process-group.js";
 import { TcpStoreServer } from "./tcp-store-server.js";
 
-const open: StoreProcessGroup[] = [];
-
-afterEach(async () => {
-  await Promise.allSettled(open.splice(0).map((g) => g.close()));
-});
-
-/** `worldSize` ranks in this process, each with its own connection, as separate processes would have. */
+/** `worldSize` ranks in this process, each with its own connection, as separate processes would have; closed when the test ends. */
 async function groups(
+  onTestFinished: TestContext["onTestFinished"],
   worldSize: number,
   options: { timeoutMs?: number; token?: string; maxMessageBytes?: number } = {},
 ): Promise<{ groups: StoreProcessGroup[]; port: number }> {
@@ -24,13 +19,19 @@ async function groups(
       connectTcpProcessGroup({ rank, worldSize, host: "127.0.0.1", port, timeoutMs: 10_000, ...options }),
     ),
   );
-  open.push(...all);
+  onTestFinished(async () => {
+    await Promise.allSettled(all.map((g) => g.close()));
+  });
   return { groups: all, port };
 }
 
-describe("the embedded TCP store", () => {
-  it("runs the collectives, and fails the others at once, naming the rank, when a rank's connection drops", async () => {
-    const { groups: g } = await groups(3);
+// The cases run at once, each on its own port: several wait out a join's timeout.
+describe.concurrent("the embedded TCP store", () => {
+  it("runs the collectives, and fails the others at once, naming the rank, when a rank's connection drops", async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const { groups: g } = await groups(onTestFinished, 3);
     expect(await Promise.all(g.map((r) => r.allGather(r.rank)))).toEqual(Array(3).fill([0, 1, 2]));
     expect(await Promise.all(g.map((r) => r.broadcast(r.rank === 1 ? "one" : undefined, 1)))).toEqual([
       "one",
@@ -46,7 +47,7 @@ describe("the embedded TCP store", () => {
     }
   });
 
-  it("fails the join, naming the missing rank, when a rank never arrives", async () => {
+  it("fails the join, naming the missing rank, when a rank never arrives", async ({ expect }) => {
     const port = await freePort();
     const joining = [0, 1].map((rank) =>
       connectTcpProcessGroup({ rank, worldSize: 3, host: "127.0.0.1", port, timeoutMs: 1500 }),
@@ -61,7 +62,7 @@ describe("the embedded TCP store", () => {
     }
   });
 
-  it("refuses a second process claiming a rank, and a different world size", async () => {
+  it("refuses a second process claiming a rank, and a different world size", async ({ expect }) => {
     const port = await freePort();
     const first = [0, 1].map((rank) =>
       connectTcpProcessGroup({ rank, worldSize: 3, host: "127.0.0.1", port, timeoutMs: 3000 }),
@@ -75,7 +76,10 @@ describe("the embedded TCP store", () => {
     await Promise.allSettled(first);
   });
 
-  it("admits only ranks that show the job's token, and refuses an address other hosts reach without one", async () => {
+  it("admits only ranks that show the job's token, and refuses an address other hosts reach without one", async ({
+    expect,
+    onTestFinished,
+  }) => {
     const port = await freePort();
     const token = "job-secret";
     const rank0 = connectTcpProcessGroup({ rank: 0, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000, token });
@@ -92,7 +96,9 @@ describe("the embedded TCP store", () => {
       rank0,
       connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 5000, token }),
     ]);
-    open.push(...g);
+    onTestFinished(async () => {
+      await Promise.allSettled(g.map((r) => r.close()));
+    });
     expect(await Promise.all(g.map((r) => r.allGather(r.rank)))).toEqual([
       [0, 1],
       [0, 1],
@@ -102,8 +108,11 @@ describe("the embedded TCP store", () => {
     ).rejects.toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/CAIRN_JOB_TOKEN/) });
   });
 
-  it("cuts off a client that grows a line without end before it says hello, and the job goes on", async () => {
-    const { groups: g, port } = await groups(2);
+  it("cuts off a client that grows a line without end before it says hello, and the job goes on", async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const { groups: g, port } = await groups(onTestFinished, 2);
     const answer = await new Promise<string>((resolve) => {
       const socket = connect({ host: "127.0.0.1", port }, () => {
         const chunk = "x".repeat(16 * 1024);
@@ -121,12 +130,15 @@ describe("the embedded TCP store", () => {
     ]);
   });
 
-  it("carries long values split over many packets, and refuses to send one over maxMessageBytes, failing the others too", async () => {
-    const { groups: g } = await groups(2);
+  it("carries long values split over many packets, and refuses to send one over maxMessageBytes, failing the others too", async ({
+    expect,
+    onTestFinished,
+  }) => {
+    const { groups: g } = await groups(onTestFinished, 2);
     const long = "é".repeat(1_000_000);
     const gathered = await Promise.all(g.map((r) => r.allGather(`${r.rank}${long}`)));
     expect(gathered[1]!.map((v) => `${v.length}:${v.slice(0, 2)}`)).toEqual(["1000001:0é", "1000001:1é"]);
-    const { groups: small } = await groups(2, { maxMessageBytes: 64 * 1024 });
+    const { groups: small } = await groups(onTestFinished, 2, { maxMessageBytes: 64 * 1024 });
     const results = await Promise.allSettled([small[0]!.allGather("x".repeat(100_000)), small[1]!.allGather("small")]);
     for (const r of results)
       expect((r as PromiseRejectedResult).reason).toMatchObject({
@@ -135,6 +147,19 @@ describe("the embedded TCP store", () => {
       });
   });
 
+  it("gives up connecting when rank 0 never listens", async ({ expect }) => {
+    const port = await freePort();
+    await expect(
+      connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 300 }),
+    ).rejects.toMatchObject({
+      code: "process_group",
+      message: expect.stringMatching(/cannot reach rank 0 at tcp:\/\/127\.0\.0\.1:\d+ .*is rank 0 running/),
+    });
+  });
+});
+
+// Alone: it counts this process's open descriptors.
+describe("the embedded TCP store's server", () => {
   it("closes every refused client's socket, even one that never closes its own side (issue 30, item 7)", async () => {
     const server = await TcpStoreServer.listen("127.0.0.1", 0, { token: "job-secret" });
     const fds = async (): Promise<number> => (await readdir("/proc/self/fd")).length;
@@ -157,16 +182,6 @@ describe("the embedded TCP store", () => {
     await vi.waitFor(async () => expect((await fds()) - before).toBeLessThan(200 + 20), { timeout: 5_000 });
     for (const socket of clients) socket.destroy();
     await server.close(0);
-  });
-
-  it("gives up connecting when rank 0 never listens", async () => {
-    const port = await freePort();
-    await expect(
-      connectTcpProcessGroup({ rank: 1, worldSize: 2, host: "127.0.0.1", port, timeoutMs: 300 }),
-    ).rejects.toMatchObject({
-      code: "process_group",
-      message: expect.stringMatching(/cannot reach rank 0 at tcp:\/\/127\.0\.0\.1:\d+ .*is rank 0 running/),
-    });
   });
 });
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { isCheckpointError, openStorage } from "@cairn/core";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import { runState } from "../src/testing/manager-run-suite.js";
 import { truncateDataFile } from "../src/testing/durability-suite.js";
@@ -41,7 +41,8 @@ describe("the loss budget and a copy that can never succeed", { timeout: 120_000
         const localStorage = await openStorage(local);
         await truncateDataFile(localStorage, 2);
         outage.down = false;
-        await sleep(1500);
+        // Once the bucket is back, the copy of 2 finds it damaged and is given up on (permanent).
+        await vi.waitFor(() => expect(mgr.health().inFlight.copying).toEqual([]), { timeout: 20_000, interval: 20 });
         console.log(
           "health",
           JSON.stringify({ ...mgr.health(), lastError: (mgr.health().lastError?.error as Error)?.message }),

@@ -1,9 +1,10 @@
-import { constants, openSync, closeSync, promises as nodeFs } from "node:fs";
+import { constants, openSync, closeSync, promises as nodeFs, readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DirectReads } from "./direct-read.js";
+import { adviseHugePages } from "@cairn/core/format";
+import { DirectReads, directBuffer } from "./direct-read.js";
 import type { FsPromisesLike } from "./fs-like.js";
 
 const MiB = 1 << 20;
@@ -31,7 +32,36 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+/** CI=true (any value but "", "0", "false"): the addon must have built, instead of the test being skipped. */
+const inCI = process.env.CI !== undefined && !["", "0", "false"].includes(process.env.CI);
+
+/** Whether Linux gives transparent huge pages to memory that asks (THP "always" or "madvise"). */
+function hugePagesOffered(): boolean {
+  try {
+    return /\[(always|madvise)\]/.test(readFileSync("/sys/kernel/mm/transparent_hugepage/enabled", "latin1"));
+  } catch {
+    return false;
+  }
+}
+
+/** KiB of this process's anonymous memory in transparent huge pages. */
+function anonHugeKiB(): number {
+  return Number(/^AnonHugePages:\s+(\d+) kB$/m.exec(readFileSync("/proc/self/smaps_rollup", "latin1"))![1]);
+}
+
 describe("DirectReads", () => {
+  it.skipIf(!hugePagesOffered() || (adviseHugePages === undefined && !inCI))(
+    "reads into buffers in transparent huge pages, so requests reach the device whole (needs the addon: apt-get install gcc, then pnpm install)",
+    () => {
+      const before = anonHugeKiB();
+      const buffer = directBuffer();
+      expect(buffer.byteLength).toBeGreaterThanOrEqual(8 * MiB);
+      buffer.fill(1);
+      // Its 8 MiB are four whole huge pages: 4 KiB pages would leave the count where it was.
+      expect(anonHugeKiB() - before).toBeGreaterThanOrEqual(8 * 1024);
+    },
+  );
+
   it("reads unaligned ranges past the page cache, across its buffers and up to the end of the file", async () => {
     const opened: (string | number)[] = [];
     const fs: FsPromisesLike = {

@@ -5,7 +5,7 @@ import { pathToFileURL } from "node:url";
 import { isCheckpointError, openStorage } from "@cairn/core";
 import { CheckpointManager } from "@cairn/manager";
 import { runState, truncateDataFile } from "@cairn/manager/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import "../src/index.js";
 import { type S3TestServer, s3ErrorBody, startS3TestServer } from "../src/testing/s3-test-server.js";
 
@@ -51,7 +51,8 @@ describe("file:// then s3:// on fauxqs behind the fault proxy", { timeout: 180_0
       await truncateDataFile(storage, 2);
       await storage.close();
       server.proxy.clearRules();
-      await sleep(3000);
+      // The bucket is back: the copy of 2 finds tier 0's copy damaged and is given up on.
+      await vi.waitFor(() => expect(mgr.health().inFlight.copying).toEqual([]), { timeout: 20_000, interval: 20 });
       const health = mgr.health();
       const r = await within(outcome(mgr.save(3, runState(3))), 30_000);
       console.log("copying", health.inFlight.copying, "save 3:", r);

@@ -1,6 +1,10 @@
 // One phase of the file:// benchmarks, run by `runChild` in its own process so its peak RSS is
 // its own. Usage: local-phase.ts <phase> <state spec JSON> <cairn dir> [<baseline dir>].
 // The baselines work on Cairn's own files (read from its metadata.json): same bytes, same layout.
+// Every write phase calls `sync` just before its clock starts, so no phase pays for the writeback
+// or deletions of the phase or round before it.
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { mkdir, open, readFile, rename } from "node:fs/promises";
 import { join } from "node:path";
 import { type HostTensor, load, readMetadata, save } from "@cairn/core";
@@ -111,7 +115,18 @@ const files = phase === "dd-read" ? await dataFiles(cairnDir) : [];
 
 if (steady && base === "cairn-save") await save(sd, `${cairnDir}-first`);
 if (steady && base === "fs-write") await fsWrite(sd, cairnDir, `${other()}-first`);
+if (saving || base === "direct-write") execFileSync("sync");
 
+/** This thread's CPU seconds (Linux's schedstat), or undefined elsewhere. */
+const threadCpu = (): number | undefined => {
+  try {
+    return Number(readFileSync("/proc/thread-self/schedstat", "utf8").split(" ")[0]) / 1e9;
+  } catch {
+    return undefined;
+  }
+};
+const usage = process.resourceUsage();
+const mainCpu = threadCpu();
 const started = performance.now();
 const cpu = process.cpuUsage();
 switch (base) {
@@ -142,6 +157,8 @@ switch (base) {
 }
 const seconds = (performance.now() - started) / 1000;
 const used = process.cpuUsage(cpu);
+const mainCpuAfter = threadCpu();
+const usageAfter = process.resourceUsage();
 // A verified load's limit on this runtime: one thread's CRC32C of the same bytes (only the calling thread can read the targets).
 const crcCpu = process.cpuUsage();
 const crcSeconds = phase === "cairn-load" ? crcSecondsOf(sd) : undefined;
@@ -151,6 +168,9 @@ sendResult({
   bytes: stateBytes(spec),
   seconds,
   cpuSeconds: (used.user + used.system) / 1e6,
+  systemCpuSeconds: used.system / 1e6,
+  mainThreadCpuSeconds: mainCpu === undefined || mainCpuAfter === undefined ? undefined : mainCpuAfter - mainCpu,
+  minorFaults: usageAfter.minorPageFault - usage.minorPageFault,
   crcSeconds,
   crcCpuSeconds: crcSeconds === undefined ? undefined : (crcUsed.user + crcUsed.system) / 1e6,
 });

@@ -17,6 +17,10 @@ export interface PhaseRun {
   readonly crcSeconds?: number;
   /** cairn-load only: the process's CPU seconds over that CRC32C (one thread: its CPU time, which a busy machine skews less). */
   readonly crcCpuSeconds?: number;
+  /** Node phases: the timed region's system CPU, main-thread CPU (Linux) and minor page faults. */
+  readonly systemCpuSeconds?: number;
+  readonly mainThreadCpuSeconds?: number;
+  readonly minorFaults?: number;
 }
 
 /** Runs a phase of `local-phase.ts` (Cairn, node:fs, safetensors-style, direct write, dd read). */
@@ -56,8 +60,10 @@ export class PhaseRuns {
     const list = this.runs.get(phase) ?? [];
     list.push(run);
     this.runs.set(phase, list);
+    const main = run.mainThreadCpuSeconds === undefined ? "" : ` (main ${run.mainThreadCpuSeconds.toFixed(3)})`;
+    const faults = run.minorFaults === undefined ? "" : `  ${run.minorFaults} faults`;
     console.log(
-      `  ${phase.padEnd(24)} ${(run.bytes / MiB / run.seconds).toFixed(0).padStart(6)} MiB/s  ${run.seconds.toFixed(3)} s  peak RSS ${(run.peakRss / MiB).toFixed(0)} MiB`,
+      `  ${phase.padEnd(24)} ${(run.bytes / MiB / run.seconds).toFixed(0).padStart(6)} MiB/s  ${run.seconds.toFixed(3)} s  CPU ${run.cpuSeconds.toFixed(3)} s${main}${faults}  peak RSS ${(run.peakRss / MiB).toFixed(0)} MiB`,
     );
   }
 
@@ -80,6 +86,17 @@ export class PhaseRuns {
     return this.get(phase).map((r) => +r.seconds.toFixed(4));
   }
 
+  /** Median CPU seconds of the timed regions. */
+  cpuSeconds(phase: string): number {
+    return +median(this.get(phase).map((r) => r.cpuSeconds)).toFixed(3);
+  }
+
+  /** Median minor page faults of the timed regions, when the phase reports them. */
+  minorFaults(phase: string): number | undefined {
+    const faults = this.get(phase).flatMap((r) => (r.minorFaults === undefined ? [] : [r.minorFaults]));
+    return faults.length > 0 ? median(faults) : undefined;
+  }
+
   /** Highest peak RSS over the state's bytes, in MiB. */
   rssOverState(phase: string): number {
     return Math.max(...this.get(phase).map((r) => (r.peakRss - r.bytes) / MiB));
@@ -94,6 +111,9 @@ export interface Comparison {
   readonly baselineName: string;
   readonly target?: number;
 }
+
+const faults = (key: string, value: number | undefined): Record<string, number> =>
+  value === undefined ? {} : { [key]: value };
 
 /** Reports Cairn's median throughput against the baseline's (higher is better), with the ranges and peak RSS. */
 export function reportRates(runs: PhaseRuns, c: Comparison): void {
@@ -114,6 +134,10 @@ export function reportRates(runs: PhaseRuns, c: Comparison): void {
       baselineSeconds: runs.seconds(c.baseline),
       cairnSecondsRange: range(runs.seconds(c.cairn)),
       baselineSecondsRange: range(runs.seconds(c.baseline)),
+      cairnCpuSeconds: runs.cpuSeconds(c.cairn),
+      baselineCpuSeconds: runs.cpuSeconds(c.baseline),
+      ...faults("cairnMinorFaults", runs.minorFaults(c.cairn)),
+      ...faults("baselineMinorFaults", runs.minorFaults(c.baseline)),
       cairnPeakRssOverStateMiB: +runs.rssOverState(c.cairn).toFixed(1),
       baselinePeakRssOverStateMiB: +runs.rssOverState(c.baseline).toFixed(1),
     },

@@ -75,6 +75,8 @@ def main():
 
     checkpoint = dcp() if phase.startswith("dcp") else None
     sd = build(spec, phase.endswith("save"))
+    if phase.endswith("save"):
+        os.sync()  # as the Node phases: no save pays for the writeback or deletions before it
     started = time.perf_counter()
     cpu = time.process_time()
     if phase == "torch-save":

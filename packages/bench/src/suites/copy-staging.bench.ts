@@ -1,7 +1,8 @@
 // Copy staging of tfjs tensors (issue 34): how long `saveAsync` blocks training against what it
 // cannot go below on the same thread, `data()` of every tensor plus a copy of its bytes into
 // shared memory (allocated at start-up, and the staging pool's own buffers), each save paired
-// with floor samples and a synchronous save taken beside it (see copy-staging-child.ts), in
+// with floor samples and a synchronous save taken beside it, and the limits below any floor: the
+// state's bytes copied in one memcpy, and in one `set` into shared memory (see copy-staging-child.ts), in
 // CAIRN_BENCH_ROUNDS processes (default 2; 1 quick) of 7 turns.
 // Judged in this thread's CPU time, which load barely moves, and in wall time. A few minutes.
 import { fileURLToPath } from "node:url";
@@ -31,6 +32,8 @@ for (let round = 0; round < ROUNDS; round++) {
     "memcpyShared",
     "setPlain",
     "floorLateMemory",
+    "memcpyLimit",
+    "setLimit",
   ] as const)
     console.log(`  ${row(kind, run[kind])}`);
   runs.push(run);
@@ -106,5 +109,47 @@ report({
     floorVsSyncSave: +(med("floor", "wallMs") / med("sync", "wallMs")).toFixed(4),
     poolCopyVsSyncSave: +(med("poolCopy", "wallMs") / med("sync", "wallMs")).toFixed(4),
     syncCpuSeconds: +(med("sync", "cpuMs") / 1000).toFixed(3),
+  },
+});
+// The limits under every floor, in the same processes: the state's byte count copied in one call
+// between resident buffers, no tfjs; memcpy is this machine's, `set` into shared memory
+// JavaScript's into memory the upload worker can read.
+const limits = {
+  memcpyMs: +med("memcpyLimit", "cpuMs").toFixed(1),
+  setIntoSharedMs: +med("setLimit", "cpuMs").toFixed(1),
+  dataOnlyMs: +med("dataOnly", "cpuMs").toFixed(1),
+};
+report({
+  suite: SUITE,
+  name: `copy staging's limit: one memcpy of the state's bytes vs a synchronous save, ${state}`,
+  value: med("memcpyLimit", "wallMs") / 1000,
+  unit: "s",
+  baseline: { name: "synchronous save, taken beside each saveAsync", value: med("sync", "wallMs") / 1000 },
+  ratio: med("memcpyLimit", "wallMs") / med("sync", "wallMs"),
+  better: "lower",
+  extra: {
+    ...limits,
+    setIntoSharedVsSyncSave: +(med("setLimit", "wallMs") / med("sync", "wallMs")).toFixed(4),
+    setIntoSharedPlusDataVsSyncSave: +(
+      (med("setLimit", "wallMs") + med("dataOnly", "wallMs")) /
+      med("sync", "wallMs")
+    ).toFixed(4),
+  },
+});
+report({
+  suite: SUITE,
+  name: `saveAsync, copy staging: blocks training vs one memcpy of its bytes (main-thread CPU), ${state}`,
+  value: med("save", "cpuMs") / 1000,
+  unit: "s",
+  baseline: {
+    name: "one memcpy of the state's bytes between resident buffers",
+    value: med("memcpyLimit", "cpuMs") / 1000,
+  },
+  ratio: med("save", "cpuMs") / med("memcpyLimit", "cpuMs"),
+  better: "lower",
+  extra: {
+    ...limits,
+    vsSetIntoShared: +(med("save", "cpuMs") / med("setLimit", "cpuMs")).toFixed(3),
+    vsSetIntoSharedPlusData: +(med("save", "cpuMs") / (med("setLimit", "cpuMs") + med("dataOnly", "cpuMs"))).toFixed(3),
   },
 });

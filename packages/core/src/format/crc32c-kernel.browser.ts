@@ -16,3 +16,9 @@ export const crc32cKernel: (bytes: Uint8Array, initial: number) => number = port
 
 /** No file descriptors in a browser. */
 export const readBlockChecksums: undefined = undefined;
+
+/** No memory advice in a browser. */
+export const adviseHugePages: undefined = undefined;
+
+/** No file descriptors in a browser. */
+export const readThrough: undefined = undefined;

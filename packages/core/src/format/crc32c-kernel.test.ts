@@ -3,7 +3,13 @@ import { describe, expect, it } from "vitest";
 import { workerModules } from "../save/checksum-workers.js";
 import { seededRandom } from "../testing/seeded-random.js";
 import { crc32cJs } from "./crc32c-js.js";
-import { CRC32C_IMPLEMENTATION, CRC32C_WORKER_MODULE, chooseCrc32cKernel, crc32cKernel } from "./crc32c-kernel.js";
+import {
+  CRC32C_IMPLEMENTATION,
+  CRC32C_WORKER_MODULE,
+  adviseHugePages,
+  chooseCrc32cKernel,
+  crc32cKernel,
+} from "./crc32c-kernel.js";
 
 /** CI=true (any value but "", "0", "false"): the addon must have built, instead of the test being skipped. */
 const inCI = process.env.CI !== undefined && !["", "0", "false"].includes(process.env.CI);
@@ -110,6 +116,30 @@ describe("the Node CRC32C kernel", () => {
       expect(chosen.kernel(CHECK.subarray(3), chosen.kernel(CHECK.subarray(0, 3), 0))).toBe(0xe3069283);
     }
   });
+
+  nativeOnly(
+    "advises huge pages only for whole 2 MiB pages inside a Uint8Array, and says where the first starts",
+    () => {
+      const advise = adviseHugePages!;
+      expect(advise).toBeTypeOf("function");
+      const onLinux = process.platform === "linux";
+      // WebAssembly memory: 64 KiB-aligned, untouched.
+      const memory = new Uint8Array(new WebAssembly.Memory({ initial: 80, maximum: 80 }).buffer);
+      const at = advise(memory);
+      if (onLinux) {
+        expect(at % 65_536).toBe(0);
+        expect(at).toBeGreaterThanOrEqual(0);
+        expect(at).toBeLessThan(2 << 20);
+        // The same boundary seen from a view starting past it is the next one, 2 MiB on.
+        expect(advise(memory.subarray(at + 4096))).toBe((2 << 20) - 4096);
+      } else expect(at).toBe(-1);
+      // Shorter than a huge page: none whole inside.
+      expect(advise(memory.subarray(0, (2 << 20) - 1))).toBe(-1);
+      expect(advise(new Uint8Array(0))).toBe(-1);
+      expect(() => advise(new Uint32Array(8) as unknown as Uint8Array)).toThrow(TypeError);
+      expect(() => (advise as (x: unknown) => number)("bytes")).toThrow(TypeError);
+    },
+  );
 
   it("is the one the checksum workers load", () => {
     expect(workerModules().crc32).toBe(CRC32C_WORKER_MODULE);

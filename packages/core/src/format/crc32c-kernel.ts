@@ -14,6 +14,10 @@ interface Crc32cModule {
   readBlockChecksums?: ReadBlockChecksums;
   /** @cairn/crc32c-native's alone (since it hashes XXH3-128 too). */
   regionChecksums?: Trust.RegionChecksums;
+  /** @cairn/crc32c-native's alone (since it is the one native module loaded anyway). */
+  adviseHugePages?: AdviseHugePages;
+  /** @cairn/crc32c-native's alone. */
+  readThrough?: ReadThrough;
 }
 
 /**
@@ -28,6 +32,25 @@ export type ReadBlockChecksums = (
   sums: Uint32Array,
 ) => Promise<number>;
 
+/**
+ * Asks Linux to back the whole 2 MiB pages inside `bytes` (untouched memory) with transparent
+ * huge pages; returns the offset in `bytes` of the first, or -1 where there is none or it cannot.
+ */
+export type AdviseHugePages = (bytes: Uint8Array) => number;
+
+/**
+ * Reads `buffer.byteLength` bytes of the open file `fd` from `position` (fewer at its end) into
+ * `buffer` on libuv's threads, then copies the bytes read from `buffer[skip]` on into `into`, as
+ * many as fit, on the same thread; resolves the bytes read into `buffer`.
+ */
+export type ReadThrough = (
+  fd: number,
+  buffer: Uint8Array,
+  position: number,
+  into: Uint8Array,
+  skip: number,
+) => Promise<number>;
+
 export interface Crc32cKernelChoice {
   readonly implementation: Crc32cImplementation;
   readonly kernel: (bytes: Uint8Array, initial: number) => number;
@@ -35,6 +58,10 @@ export interface Crc32cKernelChoice {
   readonly workerModule: string;
   /** Where the addon loaded: a file read with its blocks' CRC32Cs computed on the reading thread. */
   readonly readBlockChecksums?: ReadBlockChecksums;
+  /** Where the addon loaded and has it. */
+  readonly adviseHugePages?: AdviseHugePages;
+  /** Where the addon loaded and has it. */
+  readonly readThrough?: ReadThrough;
   /**
    * Whether `workerModule` also exports a trusted `regionChecksums`: block CRC32Cs and XXH3-128s
    * of many regions in one native call (the checksum workers' path for whole chunks).
@@ -50,7 +77,9 @@ export interface Crc32cKernelChoice {
 export function chooseCrc32cKernel(require: NodeJS.Require): Crc32cKernelChoice {
   try {
     const workerModule = require.resolve("@cairn/crc32c-native");
-    const { crc32c, readBlockChecksums, regionChecksums } = require(workerModule) as Crc32cModule;
+    const { crc32c, readBlockChecksums, regionChecksums, adviseHugePages, readThrough } = require(
+      workerModule,
+    ) as Crc32cModule;
     // The package's own checks, the ones its build ran: every path of the three-stream kernel, and
     // every length class of XXH3-128 (an addon built before regionChecksums still serves CRC32C).
     const { crc32cAgrees, regionChecksumsAgree } = require("@cairn/crc32c-native/agrees") as typeof Trust;
@@ -61,6 +90,8 @@ export function chooseCrc32cKernel(require: NodeJS.Require): Crc32cKernelChoice 
       kernel: crc32c,
       workerModule,
       readBlockChecksums,
+      ...(typeof adviseHugePages === "function" ? { adviseHugePages } : {}),
+      ...(typeof readThrough === "function" ? { readThrough } : {}),
       regionChecksums: regions,
     };
   } catch {
@@ -89,3 +120,9 @@ export const crc32cKernel: (bytes: Uint8Array, initial: number) => number = chos
 
 /** Where @cairn/crc32c-native loaded: `ReadOptions.blockChecksums` for file reads, hashed on libuv's threads. */
 export const readBlockChecksums: ReadBlockChecksums | undefined = chosen.readBlockChecksums;
+
+/** Where @cairn/crc32c-native loaded: huge pages for the buffers of direct reads (see `AdviseHugePages`). */
+export const adviseHugePages: AdviseHugePages | undefined = chosen.adviseHugePages;
+
+/** Where @cairn/crc32c-native loaded: a read through an aligned buffer, copied out on libuv's thread (see `ReadThrough`). */
+export const readThrough: ReadThrough | undefined = chosen.readThrough;

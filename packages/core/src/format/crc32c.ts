@@ -7,6 +7,10 @@ export {
   CRC32C_WORKER_REGIONS,
   type ReadBlockChecksums,
   readBlockChecksums,
+  type AdviseHugePages,
+  adviseHugePages,
+  type ReadThrough,
+  readThrough,
 } from "#platform/format/crc32c-kernel.js";
 
 /**

@@ -22,6 +22,10 @@ export {
   CRC32C_WORKER_MODULE,
   type ReadBlockChecksums,
   readBlockChecksums,
+  type AdviseHugePages,
+  adviseHugePages,
+  type ReadThrough,
+  readThrough,
   crc32c,
   blockChecksums,
 } from "./crc32c.js";

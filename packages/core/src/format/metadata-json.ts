@@ -24,8 +24,11 @@ const OPEN_BRACE_CRC = crc32c(new Uint8Array([0x7b]));
  * compact JSON opened by its checksum (a stale one in `metadata` is dropped). Throws
  * `invalid_argument` for another major version or a chunk in a file `files` does not list. The
  * bytes are a view (its byteOffset may not be 0) of memory no one else holds.
+ * `contentHashes`: every chunk's content hash as its 16 bytes, in the order the entries list the
+ * chunks, when the caller has them so (a save's checksum workers): the same as each chunk's `hash`,
+ * which is then not parsed.
  */
-export function encodeMetadata(metadata: CheckpointMetadata): Uint8Array {
+export function encodeMetadata(metadata: CheckpointMetadata, contentHashes?: Uint8Array): Uint8Array {
   const {
     [CHECKSUM_FIELD]: _stale,
     [CONTENT_HASHES]: _table,
@@ -46,7 +49,7 @@ export function encodeMetadata(metadata: CheckpointMetadata): Uint8Array {
   const body = new JsonBytes(HEAD_ROOM + 128 + others.length + 112 * entries.length, HEAD_ROOM);
   body.text(others.slice(0, -1));
   if (others !== "{}") body.byte(0x2c);
-  writeV2(body, files, entries, metadata.checksum.blockSize);
+  writeV2(body, files, entries, metadata.checksum.blockSize, contentHashes);
   body.byte(0x7d);
   const head = `{"${CHECKSUM_FIELD}":${crc32c(body.view(HEAD_ROOM))},`;
   const start = HEAD_ROOM + 1 - head.length;

@@ -204,6 +204,22 @@ describe("metadata.json 2.x bytes", () => {
     for (const name of names.slice(1)) expect(encoded).toContain(JSON.stringify(name));
   });
 
+  it("writes the same bytes when the content hashes are given as bytes (a save's), and refuses a table of another count", () => {
+    let tables = 0;
+    for (let seed = 0; seed < 300; seed++) {
+      const metadata = randomMetadata(seed);
+      const chunks = metadata.entries.flatMap((entry) => (entry.kind === "value" ? [] : entry.chunks));
+      if (chunks.length === 0 || chunks.some((chunk) => chunk.hash === undefined)) continue;
+      tables++;
+      const table = new Uint8Array(Buffer.concat(chunks.map((chunk) => Buffer.from(chunk.hash!, "hex"))));
+      expect(Buffer.compare(encodeMetadata(metadata, table), encodeMetadata(metadata)), `layout ${seed}`).toBe(0);
+      expect(() => encodeMetadata(metadata, table.subarray(16)), `layout ${seed}`).toThrow(
+        expect.objectContaining({ code: "invalid_argument", message: expect.stringContaining("content hashes given") }),
+      );
+    }
+    expect(tables).toBeGreaterThan(50);
+  });
+
   it("refuses a content hash that is not 32 hex digits, even where the hashes together are", () => {
     const metadata = randomMetadata(11);
     const chunks = metadata.entries.flatMap((entry) => (entry.kind === "value" ? [] : entry.chunks));

@@ -22,6 +22,8 @@ export function writeV2(
   files: Readonly<Record<string, DataFileMetadata>>,
   entries: readonly EntryMetadata[],
   defaultBlockSize: number,
+  /** Every chunk's hash as bytes, in order (`encodeMetadata`'s `contentHashes`): used instead of parsing each `hash`. */
+  given?: Uint8Array,
 ): void {
   const names = Object.keys(files);
   const index = new Map<string, number>();
@@ -41,13 +43,17 @@ export function writeV2(
   }
   out.text('],"entries":[');
   /** Every chunk's content hash in order, as bytes, while every chunk has one (format 2.2). */
-  let hashes: Uint8Array | undefined = new Uint8Array(16 * entries.length);
+  let hashes: Uint8Array | undefined = given ?? new Uint8Array(16 * entries.length);
   let hashCount = 0;
   /** The first hash that is not 32 hex digits: refused if every chunk has a hash. */
   let badHash: string | undefined;
   /** Adds a chunk's hash to the table; the table as it is now (undefined once a chunk has none). */
   const addHash = (hash: string | undefined): Uint8Array | undefined => {
     if (hash === undefined || !hashes) return undefined;
+    if (given) {
+      hashCount++;
+      return given;
+    }
     let table: Uint8Array = hashes;
     if (16 * hashCount === table.length) {
       table = new Uint8Array(2 * table.length + 16);
@@ -163,6 +169,11 @@ export function writeV2(
   }
   out.byte(0x5d);
   keepEncodings(out, toKeep, defaultBlockSize);
+  if (given && hashes && 16 * hashCount !== given.length)
+    throw new CheckpointError(
+      "invalid_argument",
+      `the content hashes given hold ${given.length / 16} hashes for ${hashCount} chunks`,
+    );
   if (hashes && hashCount > 0) {
     if (badHash !== undefined)
       throw new CheckpointError("invalid_argument", `a chunk's content hash is not 32 hex digits (${badHash})`);

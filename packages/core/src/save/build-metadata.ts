@@ -10,6 +10,7 @@ import type { GlobalSavePlan, SavePlan } from "../plan/save-planner.js";
 import { type KeyPath, pathId } from "../state/state-dict.js";
 import type { SaveOptions } from "./save-options.js";
 import type { WrittenChunk } from "./write-data-file.js";
+import { digestTable } from "./chunk-digests.js";
 
 /** What one rank wrote: its data files' metadata, the chunks in them (and those it references), and its bytes. */
 export interface WrittenFiles {
@@ -18,18 +19,22 @@ export interface WrittenFiles {
   readonly bytes: number;
 }
 
-/** The metadata the coordinator commits, built from every rank's written files and the save's plans. */
+/**
+ * The metadata the coordinator commits, built from every rank's written files and the save's
+ * plans; with its chunks' content hashes as bytes in entry order (`encodeMetadata`'s
+ * `contentHashes`) where every chunk was hashed in this process, so none is parsed from hex.
+ */
 export function buildMetadata(
   outcomes: readonly WrittenFiles[],
   plan: GlobalSavePlan,
   plans: readonly SavePlan[],
   options: Pick<SaveOptions, "metadata">,
   blockSize: number,
-): CheckpointMetadata {
+): { metadata: CheckpointMetadata; contentHashes?: Uint8Array } {
   const files = Object.create(null) as Record<string, DataFileMetadata>;
   for (const outcome of outcomes) Object.assign(files, outcome.files);
-  const entries = buildEntries(outcomes, plan, plans);
-  return {
+  const { entries, contentHashes } = buildEntries(outcomes, plan, plans);
+  const metadata: CheckpointMetadata = {
     format: FORMAT_NAME,
     version: formatVersionOf(files, entries),
     worldSize: outcomes.length,
@@ -39,6 +44,7 @@ export function buildMetadata(
     entries,
     user: options.metadata ?? {},
   };
+  return contentHashes ? { metadata, contentHashes } : { metadata };
 }
 
 type BuiltEntry = EntryMetadata & { chunks?: ChunkMetadata[] };
@@ -53,7 +59,7 @@ function buildEntries(
   outcomes: readonly WrittenFiles[],
   plan: GlobalSavePlan,
   plans: readonly SavePlan[],
-): EntryMetadata[] {
+): { entries: EntryMetadata[]; contentHashes?: Uint8Array | undefined } {
   const distinct =
     plan.distinctKeys === true && outcomes.length === 1 && plans.length === 1
       ? entriesByLeaf(outcomes[0]!.chunks, plans[0]!)
@@ -115,7 +121,7 @@ function buildEntries(
     }
   });
   for (const value of plan.values) entries[slotOfKey(value.key)] = value;
-  return entries.filter((entry): entry is BuiltEntry => entry !== undefined);
+  return { entries: entries.filter((entry): entry is BuiltEntry => entry !== undefined) };
 }
 
 /**
@@ -123,20 +129,33 @@ function buildEntries(
  * leaf, in leaf order, with no key compared or hashed. Undefined if a chunk does not fit that
  * (another leaf's index, or a second chunk of one leaf), for the general path to sort out.
  */
-function entriesByLeaf(chunks: readonly WrittenChunk[], plan: SavePlan): EntryMetadata[] | undefined {
+function entriesByLeaf(
+  chunks: readonly WrittenChunk[],
+  plan: SavePlan,
+): { entries: EntryMetadata[]; contentHashes: Uint8Array | undefined } | undefined {
   const byLeaf: (EntryMetadata | undefined)[] = [];
-  for (const { item, chunk } of chunks) {
+  /** The index in `chunks` of each leaf's chunk. */
+  const chunkOfLeaf: number[] = [];
+  for (let c = 0; c < chunks.length; c++) {
+    const { item, chunk } = chunks[c]!;
     if (byLeaf[item.leafIndex] !== undefined) return undefined;
     byLeaf[item.leafIndex] =
       item.kind === "tensor"
         ? { kind: "tensor", key: item.key, dtype: item.dtype, shape: item.shape, chunks: [chunk] }
         : { kind: "bytes", key: item.key, byteLength: item.byteLength, chunks: [chunk] };
+    chunkOfLeaf[item.leafIndex] = c;
   }
   for (const { leafIndex, entry } of plan.values) {
     if (byLeaf[leafIndex] !== undefined) return undefined;
     byLeaf[leafIndex] = entry;
   }
-  return byLeaf.filter((entry): entry is EntryMetadata => entry !== undefined);
+  const order: number[] = [];
+  for (let leaf = 0; leaf < chunkOfLeaf.length; leaf++)
+    if (chunkOfLeaf[leaf] !== undefined) order.push(chunkOfLeaf[leaf]!);
+  return {
+    entries: byLeaf.filter((entry): entry is EntryMetadata => entry !== undefined),
+    contentHashes: digestTable(chunks, order),
+  };
 }
 
 function inLeafOrder<T extends { readonly leafIndex: number }>(list: readonly T[]): readonly T[] {

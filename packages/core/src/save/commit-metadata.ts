@@ -31,10 +31,12 @@ export async function commitMetadata(
     readonly signal?: AbortSignal | undefined;
     readonly overwrite?: boolean;
     readonly after?: Promise<unknown>;
+    /** `encodeMetadata`'s: the chunks' content hashes as bytes. */
+    readonly contentHashes?: Uint8Array;
   } = {},
 ): Promise<void> {
   const path = joinPath(dir, METADATA_FILE);
-  const bytes = encodeMetadata(metadata);
+  const bytes = encodeMetadata(metadata, options.contentHashes);
   const { after } = options;
   const early = after !== undefined && storage.sync !== undefined;
   if (after && !early) await after;

@@ -21,6 +21,7 @@ import { joinPath } from "../storage/storage-adapter.js";
 import { isDataFileName, newAttemptId } from "../format/naming.js";
 import { type KnownChecksums, type WrittenChunk, prepareDataFileWrites, writeDataFile } from "./write-data-file.js";
 import { type WrittenFiles, buildMetadata } from "./build-metadata.js";
+import { appendDigests, emptyDigests, rememberDigests } from "./chunk-digests.js";
 
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */
 type WriteOutcome = RankOutcome<WrittenFiles>;
@@ -308,13 +309,18 @@ async function writeRankFiles(
       await allWritten.catch(() => undefined);
       throw failure.reason;
     }
+    // The content hashes as bytes beside the chunks, where every file was hashed in windows here.
+    const digests = results.every((written) => written.digests) ? emptyDigests(0) : undefined;
+    if (digests) appendDigests(digests, undefined, chunks.length);
     toWrite.forEach((file, index) => {
       const written = results[index]!;
       files[file.name] = written.file;
       // One by one: spread as arguments, a file of 150k items or more overflows the stack.
       for (const chunk of written.chunks) chunks.push(chunk);
+      if (digests) appendDigests(digests, written.digests, written.chunks.length);
       bytes += written.file.size;
     });
+    if (digests) rememberDigests(chunks, digests);
     return { outcome: { ok: true, files, chunks, bytes }, written: allWritten };
   };
   const { storage } = location;
@@ -373,7 +379,13 @@ async function commitOnCoordinator(
   const failed = failedCommit(outcomes);
   if (failed) return failed;
   throwIfAborted(options.signal, "the save");
-  const metadata = buildMetadata(outcomes as Written[], prepared.plan, prepared.plans, options, blockSize);
+  const { metadata, contentHashes } = buildMetadata(
+    outcomes as Written[],
+    prepared.plan,
+    prepared.plans,
+    options,
+    blockSize,
+  );
   // Again right before the commit: a base file deleted since the start must not leave a committed step without its bytes.
   if (options.incremental) await checkSharedFiles(location, metadata.files, options);
   // Every rank's bytes are durable before the commit is visible: the others' were before they
@@ -384,7 +396,7 @@ async function commitOnCoordinator(
     metadata,
     prepared.plan.attempt,
     () => alreadyCommitted(location),
-    { ...options, ...(ownSync ? { after: ownSync } : {}) },
+    { ...options, ...(ownSync ? { after: ownSync } : {}), ...(contentHashes ? { contentHashes } : {}) },
   );
   return { ok: true, entries: metadata.entries.length, referenced: referencedFiles(metadata) };
 }

@@ -9,6 +9,7 @@ import { checkStagedSums } from "./staged-sums.js";
 import { DataFileCrc32c } from "./data-file-crc32c.js";
 import { COALESCE_BELOW, coalesce, groupItems } from "./item-groups.js";
 import { WINDOW_BYTES, type WindowedChecksums, itemBytes, writeThroughWindows } from "./write-windows.js";
+import type { ChunkDigests } from "./chunk-digests.js";
 import type { ChunkMetadata, DataFileMetadata } from "../format/metadata.js";
 import { withRetry } from "../storage/retry.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
@@ -120,7 +121,7 @@ export async function writeDataFile(
   known?: ReadonlyMap<WriteItem, KnownChecksums>,
   /** `WriteOptions.syncLater`: the caller syncs the file (with others) before relying on it. */
   syncLater = false,
-): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[]; written: Promise<void> }> {
+): Promise<{ file: DataFileMetadata; chunks: WrittenChunk[]; digests?: ChunkDigests; written: Promise<void> }> {
   const { names, layout, blockSizes, headerCrc32c, shared } = dataFileShape(file.items, distinctNames, blockSize);
   const rank = location.group.rank;
   const path = joinPath(location.dir, file.name);
@@ -134,6 +135,7 @@ export async function writeDataFile(
   };
   let sums: (readonly number[] | undefined)[];
   let hashes: (string | undefined)[];
+  let digests: ChunkDigests | undefined;
   let written = Promise.resolve();
   if (windowBytes !== undefined) {
     // Resolves with the checksums once every window is hashed, usually before the write ends.
@@ -155,7 +157,7 @@ export async function writeDataFile(
       hashed,
     );
     writing.catch(() => undefined);
-    ({ sums, hashes } = await Promise.race([early, writing]));
+    ({ sums, hashes, digests } = await Promise.race([early, writing]));
     written = writing.then(() => undefined);
   } else {
     ({ sums, hashes } = await writeInGroups(
@@ -194,6 +196,7 @@ export async function writeDataFile(
   return {
     file: { rank, size: layout.fileSize, headerLength, headerCrc32c },
     chunks,
+    ...(digests ? { digests } : {}),
     written,
   };
 }

@@ -1,11 +1,14 @@
 // A data file copied, on the main thread, into reused page-aligned shared memory a window of a
 // few MiB at a time, laid out as the file: file:// writes each window from there in place
 // (O_DIRECT, no copy of its own) and the checksum workers hash it there on another core. Each
-// byte is copied once; the window goes back to the pool once it is written, hashed, and the next
-// window took its last partial page.
+// byte is copied once; the window goes back to the pool once it is written and hashed (its last
+// partial page, which the next window starts with, is copied out first). Windows of every file
+// a process writes share one budget.
 import { hexDigests, regionChecksumsAsync } from "#platform/save/checksum-workers.js";
+import { type ChunkDigests, emptyDigests } from "./chunk-digests.js";
 import type { RegionChecksums } from "./checksums-here.js";
 import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
+import { ByteBudget } from "../storage/byte-budget.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { type Leaf, tensorBytes } from "../state/leaf.js";
 import { type TypedArray, bytesOf } from "../state/dtypes.js";
@@ -18,6 +21,15 @@ import type { WriteOptions } from "../storage/storage-adapter.js";
 const PAGE = 4096;
 /** Item bytes per window where the storage reports its progress (`StorageAdapter.reportsWritten`). */
 export const WINDOW_BYTES = 8 << 20;
+/**
+ * Bytes of windows (`WINDOW_BYTES` each) all files being written at once hold together: packed,
+ * being hashed or written. File writes run on libuv's four threads, so at most four of a save's
+ * writes run at a time: this keeps about two windows a file for a save's four files instead of
+ * four, which still queues more 4 MiB writes than run, and halves the fresh memory a process's
+ * first save touches (docs/benchmarks.md, local34e).
+ */
+const WINDOWS_IN_FLIGHT_BYTES = 64 << 20;
+const windowBudget = new ByteBudget(WINDOWS_IN_FLIGHT_BYTES);
 /** Packed bytes are sent to the checksum workers in batches of about this many, so hashing overlaps packing. */
 const HASH_BATCH_BYTES = 4 << 20;
 
@@ -124,16 +136,22 @@ function sized(item: WriteItem, data: Uint8Array | undefined): Uint8Array {
 export interface WindowedChecksums {
   readonly sums: (readonly number[] | undefined)[];
   readonly hashes: (string | undefined)[];
+  /** Each hashed item's content hash as bytes, in its batch's digests (what `hashes` holds in hex). */
+  readonly digests: ChunkDigests;
 }
 
-/** A window's memory while an attempt uses it: given back once written, hashed, and its tail copied on. */
+/** A window's memory while an attempt uses it: given back (and its budget freed) once written and hashed. */
 interface Held {
   readonly memory: Uint8Array;
-  readonly holds: Set<"written" | "hashed" | "tail">;
+  readonly holds: Set<"written" | "hashed">;
+  readonly release: () => void;
 }
 
-function drop(held: Held, what: "written" | "hashed" | "tail"): void {
-  if (held.holds.delete(what) && held.holds.size === 0) giveBackReusableMemory(held.memory);
+function drop(held: Held, what: "written" | "hashed"): void {
+  if (held.holds.delete(what) && held.holds.size === 0) {
+    giveBackReusableMemory(held.memory);
+    held.release();
+  }
 }
 
 /** One attempt at the storage's write of a body, told where to report its progress. */
@@ -166,6 +184,8 @@ export async function writeThroughWindows(
   onHashed?: (checksums: WindowedChecksums) => void,
 ): Promise<WindowedChecksums> {
   const windows = planWindows(items, layout, blockSizes, windowBytes);
+  // file://'s windows share the budget; one window of a whole packed file (other storages) does not.
+  const budgeted = windowBytes <= WINDOW_BYTES;
   // One worker hashes all of a file's windows, in order: a big item's pieces continue one stream.
   const affinity = nextAffinity++;
   /** Every packing and hashing of every attempt: all settle before the memory goes back. */
@@ -178,17 +198,22 @@ export async function writeThroughWindows(
   const collect = (results: { regions: Piece[]; result: RegionChecksums }[]): WindowedChecksums => {
     const sums: (number[] | undefined)[] = new Array(items.length);
     const hashes: (string | undefined)[] = new Array(items.length);
+    const digests = emptyDigests(items.length);
     for (const { regions, result } of results) {
-      const digests = result.hashes ? hexDigests(result.hashes, regions.length) : undefined;
+      const hex = result.hashes ? hexDigests(result.hashes, regions.length) : undefined;
       let at = 0;
       regions.forEach(({ item, from, to }, r) => {
         const count = Math.ceil((to - from) / blockSizes[item]!);
         const own = (sums[item] ??= []);
         for (let c = 0; c < count; c++) own.push(result.sums[at++]!);
-        if (to === items[item]!.byteLength) hashes[item] = digests?.[r];
+        if (to === items[item]!.byteLength && hex) {
+          hashes[item] = hex[r];
+          digests.tables[item] = result.hashes;
+          digests.at[item] = r;
+        }
       });
     }
-    return { sums, hashes };
+    return { sums, hashes, digests };
   };
   const publish = (checksums: WindowedChecksums): void => {
     if (published) return;
@@ -198,6 +223,8 @@ export async function writeThroughWindows(
 
   const attempt = async (write: WindowWrite): Promise<void> => {
     const held: Held[] = [];
+    /** Each packed window's bytes past its cut. */
+    const tails: Uint8Array[] = [];
     const packing: Promise<unknown>[] = [];
     const streams = new Map<number, number>();
     let ended = false;
@@ -208,14 +235,15 @@ export async function writeThroughWindows(
       while (!ended && released < held.length && windows[released]!.cut <= bytes) drop(held[released++]!, "written");
     };
 
-    /** Copies window k in (its tail from window k - 1, then its pieces), hashing it in batches as it goes. */
+    /** Copies window k in (the tail of window k - 1, then its pieces), hashing it in batches as it goes. */
     const pack = async (k: number): Promise<Held> => {
       throwIfAborted(signal, "the save");
       const plan = windows[k]!;
+      // Waits for nothing held: a window never waits for another of its file to be packed.
+      const release = budgeted ? await windowBudget.acquire(plan.end - plan.start, signal) : () => undefined;
       const memory = takeReusableMemory(plan.end - plan.start, true);
-      const window: Held = { memory, holds: new Set(["written", "hashed", "tail"]) };
+      const window: Held = { memory, holds: new Set(["written", "hashed"]), release };
       held[k] = window;
-      if (k === windows.length - 1) window.holds.delete("tail");
       const batches: Promise<{ window: number; regions: Piece[]; result: RegionChecksums }>[] = [];
       // Whatever happens, the window is hashed no more once every batch posted for it settled (not at the first failure).
       const hashedAll = (): void => {
@@ -223,12 +251,7 @@ export async function writeThroughWindows(
         started.push(settled);
       };
       try {
-        if (k === 0) memory.set(layout.header, 0);
-        else {
-          const before = windows[k - 1]!;
-          memory.set(held[k - 1]!.memory.subarray(plan.start - before.start, before.end - before.start), 0);
-          drop(held[k - 1]!, "tail");
-        }
+        memory.set(k === 0 ? layout.header : tails[k - 1]!, 0);
         let batch: Piece[] = [];
         let batchBytes = 0;
         const post = (): void => {
@@ -298,6 +321,8 @@ export async function writeThroughWindows(
           }
         }
         if (batch.length > 0) post();
+        // The partial page past the cut, which window k + 1 starts with: under a page, copied out.
+        if (k + 1 < windows.length) tails[k] = memory.slice(plan.cut - plan.start, plan.end - plan.start);
       } catch (error) {
         hashedAll();
         throw error;
@@ -340,11 +365,7 @@ export async function writeThroughWindows(
       // The write settled, so the storage reads none of it any more; nor may a window still be packed.
       ended = true;
       await Promise.allSettled(packing);
-      for (const window of held) {
-        if (!window) continue;
-        drop(window, "written");
-        drop(window, "tail");
-      }
+      for (const window of held) if (window) drop(window, "written");
     }
   };
 

@@ -205,7 +205,8 @@ export interface StorageAdapter {
   /**
    * Set when `write` reports its progress through `WriteOptions.onWritten`: a save on the main
    * thread then copies big files through a few MiB of reused page-aligned memory instead of
-   * holding a whole file's (see core's save/write-windows.ts).
+   * holding a whole file's (see core's save/write-windows.ts). Its reports must not wait for more
+   * of the body than it has pulled: the windows of all files written at once share one budget.
    */
   readonly reportsWritten?: boolean;
   read(path: string, range?: ByteRange, options?: ReadOptions): Promise<Uint8Array>;
