@@ -38,3 +38,17 @@ export declare const regionChecksums: RegionChecksums;
  * cap a request at `max_segments` pages. Throws a TypeError for anything but a Uint8Array.
  */
 export declare function adviseHugePages(bytes: Uint8Array): number;
+/**
+ * On libuv's threadpool (as `fs.read`): reads `buffer.byteLength` bytes of the open file `fd` from
+ * `position` (fewer at the end of the file) into `buffer`, then copies the bytes read from
+ * `buffer[skip]` on into `into`, as many as fit; resolves how many bytes it read into `buffer`.
+ * For `O_DIRECT` reads through an aligned buffer: the copy runs on the thread that read. Rejects as
+ * `fs` does; throws a TypeError or RangeError for arguments it cannot use (`skip` past `buffer`).
+ */
+export declare function readThrough(
+  fd: number,
+  buffer: Uint8Array,
+  position: number,
+  into: Uint8Array,
+  skip: number,
+): Promise<number>;

@@ -3,4 +3,10 @@ import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
 
-export const { crc32c, readBlockChecksums, regionChecksums, adviseHugePages } = require("./build/crc32c.node");
+export const {
+  crc32c,
+  readBlockChecksums,
+  regionChecksums,
+  adviseHugePages,
+  readThrough,
+} = require("./build/crc32c.node");

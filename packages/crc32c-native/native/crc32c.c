@@ -220,6 +220,9 @@ typedef struct {
   size_t length, block_size;
   off_t position;
   uint32_t *sums;
+  /* readThrough's: where the bytes read from `skip` on are copied, at most `copy_length`. */
+  unsigned char *copy_into;
+  size_t skip, copy_length;
   size_t done;
   int error; /* an errno, or 0 */
 } ReadWork;
@@ -257,6 +260,26 @@ static void read_execute(napi_env env, void *data) {
     w->done += (size_t)got;
   }
   if (in_block) w->sums[block] = crc;
+}
+
+/* On a libuv thread: pread all of `into` (fewer at the end of the file) in one call where it can, then copy the wanted part out. */
+static void through_execute(napi_env env, void *data) {
+  (void)env;
+  ReadWork *w = data;
+  while (w->done < w->length) {
+    ssize_t got = pread(w->fd, w->into + w->done, w->length - w->done, w->position + (off_t)w->done);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      w->error = errno;
+      return;
+    }
+    if (got == 0) break;
+    w->done += (size_t)got;
+  }
+  if (w->done > w->skip) {
+    size_t n = w->done - w->skip;
+    memcpy(w->copy_into, w->into + w->skip, n < w->copy_length ? n : w->copy_length);
+  }
 }
 
 /* The name Node gives an errno (`code`), for the ones pread reports; "UNKNOWN" otherwise, as libuv says. */
@@ -314,6 +337,59 @@ static void read_complete(napi_env env, napi_status status, void *data) {
 }
 
 /*
+ * The (fd, bytes: Uint8Array, position) a read call starts with, into `w`; false, with a TypeError
+ * thrown naming `call`, where they will not do.
+ */
+static bool read_args(napi_env env, const char *call, napi_value *argv, ReadWork *w) {
+  char message[120];
+  double fd, position;
+  void *bytes = NULL;
+  size_t length = 0;
+  napi_typedarray_type type;
+  if (!safe_index(env, argv[0], &fd) || fd > 2147483647.0) {
+    snprintf(message, sizeof message, "%s: fd must be a file descriptor", call);
+    return fail(env, message), false;
+  }
+  if (!view_bytes(env, argv[1], &bytes, &length, &type) || type != napi_uint8_array) {
+    snprintf(message, sizeof message, "%s: its second argument must be a Uint8Array", call);
+    return fail(env, message), false;
+  }
+  if (!safe_index(env, argv[2], &position) || position + (double)length > 9007199254740991.0 ||
+      (sizeof(off_t) < 8 && position + (double)length > 2147483647.0)) {
+    snprintf(message, sizeof message, "%s: position must be a safe non-negative integer", call);
+    return fail(env, message), false;
+  }
+  w->fd = (int)fd;
+  w->into = bytes;
+  w->length = length;
+  w->position = (off_t)position;
+  return true;
+}
+
+/*
+ * Queues `w` (calloc'd) on libuv's threadpool to run `execute`, holding the views `held` and `also`
+ * until it settles: the promise, or NULL with an exception pending and `w` freed.
+ */
+static napi_value queue_read(napi_env env, ReadWork *w, napi_value held, napi_value also, const char *name,
+                             napi_async_execute_callback execute) {
+  napi_value promise, resource;
+  if (napi_create_reference(env, held, 1, &w->into_ref) != napi_ok) goto failed;
+  if (napi_create_reference(env, also, 1, &w->sums_ref) != napi_ok) goto failed;
+  if (napi_create_promise(env, &w->deferred, &promise) != napi_ok) goto failed;
+  if (napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource) != napi_ok) goto failed;
+  if (napi_create_async_work(env, NULL, resource, execute, read_complete, w, &w->work) != napi_ok) goto failed;
+  if (napi_queue_async_work(env, w->work) != napi_ok) goto failed;
+  return promise;
+failed:
+  /* A thrown exception is pending; a created promise is never settled, and never returned. */
+  if (w->into_ref) napi_delete_reference(env, w->into_ref);
+  if (w->sums_ref) napi_delete_reference(env, w->sums_ref);
+  if (w->work) napi_delete_async_work(env, w->work);
+  free(w);
+  return NULL;
+}
+
+/*
  * readBlockChecksums(fd, into: Uint8Array, position, blockSize, sums: Uint32Array): Promise<number>.
  * On libuv's threadpool (as fs.read): preads into.length bytes of fd from position (fewer at the
  * end of the file) into `into`, and the CRC32C of each blockSize block of the bytes read into
@@ -324,20 +400,17 @@ static napi_value read_block_checksums_js(napi_env env, napi_callback_info info)
   napi_value argv[5];
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
   if (argc < 5) return fail(env, "readBlockChecksums: expects (fd, into, position, blockSize, sums)");
-  double fd, position, block_size;
-  if (!safe_index(env, argv[0], &fd) || fd > 2147483647.0) return fail(env, "readBlockChecksums: fd must be a file descriptor");
-  void *into = NULL, *sums = NULL;
-  size_t length = 0, sums_bytes = 0;
+  ReadWork args = {0};
+  if (!read_args(env, "readBlockChecksums", argv, &args)) return NULL;
+  double block_size;
+  void *sums = NULL;
+  size_t sums_bytes = 0;
   napi_typedarray_type type;
-  if (!view_bytes(env, argv[1], &into, &length, &type) || type != napi_uint8_array)
-    return fail(env, "readBlockChecksums: into must be a Uint8Array");
-  if (!safe_index(env, argv[2], &position) || position + (double)length > 9007199254740991.0 ||
-      (sizeof(off_t) < 8 && position + (double)length > 2147483647.0))
-    return fail(env, "readBlockChecksums: position must be a safe non-negative integer");
   if (!safe_index(env, argv[3], &block_size) || block_size < 1)
     return fail(env, "readBlockChecksums: blockSize must be a positive safe integer");
   if (!view_bytes(env, argv[4], &sums, &sums_bytes, &type) || type != napi_uint32_array)
     return fail(env, "readBlockChecksums: sums must be a Uint32Array");
+  size_t length = args.length;
   size_t blocks = block_size >= (double)length ? (length > 0) : (size_t)((length + (size_t)block_size - 1) / (size_t)block_size);
   if (sums_bytes / 4 < blocks) {
     napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "readBlockChecksums: sums has no place for every block of into");
@@ -348,27 +421,48 @@ static napi_value read_block_checksums_js(napi_env env, napi_callback_info info)
     napi_throw_error(env, "ENOMEM", "readBlockChecksums: out of memory");
     return NULL;
   }
-  w->fd = (int)fd;
-  w->into = into;
-  w->length = length;
-  w->position = (off_t)position;
+  *w = args;
   w->block_size = block_size >= (double)SIZE_MAX ? SIZE_MAX : (size_t)block_size;
   w->sums = sums;
-  napi_value promise, name;
-  if (napi_create_reference(env, argv[1], 1, &w->into_ref) != napi_ok) goto failed;
-  if (napi_create_reference(env, argv[4], 1, &w->sums_ref) != napi_ok) goto failed;
-  if (napi_create_promise(env, &w->deferred, &promise) != napi_ok) goto failed;
-  if (napi_create_string_utf8(env, "cairn:readBlockChecksums", NAPI_AUTO_LENGTH, &name) != napi_ok) goto failed;
-  if (napi_create_async_work(env, NULL, name, read_execute, read_complete, w, &w->work) != napi_ok) goto failed;
-  if (napi_queue_async_work(env, w->work) != napi_ok) goto failed;
-  return promise;
-failed:
-  /* A thrown exception is pending; a created promise is never settled, and never returned. */
-  if (w->into_ref) napi_delete_reference(env, w->into_ref);
-  if (w->sums_ref) napi_delete_reference(env, w->sums_ref);
-  if (w->work) napi_delete_async_work(env, w->work);
-  free(w);
-  return NULL;
+  return queue_read(env, w, argv[1], argv[4], "cairn:readBlockChecksums", read_execute);
+}
+
+/*
+ * readThrough(fd, buffer: Uint8Array, position, into: Uint8Array, skip): Promise<number>. On
+ * libuv's threadpool (as fs.read): preads buffer.length bytes of fd from position (fewer at the end
+ * of the file) into `buffer`, then copies the bytes read from buffer[skip] on into `into` (as many
+ * as fit); resolves the bytes read into `buffer`. For O_DIRECT reads through an aligned buffer:
+ * the copy out of it runs on the thread that read, not the caller's.
+ */
+static napi_value read_through_js(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  if (argc < 5) return fail(env, "readThrough: expects (fd, buffer, position, into, skip)");
+  ReadWork args = {0};
+  if (!read_args(env, "readThrough", argv, &args)) return NULL;
+  double skip;
+  void *into = NULL;
+  size_t into_length = 0;
+  napi_typedarray_type type;
+  if (!view_bytes(env, argv[3], &into, &into_length, &type) || type != napi_uint8_array)
+    return fail(env, "readThrough: into must be a Uint8Array");
+  if (!safe_index(env, argv[4], &skip)) return fail(env, "readThrough: skip must be a safe non-negative integer");
+  if (skip > (double)args.length) {
+    napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "readThrough: skip is past the end of buffer");
+    return NULL;
+  }
+  ReadWork *w = calloc(1, sizeof *w);
+  if (!w) {
+    napi_throw_error(env, "ENOMEM", "readThrough: out of memory");
+    return NULL;
+  }
+  *w = args;
+  w->copy_into = into;
+  w->copy_length = into_length;
+  w->skip = (size_t)skip;
+  /* Both views held until the copy is done: the buffer read into, and the copy's target. */
+  return queue_read(env, w, argv[1], argv[3], "cairn:readThrough", through_execute);
 }
 
 /* A Float64Array's doubles, its length in elements; false for anything else. */
@@ -509,6 +603,8 @@ NAPI_MODULE_INIT() {
   if (napi_create_function(env, "regionChecksums", NAPI_AUTO_LENGTH, region_checksums_js, NULL, &fn) != napi_ok)
     return NULL;
   if (napi_set_named_property(env, exports, "regionChecksums", fn) != napi_ok) return NULL;
+  if (napi_create_function(env, "readThrough", NAPI_AUTO_LENGTH, read_through_js, NULL, &fn) != napi_ok) return NULL;
+  if (napi_set_named_property(env, exports, "readThrough", fn) != napi_ok) return NULL;
   if (napi_create_function(env, "adviseHugePages", NAPI_AUTO_LENGTH, advise_huge_pages_js, NULL, &fn) != napi_ok)
     return NULL;
   if (napi_set_named_property(env, exports, "adviseHugePages", fn) != napi_ok) return NULL;

@@ -31,11 +31,12 @@ function fallBack(reason) {
 
 /** Throws unless the addon at `path` loads here, has every function, and passes the trust check core runs too. */
 function check(path) {
-  const { crc32c, readBlockChecksums, regionChecksums, adviseHugePages } = require(path);
-  // An addon built before readBlockChecksums, regionChecksums or adviseHugePages existed is stale.
+  const { crc32c, readBlockChecksums, regionChecksums, adviseHugePages, readThrough } = require(path);
+  // An addon built before readBlockChecksums, regionChecksums, adviseHugePages or readThrough existed is stale.
   if (typeof readBlockChecksums !== "function") throw new Error("no readBlockChecksums");
   if (typeof regionChecksums !== "function") throw new Error("no regionChecksums");
   if (typeof adviseHugePages !== "function") throw new Error("no adviseHugePages");
+  if (typeof readThrough !== "function") throw new Error("no readThrough");
   if (!crc32cAgrees(crc32c)) throw new Error("wrong CRC32C on some path of its kernel");
   if (!regionChecksumsAgree(crc32c, regionChecksums)) throw new Error("wrong XXH3-128 or CRC32C in regionChecksums");
 }

@@ -46,6 +46,7 @@ export class CheckpointManager {
   readonly #tiers: TierSet;
   readonly #saver: StepSaver;
   readonly #durability: Durability;
+  readonly #bases: IncrementalBases;
   #closed: JoinResult | undefined;
 
   /** `location` is a URL, a path or a `StorageAdapter`; or an array of them, fastest first (tiers, docs/tiers.md). */
@@ -60,6 +61,7 @@ export class CheckpointManager {
     this.savePolicy = policy;
     this.#options = options;
     const bases = new IncrementalBases(options.incremental, (step) => this.#durability.isDamaged(step));
+    this.#bases = bases;
     const events = this.#events;
     const isSaving = (step: number): boolean => this.#pipeline.isBusy(step) || bases.isBusy(step);
     const holds = (step: number): boolean => this.#durability.holds(step);
@@ -158,10 +160,15 @@ export class CheckpointManager {
     return restoreStep(this.#tiers, this.#durability, step, target, { ...this.#options.load, ...options });
   }
 
-  /** Deletes a step from every location: un-committed first, so a crash midway leaves no half-deleted committed step. */
+  /**
+   * Deletes a step from every location: un-committed first, so a crash midway leaves no half-deleted committed step.
+   * Background saves end first, and those using it as their base: one still uploading the step would commit it after, one using it as a base would fail.
+   */
   async delete(step: number): Promise<void> {
     checkStep(step);
     checkWritable(this.#options.readOnly, "delete");
+    await this.#pipeline.drain();
+    await this.#bases.deleting(step);
     await this.#tiers.delete(step);
     this.#durability.forget(step);
   }

@@ -8,14 +8,14 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { CheckpointError, type StorageAdapter, load, openStorage, save } from "@cairn/core";
+import { CheckpointError, openStorage, save } from "@cairn/core";
 import { killTypeScript } from "@cairn/core/testing";
 import { OutageStorage } from "../src/testing/outage-storage.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { random } from "../src/testing/seeded-random.js";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
-import { StepStore } from "../src/steps/step-store.js";
 import { smallState } from "../src/testing/small-state.js";
+import { listedValues } from "../src/testing/step-values.js";
 
 const child = fileURLToPath(new URL("./fixtures/tiered-property-child.ts", import.meta.url));
 const SEEDS = (process.env.CAIRN_TIERED_SEEDS ?? "31,32").split(",").map(Number);
@@ -23,20 +23,6 @@ const OPERATIONS = 16;
 const fast = { baseDelayMs: 20, maxDelayMs: 100 };
 const dirs: string[] = [];
 afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
-
-/** The value a step's copy holds, checking the whole state is that one value. */
-async function valueOf(storage: StorageAdapter, step: number): Promise<number> {
-  const state = (await load({ storage, path: String(step) })) as unknown as { w: { data: Float32Array }; step: number };
-  const values = new Set([...state.w.data, state.step]);
-  if (values.size !== 1) throw new Error(`step ${step} under ${storage.root} mixes values ${[...values].join(",")}`);
-  return state.step;
-}
-
-async function listed(storage: StorageAdapter): Promise<Map<number, number>> {
-  const out = new Map<number, number>();
-  for (const step of await new StepStore(storage).committedSteps()) out.set(step, await valueOf(storage, step));
-  return out;
-}
 
 describe("tiered managers under saves, rollbacks, planted copies, outages and kills (property)", () => {
   for (const seed of SEEDS) {
@@ -149,7 +135,7 @@ describe("tiered managers under saves, rollbacks, planted copies, outages and ki
                 [local, bucket, String(from), String(count), String(generation), String(1 + pick(2))],
                 { waitMs },
               );
-              const [on0, on1] = [await listed(t0), await listed(t1)];
+              const [on0, on1] = [await listedValues(t0), await listedValues(t1)];
               for (let step = from; step < from + count; step++) {
                 const value = generation * 1000 + step;
                 if (on0.get(step) === value || on1.get(step) === value) {
@@ -160,7 +146,7 @@ describe("tiered managers under saves, rollbacks, planted copies, outages and ki
               log.push(`kill after ${waitMs} ms saving ${from}..${from + count - 1}`);
             }
             const what = `seed ${seed}, after ${log.join("; ")}`;
-            const [on0, on1] = [await listed(t0), await listed(t1)];
+            const [on0, on1] = [await listedValues(t0), await listedValues(t1)];
             for (const [tier, copies] of [
               [0, on0],
               [1, on1],

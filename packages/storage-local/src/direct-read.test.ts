@@ -2,8 +2,8 @@ import { constants, openSync, closeSync, promises as nodeFs, readFileSync } from
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { adviseHugePages } from "@cairn/core/format";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { adviseHugePages, readThrough } from "@cairn/core/format";
 import { DirectReads, directBuffer } from "./direct-read.js";
 import type { FsPromisesLike } from "./fs-like.js";
 
@@ -99,6 +99,27 @@ describe("DirectReads", () => {
       await handle.close();
     }
   });
+
+  it.skipIf(readThrough === undefined && !inCI)(
+    "copies a direct read into its view on libuv's threads, not the calling thread (needs the addon: apt-get install gcc, then pnpm install)",
+    async () => {
+      const handle = await nodeFs.open(path, "r");
+      const reads = new DirectReads(nodeFs as unknown as FsPromisesLike, path, handle.fd, () => false);
+      const set = vi.spyOn(Uint8Array.prototype, "set");
+      try {
+        const into = new Uint8Array(17 * MiB);
+        const got = await reads.read(data.byteLength, { offset: 777, length: 17 * MiB }, { into });
+        if (!directSupported(path)) return;
+        expect(set).not.toHaveBeenCalled();
+        expect(got!.buffer).toBe(into.buffer);
+        expect(Buffer.from(got!).equals(data.subarray(777, 777 + 17 * MiB))).toBe(true);
+      } finally {
+        set.mockRestore();
+        await reads.close();
+        await handle.close();
+      }
+    },
+  );
 
   it("reads a range scattered into several buffers past the page cache, up to the end of the file", async () => {
     const handle = await nodeFs.open(path, "r");

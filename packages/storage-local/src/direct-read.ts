@@ -1,5 +1,5 @@
 import { constants, readFileSync, readSync } from "node:fs";
-import { adviseHugePages } from "@cairn/core/format";
+import { adviseHugePages, readThrough } from "@cairn/core/format";
 import { type ByteRange, type ReadOptions, ReadTarget, pageAlignedSharedBytes } from "@cairn/core/storage";
 import { directIoAvailable } from "./direct-write.js";
 import type { FileHandleLike, FsPromisesLike } from "./fs-like.js";
@@ -87,8 +87,9 @@ function giveBack(buffer: Uint8Array): void {
 
 /**
  * Reads `[start, start + length)` of a file of `size` bytes opened with O_DIRECT, past the page
- * cache: whole aligned blocks into aligned buffers, then handed to `place` in order (with their
- * offset in the range) to be copied out. On a
+ * cache: whole aligned blocks into aligned buffers, then copied into `place` (a view of the range:
+ * by the addon's `readThrough`, on the libuv thread that read them) or handed to it in order (with
+ * their offset in the range) to be copied out. On a
  * cold cache this spares the kernel filling the page cache, which costs more CPU than the
  * copy. Returns how many bytes it read (fewer only at the end of the file). Rejects EINVAL
  * where the file system refuses direct reads.
@@ -98,9 +99,11 @@ async function readDirect(
   size: number,
   start: number,
   length: number,
-  place: (bytes: Uint8Array, at: number) => void,
+  place: Uint8Array | ((bytes: Uint8Array, at: number) => void),
 ): Promise<number> {
   const end = Math.min(size, start + length);
+  // Into one view, with the addon: each buffer's bytes copied out on the libuv thread that read them.
+  const through = place instanceof Uint8Array && readThrough !== undefined && handle.fd !== undefined;
   let done = start;
   while (done < end) {
     const buffer = await takeBuffer();
@@ -108,14 +111,23 @@ async function readDirect(
       const from = Math.floor(done / ALIGN) * ALIGN;
       const to = Math.min(from + BUFFER_BYTES, Math.ceil(end / ALIGN) * ALIGN);
       let got = 0;
-      while (from + got < to) {
-        const { bytesRead } = await handle.read(buffer, got, to - from - got, from + got);
-        if (bytesRead === 0) break;
-        got += bytesRead;
+      if (through) {
+        const into = place.subarray(done - start, Math.min(end, to) - start);
+        got = await readThrough!(handle.fd!, buffer.subarray(0, to - from), from, into, done - from);
+      } else {
+        while (from + got < to) {
+          const { bytesRead } = await handle.read(buffer, got, to - from - got, from + got);
+          if (bytesRead === 0) break;
+          got += bytesRead;
+        }
       }
       const last = Math.min(end, from + got);
       if (last <= done) break;
-      place(buffer.subarray(done - from, last - from), done - start);
+      if (!through) {
+        const bytes = buffer.subarray(done - from, last - from);
+        if (place instanceof Uint8Array) place.set(bytes, done - start);
+        else place(bytes, done - start);
+      }
       done = last;
     } finally {
       giveBack(buffer);
@@ -161,7 +173,7 @@ export class DirectReads {
     if (options?.head || length < DIRECT_READ_MIN_BYTES || this.#cold === false) return undefined;
     const target = new ReadTarget(length, options);
     const body = target.slot(0, length);
-    const got = await this.#read(size, start, length, (bytes, at) => body.set(bytes, at));
+    const got = await this.#read(size, start, length, body);
     return got === undefined ? undefined : target.result(got);
   }
 
@@ -185,7 +197,7 @@ export class DirectReads {
     size: number,
     start: number,
     length: number,
-    place: (bytes: Uint8Array, at: number) => void,
+    place: Uint8Array | ((bytes: Uint8Array, at: number) => void),
   ): Promise<number | undefined> {
     if (length < DIRECT_READ_MIN_BYTES || this.#cold === false) return undefined;
     // At the range's end: its start may be in what the kernel read ahead after the file's header.

@@ -19,3 +19,6 @@ export const readBlockChecksums: undefined = undefined;
 
 /** No memory advice in a browser. */
 export const adviseHugePages: undefined = undefined;
+
+/** No file descriptors in a browser. */
+export const readThrough: undefined = undefined;

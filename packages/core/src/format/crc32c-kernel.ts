@@ -16,6 +16,8 @@ interface Crc32cModule {
   regionChecksums?: Trust.RegionChecksums;
   /** @cairn/crc32c-native's alone (since it is the one native module loaded anyway). */
   adviseHugePages?: AdviseHugePages;
+  /** @cairn/crc32c-native's alone. */
+  readThrough?: ReadThrough;
 }
 
 /**
@@ -36,6 +38,19 @@ export type ReadBlockChecksums = (
  */
 export type AdviseHugePages = (bytes: Uint8Array) => number;
 
+/**
+ * Reads `buffer.byteLength` bytes of the open file `fd` from `position` (fewer at its end) into
+ * `buffer` on libuv's threads, then copies the bytes read from `buffer[skip]` on into `into`, as
+ * many as fit, on the same thread; resolves the bytes read into `buffer`.
+ */
+export type ReadThrough = (
+  fd: number,
+  buffer: Uint8Array,
+  position: number,
+  into: Uint8Array,
+  skip: number,
+) => Promise<number>;
+
 export interface Crc32cKernelChoice {
   readonly implementation: Crc32cImplementation;
   readonly kernel: (bytes: Uint8Array, initial: number) => number;
@@ -45,6 +60,8 @@ export interface Crc32cKernelChoice {
   readonly readBlockChecksums?: ReadBlockChecksums;
   /** Where the addon loaded and has it. */
   readonly adviseHugePages?: AdviseHugePages;
+  /** Where the addon loaded and has it. */
+  readonly readThrough?: ReadThrough;
   /**
    * Whether `workerModule` also exports a trusted `regionChecksums`: block CRC32Cs and XXH3-128s
    * of many regions in one native call (the checksum workers' path for whole chunks).
@@ -60,7 +77,9 @@ export interface Crc32cKernelChoice {
 export function chooseCrc32cKernel(require: NodeJS.Require): Crc32cKernelChoice {
   try {
     const workerModule = require.resolve("@cairn/crc32c-native");
-    const { crc32c, readBlockChecksums, regionChecksums, adviseHugePages } = require(workerModule) as Crc32cModule;
+    const { crc32c, readBlockChecksums, regionChecksums, adviseHugePages, readThrough } = require(
+      workerModule,
+    ) as Crc32cModule;
     // The package's own checks, the ones its build ran: every path of the three-stream kernel, and
     // every length class of XXH3-128 (an addon built before regionChecksums still serves CRC32C).
     const { crc32cAgrees, regionChecksumsAgree } = require("@cairn/crc32c-native/agrees") as typeof Trust;
@@ -72,6 +91,7 @@ export function chooseCrc32cKernel(require: NodeJS.Require): Crc32cKernelChoice 
       workerModule,
       readBlockChecksums,
       ...(typeof adviseHugePages === "function" ? { adviseHugePages } : {}),
+      ...(typeof readThrough === "function" ? { readThrough } : {}),
       regionChecksums: regions,
     };
   } catch {
@@ -103,3 +123,6 @@ export const readBlockChecksums: ReadBlockChecksums | undefined = chosen.readBlo
 
 /** Where @cairn/crc32c-native loaded: huge pages for the buffers of direct reads (see `AdviseHugePages`). */
 export const adviseHugePages: AdviseHugePages | undefined = chosen.adviseHugePages;
+
+/** Where @cairn/crc32c-native loaded: a read through an aligned buffer, copied out on libuv's thread (see `ReadThrough`). */
+export const readThrough: ReadThrough | undefined = chosen.readThrough;

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { seededRandom } from "../testing/seeded-random.js";
 import { crc32cJs } from "./crc32c-js.js";
-import { CRC32C_IMPLEMENTATION, readBlockChecksums } from "./crc32c-kernel.js";
+import { CRC32C_IMPLEMENTATION, readBlockChecksums, readThrough } from "./crc32c-kernel.js";
 
 /** CI=true (any value but "", "0", "false"): the addon must have built, instead of the test being skipped. */
 const inCI = process.env.CI !== undefined && !["", "0", "false"].includes(process.env.CI);
@@ -119,6 +119,53 @@ describe.skipIf(!native && !inCI)(
         expect(read(fd, into, 0, 11, new Uint32Array(10))).resolves.toBe(100),
         expect(read(fd, new Uint8Array(0), 0, 1, new Uint32Array(0))).resolves.toBe(0),
       ]);
+    });
+    it("reads through a buffer and copies from `skip` on into a view, seeded ranges, short at the end of the file", async () => {
+      const through = readThrough!;
+      expect(through).toBeTypeOf("function");
+      const random = seededRandom(3401);
+      for (let k = 0; k < 120; k++) {
+        const position = Math.floor(random() ** 2 * (content.length + 1000));
+        const length = Math.floor(random() * 300_000);
+        const skip = Math.floor(random() * (length + 1));
+        const intoLength = Math.floor(random() * (length - skip + 200));
+        const buffer = new Uint8Array(new ArrayBuffer(length + 7), Math.floor(random() * 7), length).fill(0x5a);
+        const into = new Uint8Array(new ArrayBuffer(intoLength + 9), Math.floor(random() * 9), intoLength).fill(0xa5);
+        const got = await through(fd, buffer, position, into, skip);
+        const wanted = content.subarray(Math.min(position, content.length), position + length);
+        const what = `${length} bytes at ${position}, ${intoLength} copied from ${skip}`;
+        expect(got, what).toBe(wanted.byteLength);
+        expect(Buffer.compare(buffer.subarray(0, got), wanted), what).toBe(0);
+        const copied = Math.max(0, Math.min(intoLength, got - skip));
+        expect(Buffer.compare(into.subarray(0, copied), wanted.subarray(skip, skip + copied)), what).toBe(0);
+        // Past the bytes copied: nothing written.
+        expect(
+          into.subarray(copied).every((byte) => byte === 0xa5),
+          what,
+        ).toBe(true);
+      }
+    });
+
+    it("reads through a buffer: rejects as fs does, refuses arguments it cannot use", async () => {
+      const through = readThrough! as unknown as (...args: unknown[]) => Promise<number>;
+      const closed = openSync(file, "r");
+      closeSync(closed);
+      await expect(through(closed, new Uint8Array(10), 0, new Uint8Array(10), 0)).rejects.toMatchObject({
+        code: "EBADF",
+        syscall: "read",
+      });
+      const buffer = new Uint8Array(100);
+      const into = new Uint8Array(100);
+      for (const bad of [-1, 1.5, "3", undefined, 2 ** 31])
+        expect(() => through(bad, buffer, 0, into, 0)).toThrow(TypeError);
+      for (const bad of [new Uint16Array(50), new ArrayBuffer(100), null]) {
+        expect(() => through(fd, bad, 0, into, 0)).toThrow(TypeError);
+        expect(() => through(fd, buffer, 0, bad, 0)).toThrow(TypeError);
+      }
+      for (const bad of [-1, 0.5, 2 ** 53, "0"]) expect(() => through(fd, buffer, bad, into, 0)).toThrow(TypeError);
+      for (const bad of [-1, 0.5, "0"]) expect(() => through(fd, buffer, 0, into, bad)).toThrow(TypeError);
+      expect(() => through(fd, buffer, 0, into, 101)).toThrow(RangeError);
+      await expect(through(fd, buffer, 0, into, 100)).resolves.toBe(100);
     });
   },
 );

@@ -9,6 +9,8 @@ export {
   readBlockChecksums,
   type AdviseHugePages,
   adviseHugePages,
+  type ReadThrough,
+  readThrough,
 } from "#platform/format/crc32c-kernel.js";
 
 /**

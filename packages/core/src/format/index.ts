@@ -24,6 +24,8 @@ export {
   readBlockChecksums,
   type AdviseHugePages,
   adviseHugePages,
+  type ReadThrough,
+  readThrough,
   crc32c,
   blockChecksums,
 } from "./crc32c.js";

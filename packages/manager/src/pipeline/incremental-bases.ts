@@ -16,6 +16,8 @@ export class IncrementalBases {
   /** Incremental saves committed since the last full one. */
   #sinceFull = 0;
   readonly #held = new Map<number, number>();
+  /** Called once a base is no longer held by any save. */
+  readonly #freed = new Map<number, (() => void)[]>();
   /** Bases a save failed with: never chosen again (until saved anew), so one bad base cannot fail every later save. */
   readonly #refused = new Set<number>();
   readonly #isDamaged: (step: number) => boolean;
@@ -39,7 +41,11 @@ export class IncrementalBases {
     const release = (): void => {
       const left = this.#held.get(base)! - 1;
       if (left > 0) this.#held.set(base, left);
-      else this.#held.delete(base);
+      else {
+        this.#held.delete(base);
+        for (const resolve of this.#freed.get(base) ?? []) resolve();
+        this.#freed.delete(base);
+      }
     };
     // Held first, then checked: a retention pass deleting it now, or done with it, makes this a full save.
     if (store.isDeleting(base) || !(await store.isCommitted(base))) {
@@ -60,6 +66,16 @@ export class IncrementalBases {
   failed(base: number): void {
     this.#refused.add(base);
     if (this.#last === base) this.#last = undefined;
+  }
+
+  /**
+   * `step` is about to be deleted (or saved again over): no save takes it as its base from now on
+   * (until it is saved anew), and this resolves once no save in flight uses it.
+   */
+  async deleting(step: number): Promise<void> {
+    this.failed(step);
+    if (!this.#held.has(step)) return;
+    await new Promise<void>((resolve) => this.#freed.set(step, [...(this.#freed.get(step) ?? []), resolve]));
   }
 
   /** Whether a save in flight references `step`: retention must not delete it. */

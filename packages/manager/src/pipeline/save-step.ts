@@ -71,7 +71,11 @@ export class StepSaver {
     await this.#s.beforeSave(step).catch((error: unknown) => void (refused = error ?? new Error("refused")));
     if (group.worldSize > 1) await agreeAcrossRanks(group, refused, `save step ${step} within its loss budget`);
     else if (refused !== undefined) throw refused;
-    if (decision.replace && this.#s.group.rank === 0) await tiers.delete(step, true);
+    if (decision.replace && this.#s.group.rank === 0) {
+      // A background save using the old checkpoint as its base ends first: it would fail.
+      await bases.deleting(step);
+      await tiers.delete(step, true);
+    }
     const savedAt = new Date(this.#s.now()).toISOString();
     const { checkpointId } = decision;
     const metadata = {

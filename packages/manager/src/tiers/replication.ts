@@ -53,9 +53,11 @@ export class Replication {
   #unfollow: (() => Promise<void>) | undefined;
   /** `tier/step` a save with `overwrite` could not delete there: its copy replaces what it finds. */
   readonly #replacing = new Set<string>();
-  /** Steps this process deleted (`drop`), by when: a discovery that listed before then must not queue them. */
+  /** Steps this process deleted, by when their deletion began or ended: a discovery that listed before then must not queue them. */
   readonly #droppedAt = new Map<number, number>();
   #drops = 0;
+  /** Steps whose deletion runs (`drop` until `deleted`), with how many: a listing meanwhile may still show them. */
+  readonly #deleting = new Map<number, number>();
   /** Steps on a slower tier whose files a copy in flight references (`tier/step`), with how many copies do: held from that tier's retention. */
   readonly #reusing = new Map<string, number>();
 
@@ -136,8 +138,9 @@ export class Replication {
     } else this.#rediscover.attempts = 0;
     for (let i = 0; i < tiers.length - 1; i++) {
       for (const step of listed[i] ?? []) {
-        // Deleted since these listings were asked for: what they say of it is out of date.
-        if ((this.#droppedAt.get(step) ?? 0) > asOf) continue;
+        // Deleted since these listings were asked for (by a deletion or retention), or being deleted: what they say of it is out of date.
+        if ((this.#droppedAt.get(step) ?? 0) > asOf || this.#deleting.has(step) || !tiers[i]!.opened?.lists(step))
+          continue;
         const next = this.#next(i, step);
         if (next && listed[next.index] !== undefined && !next.holdsReplica(step, tiers[i]!.opened?.identityOf(step)))
           this.queue.add(step, next.index);
@@ -159,12 +162,21 @@ export class Replication {
 
   /**
    * `step` is being deleted (or saved again over): its copies are dropped, a discovery listing
-   * now will not queue it again, and this resolves once a copy that was running has ended, so
-   * the deletion that follows also clears whatever that copy committed.
+   * until `deleted(step)` will not queue it again, and this resolves once a copy that was running
+   * has ended, so the deletion that follows also clears whatever that copy committed.
    */
   drop(step: number): Promise<void> {
     this.#droppedAt.set(step, ++this.#drops);
+    this.#deleting.set(step, (this.#deleting.get(step) ?? 0) + 1);
     return this.queue.remove(step);
+  }
+
+  /** The deletion `drop(step)` began has ended (or failed): a discovery listing from now on sees what it left. */
+  deleted(step: number): void {
+    const left = (this.#deleting.get(step) ?? 1) - 1;
+    if (left > 0) this.#deleting.set(step, left);
+    else this.#deleting.delete(step);
+    this.#droppedAt.set(step, ++this.#drops);
   }
 
   /** A save with `overwrite` could not delete `step` on `tier` (down): its copy there replaces the old one. */
@@ -237,6 +249,8 @@ export class Replication {
         lastError = error;
       }
     }
+    // No faster tier holds it (any more: another manager's retention or deletion took it) and this tier does: nothing is left to copy.
+    if (lastError === undefined && (await target.isCommitted(step))) return;
     throw (
       lastError ??
       new CheckpointError(

@@ -203,17 +203,21 @@ export async function deleteEverywhere(
   step: number,
   replacing = false,
 ): Promise<void> {
-  await replication?.drop(step);
   let failure: unknown;
-  for (const tier of tiers) {
-    try {
-      // A copy to this tier that references the step's files (its base) commits after: they stay until a later pass.
-      const reading = (): boolean => replication?.isReading(tier.index, step) ?? false;
-      await (await tier.open()).deleteStep(step, true, reading);
-    } catch (error) {
-      if (replacing && tier.index > 0) replication?.replaces(step, tier.index);
-      else failure ??= error;
+  try {
+    await replication?.drop(step);
+    for (const tier of tiers) {
+      try {
+        // A copy to this tier that references the step's files (its base) commits after: they stay until a later pass.
+        const reading = (): boolean => replication?.isReading(tier.index, step) ?? false;
+        await (await tier.open()).deleteStep(step, true, reading);
+      } catch (error) {
+        if (replacing && tier.index > 0) replication?.replaces(step, tier.index);
+        else failure ??= error;
+      }
     }
+  } finally {
+    replication?.deleted(step);
   }
   if (failure !== undefined) throw failure;
 }
