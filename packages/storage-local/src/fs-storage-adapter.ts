@@ -454,11 +454,15 @@ export class FsStorageAdapter implements StorageAdapter {
   async #syncRemoval(path: string, dir: string): Promise<void> {
     if (!this.#options.syncDirectories) return;
     let at = dir;
-    while (at !== this.#dir && at.startsWith(`${this.#dir}/`) && !(await this.#isDirectory(at))) at = posix.dirname(at);
-    try {
-      await this.#syncFile(at);
-    } catch (error) {
-      throw fsError(error, this.#site("delete", path, at));
+    for (let attempt = 1; ; attempt++) {
+      while (at !== this.#dir && at.startsWith(`${this.#dir}/`) && !(await this.#isDirectory(at)))
+        at = posix.dirname(at);
+      try {
+        return await this.#syncFile(at);
+      } catch (error) {
+        // Gone between the look and the open (another writer emptied and removed it): look again, up to its parent.
+        if (!MISSING_CODES.has(errnoOf(error)) || attempt >= 3) throw fsError(error, this.#site("delete", path, at));
+      }
     }
   }
 

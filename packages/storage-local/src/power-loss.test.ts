@@ -229,4 +229,22 @@ describe("a delete asked to be durable", () => {
     expect(await storageOn(fs.recovered()).stat("e/f/a")).toBeNull();
     await storage.delete("e/f/a", { durable: true });
   });
+
+  it("whose directory seems gone at its fsync's open looks again, and makes the removal durable", async () => {
+    // Two managers retiring one step: the other's removal of the emptied directory lands between
+    // this delete's look at it and its open for the fsync (ENOENT on that open). Looking again
+    // finds the directory (here it stays) or its parent, which then holds the removal.
+    let armed = false;
+    let opens = 0;
+    const fs = new PowerLossFs((call, path) =>
+      armed && call === "open" && path.endsWith("/g/h") && opens++ === 0 ? "ENOENT" : undefined,
+    );
+    const storage = storageOn(fs);
+    for (const name of ["g/h/a", "g/h/b"]) await storage.write(name, body);
+    armed = true;
+    await storage.delete("g/h/a", { durable: true });
+    expect(opens).toBe(2);
+    expect(await storageOn(fs.recovered()).stat("g/h/a")).toBeNull();
+    expect(await storageOn(fs.recovered()).stat("g/h/b")).not.toBeNull();
+  });
 });
