@@ -1,7 +1,6 @@
 // `cairn ui` on a large root: the page's step listing (GET api/steps over HTTP, from a server
 // started fresh, so every metadata.json is read, and again from the same server, which reads only
 // what changed) against `cairn ls --json` of the same root in the same process, in turns.
-import { cp, mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { type StateDict, hostTensor } from "@cairn/core";
 import { RunView, openLocation, runCli, startUiServer } from "@cairn/cli";
@@ -15,7 +14,8 @@ const ROUNDS = rounds(5);
 
 function state(step: number): StateDict {
   return {
-    model: { w: hostTensor("float32", [256, 16]), b: hostTensor("float32", [16]) },
+    // Weights of their own per step: the same weights twice is a stale save the manager warns of.
+    model: { w: hostTensor("float32", [256, 16]), b: hostTensor("float32", [16], new Float32Array(16).fill(step)) },
     optim: { m: hostTensor("float32", [256, 16]), v: hostTensor("float32", [256, 16]), step },
   };
 }
@@ -34,18 +34,12 @@ async function listing(url: string): Promise<void> {
 }
 
 await withTempDir(async (dir) => {
-  const template = join(dir, "template");
-  const writer = new CheckpointManager(`file://${template}`, 1, { checkpointOnPreemption: false });
-  await writer.save(0, state(0), { metrics: { loss: 0.5, accuracy: 0.9 } });
-  await writer.close();
+  // Every step saved by Cairn: a copied step directory is refused as not that step's (its metadata names step 0).
   const root = join(dir, "root");
-  await mkdir(root);
-  for (let step = 0; step < STEPS; step += 100)
-    await Promise.all(
-      Array.from({ length: Math.min(100, STEPS - step) }, (_, i) =>
-        cp(join(template, "0"), join(root, String(step + i)), { recursive: true }),
-      ),
-    );
+  const writer = new CheckpointManager(`file://${root}`, 1, { checkpointOnPreemption: false });
+  for (let step = 0; step < STEPS; step++)
+    await writer.save(step, state(step), { metrics: { loss: 0.5, accuracy: 0.9 } });
+  await writer.close();
   await ls(root); // untimed: the page cache holds the root for every side alike
 
   const location = await openLocation(root);
