@@ -22,11 +22,15 @@ function state(step: number, bytes: number): StateDict {
 
 const managerOptions: CheckpointManagerOptions = { checkpointOnPreemption: false };
 
-/** A root holding steps 0..count-1: one real step written by Cairn (a 4 KiB state), copied with node:fs cp. */
+/**
+ * A root holding steps 0..count-1, copied with node:fs cp from a template root whose steps Cairn
+ * saved (a 4 KiB state each): one step copied under other numbers would be refused as not theirs.
+ */
 async function populate(template: string, root: string, count: number): Promise<void> {
   await mkdir(root, { recursive: true });
   const copies: Promise<void>[] = [];
-  for (let step = 0; step < count; step++) copies.push(cp(template, join(root, String(step)), { recursive: true }));
+  for (let step = 0; step < count; step++)
+    copies.push(cp(join(template, String(step)), join(root, String(step)), { recursive: true }));
   await Promise.all(copies);
 }
 
@@ -94,13 +98,12 @@ function reportSaves(name: string, times: number[], empty: number[]): void {
 await withTempDir(async (dir) => {
   const template = join(dir, "template");
   const writer = new CheckpointManager(`file://${template}`, 1, managerOptions);
-  await writer.save(0, state(0, 4096));
+  for (let step = 0; step < Math.max(...counts); step++) await writer.save(step, state(step, 4096));
   await writer.close();
-  const step0 = join(template, "0");
   let root = 0;
   const fresh = async (count: number): Promise<string> => {
     const path = join(dir, `root-${root++}`);
-    await populate(step0, path, count);
+    await populate(template, path, count);
     return path;
   };
 
