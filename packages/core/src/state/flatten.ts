@@ -188,6 +188,8 @@ async function walk(
     );
   }
   const ancestors = new Ancestors();
+  /** The number of values visited below the root so far, in walk order: where `childPath` looks for a path to reuse. */
+  let node = 0;
   // No function below that runs per value captures its own parameters or locals in a closure:
   // V8 would then allocate a context for every call (or every loop turn), whether the closure is
   // made or not. The closures are made by the helpers at the end of this file.
@@ -260,7 +262,7 @@ async function walk(
           `the key ${JSON.stringify(key)} is not allowed (loaded into an object it would reach Object.prototype); rename it`,
         );
       }
-      const pending = visit(record[key], childPath(path, key), record, key);
+      const pending = visit(record[key], childPath(path, key, node++), record, key);
       if (pending) return visitRestAfter(pending, container, keys, path, i + 1);
     }
     return undefined;
@@ -274,7 +276,12 @@ async function walk(
     from: number,
   ): Promise<void> => pending.then(() => visitContainer(container, keys, path, from));
   if (Object.keys(root).length === 0 && !isStateful(root)) return;
-  await visit(root, [], undefined, "");
+  await visit(root, ROOT_PATH, undefined, "");
+  // What a smaller state dict walked last no longer reaches is let go.
+  if (node < pathsMade.length) {
+    pathsMade.length = node;
+    parentsMade.length = node;
+  }
 }
 
 /** Puts a replacement under `key` in `parent`. */
@@ -298,14 +305,35 @@ function noRootReplace(): void {
   throw new CheckpointError("invalid_argument", "the state dict's root cannot be replaced");
 }
 
+/** The root's path: a constant, so that paths below it are found again walk after walk (`childPath`). */
+const ROOT_PATH: KeyPath = Object.freeze([]);
 /**
- * `path` and then `key`, in an array of exactly that length: a spread leaves spare capacity (three
- * times the memory, per leaf), and `concat` costs about ten times this copy.
+ * The path of every value the last walks visited, by position in walk order, and the parent
+ * path each was made from. A training loop saves (and loads) the same structure again and
+ * again: its paths were three arrays a tensor, made anew each walk and kept until the save's
+ * end. Frozen, so nobody can change one that is handed out again.
  */
-function childPath(path: KeyPath, key: string | number): KeyPath {
+const pathsMade: KeyPath[] = [];
+const parentsMade: KeyPath[] = [];
+
+/**
+ * `path` and then `key`: the frozen array made for the value at walk position `node` last
+ * time, if it was made from this very `path` array (frozen, so the same contents) with this
+ * key; else a new frozen array of exactly that length (a spread leaves spare capacity, three
+ * times the memory, and `concat` costs about ten times this copy), kept for the next walk.
+ * Walks that interleave (Statefuls that answer later) only find fewer paths to reuse.
+ */
+function childPath(path: KeyPath, key: string | number, node: number): KeyPath {
+  const made = pathsMade[node];
+  if (made !== undefined && parentsMade[node] === path && made[made.length - 1] === key) return made;
   const child = new Array<string | number>(path.length + 1);
   for (let i = 0; i < path.length; i++) child[i] = path[i]!;
   child[path.length] = key;
+  Object.freeze(child);
+  if (node <= pathsMade.length) {
+    pathsMade[node] = child;
+    parentsMade[node] = path;
+  }
   return child;
 }
 
