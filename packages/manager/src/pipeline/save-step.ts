@@ -52,7 +52,7 @@ export class StepSaver {
 
   /** Saves `step`; resolves once it is committed (or staged, in the background). */
   async save(step: number, stateDict: StateDict, options: SaveStepOptions, mode: SaveMode): Promise<void> {
-    const { tiers, pipeline, bases } = this.#s;
+    const { tiers, pipeline } = this.#s;
     const store = await tiers.open();
     await (mode.background ? pipeline.waitForRoom() : pipeline.drain());
     pipeline.throwFailure();
