@@ -26,9 +26,19 @@ export class RetentionRunner {
   #queued: Promise<number[]> | undefined;
   /** Keyed by step; `undefined` when a pass could not list the root. */
   #failures = new Map<number | undefined, unknown>();
+  #stopped = false;
 
   constructor(options: RetentionRunnerOptions) {
     this.#options = options;
+  }
+
+  /**
+   * The manager closed: no pass starts, and a pass running deletes no further step (each
+   * step's metadata.json is the decision's point of no return, asked per step). A deletion past
+   * that point finishes, or is finished by a later manager's sweep.
+   */
+  stop(): void {
+    this.#stopped = true;
   }
 
   /** Queues a pass after the current one; resolves when it ran with the steps it deleted (it never rejects). */
@@ -54,7 +64,9 @@ export class RetentionRunner {
   }
 
   async #run(): Promise<number[]> {
-    const { store, retention, leftoverAgeMs, now, isBusy } = this.#options;
+    if (this.#stopped) return [];
+    const { store, retention, leftoverAgeMs, now } = this.#options;
+    const isBusy = (step: number): boolean => this.#stopped || this.#options.isBusy(step);
     let next: Map<number | undefined, unknown>;
     let deleted: number[] = [];
     let swept: SweptFile[] = [];
@@ -68,7 +80,9 @@ export class RetentionRunner {
       next = new Map(this.#failures);
       next.set(undefined, error);
     }
-    for (const [step, error] of next) if (!this.#failures.has(step)) this.#options.report({ step, error });
+    // After close nobody listens: what a stopped pass could not do is the next manager's to find.
+    if (!this.#stopped)
+      for (const [step, error] of next) if (!this.#failures.has(step)) this.#options.report({ step, error });
     this.#failures = next;
     if (deleted.length > 0) this.#options.onDeleted?.(deleted, swept);
     return deleted;

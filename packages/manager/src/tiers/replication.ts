@@ -4,6 +4,7 @@ import {
   type CoordinatedProcessGroup,
   DEFAULT_SAVE_CONCURRENCY,
   isCheckpointError,
+  isGone,
   isUnusable,
   readMetadata,
   unrefTimer,
@@ -217,6 +218,9 @@ export class Replication {
     const target = await destination.open();
     const started = performance.now();
     let lastError: unknown;
+    /** Sources that failed with their step gone: deleted since the copy began, or only a file of it lost. */
+    const vanished: StepStore[] = [];
+    let damaged = false;
     for (const source of tiers.slice(0, index)) {
       const store = await source.open();
       if (!(await store.isCommitted(step))) continue;
@@ -247,10 +251,15 @@ export class Replication {
         // A source copy that cannot be read whole: the next tier holding the step is tried.
         if (!isUnusable(error)) throw error;
         lastError = error;
+        if (isGone(error)) vanished.push(store);
+        else damaged = true;
       }
     }
-    // No faster tier holds it (any more: another manager's retention or deletion took it) and this tier does: nothing is left to copy.
-    if (lastError === undefined && (await target.isCommitted(step))) return;
+    // No faster tier holds it (any more, maybe since the copy began: another manager's retention
+    // or deletion took it) and this tier does: nothing is left to copy.
+    const gone = async (): Promise<boolean> =>
+      !damaged && !(await Promise.all(vanished.map((s) => s.isCommitted(step)))).some(Boolean);
+    if ((await gone()) && (await target.isCommitted(step))) return;
     throw (
       lastError ??
       new CheckpointError(

@@ -263,6 +263,8 @@ export class TierSet {
 
   async close(): Promise<void> {
     this.#closed = true;
+    // What close({ timeoutMs }) left running deletes nothing more once close returns.
+    for (const tier of this.#tiers) tier.retention?.stop();
     await this.#replication?.stop();
     this.#deletions?.stop();
     await Promise.all(this.#tiers.map((tier) => tier.close()));
