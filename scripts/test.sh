@@ -11,9 +11,7 @@ if [ ! -t 1 ] && [ -z "${FORCE_COLOR:-}" ]; then export NO_COLOR=1; fi
 # They run beside the tests, at the lowest CPU priority (nice 19): they take the time the tests
 # leave idle while they wait on timers and children, not the CPU of tests whose deadlines and
 # leases run on a loaded machine (docs/architecture.md, "Build, test and packaging"). Their output
-# is printed when they pass, or after the tests' when they fail. CAIRN_TEST_CHECKS=skip runs the
-# tests alone: .ci/run sets it on one of its two Node versions, the checks' results being the same
-# on both.
+# is printed when they pass, or after the tests' when they fail.
 checks_log=$(mktemp)
 trap 'rm -f "$checks_log"' EXIT
 checks() {
@@ -22,16 +20,11 @@ checks() {
     nice -n 19 eslint packages tests examples scripts *.ts *.js &&
     nice -n 19 depcruise packages tests examples --config .dependency-cruiser.cjs
 }
-checks=
-if [ "${CAIRN_TEST_CHECKS:-}" = skip ]; then
-  echo "typecheck, format, lint and dependency rules skipped (CAIRN_TEST_CHECKS=skip)"
-else
-  { checks >"$checks_log" 2>&1 && cat "$checks_log"; } &
-  checks=$!
-fi
+{ checks >"$checks_log" 2>&1 && cat "$checks_log"; } &
+checks=$!
 tests=0
 vitest run --reporter=default --reporter=./scripts/plain-summary-reporter.ts || tests=$?
-if [ -n "$checks" ] && ! wait "$checks"; then
+if ! wait "$checks"; then
   cat "$checks_log"
   echo "typecheck, format, lint or dependency rules failed" >&2
   exit 1
