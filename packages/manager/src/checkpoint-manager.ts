@@ -167,10 +167,13 @@ export class CheckpointManager {
   async delete(step: number): Promise<void> {
     checkStep(step);
     checkWritable(this.#options.readOnly, "delete");
-    await this.#pipeline.drain();
-    await this.#bases.deleting(step);
-    await this.#tiers.delete(step);
-    this.#durability.forget(step);
+    // One at a time with a save of this step: its files are never swept while that save writes them.
+    await this.#pipeline.exclusive(step, async () => {
+      await this.#pipeline.drain();
+      await this.#bases.deleting(step);
+      await this.#tiers.delete(step);
+      this.#durability.forget(step);
+    });
   }
 
   /** Waits for every background upload, copy and retention pass; rejects with a failed upload (once). */

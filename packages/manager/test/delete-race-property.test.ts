@@ -4,7 +4,9 @@
 // on the tiers, and discoveries (reload) run meanwhile; some sessions close with copies in flight.
 // After every session: no tier lists a deleted step or an older save of a step, no error was
 // reported, and (once joined) the slowest tier (no retention there) holds every step it takes,
-// tiers() lists what each tier holds, and join() owes nothing.
+// tiers() lists what each tier holds, and join() owes nothing. Its racing seeds also start a save
+// (new, or an overwrite) and a deletion of one step at once, in either order: whichever ran last
+// wins whole (attack34b: the deletion swept the files of the save it raced, which then committed).
 import { type StorageAdapter, openStorage } from "@cairn/core";
 import type { ByteRange, DeleteOptions, ObjectInfo, ReadOptions, WriteBody, WriteOptions } from "@cairn/core/storage";
 import { FaultyStorageAdapter } from "@cairn/core/testing";
@@ -15,6 +17,7 @@ import { smallState } from "../src/testing/small-state.js";
 import { listedValues } from "../src/testing/step-values.js";
 
 const SEEDS = (process.env.CAIRN_DELETE_RACE_SEEDS ?? "41,42,43").split(",").map(Number);
+const RACING_SEEDS = (process.env.CAIRN_DELETE_RACE_RACING_SEEDS ?? "51,52,53").split(",").map(Number);
 const SESSIONS = 4;
 const OPERATIONS = 12;
 
@@ -50,9 +53,12 @@ class Slow extends FaultyStorageAdapter {
 }
 
 describe("deletions and overwrites racing copies to slower tiers (property)", () => {
-  for (const seed of SEEDS)
+  for (const [seed, racing] of [
+    ...SEEDS.map((seed) => [seed, false] as const),
+    ...RACING_SEEDS.map((seed) => [seed, true] as const),
+  ])
     it(
-      `seed ${seed}: no tier lists a deleted step or an older save, and the slowest tier holds every step`,
+      `seed ${seed}${racing ? " (saves racing deletions of their step)" : ""}: no tier lists a deleted step or an older save, and the slowest tier holds every step`,
       { timeout: 300_000 },
       async () => {
         const next = random(seed);
@@ -77,6 +83,9 @@ describe("deletions and overwrites racing copies to slower tiers (property)", ()
           });
           const errors: unknown[] = [];
           mgr.on("error", (e) => errors.push(e.error));
+          /** Commits and ended deletions, in the order this manager saw them. */
+          const order: string[] = [];
+          mgr.on("committed", ({ step }) => order.push(`commit ${step}`));
           log.push(`session ${session} (${count} tiers, every ${every})`);
           const deleting = new Map<number, Promise<void>>();
           const reloads: Promise<void>[] = [];
@@ -88,6 +97,33 @@ describe("deletions and overwrites racing copies to slower tiers (property)", ()
               // A discovery of missing copies while deletions and copies run.
               reloads.push(mgr.reload());
               log.push("reload");
+            } else if (racing && roll >= 0.8) {
+              // A save of a step (new, or an overwrite) and its deletion at once, in either order.
+              const fresh = steps.length === 0 || next() < 0.5;
+              const step = fresh ? newest + 1 : steps[pick(steps.length)]!;
+              await deleting.get(step);
+              value++;
+              const v = value;
+              const saveFirst = next() < 0.5;
+              const gap = pick(10);
+              const saved = async (): Promise<boolean> => {
+                if (!saveFirst) await new Promise((resolve) => setTimeout(resolve, gap));
+                return mgr.save(step, smallState(v), fresh ? {} : { overwrite: true });
+              };
+              const deleted = async (): Promise<void> => {
+                if (saveFirst) await new Promise((resolve) => setTimeout(resolve, gap));
+                await mgr.delete(step);
+                order.push(`deleted ${step}`);
+              };
+              const [wasSaved] = await Promise.all([saved(), deleted()]);
+              expect(wasSaved, `seed ${seed}: ${log.join("; ")}`).toBe(true);
+              // Whichever ran last wins: the step is there (with this value) only if its commit came after the deletion.
+              const kept = order.lastIndexOf(`commit ${step}`) > order.lastIndexOf(`deleted ${step}`);
+              if (kept) current.set(step, v);
+              else current.delete(step);
+              log.push(
+                `${fresh ? "save" : "overwrite"} ${step}=${v} racing delete ${step} (${kept ? "saved" : "deleted"} last)`,
+              );
             } else if (roll < 0.45 || steps.length === 0) {
               const step = newest + 1;
               value++;

@@ -26,6 +26,8 @@ export async function decideSave(
   options: { readonly overwrite: boolean; readonly forPreemption: boolean },
 ): Promise<SaveDecision> {
   const first = await tiers[0]!.open();
+  // A deletion of the step in flight (retention's) could remove this save's commit if its request landed after: it ends first.
+  await Promise.all(tiers.map((tier) => tier.opened?.uncommitted(step)));
   const onTier0 = await first.isCommitted(step);
   if (onTier0) first.noteCommitted(step);
   const slower = await Promise.all(tiers.slice(1).map(async (tier) => ({ tier, indexed: await tier.indexed() })));

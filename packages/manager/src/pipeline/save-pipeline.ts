@@ -55,6 +55,8 @@ export class SavePipeline {
   readonly #pending = new Map<number, Promise<void>>();
   /** Steps a save is writing: like pending ones, never touched by a retention pass running meanwhile. */
   readonly #saving = new Set<number>();
+  /** Per step, the tail of its saves and deletions here: one runs at a time (see `exclusive`). */
+  readonly #exclusive = new Map<number, Promise<void>>();
   /** Several ranks only: the barriers after each commit, in order. */
   #barriers: Promise<void> = Promise.resolve();
   #failure: unknown;
@@ -88,6 +90,24 @@ export class SavePipeline {
 
   isPending(step: number): boolean {
     return this.#pending.has(step);
+  }
+
+  /**
+   * Runs `work` once no other save or deletion of `step` runs here, one at a time per step: a
+   * deletion never sweeps the files a save of that step is writing, nor un-commits it before this
+   * manager heard of the commit, and a save decides only once a deletion of its step has ended.
+   */
+  async exclusive<T>(step: number, work: () => Promise<T>): Promise<T> {
+    const run = (this.#exclusive.get(step) ?? Promise.resolve()).then(work);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#exclusive.set(step, tail);
+    void tail.then(() => {
+      if (this.#exclusive.get(step) === tail) this.#exclusive.delete(step);
+    });
+    return run;
   }
 
   /** Runs the save of `step`, marking it busy meanwhile. */

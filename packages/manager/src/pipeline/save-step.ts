@@ -52,10 +52,22 @@ export class StepSaver {
 
   /** Saves `step`; resolves once it is committed (or staged, in the background). */
   async save(step: number, stateDict: StateDict, options: SaveStepOptions, mode: SaveMode): Promise<void> {
-    const { tiers, pipeline, bases } = this.#s;
+    const { tiers, pipeline } = this.#s;
     const store = await tiers.open();
     await (mode.background ? pipeline.waitForRoom() : pipeline.drain());
     pipeline.throwFailure();
+    // From the decision to the commit (or staged), no deletion or other save of this step runs here.
+    await pipeline.exclusive(step, () => this.#save(store, step, stateDict, options, mode));
+  }
+
+  async #save(
+    store: StepStore,
+    step: number,
+    stateDict: StateDict,
+    options: SaveStepOptions,
+    mode: SaveMode,
+  ): Promise<void> {
+    const { tiers, pipeline, bases } = this.#s;
     if (pipeline.isPending(step))
       throw new CheckpointError("already_exists", `step ${step} is already being saved`, { context: { step } });
     // Each step's collectives get their own tag: with several saves in flight they need no order between them.

@@ -208,6 +208,11 @@ export class StepStore {
     await this.#sweeper.delete(step, listed, false, undefined, keepFiles);
   }
 
+  /** Resolves once no deletion here is removing `step`'s metadata.json: a save of the step commits only after. */
+  uncommitted(step: number): Promise<void> {
+    return this.#sweeper.uncommitted(step);
+  }
+
   /** Whether a deletion of `step` has begun un-committing it: a save must not take it as its base. */
   isDeleting(step: number): boolean {
     return this.#sweeper.isDeleting(step);
@@ -260,13 +265,19 @@ export class StepStore {
       const records = steps.flatMap((step) => this.#records.get(step) ?? []);
       // A step whose metadata could not be read may reference any file: this pass deletes nothing (its next one will).
       for (const step of unread.length > 0 ? [] : stepsToDelete(records, options)) {
+        // Which checkpoint retention decided to delete: one saved or copied anew under the number since is not it.
+        const identity = this.#identities.get(step);
         if (!isBusy(step) && !this.#sweeper.unfinished.has(step) && !this.#sweeper.uncommitting.has(step))
           work.push(
             attempt(step, async () => {
               // Every listed step was read (marked) above: no pass over them per deletion.
-              const identity = this.#identities.get(step);
               // Busy is asked again in the turn the metadata goes: a save taking it as base meanwhile keeps it.
-              const gone = await this.#sweeper.delete(step, false, this.#sweepsByRank, () => !isBusy(step));
+              const gone = await this.#sweeper.delete(
+                step,
+                false,
+                this.#sweepsByRank,
+                () => !isBusy(step) && this.#index.has(step) && this.#identities.get(step) === identity,
+              );
               if (gone === undefined) return;
               for (const path of gone) swept.push(path);
               this.#retired.set(step, identity);

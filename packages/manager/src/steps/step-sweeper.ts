@@ -49,8 +49,8 @@ export class StepSweeper {
    * listings) until `finishUncommit` makes the deletion durable.
    */
   readonly uncommitting = new Set<number>();
-  /** Steps whose metadata.json a deletion is removing now. */
-  readonly #deleting = new Set<number>();
+  /** Steps whose metadata.json a deletion is removing now, each settling once that removal ended. */
+  readonly #deleting = new Map<number, Promise<void>>();
   readonly #storage: StorageAdapter;
   readonly #index: StepIndex;
   readonly #files: StepFiles;
@@ -67,6 +67,14 @@ export class StepSweeper {
   /** Whether a deletion of `step` has begun un-committing it. */
   isDeleting(step: number): boolean {
     return this.#deleting.has(step);
+  }
+
+  /**
+   * Resolves once no removal of `step`'s metadata.json is in flight: a commit of the step made
+   * before then could be the one that removal deletes (its request may land late).
+   */
+  async uncommitted(step: number): Promise<void> {
+    while (this.#deleting.has(step)) await this.#deleting.get(step);
   }
 
   /**
@@ -90,12 +98,19 @@ export class StepSweeper {
     const table = byRank || (!listed && !listing) ? await readFileTable(this.#storage, step) : [];
     const known = listed ? undefined : (listing ?? table.filter((file) => file.own).map((file) => file.path));
     const ownReferences = this.#files.referencedBy(step);
+    // Another removal of its metadata.json in flight ends first (one request at a time per step).
+    await this.uncommitted(step);
     if (!claim()) return undefined;
-    this.#deleting.add(step);
+    const uncommit = this.#uncommit(step);
+    const settled = uncommit.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#deleting.set(step, settled);
     try {
-      await this.#uncommit(step);
+      await uncommit;
     } finally {
-      this.#deleting.delete(step);
+      if (this.#deleting.get(step) === settled) this.#deleting.delete(step);
     }
     // Files of other steps it referenced: those of a step still committed (or being deleted, not yet forgotten) are that step's own, swept with it.
     const ownerGone = (path: string): boolean => {

@@ -124,7 +124,7 @@ export class Replication {
     const asOf = this.#drops;
     const listed = await Promise.all(
       tiers.map((tier) =>
-        tier.committedSteps().catch((error: unknown) => {
+        tier.answer(tier.committedSteps()).catch((error: unknown) => {
           tier.listingFailed(error, (e) =>
             this.#setup.events.report({ error: e, operation: "listing", tier: tier.index }),
           );

@@ -190,9 +190,13 @@ export class TierSet {
     await Promise.all(
       this.#tiers.map(async (tier) => {
         const store = await tier.open();
-        await tier.retention?.settled();
         try {
-          await store.reload();
+          await tier.answer(
+            (async () => {
+              await tier.retention?.settled();
+              await store.reload();
+            })(),
+          );
           tier.listingSucceeded();
         } catch (error) {
           if (tier.index === 0) throw error;

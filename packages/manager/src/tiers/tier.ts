@@ -1,5 +1,5 @@
-import type { CheckpointError, StorageAdapter, StorageOptions } from "@cairn/core";
-import { openStorage } from "@cairn/core";
+import { CheckpointError, type StorageAdapter, type StorageOptions, openStorage } from "@cairn/core";
+import { longTimer } from "@cairn/core/storage";
 import { RetentionRunner } from "../steps/retention-runner.js";
 import type { RetentionFailure, SweptFile } from "../steps/step-store.js";
 import { StepStore } from "../steps/step-store.js";
@@ -93,6 +93,24 @@ export class Tier {
   /** Why the latest listing of this tier failed; undefined when it succeeded (what this tier holds is known). */
   get listingFailure(): unknown {
     return this.#listingFailure;
+  }
+
+  /**
+   * This tier's `answer`, or (a slower tier) a `timeout` failure once `listingWaitMs` passed
+   * without it: a tier that hangs (a stuck mount, an adapter ignoring aborts) is left out like one
+   * that fails, and its answer, when it comes, fills its index for later calls. Tier 0's is awaited whole.
+   */
+  answer<T>(answer: Promise<T>): Promise<T> {
+    if (this.index === 0) return answer;
+    answer.catch(() => undefined);
+    const ms = this.config.listingWaitMs;
+    let cancel = (): void => undefined;
+    const expired = new Promise<never>((_, reject) => {
+      const message = `tier ${this.index} (${this.#opened?.storage.root ?? "not opened"}) did not answer within ${ms} ms (replication.listingWaitMs): it is left out`;
+      // Ref'd: a caller awaiting a tier that never answers still has a timer keeping the process up.
+      cancel = longTimer(() => reject(new CheckpointError("timeout", message)), ms, { ref: true });
+    });
+    return Promise.race([answer, expired]).finally(cancel);
   }
 
   /** Whether this tier takes `step` at all (`every`). */

@@ -77,6 +77,37 @@ describe("a slower tier that hangs", () => {
     expect(closed === "pending" ? "pending" : closed.unreplicated!.map((u) => u.step).sort()).toEqual([1, 2]);
   });
 
+  it("allSteps, latestStep, restore('latest'), tiers() and reload() answer without a slower tier whose listing hangs", async () => {
+    // attack34b: a bucket hung since the process started held every query that lists the tiers for good.
+    const t0 = await openStorage(`memory://tiered-hang/${process.pid}-queries-0`);
+    const t1 = new StuckStorage(await openStorage(`memory://tiered-hang/${process.pid}-queries-1`));
+    t1.stuck = true;
+    const mgr = new CheckpointManager([t0, t1], 1, {
+      checkpointOnPreemption: false,
+      replication: { listingWaitMs: 100, retry: { baseDelayMs: 20, maxDelayMs: 100 } },
+    });
+    const errors: { error: unknown; tier?: number }[] = [];
+    mgr.on("error", (e) => errors.push(e));
+    await mgr.save(1, state(1));
+    await mgr.save(2, state(2));
+    expect(await within(mgr.allSteps(), 5000)).toEqual([1, 2]);
+    expect(await within(mgr.latestStep(), 5000)).toBe(2);
+    expect(await within(mgr.latestStep({ verified: true }), 5000)).toBe(2);
+    expect(
+      await within(
+        mgr.restore("latest", state(0)).then((r) => r.step),
+        5000,
+      ),
+    ).toBe(2);
+    const states = await within(mgr.tiers(), 5000);
+    expect(states === "pending" ? "pending" : states.map((t) => t.steps)).toEqual([[1, 2], []]);
+    expect(await within(mgr.reload(), 5000)).toBeUndefined();
+    // The hung tier is reported once, as a listing that timed out.
+    const listing = errors.filter((e) => e.tier === 1 && (e.error as { code?: string }).code === "timeout");
+    expect(listing).toHaveLength(1);
+    expect(await within(mgr.close({ timeoutMs: 200 }), 5000)).not.toBe("pending");
+  });
+
   it("refuses a listing wait that no timer can hold", () => {
     for (const listingWaitMs of [-1, Number.NaN, 2 ** 31, "5"])
       expect(

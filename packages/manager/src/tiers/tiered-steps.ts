@@ -11,8 +11,9 @@ export function fallsThrough(error: unknown): boolean {
 
 /**
  * Asks every tier, in order, and keeps the answers of those that answered. A tier whose storage
- * fails is reported (`error`, operation `"listing"`) and left out; if every tier fails, the
- * first failure is thrown (and not also reported) and the others reported.
+ * fails, or a slower tier that does not answer within `listingWaitMs`, is reported (`error`,
+ * operation `"listing"`) and left out; if every tier fails, the first failure is thrown (and not
+ * also reported) and the others reported.
  */
 async function acrossTiers<T>(
   tiers: readonly Tier[],
@@ -20,11 +21,15 @@ async function acrossTiers<T>(
   ask: (store: StepStore, tier: Tier) => Promise<T>,
 ): Promise<T[]> {
   const settled = await Promise.allSettled(
-    tiers.map(async (tier) => {
-      const store = await tier.open();
-      await tier.retention?.settled();
-      return ask(store, tier);
-    }),
+    tiers.map((tier) =>
+      tier.answer(
+        (async () => {
+          const store = await tier.open();
+          await tier.retention?.settled();
+          return ask(store, tier);
+        })(),
+      ),
+    ),
   );
   const answers: T[] = [];
   const thrown = settled.every((s) => s.status === "rejected") ? 0 : -1;
@@ -169,11 +174,17 @@ export function tierStates(tiers: readonly Tier[], replication: Replication | un
   return Promise.all(
     tiers.map(async (tier) => {
       const store = await tier.open();
-      await tier.retention?.settled();
       const failing = replication?.queue.failing(tier.index);
       let listed: { steps: number[]; listingFailure?: unknown };
       try {
-        listed = { steps: await tier.committedSteps() };
+        listed = {
+          steps: await tier.answer(
+            (async () => {
+              await tier.retention?.settled();
+              return tier.committedSteps();
+            })(),
+          ),
+        };
       } catch (error) {
         listed = { steps: store.knownSteps(), listingFailure: error };
       }
