@@ -7,11 +7,13 @@ import {
   type SavePlanner,
   type WriteItem,
   DefaultSavePlanner,
+  StagingPool,
   asyncSave,
   hostTensor,
   load,
 } from "@cairn/core";
 import { dataFileName } from "@cairn/core/format";
+import { pageAlignedSharedBytes } from "@cairn/core/storage";
 import { connectTcpProcessGroup, freePort } from "@cairn/distributed";
 import { describe, expect, it } from "vitest";
 import { openRecording } from "./fixtures/recording-file-storage.js";
@@ -67,7 +69,59 @@ function state(): Record<string, HostTensor | Uint8Array> {
   };
 }
 
+/**
+ * A pool whose page-aligned buffers start past their memory's byte 0 (as a segment placed on a
+ * huge page inside its memory would), each 64 KiB in and the bytes before it filled with 0xee.
+ */
+class OffsetPool extends StagingPool {
+  override async acquire(
+    sizes: readonly number[],
+    _signal?: AbortSignal,
+    pageAligned: readonly boolean[] = [],
+  ): Promise<Uint8Array[]> {
+    return sizes.map((size, i) => {
+      if (pageAligned[i] !== true) return new Uint8Array(new SharedArrayBuffer(size));
+      const memory = pageAlignedSharedBytes(size + (64 << 10)).fill(0xee);
+      return memory.subarray(64 << 10, (64 << 10) + size);
+    });
+  }
+
+  override release(): void {}
+}
+
 describe("copy staging lays data files out as they are written", () => {
+  it.each([
+    ["the upload worker", {}],
+    ["the calling thread", { uploadWorker: false }],
+  ] as const)("writes a segment that starts past its memory's byte 0 from where it starts (%s)", async (_, options) => {
+    const url = new URL(`file://${await tempDir()}/ckpt`);
+    const before = writesSoFar();
+    const saved = state();
+    const { done } = await asyncSave(saved, {
+      storage: openRecording(url),
+      concurrency: 3,
+      pool: new OffsetPool(),
+      ...options,
+    });
+    await done;
+    const back = (await load(url.href)) as Record<string, HostTensor | Uint8Array>;
+    for (const [key, value] of Object.entries(saved)) {
+      const want = value instanceof Uint8Array ? value : value.data;
+      const got = back[key] instanceof Uint8Array ? (back[key] as Uint8Array) : (back[key] as HostTensor).data;
+      expect(
+        Buffer.from(got.buffer, got.byteOffset, got.byteLength).equals(
+          Buffer.from(want.buffer, want.byteOffset, want.byteLength),
+        ),
+        key,
+      ).toBe(true);
+    }
+    // Written from the segment where it starts, in place.
+    const writes = await dataFileWrites(before, 3);
+    const inPlace = writes.filter((w) => w.pageAligned);
+    expect(inPlace).toHaveLength(2);
+    for (const { parts } of inPlace) expect(parts[0]).toMatchObject({ shared: true, byteOffset: 64 << 10 });
+  });
+
   it.each([
     ["the upload worker", "worker", {}],
     ["the calling thread", "main", { uploadWorker: false }],

@@ -19,9 +19,12 @@
 // speed depends on where source and target sit in their pages (docs/benchmarks.md);
 // `Uint8Array.set` into plain memory; the floor's copy into shared memory allocated after the
 // first save, as the staging pool's is (the same copy runs slower in memory allocated later in
-// the process: docs/benchmarks.md); and the limits, no tfjs: the state's byte count copied in one
-// call from resident plain memory into resident shared memory, by libc's memcpy (this machine's
-// limit: a placement it copies fast at) and by `set` (JavaScript's limit into memory a worker reads).
+// the process: docs/benchmarks.md); the pool floor's loop copying by memcpy instead of `set`
+// (each large tensor at the page offset staging gives it, where glibc's memcpy was 3× slower than
+// `set` on one machine and 2× faster on another: docs/benchmarks.md); and the limits, no tfjs: the
+// state's byte count copied in one call from resident plain memory into resident shared memory,
+// by libc's memcpy (this machine's limit: a placement it copies fast at) and by `set`
+// (JavaScript's limit into memory a worker reads).
 import { Buffer } from "node:buffer";
 import { StagingPool } from "@cairn/core";
 import { pageAlignedSharedBytes } from "@cairn/core/storage";
@@ -49,6 +52,8 @@ export interface CopyStagingRun {
   readonly memcpyShared: Spent[];
   readonly setPlain: Spent[];
   readonly floorLateMemory: Spent[];
+  /** `poolCopy`'s loop copying with libc's memcpy (Buffer's fill) rather than `set`. */
+  readonly poolMemcpy: Spent[];
   /** The limits: the same byte count in one call, plain into shared memory, memcpy and `set`. */
   readonly memcpyLimit: Spent[];
   readonly setLimit: Spent[];
@@ -99,7 +104,7 @@ StagingPool.prototype.acquire = async function (this: StagingPool, ...args: Para
 const dataStart = (file: Uint8Array): number =>
   8 + Number(new DataView(file.buffer, file.byteOffset, 8).getBigUint64(0, true));
 /** `readAll` into the pool's buffers, each tensor after the one before, as the default planner's files hold them. */
-async function readAllIntoPool(): Promise<void> {
+async function readAllIntoPool(copy = set): Promise<void> {
   let file = 0;
   let at = dataStart(poolBuffers[0]!);
   for (const t of Object.values(state)) {
@@ -108,7 +113,7 @@ async function readAllIntoPool(): Promise<void> {
       if (++file === poolBuffers.length) throw new Error("the staging pool's buffers are not laid out as expected");
       at = dataStart(poolBuffers[file]!);
     }
-    poolBuffers[file]!.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at);
+    copy(poolBuffers[file]!, at, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     at += data.byteLength;
   }
 }
@@ -135,6 +140,7 @@ const run: CopyStagingRun = {
   memcpyShared: [],
   setPlain: [],
   floorLateMemory: [],
+  poolMemcpy: [],
   memcpyLimit: [],
   setLimit: [],
 };
@@ -145,7 +151,7 @@ const samples: Record<"save" | "floor" | "poolCopy" | "sync", () => Promise<Spen
     return spent;
   },
   floor: () => timed(() => readAll(shared)),
-  poolCopy: () => timed(readAllIntoPool),
+  poolCopy: () => timed(() => readAllIntoPool()),
   sync: () => timed(() => manager.save(++step, state)),
 };
 const order = ["save", "floor", "poolCopy", "sync"] as const;
@@ -160,6 +166,7 @@ for (let turn = 0; turn < SAVES; turn++) {
   run.memcpyShared.push(await timed(() => readAll(shared, memcpy)));
   run.setPlain.push(await timed(() => readAll(plain)));
   run.floorLateMemory.push(await timed(() => readAll(late)));
+  run.poolMemcpy.push(await timed(() => readAllIntoPool(memcpy)));
   run.memcpyLimit.push(await timed(async () => memcpy(shared, 0, plain)));
   run.setLimit.push(await timed(async () => set(shared, 0, plain)));
 }

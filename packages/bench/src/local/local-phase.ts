@@ -4,9 +4,9 @@
 // Every write phase calls `sync` just before its clock starts, so no phase pays for the writeback
 // or deletions of the phase or round before it.
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { mkdir, open, readFile, rename } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { type HostTensor, load, readMetadata, save } from "@cairn/core";
 import "@cairn/storage-local";
 import { ddRead, directWrite, readAligned } from "../disk.js";
@@ -125,6 +125,26 @@ const threadCpu = (): number | undefined => {
     return undefined;
   }
 };
+/**
+ * Write requests and sectors the device holding `dir` has completed (Linux's block stat, fields
+ * 5 and 7), or undefined elsewhere: how big the requests are that the writes reach the disk in.
+ */
+const deviceWrites = (dir: string): { requests: number; bytes: number } | undefined => {
+  try {
+    const { dev } = statSync(dir);
+    const fields = readFileSync(
+      `/sys/dev/block/${Math.floor(dev / 256) & 0xfff}:${(dev & 0xff) | ((dev >> 12) & 0xfff00)}/stat`,
+      "utf8",
+    )
+      .trim()
+      .split(/\s+/)
+      .map(Number);
+    return { requests: fields[4]!, bytes: fields[6]! * 512 };
+  } catch {
+    return undefined;
+  }
+};
+const disk = saving || base === "direct-write" ? deviceWrites(dirname(cairnDir)) : undefined;
 const usage = process.resourceUsage();
 const mainCpu = threadCpu();
 const started = performance.now();
@@ -159,6 +179,7 @@ const seconds = (performance.now() - started) / 1000;
 const used = process.cpuUsage(cpu);
 const mainCpuAfter = threadCpu();
 const usageAfter = process.resourceUsage();
+const diskAfter = disk && deviceWrites(dirname(cairnDir));
 // A verified load's limit on this runtime: one thread's CRC32C of the same bytes (only the calling thread can read the targets).
 const crcCpu = process.cpuUsage();
 const crcSeconds = phase === "cairn-load" ? crcSecondsOf(sd) : undefined;
@@ -171,6 +192,8 @@ sendResult({
   systemCpuSeconds: used.system / 1e6,
   mainThreadCpuSeconds: mainCpu === undefined || mainCpuAfter === undefined ? undefined : mainCpuAfter - mainCpu,
   minorFaults: usageAfter.minorPageFault - usage.minorPageFault,
+  deviceWriteRequests: disk && diskAfter ? diskAfter.requests - disk.requests : undefined,
+  deviceWriteBytes: disk && diskAfter ? diskAfter.bytes - disk.bytes : undefined,
   crcSeconds,
   crcCpuSeconds: crcSeconds === undefined ? undefined : (crcUsed.user + crcUsed.system) / 1e6,
 });

@@ -21,6 +21,12 @@ export interface PhaseRun {
   readonly systemCpuSeconds?: number;
   readonly mainThreadCpuSeconds?: number;
   readonly minorFaults?: number;
+  /**
+   * Write phases on Linux: write requests and bytes the device completed in the timed region, the
+   * whole device's (other writers count too): the size of the requests the writes reach it in.
+   */
+  readonly deviceWriteRequests?: number;
+  readonly deviceWriteBytes?: number;
 }
 
 /** Runs a phase of `local-phase.ts` (Cairn, node:fs, safetensors-style, direct write, dd read). */
@@ -97,6 +103,14 @@ export class PhaseRuns {
     return faults.length > 0 ? median(faults) : undefined;
   }
 
+  /** Median device write requests per GiB the device wrote in the timed regions, when the phase reports them. */
+  deviceRequestsPerGiB(phase: string): number | undefined {
+    const rates = this.get(phase).flatMap((r) =>
+      r.deviceWriteRequests && r.deviceWriteBytes ? [r.deviceWriteRequests / (r.deviceWriteBytes / (1 << 30))] : [],
+    );
+    return rates.length > 0 ? Math.round(median(rates)) : undefined;
+  }
+
   /** Highest peak RSS over the state's bytes, in MiB. */
   rssOverState(phase: string): number {
     return Math.max(...this.get(phase).map((r) => (r.peakRss - r.bytes) / MiB));
@@ -138,6 +152,8 @@ export function reportRates(runs: PhaseRuns, c: Comparison): void {
       baselineCpuSeconds: runs.cpuSeconds(c.baseline),
       ...faults("cairnMinorFaults", runs.minorFaults(c.cairn)),
       ...faults("baselineMinorFaults", runs.minorFaults(c.baseline)),
+      ...faults("cairnDeviceRequestsPerGiB", runs.deviceRequestsPerGiB(c.cairn)),
+      ...faults("baselineDeviceRequestsPerGiB", runs.deviceRequestsPerGiB(c.baseline)),
       cairnPeakRssOverStateMiB: +runs.rssOverState(c.cairn).toFixed(1),
       baselinePeakRssOverStateMiB: +runs.rssOverState(c.baseline).toFixed(1),
     },

@@ -32,6 +32,7 @@ for (let round = 0; round < ROUNDS; round++) {
     "memcpyShared",
     "setPlain",
     "floorLateMemory",
+    "poolMemcpy",
     "memcpyLimit",
     "setLimit",
   ] as const)
@@ -93,6 +94,9 @@ report({
       .join(" "),
     poolCopyVsFloor: +(med("poolCopy", "cpuMs") / med("floor", "cpuMs")).toFixed(3),
     poolCopyWallMs: +med("poolCopy", "wallMs").toFixed(1),
+    // The same loop copying by memcpy: whether staging's copy could use it on this machine.
+    poolMemcpyMs: +med("poolMemcpy", "cpuMs").toFixed(1),
+    poolMemcpyVsPoolCopy: +(med("poolMemcpy", "cpuMs") / med("poolCopy", "cpuMs")).toFixed(3),
   },
 });
 // A synchronous save blocks for its writes too, which are not this thread's CPU: wall time.

@@ -89,7 +89,8 @@ function stagedSegment(file: DataFilePlan, leaves: readonly Leaf[], layout: Safe
     // A planner whose global plan cut a leaf that its rankFiles kept whole breaks its contract: written the plain way.
     if (hostDataOf(leaf)?.byteLength !== item.byteLength) return undefined;
   }
-  return new Uint8Array(hostDataOf(first!)!.buffer, 0, layout.fileSize);
+  const data = hostDataOf(first!)!;
+  return new Uint8Array(data.buffer, data.byteOffset - layout.offsets[0]!, layout.fileSize);
 }
 
 /**

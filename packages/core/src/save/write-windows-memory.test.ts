@@ -4,7 +4,7 @@ import type { RegionChecksums } from "./checksums-here.js";
 import type { SafetensorsLayout } from "../format/safetensors.js";
 import type { WriteItem } from "../plan/save-planner.js";
 import type { Leaf } from "../state/leaf.js";
-import type * as ReusableMemory from "../storage/reusable-memory.js";
+import type * as WindowMemory from "./window-memory.js";
 
 /** Each posted batch's settling, in order: a test decides when and how each one ends. */
 const batches: { resolve: (r: RegionChecksums) => void; reject: (e: unknown) => void; lengths: Float64Array }[] = [];
@@ -27,13 +27,13 @@ vi.mock("#platform/save/checksum-workers.js", () => ({
     });
   },
 }));
-vi.mock("../storage/reusable-memory.js", async (original) => {
-  const real = await original<typeof ReusableMemory>();
+vi.mock("./window-memory.js", async (original) => {
+  const real = await original<typeof WindowMemory>();
   return {
     ...real,
-    giveBackReusableMemory: (memory: Uint8Array) => {
+    giveBackWindowMemory: (memory: Uint8Array) => {
       givenBack.push({ memory, batchesPending: pending });
-      real.giveBackReusableMemory(memory);
+      real.giveBackWindowMemory(memory);
     },
   };
 });

@@ -49,13 +49,33 @@ describe("planWindows", () => {
             if (to < lengths[item]!) expect(to % blockSizes[item]!).toBe(0);
           }
         }
-        // A window holds about windowBytes of items, or one block of a bigger item.
+        // A window holds about windowBytes of items (and the page carried in), or one block of a bigger item.
         const itemBytes = w.pieces.reduce((n, p) => n + p.to - p.from, 0);
         const biggest = Math.max(0, ...w.pieces.map((p) => blockSizes[p.item]!));
-        expect(itemBytes).toBeLessThanOrEqual(Math.max(windowBytes, biggest));
+        expect(itemBytes).toBeLessThanOrEqual(Math.max(windowBytes + PAGE, biggest));
+        if (k > 0) expect(w.end - w.start).toBeLessThanOrEqual(Math.max(windowBytes, biggest) + PAGE);
       }
       expect(sent).toBe(layout.fileSize);
       expect(covered).toEqual(lengths);
+    }
+  });
+
+  it("cuts a big item's file at multiples of the window where the header is under a page", () => {
+    // As the local save's big tensors: a header of 128 bytes, then 1 MiB blocks. A write of a
+    // window then starts on a multiple of 4 MiB, and its 4 MiB writes are one device request each.
+    const MiB = 1 << 20;
+    for (const header of [8, 128, PAGE - 8]) {
+      const length = 64 * MiB + 3 * 1024;
+      const layout = { header: new Uint8Array(header), offsets: [header], fileSize: header + length };
+      const windows = planWindows(
+        [{ byteLength: length } as WriteItem],
+        layout as unknown as SafetensorsLayout,
+        [MiB],
+        8 * MiB,
+      );
+      expect(windows.length).toBeGreaterThanOrEqual(8);
+      expect(windows.slice(0, 7).map((w) => w.cut)).toEqual(Array.from({ length: 7 }, (_, k) => (k + 1) * 8 * MiB));
+      for (const w of windows) expect(w.end - w.start).toBeLessThanOrEqual(8 * MiB + PAGE);
     }
   });
 });

@@ -6,7 +6,7 @@
 // a process writes share one budget.
 import { hexDigests, regionChecksumsAsync } from "#platform/save/checksum-workers.js";
 import type { RegionChecksums } from "./checksums-here.js";
-import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
+import { giveBackWindowMemory, takeWindowMemory } from "./window-memory.js";
 import { ByteBudget } from "../storage/byte-budget.js";
 import { CheckpointError, throwIfAborted } from "../errors.js";
 import { type Leaf, tensorBytes } from "../state/leaf.js";
@@ -21,13 +21,13 @@ const PAGE = 4096;
 /** Item bytes per window where the storage reports its progress (`StorageAdapter.reportsWritten`). */
 export const WINDOW_BYTES = 8 << 20;
 /**
- * Bytes of windows (`WINDOW_BYTES` each) all files being written at once hold together: packed,
+ * Bytes of windows (`WINDOW_BYTES` and a page each) all files being written at once hold together: packed,
  * being hashed or written. File writes run on libuv's four threads, so at most four of a save's
  * writes run at a time: this keeps about two windows a file for a save's four files instead of
  * four, which still queues more 4 MiB writes than run, and halves the fresh memory a process's
  * first save touches (docs/benchmarks.md, local34e).
  */
-const WINDOWS_IN_FLIGHT_BYTES = 64 << 20;
+const WINDOWS_IN_FLIGHT_BYTES = 8 * (WINDOW_BYTES + PAGE);
 const windowBudget = new ByteBudget(WINDOWS_IN_FLIGHT_BYTES);
 /** Packed bytes are sent to the checksum workers in batches of about this many, so hashing overlaps packing. */
 const HASH_BATCH_BYTES = 4 << 20;
@@ -76,7 +76,9 @@ export function planWindows(
     if (length === 0) pieces.push({ item: i, from: 0, to: 0 });
     for (let from = 0; from < length;) {
       const rest = length - from;
-      const room = start + windowBytes - end;
+      // A big item's window holds windowBytes of blocks beside the carried partial page, so where
+      // the header is under a page, its cuts fall on multiples of windowBytes (whole 4 MiB writes).
+      const room = start + windowBytes - end + (split ? PAGE : 0);
       let take = rest <= room ? rest : split ? Math.floor(Math.max(0, room) / blockSize) * blockSize : 0;
       // An empty window always takes something: a small item whole, at least a block of a big one.
       if (take === 0 && pieces.length === 0) take = split ? Math.min(rest, blockSize) : rest;
@@ -148,7 +150,7 @@ interface Held {
 
 function drop(held: Held, what: "written" | "hashed"): void {
   if (held.holds.delete(what) && held.holds.size === 0) {
-    giveBackReusableMemory(held.memory);
+    giveBackWindowMemory(held.memory);
     held.release();
   }
 }
@@ -239,7 +241,8 @@ export async function writeThroughWindows(
       const plan = windows[k]!;
       // Waits for nothing held: a window never waits for another of its file to be packed.
       const release = budgeted ? await windowBudget.acquire(plan.end - plan.start, signal) : () => undefined;
-      const memory = takeReusableMemory(plan.end - plan.start, true);
+      // file://'s windows in huge pages where there are any: such memory starts past its buffer's 0.
+      const memory = takeWindowMemory(plan.end - plan.start, budgeted);
       const window: Held = { memory, holds: new Set(["written", "hashed"]), release };
       held[k] = window;
       const batches: Promise<{ window: number; regions: Piece[]; result: RegionChecksums }>[] = [];
@@ -263,7 +266,7 @@ export async function writeThroughWindows(
           const flags = new Uint8Array(regions.length);
           let pieces = false;
           regions.forEach(({ item, from, to }, r) => {
-            starts[r] = layout.offsets[item]! + from - plan.start;
+            starts[r] = memory.byteOffset + layout.offsets[item]! + from - plan.start;
             lengths[r] = to - from;
             sizes[r] = blockSizes[item]!;
             const length = items[item]!.byteLength;
@@ -296,12 +299,17 @@ export async function writeThroughWindows(
             whole && leaf.kind === "tensor" && leaf.source.kind === "host" ? leaf.source.tensor.data : undefined;
           const type =
             typed && typed.byteLength === item.byteLength ? ELEMENT_TYPES.get(Object.getPrototypeOf(typed)) : undefined;
-          if (type && at % type.BYTES_PER_ELEMENT === 0) {
+          // The view starts at the window's byteOffset (not its buffer's 0), which only suits every type at a multiple of 8.
+          if (type && memory.byteOffset % 8 === 0 && at % type.BYTES_PER_ELEMENT === 0) {
             let view = views.get(type);
             if (!view)
               views.set(
                 type,
-                (view = new type(memory.buffer, 0, Math.floor(memory.byteLength / type.BYTES_PER_ELEMENT))),
+                (view = new type(
+                  memory.buffer,
+                  memory.byteOffset,
+                  Math.floor(memory.byteLength / type.BYTES_PER_ELEMENT),
+                )),
               );
             view.set(typed as never, at / type.BYTES_PER_ELEMENT);
           } else {
