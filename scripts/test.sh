@@ -8,16 +8,17 @@ cd "$(dirname "$0")/.."
 if [ ! -t 1 ] && [ -z "${FORCE_COLOR:-}" ]; then export NO_COLOR=1; fi
 # One tsc program and one eslint run over every package (the root tsconfig includes them all):
 # a fraction of the CPU of a tsc and an eslint per package, each re-reading core's sources.
-# They run beside the tests, which leave a core idle while they wait on timers and children
-# (docs/architecture.md, "Build, test and packaging"). Their output is printed when they pass, or
-# after the tests' when they fail.
+# They run beside the tests, at the lowest CPU priority (nice 19): they take the time the tests
+# leave idle while they wait on timers and children, not the CPU of tests whose deadlines and
+# leases run on a loaded machine (docs/architecture.md, "Build, test and packaging"). Their output
+# is printed when they pass, or after the tests' when they fail.
 checks_log=$(mktemp)
 trap 'rm -f "$checks_log"' EXIT
 checks() {
-  tsc -b &&
-    prettier --check . --log-level warn &&
-    eslint packages tests examples scripts *.ts *.js &&
-    depcruise packages tests examples --config .dependency-cruiser.cjs
+  nice -n 19 tsc -b &&
+    nice -n 19 prettier --check . --log-level warn &&
+    nice -n 19 eslint packages tests examples scripts *.ts *.js &&
+    nice -n 19 depcruise packages tests examples --config .dependency-cruiser.cjs
 }
 { checks >"$checks_log" 2>&1 && cat "$checks_log"; } &
 checks=$!

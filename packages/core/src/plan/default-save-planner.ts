@@ -116,11 +116,14 @@ export class DefaultSavePlanner implements SavePlanner {
 
 /** Whether `values` stand at the leaves, under the keys, of the cached structure's values. */
 function sameValueKeys(values: readonly PlannedValue[], cached: CachedStructure): boolean {
+  // Index loops: this runs once per save, often before V8 optimizes it, when a for-of makes an iterator result per turn.
+  const { slots } = cached;
   let count = 0;
-  for (const slot of cached.slots) if ("valueKey" in slot) count++;
+  for (let i = 0; i < slots.length; i++) if ("valueKey" in slots[i]!) count++;
   if (count !== values.length) return false;
-  for (const { leafIndex, entry } of values) {
-    const slot = cached.slots[leafIndex];
+  for (let v = 0; v < values.length; v++) {
+    const { leafIndex, entry } = values[v]!;
+    const slot = slots[leafIndex];
     if (slot === undefined || !("valueKey" in slot) || pathId(slot.valueKey) !== pathId(entry.key)) return false;
   }
   return true;

@@ -68,7 +68,8 @@ export function keepStructure(
     slots[item.leafIndex] = { item: copy };
     return copy;
   });
-  for (const { leafIndex, entry } of values) slots[leafIndex] = { valueKey: Object.freeze([...entry.key]) };
+  for (const { leafIndex, entry } of values)
+    slots[leafIndex] = { valueKey: Object.isFrozen(entry.key) ? entry.key : Object.freeze([...entry.key]) };
   const entry: CachedStructure = { rank, minFileBytes, slots, items: Object.freeze(frozen), files: new Map() };
   ofItems.set(entry.items, entry);
   recent.unshift(entry);
@@ -142,7 +143,8 @@ function allZero(a: readonly number[], length: number): boolean {
 function frozenItem(item: WriteItem): WriteItem {
   const copy: WriteItem = {
     leafIndex: item.leafIndex,
-    key: Object.freeze([...item.key]),
+    // A frozen key (the walk's, state/flatten.ts) cannot change: kept as it is, the next save's leaves meet it by identity.
+    key: Object.isFrozen(item.key) ? item.key : Object.freeze([...item.key]),
     ...(item.name === undefined ? {} : { name: item.name }),
     kind: item.kind,
     dtype: item.dtype,

@@ -313,8 +313,9 @@ async function writeRankFiles(
     toWrite.forEach((file, index) => {
       const written = results[index]!;
       files[file.name] = written.file;
-      // One by one: spread as arguments, a file of 150k items or more overflows the stack.
-      for (const chunk of written.chunks) chunks.push(chunk);
+      // One by one: spread as arguments, a file of 150k items or more overflows the stack. An index
+      // loop: run before V8 optimizes it, a for-of makes an iterator result per chunk.
+      for (let c = 0; c < written.chunks.length; c++) chunks.push(written.chunks[c]!);
       bytes += written.file.size;
     });
     // The content hashes as bytes beside the chunks, where every chunk was hashed here.

@@ -205,8 +205,14 @@ export async function writeThroughWindows(
       let at = 0;
       regions.forEach(({ item, from, to }, r) => {
         const count = Math.ceil((to - from) / blockSizes[item]!);
-        const own = (sums[item] ??= []);
-        for (let c = 0; c < count; c++) own.push(result.sums[at++]!);
+        const own = sums[item];
+        if (own) for (let c = 0; c < count; c++) own.push(result.sums[at++]!);
+        else {
+          // Of the length it needs: a first push would reserve 17 elements, for a sum or two.
+          const exact = new Array<number>(count);
+          for (let c = 0; c < count; c++) exact[c] = result.sums[at++]!;
+          sums[item] = exact;
+        }
         if (to === items[item]!.byteLength && hex) {
           hashes[item] = hex[r];
           for (let b = 0; b < 16; b++) digests[16 * item + b] = result.hashes![16 * r + b]!;
@@ -289,7 +295,9 @@ export async function writeThroughWindows(
         };
         const views = new Map<TypedArrayType, TypedArray>();
         let current: { item: number; data: Uint8Array } | undefined;
-        for (const piece of plan.pieces) {
+        // An index loop: run before V8 optimizes it, a for-of makes an iterator result per piece.
+        for (let p = 0; p < plan.pieces.length; p++) {
+          const piece = plan.pieces[p]!;
           const item = items[piece.item]!;
           const leaf = leaves[item.leafIndex]!;
           const at = layout.offsets[piece.item]! + piece.from - plan.start;

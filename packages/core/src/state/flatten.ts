@@ -1,4 +1,4 @@
-import { isDType, unsupportedDType, validateShape } from "./dtypes.js";
+import { isDType, matchesArrayType, numel, unsupportedDType, validateShape } from "./dtypes.js";
 import { CheckpointError, describeValue } from "../errors.js";
 import { type ShardedTensor, isShardedTensor, shardBoxes } from "./sharded-tensor.js";
 import {
@@ -13,14 +13,23 @@ import {
 import { type HostTensor, type TensorLike, checkHostData } from "./tensors.js";
 import { type Leaf, invalid, tfjsDType, whereKey } from "./leaf.js";
 
+/**
+ * What a value is: a leaf itself (no wrapper: a save of many tensors makes one per tensor), or
+ * one of the others. A container's keys are listed by the caller; `ARRAY` and `OBJECT` are shared.
+ */
 type Classified =
-  | { readonly type: "leaf"; readonly leaf: Leaf }
+  | Leaf
   | { readonly type: "stateful"; readonly object: Stateful }
   | { readonly type: "sharded"; readonly leaves: readonly Leaf[]; readonly sharded: ShardedTensor }
-  | { readonly type: "container"; readonly keys: readonly string[] | undefined };
+  | { readonly type: "array" }
+  | { readonly type: "object" };
 
-/** A container's keys: an array's indices are not listed (`undefined`), an object's are. */
-const ARRAY: Classified = { type: "container", keys: undefined };
+const ARRAY: Classified = { type: "array" };
+const OBJECT: Classified = { type: "object" };
+
+function isLeaf(classified: Classified): classified is Leaf {
+  return (classified as { readonly type?: string }).type === undefined;
+}
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null;
@@ -45,12 +54,32 @@ function isPlainObject(value: Record<string, unknown>): boolean {
   return proto === Object.prototype || proto === null;
 }
 
+/**
+ * A copy of a tensor's shape (the caller may change its array in place once a background save
+ * has staged), checked as `validateShape` checks it, which describes it when it is wrong: a
+ * loop, where a copy and a check with a callback made two arrays and a closure per tensor.
+ */
+function shapeOf(shape: unknown, path: KeyPath): readonly number[] {
+  if (Array.isArray(shape)) {
+    const n = shape.length;
+    const copy = new Array<number>(n);
+    let ok = true;
+    for (let i = 0; i < n; i++) {
+      const d: unknown = shape[i];
+      if (!Number.isSafeInteger(d) || (d as number) < 0) ok = false;
+      copy[i] = d as number;
+    }
+    if (ok) return copy;
+  }
+  return validateShape(shape, whereKey(path));
+}
+
 function classify(value: unknown, path: KeyPath): Classified {
   switch (typeof value) {
     case "string":
     case "boolean":
     case "number":
-      return { type: "leaf", leaf: { kind: "value", path, value } };
+      return { kind: "value", path, value };
     case "undefined":
       throw invalid(path, "undefined is not a state dict value; delete the key or use null");
     case "function":
@@ -60,10 +89,10 @@ function classify(value: unknown, path: KeyPath): Classified {
     case "bigint":
       throw invalid(path, "a bigint is not a state dict value; use an int64 host tensor or a string");
   }
-  if (value === null) return { type: "leaf", leaf: { kind: "value", path, value: null } };
+  if (value === null) return { kind: "value", path, value: null };
   const object = value as Record<string, unknown>;
   if (value instanceof Uint8Array) {
-    return { type: "leaf", leaf: { kind: "bytes", path, data: value } };
+    return { kind: "bytes", path, data: value };
   }
   if (ArrayBuffer.isView(value)) {
     throw invalid(
@@ -74,19 +103,18 @@ function classify(value: unknown, path: KeyPath): Classified {
   if (isTensorLike(value)) {
     if (value.isDisposed === true) throw invalid(path, "the tfjs tensor is already disposed; pass a live tensor");
     const dtype = tfjsDType(value, path);
-    const shape = validateShape(value.shape, whereKey(path));
-    return { type: "leaf", leaf: { kind: "tensor", path, dtype, shape, source: { kind: "tfjs", tensor: value } } };
+    const shape = shapeOf(value.shape, path);
+    return { kind: "tensor", path, dtype, shape, source: { kind: "tfjs", tensor: value } };
   }
   if (looksLikeHostTensor(object)) {
-    const where = whereKey(path);
-    if (!isDType(object.dtype)) throw unsupportedDType(object.dtype, where);
-    const shape = validateShape(object.shape, where);
-    checkHostData(object.dtype, shape, object.data, where);
-    const tensor = { dtype: object.dtype, shape, data: object.data } as HostTensor;
-    return {
-      type: "leaf",
-      leaf: { kind: "tensor", path, dtype: object.dtype, shape, source: { kind: "host", tensor } },
-    };
+    const { dtype, data } = object;
+    if (!isDType(dtype)) throw unsupportedDType(dtype, whereKey(path));
+    const shape = shapeOf(object.shape, path);
+    // Checked here and only described by `checkHostData` when wrong: a closure per tensor for the message is garbage.
+    if (!matchesArrayType(dtype, data) || data.length !== numel(shape))
+      checkHostData(dtype, shape, data, whereKey(path));
+    const tensor = { dtype, shape, data } as HostTensor;
+    return { kind: "tensor", path, dtype, shape, source: { kind: "host", tensor } };
   }
   if (isShardedTensor(value)) return { type: "sharded", leaves: shardLeaves(value, path), sharded: value };
   if (isStateful(value)) return { type: "stateful", object: value };
@@ -98,7 +126,7 @@ function classify(value: unknown, path: KeyPath): Classified {
   if (isPlainObject(object)) {
     if (Object.getOwnPropertySymbols(object).length > 0)
       throw invalid(path, "symbol keys cannot be checkpointed; use string keys");
-    return { type: "container", keys: Object.keys(object) };
+    return OBJECT;
   }
   const name =
     (Object.getPrototypeOf(object) as { constructor?: { name?: string } } | null)?.constructor?.name ?? "object";
@@ -113,11 +141,10 @@ function shardLeaves(sharded: ShardedTensor, path: KeyPath): Leaf[] {
   const boxes = shardBoxes(sharded, `state dict key ${displayKey(path)}`);
   const globalShape = validateShape(sharded.shape, () => `state dict key ${displayKey(path)}`);
   return sharded.shards.map((shard, i) => {
-    const classified = classify(shard.tensor, path);
-    if (classified.type !== "leaf" || classified.leaf.kind !== "tensor") {
+    const leaf = classify(shard.tensor, path);
+    if (!isLeaf(leaf) || leaf.kind !== "tensor") {
       throw invalid(path, `shard ${i} must hold a host tensor or a tfjs tensor`);
     }
-    const leaf = classified.leaf;
     if (leaf.dtype !== sharded.dtype)
       throw invalid(path, `shard ${i} is ${leaf.dtype} but the sharded tensor is ${sharded.dtype}`);
     return { ...leaf, shard: { globalShape, offsets: boxes[i]!.offsets } };
@@ -161,13 +188,14 @@ async function walk(
     );
   }
   const ancestors = new Ancestors();
+  /** The number of values visited below the root so far, in walk order: where `childPath` looks for a path to reuse. */
+  let node = 0;
+  // No function below that runs per value captures its own parameters or locals in a closure:
+  // V8 would then allocate a context for every call (or every loop turn), whether the closure is
+  // made or not. The closures are made by the helpers at the end of this file.
   /** Where a leaf found in `parent` under `key` gets its replacement; made only for leaves (a closure per container costs garbage). */
   const replacer = (parent: Record<string | number, StateValue> | undefined, key: string | number) =>
-    !replaceable
-      ? noReplace
-      : parent
-        ? (replacement: StateValue): void => void (parent[key] = replacement)
-        : noRootReplace;
+    !replaceable ? noReplace : parent ? replacerIn(parent, key) : noRootReplace;
   const visit = (
     value: unknown,
     path: KeyPath,
@@ -175,17 +203,13 @@ async function walk(
     key: string | number,
   ): Promise<void> | undefined => {
     const classified = classify(value, path);
-    if (classified.type === "leaf") {
-      onLeaf(classified.leaf, replacer(parent, key));
+    if (isLeaf(classified)) {
+      onLeaf(classified, replacer(parent, key));
       return undefined;
     }
     if (classified.type === "sharded") {
       const { shards } = classified.sharded;
-      classified.leaves.forEach((leaf, i) => {
-        onLeaf(leaf, (replacement) => {
-          shards[i] = { offsets: shards[i]!.offsets, tensor: replacement as TensorLike };
-        });
-      });
+      classified.leaves.forEach((leaf, i) => onLeaf(leaf, shardReplacer(shards, i)));
       return undefined;
     }
     const object = value as object;
@@ -198,14 +222,15 @@ async function walk(
     if (ancestors.has(object)) throw invalid(path, "the state dict contains a cycle; a value must not contain itself");
     ancestors.add(object);
     if (classified.type === "stateful") return visitStateful(classified.object, object, path);
-    const { keys } = classified;
+    // An array's indices are not listed (`undefined`), an object's keys are.
+    const keys = classified.type === "object" ? Object.keys(object) : undefined;
     if ((keys ?? (object as unknown[])).length === 0) {
       onLeaf({ kind: "value", path, value: keys ? {} : [] }, replacer(parent, key));
       ancestors.delete(object);
       return undefined;
     }
     const pending = visitContainer(object, keys, path, 0);
-    if (pending) return pending.then(() => void ancestors.delete(object));
+    if (pending) return thenLeave(pending, ancestors, object);
     ancestors.delete(object);
     return undefined;
   };
@@ -237,27 +262,78 @@ async function walk(
           `the key ${JSON.stringify(key)} is not allowed (loaded into an object it would reach Object.prototype); rename it`,
         );
       }
-      const pending = visit(record[key], childPath(path, key), record, key);
-      if (pending) return pending.then(() => visitContainer(container, keys, path, i + 1));
+      const pending = visit(record[key], childPath(path, key, node++), record, key);
+      if (pending) return visitRestAfter(pending, container, keys, path, i + 1);
     }
     return undefined;
   };
+  /** The rest of a container's children, once `pending` (a child's Stateful) is done. */
+  const visitRestAfter = (
+    pending: Promise<void>,
+    container: object,
+    keys: readonly string[] | undefined,
+    path: KeyPath,
+    from: number,
+  ): Promise<void> => pending.then(() => visitContainer(container, keys, path, from));
   if (Object.keys(root).length === 0 && !isStateful(root)) return;
-  await visit(root, [], undefined, "");
+  await visit(root, ROOT_PATH, undefined, "");
+  // What a smaller state dict walked last no longer reaches is let go.
+  if (node < pathsMade.length) {
+    pathsMade.length = node;
+    parentsMade.length = node;
+  }
+}
+
+/** Puts a replacement under `key` in `parent`. */
+function replacerIn(parent: Record<string | number, StateValue>, key: string | number): (value: StateValue) => void {
+  return (replacement) => void (parent[key] = replacement);
+}
+
+/** Puts a replacement in shard `i` of `shards`. */
+function shardReplacer(shards: ShardedTensor["shards"], i: number): (value: StateValue) => void {
+  return (replacement) => {
+    shards[i] = { offsets: shards[i]!.offsets, tensor: replacement as TensorLike };
+  };
+}
+
+/** `pending`, then `object` leaves the ancestors. */
+function thenLeave(pending: Promise<void>, ancestors: Ancestors, object: object): Promise<void> {
+  return pending.then(() => void ancestors.delete(object));
 }
 
 function noRootReplace(): void {
   throw new CheckpointError("invalid_argument", "the state dict's root cannot be replaced");
 }
 
+/** The root's path: a constant, so that paths below it are found again walk after walk (`childPath`). */
+const ROOT_PATH: KeyPath = Object.freeze([]);
 /**
- * `path` and then `key`, in an array of exactly that length: a spread leaves spare capacity (three
- * times the memory, per leaf), and `concat` costs about ten times this copy.
+ * The path of every value the last walks visited, by position in walk order, and the parent
+ * path each was made from. A training loop saves (and loads) the same structure again and
+ * again: its paths were three arrays a tensor, made anew each walk and kept until the save's
+ * end. Frozen, so nobody can change one that is handed out again.
  */
-function childPath(path: KeyPath, key: string | number): KeyPath {
+const pathsMade: KeyPath[] = [];
+const parentsMade: KeyPath[] = [];
+
+/**
+ * `path` and then `key`: the frozen array made for the value at walk position `node` last
+ * time, if it was made from this very `path` array (frozen, so the same contents) with this
+ * key; else a new frozen array of exactly that length (a spread leaves spare capacity, three
+ * times the memory, and `concat` costs about ten times this copy), kept for the next walk.
+ * Walks that interleave (Statefuls that answer later) only find fewer paths to reuse.
+ */
+function childPath(path: KeyPath, key: string | number, node: number): KeyPath {
+  const made = pathsMade[node];
+  if (made !== undefined && parentsMade[node] === path && made[made.length - 1] === key) return made;
   const child = new Array<string | number>(path.length + 1);
   for (let i = 0; i < path.length; i++) child[i] = path[i]!;
   child[path.length] = key;
+  Object.freeze(child);
+  if (node <= pathsMade.length) {
+    pathsMade[node] = child;
+    parentsMade[node] = path;
+  }
   return child;
 }
 
