@@ -167,7 +167,7 @@ export class CheckpointManager {
   async delete(step: number): Promise<void> {
     checkStep(step);
     checkWritable(this.#options.readOnly, "delete");
-    // One at a time with a save of this step: its files are never swept while that save writes them.
+    // After the saves of this step called before, before those called after: its files are never swept while a save writes them.
     await this.#pipeline.exclusive(step, async () => {
       await this.#pipeline.drain();
       await this.#bases.deleting(step);
@@ -220,6 +220,16 @@ export class CheckpointManager {
     this.#pipeline.startWorker();
     this.#preemption.enter(step);
     this.#pipeline.throwFailure();
+    // Taken at the call: saves and deletions of one step take effect in the order they were called.
+    return this.#pipeline.exclusive(step, () => this.#saveInTurn(step, stateDict, options, background));
+  }
+
+  async #saveInTurn(
+    step: number,
+    stateDict: StateDict,
+    options: SaveStepOptions,
+    background: boolean,
+  ): Promise<boolean> {
     const forPreemption = await this.#preemption.isDue(step);
     if (!(options.force || forPreemption || this.savePolicy.shouldSave(step))) return false;
     checkWritable(this.#options.readOnly, "save");

@@ -120,3 +120,26 @@ describe("a save of a step retention is deleting", () => {
     await inner.close();
   });
 });
+
+describe("saves and deletions of one step called without waiting", () => {
+  for (const tiers of [1, 2])
+    it(`take effect in the order they were called (${tiers} ${tiers === 1 ? "tier" : "tiers"})`, async () => {
+      const [a, b] = [await openStorage(root()), await openStorage(root())];
+      const mgr = new CheckpointManager(tiers === 1 ? a : [a, b], 1, { checkpointOnPreemption: false });
+      const errors: unknown[] = [];
+      mgr.on("error", (e) => errors.push(e.error));
+      // On the code before, the deletion ran first (the save was still opening storage) and step 1 stayed.
+      const calls = [mgr.saveAsync(1, state(1)), mgr.delete(1)];
+      await Promise.all(calls);
+      expect(await mgr.allSteps()).toEqual([]);
+      const again = [mgr.saveAsync(1, state(2)), mgr.delete(1), mgr.save(1, state(3))];
+      await Promise.all(again);
+      expect(await mgr.join()).toMatchObject({ retentionFailures: [] });
+      expect(await mgr.allSteps()).toEqual([1]);
+      expect(await listedValues(a)).toEqual(new Map([[1, 3]]));
+      if (tiers === 2) expect(await listedValues(b)).toEqual(new Map([[1, 3]]));
+      await mgr.close();
+      expect(errors).toEqual([]);
+      await Promise.all([a.close(), b.close()]);
+    });
+});

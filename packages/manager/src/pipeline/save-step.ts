@@ -50,24 +50,15 @@ export class StepSaver {
     this.#s = setup;
   }
 
-  /** Saves `step`; resolves once it is committed (or staged, in the background). */
+  /**
+   * Saves `step`; resolves once it is committed (or staged, in the background). The caller runs it
+   * inside `pipeline.exclusive(step, …)`: no deletion or other save of the step runs meanwhile.
+   */
   async save(step: number, stateDict: StateDict, options: SaveStepOptions, mode: SaveMode): Promise<void> {
-    const { tiers, pipeline } = this.#s;
+    const { tiers, pipeline, bases } = this.#s;
     const store = await tiers.open();
     await (mode.background ? pipeline.waitForRoom() : pipeline.drain());
     pipeline.throwFailure();
-    // From the decision to the commit (or staged), no deletion or other save of this step runs here.
-    await pipeline.exclusive(step, () => this.#save(store, step, stateDict, options, mode));
-  }
-
-  async #save(
-    store: StepStore,
-    step: number,
-    stateDict: StateDict,
-    options: SaveStepOptions,
-    mode: SaveMode,
-  ): Promise<void> {
-    const { tiers, pipeline, bases } = this.#s;
     if (pipeline.isPending(step))
       throw new CheckpointError("already_exists", `step ${step} is already being saved`, { context: { step } });
     // Each step's collectives get their own tag: with several saves in flight they need no order between them.
