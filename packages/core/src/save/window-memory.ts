@@ -2,24 +2,20 @@
 // in transparent huge pages where Linux and @cairn/crc32c-native allow. Imports format/, storage/.
 import { adviseHugePages } from "../format/crc32c.js";
 import { pageAlignedSharedBytes } from "../storage/page-aligned.js";
-import { giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
+import { MemoryPool, giveBackReusableMemory, takeReusableMemory } from "../storage/reusable-memory.js";
 
 /** A transparent huge page (x86-64, aarch64 with 4 KiB pages). */
 const HUGE_PAGE = 2 << 20;
 /** Views are sized in whole MiB, so the next save's windows, of about the same sizes, fit. */
 const GRAIN = 1 << 20;
 /** Huge-page windows kept for the next save: the window budget's worth, and a little more. */
-const POOL_BYTES = 96 << 20;
-const IDLE_MS = 30_000;
+const pool = new MemoryPool(96 << 20);
 
 /**
  * Each huge-page view handed out, by its buffer: the view starts at the buffer's first whole
  * huge page, so its byteOffset is rarely 0, and whoever uses `.buffer` must add it.
  */
 const views = new WeakMap<ArrayBufferLike, Uint8Array>();
-const free: Uint8Array[] = [];
-let kept = 0;
-let idle: ReturnType<typeof setTimeout> | undefined;
 
 /**
  * Page-aligned shared memory of `bytes` for a window that file:// writes with O_DIRECT: in huge
@@ -30,15 +26,8 @@ let idle: ReturnType<typeof setTimeout> | undefined;
  */
 export function takeWindowMemory(bytes: number, hugePages: boolean): Uint8Array {
   if (!hugePages || !adviseHugePages) return takeReusableMemory(bytes, true);
-  let best = -1;
-  for (let i = 0; i < free.length; i++) {
-    if (free[i]!.byteLength >= bytes && (best < 0 || free[i]!.byteLength < free[best]!.byteLength)) best = i;
-  }
-  if (best >= 0) {
-    const [memory] = free.splice(best, 1);
-    kept -= memory!.byteLength;
-    return memory!.subarray(0, bytes);
-  }
+  const kept = pool.take(bytes);
+  if (kept) return kept.subarray(0, bytes);
   const size = Math.ceil(bytes / GRAIN) * GRAIN;
   const huge = Math.floor(size / HUGE_PAGE) * HUGE_PAGE;
   if (huge === 0) return takeReusableMemory(bytes, true);
@@ -60,13 +49,5 @@ export function giveBackWindowMemory(memory: Uint8Array): void {
     giveBackReusableMemory(memory);
     return;
   }
-  if (kept + view.byteLength > POOL_BYTES) return;
-  free.push(view);
-  kept += view.byteLength;
-  if (idle) clearTimeout(idle);
-  idle = setTimeout(() => {
-    free.length = 0;
-    kept = 0;
-  }, IDLE_MS);
-  (idle as { unref?: () => void }).unref?.();
+  pool.keep(view);
 }

@@ -7,15 +7,50 @@ import { isPageAligned, pageAlignedSharedBytes } from "./page-aligned.js";
  * 100k small tensors cost more than copying them, and memory given back can cost that again.
  * Memories are page-aligned where asked for, sized in whole MiB so the next call's
  * buffers, of about the same sizes, fit; the pool keeps at most POOL_BYTES, and lets go of all
- * of them once nothing has used it for IDLE_MS, so a process that stops saving gets its memory back.
+ * of them once nothing was kept for IDLE_MS, so a process that stops saving gets its memory back.
  */
 const GRAIN = 1 << 20;
 const POOL_BYTES = 256 << 20;
 const IDLE_MS = 30_000;
 
-const free: Uint8Array[] = [];
-let kept = 0;
-let idle: ReturnType<typeof setTimeout> | undefined;
+/** Memories kept for reuse, at most `limit` bytes, all let go once none was kept for IDLE_MS. */
+export class MemoryPool {
+  readonly #free: Uint8Array[] = [];
+  #kept = 0;
+  #idle: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(readonly limit: number) {}
+
+  /** The smallest kept memory of at least `bytes` that `fits`, taken out of the pool (whole). */
+  take(bytes: number, fits?: (memory: Uint8Array) => boolean): Uint8Array | undefined {
+    const free = this.#free;
+    let best = -1;
+    for (let i = 0; i < free.length; i++) {
+      const ok = free[i]!.byteLength >= bytes && (fits === undefined || fits(free[i]!));
+      if (ok && (best < 0 || free[i]!.byteLength < free[best]!.byteLength)) best = i;
+    }
+    if (best < 0) return undefined;
+    const [memory] = free.splice(best, 1);
+    this.#kept -= memory!.byteLength;
+    return memory;
+  }
+
+  /** Keeps `memory` for a later `take`, unless it is empty or would pass the limit. */
+  keep(memory: Uint8Array): void {
+    if (memory.byteLength === 0 || this.#kept + memory.byteLength > this.limit) return;
+    this.#free.push(memory);
+    this.#kept += memory.byteLength;
+    if (this.#idle) clearTimeout(this.#idle);
+    this.#idle = setTimeout(() => {
+      this.#free.length = 0;
+      this.#kept = 0;
+    }, IDLE_MS);
+    // Node's timers can be told not to keep the process alive; a browser's are plain numbers.
+    (this.#idle as { unref?: () => void }).unref?.();
+  }
+}
+
+const pool = new MemoryPool(POOL_BYTES);
 
 /**
  * `bytes` of memory, a pooled one that fits (the smallest) or a new one. With `pageAligned`
@@ -24,31 +59,13 @@ let idle: ReturnType<typeof setTimeout> | undefined;
  * shared memory). Its contents are whatever was left there.
  */
 export function takeReusableMemory(bytes: number, pageAligned = false): Uint8Array {
-  let best = -1;
-  for (let i = 0; i < free.length; i++) {
-    const fits = free[i]!.byteLength >= bytes && (!pageAligned || isPageAligned(free[i]!.buffer));
-    if (fits && (best < 0 || free[i]!.byteLength < free[best]!.byteLength)) best = i;
-  }
-  if (best < 0) {
-    const size = Math.max(GRAIN, Math.ceil(bytes / GRAIN) * GRAIN);
-    return (pageAligned ? pageAlignedSharedBytes(size) : new Uint8Array(size)).subarray(0, bytes);
-  }
-  const [memory] = free.splice(best, 1);
-  kept -= memory!.byteLength;
-  return memory!.subarray(0, bytes);
+  const kept = pool.take(bytes, pageAligned ? (memory) => isPageAligned(memory.buffer) : undefined);
+  if (kept) return kept.subarray(0, bytes);
+  const size = Math.max(GRAIN, Math.ceil(bytes / GRAIN) * GRAIN);
+  return (pageAligned ? pageAlignedSharedBytes(size) : new Uint8Array(size)).subarray(0, bytes);
 }
 
 /** Gives memory from `takeReusableMemory` back, once nothing reads or writes it any more. */
 export function giveBackReusableMemory(memory: Uint8Array): void {
-  const whole = new Uint8Array(memory.buffer, 0, Math.floor(memory.buffer.byteLength / GRAIN) * GRAIN);
-  if (whole.byteLength === 0 || kept + whole.byteLength > POOL_BYTES) return;
-  free.push(whole);
-  kept += whole.byteLength;
-  if (idle) clearTimeout(idle);
-  idle = setTimeout(() => {
-    free.length = 0;
-    kept = 0;
-  }, IDLE_MS);
-  // Node's timers can be told not to keep the process alive; a browser's are plain numbers.
-  (idle as { unref?: () => void }).unref?.();
+  pool.keep(new Uint8Array(memory.buffer, 0, Math.floor(memory.buffer.byteLength / GRAIN) * GRAIN));
 }
