@@ -69,6 +69,21 @@ function state(): Record<string, HostTensor | Uint8Array> {
   };
 }
 
+/** Loads the checkpoint at `url` and checks every leaf's bytes against what was saved. */
+async function expectLoadsBack(url: URL, saved: Record<string, HostTensor | Uint8Array>): Promise<void> {
+  const back = (await load(url.href)) as Record<string, HostTensor | Uint8Array>;
+  for (const [key, value] of Object.entries(saved)) {
+    const want = value instanceof Uint8Array ? value : value.data;
+    const got = back[key] instanceof Uint8Array ? (back[key] as Uint8Array) : (back[key] as HostTensor).data;
+    expect(
+      Buffer.from(got.buffer, got.byteOffset, got.byteLength).equals(
+        Buffer.from(want.buffer, want.byteOffset, want.byteLength),
+      ),
+      key,
+    ).toBe(true);
+  }
+}
+
 /**
  * A pool whose page-aligned buffers start past their memory's byte 0 (as a segment placed on a
  * huge page inside its memory would), each 64 KiB in and the bytes before it filled with 0xee.
@@ -104,17 +119,7 @@ describe("copy staging lays data files out as they are written", () => {
       ...options,
     });
     await done;
-    const back = (await load(url.href)) as Record<string, HostTensor | Uint8Array>;
-    for (const [key, value] of Object.entries(saved)) {
-      const want = value instanceof Uint8Array ? value : value.data;
-      const got = back[key] instanceof Uint8Array ? (back[key] as Uint8Array) : (back[key] as HostTensor).data;
-      expect(
-        Buffer.from(got.buffer, got.byteOffset, got.byteLength).equals(
-          Buffer.from(want.buffer, want.byteOffset, want.byteLength),
-        ),
-        key,
-      ).toBe(true);
-    }
+    await expectLoadsBack(url, saved);
     // Written from the segment where it starts, in place.
     const writes = await dataFileWrites(before, 3);
     const inPlace = writes.filter((w) => w.pageAligned);
@@ -155,17 +160,7 @@ describe("copy staging lays data files out as they are written", () => {
         expect(other!.parts.slice(1).map((p) => p.shared)).toEqual([true, true, true]);
       }
 
-      const back = (await load(url.href)) as Record<string, HostTensor | Uint8Array>;
-      for (const [key, value] of Object.entries(saved)) {
-        const want = value instanceof Uint8Array ? value : value.data;
-        const got = back[key] instanceof Uint8Array ? (back[key] as Uint8Array) : (back[key] as HostTensor).data;
-        expect(
-          Buffer.from(got.buffer, got.byteOffset, got.byteLength).equals(
-            Buffer.from(want.buffer, want.byteOffset, want.byteLength),
-          ),
-          key,
-        ).toBe(true);
-      }
+      await expectLoadsBack(url, saved);
     },
   );
 
