@@ -27,6 +27,7 @@ export interface ReplicationOptions {
   /**
    * How long a save waits for a slower tier's first listing before deciding without it, as for a
    * tier that cannot be listed (default 30 s): a tier that stops answering never holds up a save.
+   * Queries that list the tiers wait as long at most (see `unlistedTiers`).
    */
   readonly listingWaitMs?: number;
   /**
