@@ -119,7 +119,11 @@ export class CheckpointManager {
     await this.#pipeline.prepare(stateDict, this.#options.save ?? {});
   }
 
-  /** Committed steps on any location, ascending, once retention caught up (damaged steps left out); see `reload()`. */
+  /**
+   * Committed steps on any location, ascending, once retention caught up (damaged steps left
+   * out); see `reload()`. Throws `storage` while a location cannot be listed (it may hold newer
+   * steps), unless `replication.unlistedTiers` is `"leaveOut"`; so do `latestStep` and `restore("latest")`.
+   */
   allSteps(): Promise<number[]> {
     return this.#tiers.allSteps();
   }

@@ -20,7 +20,7 @@ export {
   FixedIntervalPolicy,
   SpecificStepsPolicy,
 } from "./pipeline/save-policy.js";
-export { type ReplicationOptions, type TierOptions } from "./tiers/tier-config.js";
+export { type ReplicationOptions, type TierOptions, type UnlistedTiers } from "./tiers/tier-config.js";
 export { type ManagerEvents, type ManagerEventName, type ManagerOperation } from "./events/manager-events.js";
 export { type PreemptionSource, type SignalTarget, SignalPreemptionSource } from "./preemption/preemption.js";
 export {

@@ -4,7 +4,7 @@
 // read, and allSteps() listed it. Now one of the two runs after the other, and wins whole.
 // Likewise a save of a step whose removal by retention is in flight (its metadata.json's delete
 // request sent, not answered): the request landed after the new commit and deleted it.
-import { openStorage } from "@cairn/core";
+import { type StorageAdapter, openStorage } from "@cairn/core";
 import { afterEach, describe, expect, it } from "vitest";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
 import { Gate, PathGate } from "../src/testing/gated-storage.js";
@@ -49,20 +49,33 @@ describe("delete(step) while a save of that step is written", () => {
     });
 });
 
+/**
+ * A manager keeping the two best steps by loss, over a storage whose first call on step 1's
+ * metadata.json after `gate.arm()` is held until `gate.release()`; its errors collected.
+ */
+async function bestOfTwo(): Promise<{
+  inner: StorageAdapter;
+  gate: PathGate;
+  mgr: CheckpointManager;
+  errors: unknown[];
+}> {
+  const inner = await openStorage(root());
+  const gate = new PathGate(inner, "1/metadata.json");
+  releases.push(() => gate.release());
+  const mgr = new CheckpointManager(gate, 1, {
+    checkpointOnPreemption: false,
+    maxToKeep: 2,
+    bestFn: (m) => m.loss,
+    bestMode: "min",
+  });
+  const errors: unknown[] = [];
+  mgr.on("error", (e) => errors.push(e.error));
+  return { inner, gate, mgr, errors };
+}
+
 describe("a save of a step retention is deleting", () => {
   it("commits after retention's removal of the older checkpoint ended, and keeps it", async () => {
-    const inner = await openStorage(root());
-    const gate = new PathGate(inner, "1/metadata.json");
-    releases.push(() => gate.release());
-    // The two best steps by loss are kept.
-    const mgr = new CheckpointManager(gate, 1, {
-      checkpointOnPreemption: false,
-      maxToKeep: 2,
-      bestFn: (m) => m.loss,
-      bestMode: "min",
-    });
-    const errors: unknown[] = [];
-    mgr.on("error", (e) => errors.push(e.error));
+    const { inner, gate, mgr, errors } = await bestOfTwo();
     await mgr.save(1, state(1), { metrics: { loss: 3 } });
     await mgr.save(2, state(2), { metrics: { loss: 2 } });
     gate.arm();
@@ -88,17 +101,7 @@ describe("a save of a step retention is deleting", () => {
   });
 
   it("a pass that decided to delete the older checkpoint leaves the new one alone", async () => {
-    const inner = await openStorage(root());
-    const gate = new PathGate(inner, "1/metadata.json");
-    releases.push(() => gate.release());
-    const mgr = new CheckpointManager(gate, 1, {
-      checkpointOnPreemption: false,
-      maxToKeep: 2,
-      bestFn: (m) => m.loss,
-      bestMode: "min",
-    });
-    const errors: unknown[] = [];
-    mgr.on("error", (e) => errors.push(e.error));
+    const { inner, gate, mgr, errors } = await bestOfTwo();
     await mgr.save(5, state(5), { metrics: { loss: 0.1 } });
     await mgr.join();
     await mgr.save(1, state(1), { metrics: { loss: 3 } });

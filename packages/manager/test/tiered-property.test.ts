@@ -3,14 +3,17 @@
 // other runs' and damaged copies planted on tier 1, and SIGKILLed saving processes. After every
 // operation: every step either tier lists restores with bytes that were saved for that step
 // number (on tier 0, the latest save's), and every step's latest save still has a good copy on
-// some tier (no tier deleted its last one).
+// some tier (no tier deleted its last one). Tier 1's first listing is held past listingWaitMs in
+// some sessions: latestStep() then refuses, or (told to) names tier 0's newest, never an older one.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { CheckpointError, openStorage, save } from "@cairn/core";
+import { CheckpointError, type StorageAdapter, isCheckpointError, openStorage, save } from "@cairn/core";
 import { killTypeScript } from "@cairn/core/testing";
 import { OutageStorage } from "../src/testing/outage-storage.js";
+import { Gate } from "../src/testing/gated-storage.js";
+import { StepStore } from "../src/steps/step-store.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { random } from "../src/testing/seeded-random.js";
 import { CheckpointManager } from "../src/checkpoint-manager.js";
@@ -22,6 +25,31 @@ const SEEDS = (process.env.CAIRN_TIERED_SEEDS ?? "31,32").split(",").map(Number)
 const OPERATIONS = 16;
 const fast = { baseDelayMs: 20, maxDelayMs: 100 };
 const dirs: string[] = [];
+
+/**
+ * The manager's `latestStep()`, checked: never older than the newest step committed on either
+ * tier (`on`), unless told to leave out a tier whose listing is late (then tier 0's newest); a
+ * refusal only while that listing is held, after which the newest is named.
+ */
+async function latestStep(
+  mgr: CheckpointManager,
+  on: readonly [StorageAdapter, StorageAdapter],
+  stalled: Gate | undefined,
+  leaveOut: boolean,
+  what: string,
+): Promise<number> {
+  const [on0, on1] = await Promise.all(on.map((storage) => new StepStore(storage).committedSteps()));
+  const newest = Math.max(0, ...on0!, ...(leaveOut ? [] : on1!));
+  const latest = await mgr.latestStep().catch(async (error: unknown) => {
+    expect(stalled !== undefined && !leaveOut && isCheckpointError(error, "storage"), `${what}: ${error}`).toBe(true);
+    stalled!.release();
+    await stalled!.passed;
+    return mgr.latestStep();
+  });
+  stalled?.release();
+  expect(latest ?? 0, `${what}: latestStep() named ${latest} while step ${newest} is committed`).toBe(newest);
+  return latest ?? 0;
+}
 afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
 
 describe("tiered managers under saves, rollbacks, planted copies, outages and kills (property)", () => {
@@ -33,6 +61,7 @@ describe("tiered managers under saves, rollbacks, planted copies, outages and ki
       },
       async () => {
         const next = random(seed);
+        const stalls = random(seed + 7919);
         const pick = (n: number): number => Math.floor(next() * n);
         const dir = await mkdtemp(join(tmpdir(), "cairn-tiered-property-"));
         dirs.push(dir);
@@ -45,6 +74,8 @@ describe("tiered managers under saves, rollbacks, planted copies, outages and ki
         const current = new Map<number, number>();
         const log: string[] = [];
         let generation = 1;
+        /** Whether another run or a killed process wrote tier 1 since the last session. */
+        let written = false;
         const allow = (step: number, value: number, reset = false): void => {
           const set = reset ? new Set<number>() : (allowed.get(step) ?? new Set<number>());
           set.add(value);
@@ -57,16 +88,27 @@ describe("tiered managers under saves, rollbacks, planted copies, outages and ki
             generation++;
             if (roll < 0.5) {
               const bucketNow = new OutageStorage(t1);
-              const mgr = new CheckpointManager([t0, bucketNow], 1, {
+              // Drawn from their own stream (the seeds' other operations stay what they were), and
+              // always after another writer reached tier 1: it may then hold a step tier 0 lacks.
+              const stalled = stalls() < 0.5 || written ? new Gate(bucketNow, "list") : undefined;
+              const leaveOut = stalled !== undefined && stalls() < 0.3;
+              written = false;
+              const mgr = new CheckpointManager([t0, stalled ?? bucketNow], 1, {
                 checkpointOnPreemption: false,
                 tiers: [{ maxToKeep: 1 + pick(3) }],
                 ...(next() < 0.4 ? { incremental: true } : {}),
-                replication: { retry: fast },
+                replication: {
+                  retry: fast,
+                  ...(stalled ? { listingWaitMs: 50 } : {}),
+                  ...(leaveOut ? { unlistedTiers: "leaveOut" as const } : {}),
+                },
               });
               mgr.on("error", () => undefined);
               const outage = next() < 0.3;
               const downAt = outage ? pick(3) : -1;
-              let start = ((await mgr.latestStep()) ?? 0) + 1;
+              let start =
+                (await latestStep(mgr, [t0, t1], stalled, leaveOut, `seed ${seed}, after ${log.join("; ")}`)) + 1;
+              if (stalled) log.push(`tier 1 listed late${leaveOut ? " (leaveOut)" : ""}`);
               let overwrite = false;
               if (start > 3 && next() < 0.3) {
                 const back = 1 + pick(start - 2);
@@ -111,6 +153,7 @@ describe("tiered managers under saves, rollbacks, planted copies, outages and ki
               await mgr.join().catch(() => undefined);
               await mgr.close({ timeoutMs: bucketNow.down ? 100 : 10_000 });
             } else if (roll < 0.75) {
+              written = true;
               const step = newest() + 1 + pick(3);
               if (next() < 0.5) {
                 const value = 900_000 + step;
@@ -127,6 +170,7 @@ describe("tiered managers under saves, rollbacks, planted copies, outages and ki
                 log.push(`damaged ${step} on tier 1`);
               }
             } else {
+              written = true;
               const from = newest() + 1;
               const count = 2 + pick(3);
               const waitMs = 300 + pick(1500);

@@ -12,7 +12,8 @@ afterAll(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true 
 interface RankResult {
   rank: number;
   unreplicated: unknown[];
-  latest: number | null;
+  /** The step latestStep() named, or the code it threw. */
+  latest: number | string | null;
   restored: boolean;
   from: string | null;
   failure: string | null;
@@ -49,11 +50,12 @@ describe("a tiered restore across 3 ranks (real processes), each rank with its o
     expect(results.map((r) => r.restoreErrors)).toEqual([[], [{ tier: 0, code: "corrupt" }], []]);
   }, 180_000);
 
-  it("one rank cannot open the shared tier: the others go on without it, and when no tier serves every rank, every rank fails", async () => {
+  it("one rank cannot open the shared tier: latestStep refuses on every rank, restores go on without it, and when no tier serves every rank, every rank fails", async () => {
     // Every rank's tier 0 holds the step: read there, the shared tier is not needed.
     const fine = await run("", "2");
     for (const r of fine.results)
       expect(r, `rank ${r.rank}`).toMatchObject({
+        latest: "storage",
         restored: true,
         failure: null,
         from: `file://${join(fine.dir, `local-${r.rank}`)}/2`,

@@ -54,9 +54,14 @@ export class Replication {
   #unfollow: (() => Promise<void>) | undefined;
   /** `tier/step` a save with `overwrite` could not delete there: its copy replaces what it finds. */
   readonly #replacing = new Set<string>();
-  /** Steps this process deleted, by when their deletion began or ended: a discovery that listed before then must not queue them. */
+  /**
+   * Steps this process deleted, by when their deletion began or ended: a discovery that listed
+   * before then must not queue them. Kept only while a discovery that began earlier runs.
+   */
   readonly #droppedAt = new Map<number, number>();
   #drops = 0;
+  /** When (in `#drops`) each discovery in flight began. */
+  readonly #discovering: number[] = [];
   /** Steps whose deletion runs (`drop` until `deleted`), with how many: a listing meanwhile may still show them. */
   readonly #deleting = new Map<number, number>();
   /** Steps on a slower tier whose files a copy in flight references (`tier/step`), with how many copies do: held from that tier's retention. */
@@ -120,8 +125,18 @@ export class Replication {
   async discover(): Promise<void> {
     clearTimeout(this.#rediscover.timer);
     if (this.#follows) return;
-    const { tiers } = this.#setup;
     const asOf = this.#drops;
+    this.#discovering.push(asOf);
+    try {
+      await this.#discoverAsOf(asOf);
+    } finally {
+      this.#discovering.splice(this.#discovering.indexOf(asOf), 1);
+      this.#forgetDrops();
+    }
+  }
+
+  async #discoverAsOf(asOf: number): Promise<void> {
+    const { tiers } = this.#setup;
     const listed = await Promise.all(
       tiers.map((tier) =>
         tier.answer(tier.committedSteps()).catch((error: unknown) => {
@@ -178,6 +193,18 @@ export class Replication {
     if (left > 0) this.#deleting.set(step, left);
     else this.#deleting.delete(step);
     this.#droppedAt.set(step, ++this.#drops);
+    this.#forgetDrops();
+  }
+
+  /** Forgets the deletions every discovery in flight began after: none of them (nor a later one) passes over those steps. */
+  #forgetDrops(): void {
+    const oldest = this.#discovering.reduce((a, b) => Math.min(a, b), this.#drops);
+    for (const [step, at] of this.#droppedAt) if (at <= oldest) this.#droppedAt.delete(step);
+  }
+
+  /** How many deleted steps discoveries in flight must still pass over (none once they ended): for tests. */
+  get droppedSteps(): number {
+    return this.#droppedAt.size;
   }
 
   /** A save with `overwrite` could not delete `step` on `tier` (down): its copy there replaces the old one. */

@@ -27,9 +27,19 @@ export interface ReplicationOptions {
   /**
    * How long a save waits for a slower tier's first listing before deciding without it, as for a
    * tier that cannot be listed (default 30 s): a tier that stops answering never holds up a save.
+   * Queries that list the tiers wait as long at most (see `unlistedTiers`).
    */
   readonly listingWaitMs?: number;
+  /**
+   * What `allSteps()`, `latestStep()` and `restore("latest")` do when a tier's listing failed or
+   * did not answer within `listingWaitMs`: `"refuse"` (default) throws, since that tier may hold
+   * a newer step; `"leaveOut"` answers from the tiers that answered (reporting the others).
+   */
+  readonly unlistedTiers?: UnlistedTiers;
 }
+
+/** See `ReplicationOptions.unlistedTiers`. */
+export type UnlistedTiers = "refuse" | "leaveOut";
 
 export const DEFAULT_LISTING_WAIT_MS = 30_000;
 
@@ -41,6 +51,8 @@ export interface TierConfig {
   readonly every: number;
   /** `replication.listingWaitMs`, or its default. */
   readonly listingWaitMs: number;
+  /** `replication.unlistedTiers`, or its default (`"refuse"`). */
+  readonly unlistedTiers: UnlistedTiers;
 }
 
 export const DEFAULT_REPLICATION_RETRY = { baseDelayMs: 1_000, maxDelayMs: 30_000 } as const;
@@ -118,6 +130,8 @@ export function checkTierOptions(tiers: unknown, replication: unknown, locations
       throw invalid(`CheckpointManager option replication.${name}`, "a boolean", r[name]);
   }
   count(r.concurrency, 1, "CheckpointManager option replication.concurrency");
+  if (r.unlistedTiers !== undefined && r.unlistedTiers !== "refuse" && r.unlistedTiers !== "leaveOut")
+    throw invalid("CheckpointManager option replication.unlistedTiers", '"refuse" or "leaveOut"', r.unlistedTiers);
   if (r.listingWaitMs !== undefined)
     checkDuration(r.listingWaitMs, "CheckpointManager option replication.listingWaitMs", { min: 0, max: MAX_TIMER_MS });
   if (r.retry !== undefined) {
@@ -146,6 +160,7 @@ export function tierConfigs(
   },
 ): TierConfig[] {
   const listingWaitMs = options.replication?.listingWaitMs ?? DEFAULT_LISTING_WAIT_MS;
+  const unlistedTiers = options.replication?.unlistedTiers ?? "refuse";
   const { maxToKeep, keepPeriod, keepTimeInterval, bestFn, bestMode } = options;
   return locations.map((location, index) => {
     const own = options.tiers?.[index];
@@ -157,6 +172,6 @@ export function tierConfigs(
       bestFn,
       bestMode,
     };
-    return { index, location, retention, every: own?.every ?? 1, listingWaitMs };
+    return { index, location, retention, every: own?.every ?? 1, listingWaitMs, unlistedTiers };
   });
 }

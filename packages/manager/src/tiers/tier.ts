@@ -97,7 +97,7 @@ export class Tier {
 
   /**
    * This tier's `answer`, or (a slower tier) a `timeout` failure once `listingWaitMs` passed
-   * without it: a tier that hangs (a stuck mount, an adapter ignoring aborts) is left out like one
+   * without it: a tier that hangs (a stuck mount, an adapter ignoring aborts) is treated like one
    * that fails, and its answer, when it comes, fills its index for later calls. Tier 0's is awaited whole.
    */
   answer<T>(answer: Promise<T>): Promise<T> {
@@ -106,7 +106,7 @@ export class Tier {
     const ms = this.config.listingWaitMs;
     let cancel = (): void => undefined;
     const expired = new Promise<never>((_, reject) => {
-      const message = `tier ${this.index} (${this.#opened?.storage.root ?? "not opened"}) did not answer within ${ms} ms (replication.listingWaitMs): it is left out`;
+      const message = `tier ${this.index} (${this.#opened?.storage.root ?? "not opened"}) did not answer within ${ms} ms (replication.listingWaitMs)`;
       // Ref'd: a caller awaiting a tier that never answers still has a timer keeping the process up.
       cancel = longTimer(() => reject(new CheckpointError("timeout", message)), ms, { ref: true });
     });

@@ -9,17 +9,49 @@ export function fallsThrough(error: unknown): boolean {
   return isUnusable(error) || isStorageFailure(error);
 }
 
+/** A tier whose listing failed, or did not answer within `listingWaitMs`, with why. */
+interface Unanswered {
+  readonly tier: Tier;
+  readonly error: unknown;
+}
+
+/** A tier's root as its storage names it, or its location as given while it is not opened. */
+function rootOf(tier: Tier): string {
+  const { location } = tier.config;
+  return tier.opened?.storage.root ?? (typeof location === "string" ? location : `tier ${tier.index}`);
+}
+
 /**
- * Asks every tier, in order, and keeps the answers of those that answered. A tier whose storage
- * fails, or a slower tier that does not answer within `listingWaitMs`, is reported (`error`,
- * operation `"listing"`) and left out; if every tier fails, the first failure is thrown (and not
- * also reported) and the others reported.
+ * What `allSteps()`, `latestStep()` and `restore("latest")` throw (`replication.unlistedTiers:
+ * "refuse"`) when `tier` could not be listed: it may hold a step newer than any of the others.
+ */
+function unlisted({ tier, error }: Unanswered, others: readonly number[], rank?: number): CheckpointError {
+  const root = rootOf(tier);
+  const why = error instanceof Error ? error.message : "no reason given";
+  const newest = others.length === 0 ? "any step" : `step ${others.reduce((a, b) => Math.max(a, b))}`;
+  return new CheckpointError(
+    "storage",
+    `tier ${tier.index} (${root})${rank === undefined ? "" : ` on rank ${rank}`} could not be listed (${why}): it may hold a step newer than ${newest} on the tiers that answered, so no step is named the latest from them. Try again once it answers, raise replication.listingWaitMs for a tier that slow, or set replication.unlistedTiers to "leaveOut" to answer from the tiers that answered`,
+    { cause: error, context: { path: root, transient: true } },
+  );
+}
+
+/** Whether the manager answers from the tiers that answered (`replication.unlistedTiers: "leaveOut"`). */
+function leavesOut(tiers: readonly Tier[]): boolean {
+  return tiers[0]?.config.unlistedTiers === "leaveOut";
+}
+
+/**
+ * Asks every tier, in order: the answers of those that answered, and the tiers that did not
+ * (their storage failed, or a slower tier gave no answer within `listingWaitMs`), each reported
+ * (`error`, operation `"listing"`, once per outage); if every tier fails, the first failure is
+ * thrown (and not also reported) and the others reported.
  */
 async function acrossTiers<T>(
   tiers: readonly Tier[],
   events: ManagerEmitter,
   ask: (store: StepStore, tier: Tier) => Promise<T>,
-): Promise<T[]> {
+): Promise<{ answers: T[]; unanswered: Unanswered[] }> {
   const settled = await Promise.allSettled(
     tiers.map((tier) =>
       tier.answer(
@@ -32,24 +64,31 @@ async function acrossTiers<T>(
     ),
   );
   const answers: T[] = [];
+  const unanswered: Unanswered[] = [];
   const thrown = settled.every((s) => s.status === "rejected") ? 0 : -1;
   settled.forEach((s, index) => {
+    const tier = tiers[index]!;
     if (s.status === "fulfilled") {
       answers.push(s.value);
-      tiers[index]!.listingSucceeded();
-    } else if (index !== thrown)
-      tiers[index]!.listingFailed(s.reason, (error) => events.report({ error, operation: "listing", tier: index }));
+      tier.listingSucceeded();
+      return;
+    }
+    unanswered.push({ tier, error: s.reason });
+    if (index !== thrown)
+      tier.listingFailed(s.reason, (error) => events.report({ error, operation: "listing", tier: index }));
   });
   if (thrown === 0) throw (settled[0] as PromiseRejectedResult).reason;
-  return answers;
+  return { answers, unanswered };
 }
 
 /**
  * Committed steps on any tier, ascending; `withDamaged`: and those whose metadata.json is there
- * but unusable (candidates of `restore("latest")` that fail to verify). With several ranks (a collective): the steps rank 0
- * sees committed on some tier where every other rank holds them too (committed, or with a tier
- * 0 per rank, a directory of its own files of that step), which are those every rank can restore
- * together.
+ * but unusable (candidates of `restore("latest")` that fail to verify). A tier that could not be
+ * listed makes it throw `storage` (it may hold newer steps), unless `replication.unlistedTiers`
+ * is `"leaveOut"`. With several ranks (a collective, every rank deciding alike): the steps rank
+ * 0 sees committed on some tier where every other rank holds them too (committed, or with a
+ * tier 0 per rank, a directory of its own files of that step), which are those every rank can
+ * restore together; a tier some rank could not list makes every rank throw.
  */
 export async function allStepsOf(
   tiers: readonly Tier[],
@@ -58,18 +97,30 @@ export async function allStepsOf(
   withDamaged = false,
 ): Promise<number[]> {
   const rank = group?.rank ?? 0;
-  const lists = await acrossTiers(tiers, events, async (store, tier) => {
+  const ask = async (store: StepStore, tier: Tier) => {
     const steps = await tier.committedSteps();
     return [tier.index, withDamaged ? [...steps, ...store.damagedSteps()] : steps, store.filesOfRank(rank)] as const;
-  });
-  if (group === undefined || group.worldSize === 1)
-    return [...new Set(lists.flatMap(([, steps]) => steps))].sort((a, b) => a - b);
-  const ranks = await group.allGather(lists.map(([index, steps, own]) => [index, steps, own]));
+  };
+  if (group === undefined || group.worldSize === 1) {
+    const { answers, unanswered } = await acrossTiers(tiers, events, ask);
+    const steps = [...new Set(answers.flatMap(([, steps]) => steps))].sort((a, b) => a - b);
+    if (unanswered[0] !== undefined && !leavesOut(tiers)) throw unlisted(unanswered[0], steps);
+    return steps;
+  }
+  // Every rank gathers, even one that could list no tier: none is left waiting for it.
+  const mine = await acrossTiers(tiers, events, ask).then(
+    ({ answers, unanswered }) => ({ answers, unanswered, failure: undefined }),
+    (failure: unknown) => ({ answers: [], unanswered: tiers.map((tier) => ({ tier, error: failure })), failure }),
+  );
+  const ranks = await group.allGather([
+    mine.answers.map(([index, steps, own]) => [index, steps, own]),
+    mine.unanswered.map((u) => u.tier.index),
+  ]);
   // Every rank decides from the same gathered lists, rank 0's first: they all answer alike.
+  const listsOf = (r: unknown): unknown[] => (Array.isArray(r) && Array.isArray(r[0]) ? (r[0] as unknown[]) : []);
+  const unansweredOf = (r: unknown): unknown[] => (Array.isArray(r) && Array.isArray(r[1]) ? (r[1] as unknown[]) : []);
   const listOf = (r: unknown, index: number): [unknown, unknown, unknown] | undefined =>
-    Array.isArray(r)
-      ? (r.find((e) => Array.isArray(e) && e[0] === index) as [unknown, unknown, unknown] | undefined)
-      : undefined;
+    listsOf(r).find((e) => Array.isArray(e) && e[0] === index) as [unknown, unknown, unknown] | undefined;
   const has = (list: unknown, step: number): boolean => Array.isArray(list) && list.includes(step);
   const common = new Set<number>();
   for (const tier of tiers) {
@@ -85,18 +136,30 @@ export async function allStepsOf(
       if (everywhere) common.add(step as number);
     }
   }
-  return [...common].sort((a, b) => a - b);
+  const steps = [...common].sort((a, b) => a - b);
+  if (mine.failure !== undefined) throw mine.failure;
+  const down = ranks.findIndex((r) => (leavesOut(tiers) ? listsOf(r).length === 0 : unansweredOf(r).length > 0));
+  if (down < 0) return steps;
+  const own = mine.unanswered[0];
+  if (own !== undefined && !leavesOut(tiers)) throw unlisted(own, steps);
+  const index = unansweredOf(ranks[down]).find((i) => tiers.some((t) => t.index === i));
+  const tier = tiers.find((t) => t.index === index) ?? tiers[0]!;
+  throw unlisted({ tier, error: new CheckpointError("storage", `rank ${down} could not list it`) }, steps, down);
 }
 
-/** The newest step committed on any tier (with several ranks, a collective: of those some tier holds on every rank). */
+/**
+ * The newest step committed on any tier (with several ranks, a collective: of those some tier
+ * holds on every rank); throws as `allStepsOf` does when a tier could not be listed.
+ */
 export async function latestStepOf(
   tiers: readonly Tier[],
   events: ManagerEmitter,
   group?: ProcessGroup,
 ): Promise<number | undefined> {
   if (group !== undefined && group.worldSize > 1) return (await allStepsOf(tiers, events, group)).at(-1);
-  const latest = await acrossTiers(tiers, events, (store) => store.latestStep());
-  const steps = latest.filter((s): s is number => s !== undefined);
+  const { answers, unanswered } = await acrossTiers(tiers, events, (store) => store.latestStep());
+  const steps = answers.filter((s): s is number => s !== undefined);
+  if (unanswered[0] !== undefined && !leavesOut(tiers)) throw unlisted(unanswered[0], steps);
   return steps.length === 0 ? undefined : steps.reduce((a, b) => Math.max(a, b));
 }
 
