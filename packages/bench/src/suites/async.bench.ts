@@ -3,6 +3,7 @@
 // `save` of the same state. Each size runs in child processes of its own (fresh manager, its own
 // peak RSS): one calls `prepare(state)` before its first saveAsync, one does not, and one's first
 // call is a `save` (the baseline for a first saveAsync: both pay a fresh process's first save).
+// The last two also run as extra pairs that make only that first call, in alternating order.
 // The state is 16 float32 host tensors.
 import { fileURLToPath } from "node:url";
 import { type StateDict, hostTensor } from "@cairn/core";
@@ -14,12 +15,19 @@ const SUITE = "async";
 const TENSORS = 16;
 /** Steady saves measured per child, after the first. */
 const STEADY = quick ? 3 : 5;
+/**
+ * Extra pairs of children that make only a first saveAsync without prepare() or a first save:
+ * both are seconds of disk writes on a shared machine, so two of each cannot tell 1.04× from 1×.
+ */
+const FIRST_PAIRS = quick ? 1 : 3;
 
 interface ChildResult {
   /** Seconds `prepare()` took (0 when not called). */
   readonly prepare: number;
-  /** Seconds the first `saveAsync` blocked. */
+  /** Seconds the first `saveAsync` (or, sync-first, `save`) blocked. */
   readonly first: number;
+  /** CPU seconds (user + system, every thread) this process spent meanwhile. */
+  readonly firstCpu: number;
   /** Seconds each later `saveAsync` blocked. */
   readonly steady: readonly number[];
   /** Seconds each synchronous `save` took. */
@@ -28,9 +36,12 @@ interface ChildResult {
   readonly memcpy: number;
 }
 
-type Variant = "prepared" | "unprepared" | "sync-first";
+type Variant = "prepared" | "unprepared" | "unprepared-first" | "sync-first";
 
-/** One child: a fresh manager saving `bytes` of state with `saveAsync` then `save`, or (sync-first) with `save` once. */
+/**
+ * One child: a fresh manager saving `bytes` of state with `saveAsync` then `save`, or only once:
+ * with `save` (sync-first) or with `saveAsync` without prepare() (unprepared-first).
+ */
 async function child(bytes: number, variant: Variant): Promise<void> {
   const elements = bytes / TENSORS / 4;
   const state: StateDict = {};
@@ -43,14 +54,27 @@ async function child(bytes: number, variant: Variant): Promise<void> {
       await work();
       return (performance.now() - started) / 1000;
     };
+    const firstCall = async (work: () => Promise<unknown>): Promise<{ first: number; firstCpu: number }> => {
+      const cpu = process.cpuUsage();
+      const first = await seconds(work);
+      const used = process.cpuUsage(cpu);
+      return { first, firstCpu: (used.user + used.system) / 1e6 };
+    };
     if (variant === "sync-first") {
-      const first = await seconds(() => manager.save(0, state));
+      const { first, firstCpu } = await firstCall(() => manager.save(0, state));
       await manager.close();
-      sendResult({ prepare: 0, first, steady: [], sync: [first], memcpy: 0 } satisfies ChildResult);
+      sendResult({ prepare: 0, first, firstCpu, steady: [], sync: [first], memcpy: 0 } satisfies ChildResult);
+      return;
+    }
+    if (variant === "unprepared-first") {
+      const { first, firstCpu } = await firstCall(() => manager.saveAsync(0, state));
+      await manager.join();
+      await manager.close();
+      sendResult({ prepare: 0, first, firstCpu, steady: [], sync: [], memcpy: 0 } satisfies ChildResult);
       return;
     }
     const prepare = variant === "prepared" ? await seconds(() => manager.prepare(state)) : 0;
-    const first = await seconds(() => manager.saveAsync(0, state));
+    const { first, firstCpu } = await firstCall(() => manager.saveAsync(0, state));
     await manager.join();
     const steady: number[] = [];
     const sync: number[] = [];
@@ -67,7 +91,7 @@ async function child(bytes: number, variant: Variant): Promise<void> {
     const copies: number[] = [];
     for (let i = 0; i < 3; i++) copies.push(await seconds(async () => copyAll()));
     const memcpy = median(copies);
-    sendResult({ prepare, first, steady, sync, memcpy } satisfies ChildResult);
+    sendResult({ prepare, first, firstCpu, steady, sync, memcpy } satisfies ChildResult);
   }, "cairn-bench-async-");
 }
 
@@ -75,29 +99,41 @@ async function measure(bytes: number, label: string): Promise<void> {
   const runs: {
     prepared: ChildResult;
     unprepared: ChildResult;
-    syncFirst: number;
     rss: number;
-    rssUnprepared: number;
   }[] = [];
   const run = (variant: Variant) =>
     runChild<ChildResult>(fileURLToPath(import.meta.url), ["child", String(bytes), variant]);
+  /** The first call of each unprepared child and of each sync-first child; the peak RSS of each full unprepared child. */
+  const firstCalls = { unprepared: [] as ChildResult[], sync: [] as ChildResult[], rss: [] as number[] };
+  /** The two children of a first-call pair, taken in alternating order so neither always follows the other. */
+  const firstPair = async <T>(round: number, unprepared: () => Promise<T>): Promise<T> => {
+    let result: T | undefined;
+    for (const which of round % 2 === 0 ? ["unprepared", "sync"] : ["sync", "unprepared"]) {
+      if (which === "sync") firstCalls.sync.push((await run("sync-first")).result);
+      else result = await unprepared();
+    }
+    return result!;
+  };
   for (let r = 0; r < rounds(2); r++) {
     const prepared = await run("prepared");
-    const unprepared = await run("unprepared");
-    const syncFirst = await run("sync-first");
+    const unprepared = await firstPair(r, () => run("unprepared"));
+    firstCalls.unprepared.push(unprepared.result);
+    firstCalls.rss.push(unprepared.peakRss);
     runs.push({
       prepared: prepared.result,
       unprepared: unprepared.result,
-      syncFirst: syncFirst.result.first,
       rss: prepared.peakRss,
-      rssUnprepared: unprepared.peakRss,
     });
+  }
+  for (let r = 0; r < FIRST_PAIRS; r++) {
+    const unprepared = await firstPair(r + runs.length, () => run("unprepared-first"));
+    firstCalls.unprepared.push(unprepared.result);
   }
   const first = runs.map((r) => r.prepared.first);
   const steady = runs.flatMap((r) => r.prepared.steady);
   const sync = runs.flatMap((r) => [...r.prepared.sync, ...r.unprepared.sync]);
-  const firstUnprepared = runs.map((r) => r.unprepared.first);
-  const syncFirst = runs.map((r) => r.syncFirst);
+  const firstUnprepared = firstCalls.unprepared.map((c) => c.first);
+  const syncFirst = firstCalls.sync.map((c) => c.first);
   const rss = runs.map((r) => r.rss / MiB);
   const seconds = (xs: readonly number[]): string =>
     range(xs)
@@ -151,12 +187,14 @@ async function measure(bytes: number, label: string): Promise<void> {
     better: "lower",
     target: 1,
     extra: {
-      rounds: runs.length,
+      rounds: firstUnprepared.length,
       firstRange: seconds(firstUnprepared),
       syncFirstRange: seconds(syncFirst),
+      firstCpuS: median(firstCalls.unprepared.map((c) => c.firstCpu)),
+      syncFirstCpuS: median(firstCalls.sync.map((c) => c.firstCpu)),
       steadySync: median(sync),
       secondSaveAsync: median(runs.map((r) => r.unprepared.steady[0]!)),
-      peakRssMiB: median(runs.map((r) => r.rssUnprepared / MiB)),
+      peakRssMiB: median(firstCalls.rss.map((rss) => rss / MiB)),
     },
   });
   report({

@@ -1,19 +1,22 @@
 // How a manager scales with the steps already under its root: a save (1 MiB state, save + its
 // retention pass) on a root of N committed steps against the same on an empty root, with and
-// without maxToKeep; opening a manager on 2,000 steps against a node:fs readdir; and one
-// retention pass deleting all but 5 of 2,000 steps against node:fs rm of the same directories.
+// without maxToKeep, in turns on fresh pairs of roots each round; opening a manager on 2,000 steps
+// against a node:fs readdir; and one retention pass deleting all but 5 of 2,000 steps against
+// node:fs rm of the same directories.
 import { cp, mkdir, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { type StateDict, hostTensor } from "@cairn/core";
 import { CheckpointManager, type CheckpointManagerOptions } from "@cairn/manager";
 import { report } from "../report.js";
-import { MiB, median, quick, range, timed, withTempDir } from "../support.js";
+import { MiB, median, quick, range, rounds, timed, withTempDir } from "../support.js";
 
 const suite = "steps";
 const counts = quick ? [10, 100] : [10, 100, 1000, 2000];
 const largest = counts.at(-1)!;
 /** Timed saves per root, after one untimed save that lists the root and reads what retention needs. */
 const saves = quick ? 5 : 25;
+/** Fresh pairs of roots per row: a save takes 2–5 ms, so one pair's 25 saves in turns cannot tell 1.1× from 1×. */
+const pairs = rounds(4);
 const KEEP = 5;
 
 function state(step: number, bytes: number): StateDict {
@@ -34,47 +37,69 @@ async function populate(template: string, root: string, count: number): Promise<
   await Promise.all(copies);
 }
 
+/** One timed save: wall seconds, and this process's CPU seconds (user + system, every thread) meanwhile. */
+interface SaveTime {
+  readonly seconds: number;
+  readonly cpuSeconds: number;
+}
+
 /** A manager saving 1 MiB states on `root` (a path, or a URL) from step `first` on, each `save()` + `join()` (its retention pass included) timed. */
 async function saver(
   root: string,
   first: number,
   options: CheckpointManagerOptions,
-): Promise<{ next: () => Promise<number>; close: () => Promise<unknown> }> {
+): Promise<{ next: () => Promise<SaveTime>; close: () => Promise<unknown> }> {
   const mgr = new CheckpointManager(root.includes("://") ? root : `file://${root}`, 1, {
     ...managerOptions,
     ...options,
   });
   let step = first;
-  const next = (): Promise<number> =>
-    timed(async () => {
+  const next = async (): Promise<SaveTime> => {
+    const cpu = process.cpuUsage();
+    const seconds = await timed(async () => {
       await mgr.save(step, state(step++, MiB));
       await mgr.join();
     });
+    const used = process.cpuUsage(cpu);
+    return { seconds, cpuSeconds: (used.user + used.system) / 1e6 };
+  };
   // Untimed: the first save lists the root and reads what retention needs.
   await next();
   return { next, close: () => mgr.close() };
 }
 
-/** Seconds of each timed save on a root of `count` steps and on an empty root, taken in turns so both see the same disk. */
+/**
+ * Each timed save on a root of `count` steps and on an empty root, taken in turns so both see the
+ * same disk, on `pairs` fresh pairs of roots (so every pair's roots grow by the same `saves` steps).
+ */
 async function pairedSaveTimes(
   fresh: (count: number) => Promise<string>,
   count: number,
   options: (count: number) => CheckpointManagerOptions,
-): Promise<[number[], number[]]> {
-  const full = await saver(await fresh(count), count, options(count));
-  const empty = await saver(await fresh(0), 0, options(0));
-  const times: [number[], number[]] = [[], []];
-  for (let i = 0; i < saves; i++) {
-    const order = i % 2 === 0 ? [0, 1] : [1, 0];
-    for (const which of order) times[which]!.push(await (which === 0 ? full : empty).next());
+): Promise<[SaveTime[][], SaveTime[][]]> {
+  const times: [SaveTime[][], SaveTime[][]] = [[], []];
+  for (let pair = 0; pair < pairs; pair++) {
+    const full = await saver(await fresh(count), count, options(count));
+    const empty = await saver(await fresh(0), 0, options(0));
+    const these: [SaveTime[], SaveTime[]] = [[], []];
+    for (let i = 0; i < saves; i++) {
+      const order = (pair * saves + i) % 2 === 0 ? [0, 1] : [1, 0];
+      for (const which of order) these[which]!.push(await (which === 0 ? full : empty).next());
+    }
+    await full.close();
+    await empty.close();
+    times[0].push(these[0]);
+    times[1].push(these[1]);
   }
-  await full.close();
-  await empty.close();
   return times;
 }
 
-/** Reports saves on a populated root against the same saves on an empty one, taken in turns. */
-function reportSaves(name: string, times: number[], empty: number[]): void {
+/** Reports saves on a populated root against the same saves on an empty one, taken in turns: medians over every pair's saves. */
+function reportSaves(name: string, perPair: SaveTime[][], emptyPerPair: SaveTime[][]): void {
+  const seconds = (ts: SaveTime[]): number[] => ts.map((t) => t.seconds);
+  const cpu = (ts: SaveTime[]): number[] => ts.map((t) => t.cpuSeconds);
+  const times = seconds(perPair.flat());
+  const empty = seconds(emptyPerPair.flat());
   const value = median(times);
   const baseline = median(empty);
   report({
@@ -87,10 +112,13 @@ function reportSaves(name: string, times: number[], empty: number[]): void {
     better: "lower",
     target: 1.1,
     extra: {
-      saves,
+      saves: times.length,
+      pairs: perPair.length,
       range: range(times),
       emptyRange: range(empty),
       minRatio: +(Math.min(...times) / Math.min(...empty)).toFixed(3),
+      pairRatios: perPair.map((ts, i) => +(median(seconds(ts)) / median(seconds(emptyPerPair[i]!))).toFixed(3)),
+      cpuRatio: +(median(cpu(perPair.flat())) / median(cpu(emptyPerPair.flat()))).toFixed(3),
     },
   });
 }
@@ -171,7 +199,7 @@ await withTempDir(async (dir) => {
   const baseRoot = await fresh(largest);
   const emptySaver = await saver(await fresh(0), 0, {});
   const emptySaves: number[] = [];
-  for (let i = 0; i < saves; i++) emptySaves.push(await emptySaver.next());
+  for (let i = 0; i < saves; i++) emptySaves.push((await emptySaver.next()).seconds);
   await emptySaver.close();
   const emptySave = median(emptySaves);
   const removal = await timed(async () => {

@@ -2,7 +2,7 @@ import { Buffer } from "node:buffer";
 import { describe, expect, it } from "vitest";
 import { DefaultSavePlanner } from "../plan/default-save-planner.js";
 import { seededRandom } from "../testing/seeded-random.js";
-import { bytesOf } from "../state/dtypes.js";
+import { type DType, type DTypeArrays, arrayConstructorFor, bytesOf } from "../state/dtypes.js";
 import { flattenStateDict } from "../state/flatten.js";
 import { type Leaf, hostDataOf } from "../state/leaf.js";
 import { shardedTensor } from "../state/sharded-tensor.js";
@@ -216,5 +216,60 @@ describe("the staging plan remembered between saves", () => {
     const header = Buffer.from(data.buffer, 0, 200).toString("latin1");
     expect(header).toContain('"shape":[2048,512]');
     staged.release();
+  });
+});
+
+describe("copy staging of tensors of every width at odd lengths", () => {
+  it("stages each bit-exact, back to back in its segment, save after save through one pool", async () => {
+    const pool = new StagingPool();
+    const layout = {
+      planner: new DefaultSavePlanner({ minFileBytes: 0 }),
+      defaultPlanner: true,
+      rank: 0,
+      filesPerRank: 1,
+    };
+    // Widest first, so each item's offset suits its typed array and the file is one segment,
+    // while the narrower ones start at offsets that are not multiples of 8 (or of 2).
+    const shapes = [
+      ["float64", 2_049],
+      ["float32", 262_145],
+      ["int32", 4_099],
+      ["float32", 8_193],
+      ["int16", 10_001],
+      ["uint16", 3],
+      ["uint8", 20_001],
+      ["bool", 16_385],
+    ] as const;
+    // Enough copies of over 16 KiB that both copy methods run (copy-bytes.ts tries each before it chooses).
+    for (let save = 0; save < 6; save++) {
+      // A blob of 16,392 bytes: a multiple of 8, so the tensors after it stay aligned.
+      const state: StateDict = { blob: new Uint8Array(16_392).fill(save + 1) };
+      shapes.forEach(([dtype, length], i) => {
+        const values = new (arrayConstructorFor(dtype))(length);
+        const bytes = bytesOf(values);
+        for (let k = 0; k < bytes.length; k++) bytes[k] = (k * 13 + i * 31 + save * 7) & 0xff;
+        // tfjs-like tensors (read through data()) for the dtypes tfjs has, host tensors for the rest.
+        const tfjs = dtype === "float32" || dtype === "int32" || dtype === "bool";
+        state[`t${i}`] = tfjs
+          ? ({ shape: [length], dtype, data: async () => values } satisfies TensorLike)
+          : hostTensor(dtype as DType, [length], values as DTypeArrays[DType]);
+      });
+      const leaves = await flattenStateDict(state);
+      const expected = await Promise.all(leaves.map(bytesNow));
+      const staged = await stageLeaves(leaves, "copy", pool, undefined, layout);
+      const placed: { segment: number; index: number; start: number; end: number }[] = [];
+      for (const [i, leaf] of staged.leaves.entries()) {
+        const data = hostDataOf(leaf)!;
+        expect(Buffer.from(bytesOf(data)).equals(expected[i]!), `save ${save}, leaf ${leaf.path.join(".")}`).toBe(true);
+        if (leaf.kind !== "value" && leaf.staged)
+          placed.push({ ...leaf.staged, start: data.byteOffset, end: data.byteOffset + data.byteLength });
+      }
+      placed.sort((a, b) => a.segment - b.segment || a.index - b.index);
+      expect(placed.length).toBeGreaterThan(4);
+      for (let k = 1; k < placed.length; k++)
+        if (placed[k]!.segment === placed[k - 1]!.segment)
+          expect(placed[k]!.start, `save ${save}`).toBe(placed[k - 1]!.end);
+      staged.release();
+    }
   });
 });

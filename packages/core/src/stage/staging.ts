@@ -1,5 +1,6 @@
 import { arrayConstructorFor, bytesOf } from "../state/dtypes.js";
 import { yieldToEventLoop } from "#platform/runtime.js";
+import { copyBytes } from "#platform/stage/copy-bytes.js";
 import { throwIfAborted } from "../errors.js";
 import { type Leaf, disposedBeforeSaved, invalid, readFailed, whereKey } from "../state/leaf.js";
 import type { StagingPool } from "./staging-pool.js";
@@ -97,7 +98,7 @@ async function copyInto(target: Uint8Array, offset: number, source: Uint8Array, 
   let ms = 0;
   for (let at = 0; at < source.byteLength; at += PACE_PIECE) {
     const started = performance.now();
-    target.set(source.subarray(at, at + PACE_PIECE), offset + at);
+    copyBytes(target, offset + at, source.subarray(at, at + PACE_PIECE));
     ms += performance.now() - started;
     await pace.tick();
   }
@@ -222,7 +223,7 @@ async function stage(
         const slot = slotFor(slots, leaf, index, leaf.data);
         const buffer = buffers[slot.buffer]!;
         if (pace) copyMs += await copyInto(buffer, slot.offset, leaf.data, pace);
-        else buffer.set(leaf.data, slot.offset);
+        else copyBytes(buffer, slot.offset, leaf.data);
         const data = buffer.subarray(slot.offset, slot.offset + leaf.data.byteLength);
         staged.push({ kind: "bytes", path: leaf.path, data, staged: slot.place });
       } else if (heldByReference(leaf, strategy)) {
@@ -241,12 +242,12 @@ async function stage(
           }
           bytes = checkedBytes(leaf, await read);
         }
-        // One `set` into the target, no view of it made for the copy, and no promise unless paced:
-        // with thousands of small tensors, each allocation per leaf shows in the time a save blocks.
+        // One copy into the target (libc's memcpy or `set`: copy-bytes.ts) and no promise unless
+        // paced: with thousands of small tensors, each allocation per leaf shows in the time a save blocks.
         const slot = slotFor(slots, leaf, index, bytes);
         const buffer = buffers[slot.buffer]!;
         if (pace) copyMs += await copyInto(buffer, slot.offset, bytes, pace);
-        else buffer.set(bytes, slot.offset);
+        else copyBytes(buffer, slot.offset, bytes);
         const array = arrayConstructorFor(leaf.dtype);
         const data = new array(
           buffer.buffer,
