@@ -25,8 +25,8 @@ const OPEN_BRACE_CRC = crc32c(new Uint8Array([0x7b]));
  * `invalid_argument` for another major version or a chunk in a file `files` does not list. The
  * bytes are a view (its byteOffset may not be 0) of memory no one else holds.
  * `contentHashes`: every chunk's content hash as its 16 bytes, in the order the entries list the
- * chunks, when the caller has them so (a save's checksum workers): the same as each chunk's `hash`,
- * which is then not parsed.
+ * chunks, when the caller has them so (a save's checksum workers): written instead of each chunk's
+ * `hash`, which is then neither parsed nor needed (a save's chunks have none).
  */
 export function encodeMetadata(metadata: CheckpointMetadata, contentHashes?: Uint8Array): Uint8Array {
   const {

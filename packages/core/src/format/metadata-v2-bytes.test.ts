@@ -213,6 +213,14 @@ describe("metadata.json 2.x bytes", () => {
       tables++;
       const table = new Uint8Array(Buffer.concat(chunks.map((chunk) => Buffer.from(chunk.hash!, "hex"))));
       expect(Buffer.compare(encodeMetadata(metadata, table), encodeMetadata(metadata)), `layout ${seed}`).toBe(0);
+      // A save's chunks carry no hash strings beside the table: the same bytes.
+      const bare = {
+        ...metadata,
+        entries: metadata.entries.map((entry) =>
+          entry.kind === "value" ? entry : { ...entry, chunks: entry.chunks.map(({ hash: _, ...chunk }) => chunk) },
+        ),
+      };
+      expect(Buffer.compare(encodeMetadata(bare, table), encodeMetadata(metadata)), `layout ${seed}, bare`).toBe(0);
       expect(() => encodeMetadata(metadata, table.subarray(16)), `layout ${seed}`).toThrow(
         expect.objectContaining({ code: "invalid_argument", message: expect.stringContaining("content hashes given") }),
       );

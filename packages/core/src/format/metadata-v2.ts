@@ -22,7 +22,10 @@ export function writeV2(
   files: Readonly<Record<string, DataFileMetadata>>,
   entries: readonly EntryMetadata[],
   defaultBlockSize: number,
-  /** Every chunk's hash as bytes, in order (`encodeMetadata`'s `contentHashes`): used instead of parsing each `hash`. */
+  /**
+   * Every chunk's hash as bytes, in order (`encodeMetadata`'s `contentHashes`): used instead of
+   * each chunk's `hash`, which need not be there (a save keeps its hashes as bytes).
+   */
   given?: Uint8Array,
 ): void {
   const names = Object.keys(files);
@@ -49,11 +52,11 @@ export function writeV2(
   let badHash: string | undefined;
   /** Adds a chunk's hash to the table; the table as it is now (undefined once a chunk has none). */
   const addHash = (hash: string | undefined): Uint8Array | undefined => {
-    if (hash === undefined || !hashes) return undefined;
     if (given) {
       hashCount++;
       return given;
     }
+    if (hash === undefined || !hashes) return undefined;
     let table: Uint8Array = hashes;
     if (16 * hashCount === table.length) {
       table = new Uint8Array(2 * table.length + 16);

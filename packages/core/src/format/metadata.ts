@@ -130,15 +130,20 @@ export function sharesFiles(files: Readonly<Record<string, DataFileMetadata>>): 
   return false;
 }
 
-/** Whether there are chunks and every one has its content hash (format 2.2). */
-export function hasContentHashes(entries: readonly EntryMetadata[]): boolean {
+/**
+ * Whether there are chunks and every one has its content hash (format 2.2): its `hash`, or, where
+ * `table` is given (`encodeMetadata`'s `contentHashes`), its 16 bytes there.
+ */
+export function hasContentHashes(entries: readonly EntryMetadata[], table?: Uint8Array): boolean {
   let chunks = 0;
-  for (const entry of entries) {
+  // Index loops: run before V8 optimizes them, a for-of makes an iterator result per entry.
+  for (let e = 0; e < entries.length; e++) {
+    const entry = entries[e]!;
     if (entry.kind === "value") continue;
-    for (const chunk of entry.chunks) if (chunk.hash === undefined) return false;
+    if (!table) for (let c = 0; c < entry.chunks.length; c++) if (entry.chunks[c]!.hash === undefined) return false;
     chunks += entry.chunks.length;
   }
-  return chunks > 0;
+  return chunks > 0 && (!table || table.length === 16 * chunks);
 }
 
 /**
@@ -149,8 +154,10 @@ export function hasContentHashes(entries: readonly EntryMetadata[]): boolean {
 export function formatVersionOf(
   files: Readonly<Record<string, DataFileMetadata>>,
   entries: readonly EntryMetadata[],
+  /** Every chunk's content hash as bytes, in entry order, where the chunks may lack their `hash` strings. */
+  contentHashes?: Uint8Array,
 ): string {
-  const minor = hasContentHashes(entries)
+  const minor = hasContentHashes(entries, contentHashes)
     ? FORMAT_MINOR_HASHED
     : sharesFiles(files)
       ? FORMAT_MINOR_SHARED

@@ -10,7 +10,7 @@ import type { GlobalSavePlan, SavePlan } from "../plan/save-planner.js";
 import { type KeyPath, pathId } from "../state/state-dict.js";
 import type { SaveOptions } from "./save-options.js";
 import type { WrittenChunk } from "./write-data-file.js";
-import { digestTable } from "./chunk-digests.js";
+import { digestTable, spellOutHashes } from "./chunk-digests.js";
 
 /** What one rank wrote: its data files' metadata, the chunks in them (and those it references), and its bytes. */
 export interface WrittenFiles {
@@ -23,6 +23,8 @@ export interface WrittenFiles {
  * The metadata the coordinator commits, built from every rank's written files and the save's
  * plans; with its chunks' content hashes as bytes in entry order (`encodeMetadata`'s
  * `contentHashes`) where every chunk was hashed in this process, so none is parsed from hex.
+ * Where that table is returned, chunks whose hashes were kept as bytes have no `hash` string:
+ * the metadata is for `encodeMetadata` with the table. Otherwise every chunk has its string.
  */
 export function buildMetadata(
   outcomes: readonly WrittenFiles[],
@@ -34,9 +36,11 @@ export function buildMetadata(
   const files = Object.create(null) as Record<string, DataFileMetadata>;
   for (const outcome of outcomes) Object.assign(files, outcome.files);
   const { entries, contentHashes } = buildEntries(outcomes, plan, plans);
+  // Without the table the chunks need their hashes as strings, where a rank kept them as bytes.
+  if (!contentHashes) for (const outcome of outcomes) spellOutHashes(outcome.chunks);
   const metadata: CheckpointMetadata = {
     format: FORMAT_NAME,
-    version: formatVersionOf(files, entries),
+    version: formatVersionOf(files, entries, contentHashes),
     worldSize: outcomes.length,
     createdAt: new Date().toISOString(),
     checksum: { algorithm: "crc32c", blockSize },

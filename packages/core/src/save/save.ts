@@ -21,7 +21,7 @@ import { joinPath } from "../storage/storage-adapter.js";
 import { isDataFileName, newAttemptId } from "../format/naming.js";
 import { type KnownChecksums, type WrittenChunk, prepareDataFileWrites, writeDataFile } from "./write-data-file.js";
 import { type WrittenFiles, buildMetadata } from "./build-metadata.js";
-import { rememberDigests } from "./chunk-digests.js";
+import { rememberDigests, spellOutHashes } from "./chunk-digests.js";
 import { joinBytes } from "./item-groups.js";
 
 /** What one rank reports after writing its files: the file metadata and chunks, or why it failed. */
@@ -183,7 +183,10 @@ export async function writeAndCommit(
   let outcomes: WriteOutcome[];
   let commit: CommitOutcome;
   try {
+    // Another rank gets the hashes as strings; this one keeps its own outcome (a group may copy it).
+    if (group.worldSize > 1 && outcome.ok) spellOutHashes(outcome.chunks);
     outcomes = await group.allGather(outcome);
+    outcomes[group.rank] = outcome;
     if (group.rank === 0) {
       try {
         commit = await commitOnCoordinator(outcomes, prepared, location, options, blockSize, ownSync);
@@ -318,9 +321,12 @@ async function writeRankFiles(
       for (let c = 0; c < written.chunks.length; c++) chunks.push(written.chunks[c]!);
       bytes += written.file.size;
     });
-    // The content hashes as bytes beside the chunks, where every chunk was hashed here.
+    // The content hashes as bytes beside the chunks, where every chunk was hashed here; else
+    // the files whose hashes came as bytes get their strings now.
     const digests = results.map((written) => written.digests);
-    if (referenced.length === 0 && digests.every((d) => d !== undefined)) rememberDigests(chunks, joinBytes(digests));
+    const kept =
+      referenced.length === 0 && digests.every((d) => d !== undefined) && rememberDigests(chunks, joinBytes(digests));
+    if (!kept) for (const written of results) spellOutHashes(written.chunks, written.digests);
     return { outcome: { ok: true, files, chunks, bytes }, written: allWritten };
   };
   const { storage } = location;
@@ -338,6 +344,8 @@ async function writeRankFiles(
       if (!isTransient(error)) throw error;
       // The metadata may already be built from the first write: the second must match it.
       const again = await writeAll(false);
+      spellOutHashes(outcome.chunks);
+      spellOutHashes(again.outcome.chunks);
       checkSameWrite(outcome, again.outcome);
       await again.written;
     }),

@@ -1,5 +1,6 @@
 import { onMainThread } from "#platform/runtime.js";
 import { blockChecksumsAsync, startChecksumWorkers } from "#platform/save/checksum-workers.js";
+import { hexDigests } from "./checksums-here.js";
 import type { OpenedCheckpoint } from "../storage/checkpoint-location.js";
 import { pageAlignedAvailable } from "../storage/page-aligned.js";
 import { dataFileShape } from "../plan/data-file-layout.js";
@@ -110,7 +111,9 @@ function stagedSegment(file: DataFilePlan, leaves: readonly Leaf[], layout: Safe
  * resolve once every window is hashed, so the metadata can be made while the write ends, and
  * `written` settles with the write (the plain path resolves after it, `written` already settled).
  * `distinctNames`: as `dataFileLayout` takes it. The layout may be one kept from an earlier save of
- * the same structure (`dataFileShape`).
+ * the same structure (`dataFileShape`). Where `digests` is returned, the chunks' content hashes
+ * are those bytes and the chunks have no `hash` string: the caller keeps them (`rememberDigests`)
+ * or spells them out (`spellOutHashes`).
  */
 export async function writeDataFile(
   file: DataFilePlan,
@@ -136,8 +139,11 @@ export async function writeDataFile(
     ...(syncLater ? { syncLater } : {}),
   };
   let sums: (readonly number[] | undefined)[];
-  let hashes: (string | undefined)[];
-  /** Every chunk's content hash as bytes (16 at 16 * i), where every one was hashed here (none `known`). */
+  let hashes: (string | undefined)[] = [];
+  /**
+   * Every chunk's content hash as bytes (16 at 16 * i), where every one was hashed here (none
+   * `known`): the chunks then have no `hash` string (the caller keeps these or spells them out).
+   */
   let digests: Uint8Array | undefined;
   let written = Promise.resolve();
   if (windowBytes !== undefined) {
@@ -161,11 +167,15 @@ export async function writeDataFile(
     );
     writing.catch(() => undefined);
     const checksums = await Promise.race([early, writing]);
-    ({ sums, hashes } = checksums);
-    // A loop, not every(): the arrays have holes where an item was not hashed (known ones).
+    sums = checksums.sums;
     let all = true;
-    for (let i = 0; i < file.items.length; i++) if (hashes[i] === undefined) all = false;
+    for (let i = 0; i < file.items.length; i++) if (checksums.hashed[i] !== 1) all = false;
     if (all) digests = checksums.digests;
+    else if (checksums.hashed.includes(1)) {
+      // Some items known (an incremental save's comparison): the others' hashes as strings here.
+      const hex = hexDigests(checksums.digests, file.items.length);
+      hashes = hex.map((h, i) => (checksums.hashed[i] === 1 ? h : undefined));
+    }
     written = writing.then(() => undefined);
   } else {
     ({ sums, hashes } = await writeInGroups(

@@ -4,7 +4,7 @@
 // byte is copied once; the window goes back to the pool once it is written and hashed (its last
 // partial page, which the next window starts with, is copied out first). Windows of every file
 // a process writes share one budget.
-import { hexDigests, regionChecksumsAsync } from "#platform/save/checksum-workers.js";
+import { regionChecksumsAsync } from "#platform/save/checksum-workers.js";
 import type { RegionChecksums } from "./checksums-here.js";
 import { giveBackWindowMemory, takeWindowMemory } from "./window-memory.js";
 import { ByteBudget } from "../storage/byte-budget.js";
@@ -133,11 +133,16 @@ function sized(item: WriteItem, data: Uint8Array | undefined): Uint8Array {
   return data;
 }
 
-/** What a windowed write computed: each item's block CRC32Cs and (unless hashing is off) content hash, for items not `known`. */
+/**
+ * What a windowed write computed: each item's block CRC32Cs and (unless hashing is off) content
+ * hash, for items not `known`. The hashes stay bytes: a hex string per item kept alive through the
+ * save cost it a scavenge or two at 100k items (docs/benchmarks.md, hash34e).
+ */
 export interface WindowedChecksums {
   readonly sums: (readonly number[] | undefined)[];
-  readonly hashes: (string | undefined)[];
-  /** Item i's content hash as bytes at 16 * i (what `hashes` holds in hex); where it has none, zeros. */
+  /** 1 where item i was hashed (its digest is in `digests`), 0 where not (known, or hashing off). */
+  readonly hashed: Uint8Array;
+  /** Item i's content hash as bytes at 16 * i; where it has none, zeros. */
   readonly digests: Uint8Array;
 }
 
@@ -198,10 +203,10 @@ export async function writeThroughWindows(
   let published: WindowedChecksums | undefined;
   const collect = (results: { regions: Piece[]; result: RegionChecksums }[]): WindowedChecksums => {
     const sums: (number[] | undefined)[] = new Array(items.length);
-    const hashes: (string | undefined)[] = new Array(items.length);
+    const hashed = new Uint8Array(items.length);
     const digests = new Uint8Array(16 * items.length);
     for (const { regions, result } of results) {
-      const hex = result.hashes ? hexDigests(result.hashes, regions.length) : undefined;
+      const got = result.hashes;
       let at = 0;
       regions.forEach(({ item, from, to }, r) => {
         const count = Math.ceil((to - from) / blockSizes[item]!);
@@ -213,13 +218,13 @@ export async function writeThroughWindows(
           for (let c = 0; c < count; c++) exact[c] = result.sums[at++]!;
           sums[item] = exact;
         }
-        if (to === items[item]!.byteLength && hex) {
-          hashes[item] = hex[r];
-          for (let b = 0; b < 16; b++) digests[16 * item + b] = result.hashes![16 * r + b]!;
+        if (to === items[item]!.byteLength && got) {
+          hashed[item] = 1;
+          for (let b = 0; b < 16; b++) digests[16 * item + b] = got[16 * r + b]!;
         }
       });
     }
-    return { sums, hashes, digests };
+    return { sums, hashed, digests };
   };
   const publish = (checksums: WindowedChecksums): void => {
     if (published) return;
@@ -404,8 +409,9 @@ function sameChecksums(a: WindowedChecksums, b: WindowedChecksums): boolean {
   for (let i = 0; i < a.sums.length; i++) {
     const x = a.sums[i];
     const y = b.sums[i];
-    if (a.hashes[i] !== b.hashes[i] || x?.length !== y?.length) return false;
+    if (a.hashed[i] !== b.hashed[i] || x?.length !== y?.length) return false;
     if (x && y && x.some((sum, j) => sum !== y[j])) return false;
   }
+  for (let k = 0; k < a.digests.length; k++) if (a.digests[k] !== b.digests[k]) return false;
   return true;
 }

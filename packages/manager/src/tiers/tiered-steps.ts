@@ -206,22 +206,30 @@ export async function* holdersInOrder(
   if (!answered && first) throw first.error;
 }
 
+/** The `not_found` error for `step`, listing the committed steps, and the tiers that could not be listed. */
 export async function notFound(tiers: readonly Tier[], events: ManagerEmitter, step: number): Promise<CheckpointError> {
-  const steps = await allStepsOf(tiers, events).catch(() => [] as number[]);
+  const listed = await acrossTiers(tiers, events, (_, tier) => tier.committedSteps()).catch(() => undefined);
+  const steps = [...new Set(listed?.answers.flat() ?? [])].sort((a, b) => a - b);
+  const unlisted = listed === undefined ? tiers : listed.unanswered.map((u) => u.tier);
   const where = tiers.length === 1 ? `under ${(await tiers[0]!.open()).storage.root}` : "on any tier";
+  const note = unlisted.length === 0 ? "" : ` (${unlisted.map((t) => `tier ${t.index}`).join(", ")} not listed)`;
   return new CheckpointError(
     "not_found",
-    `step ${step} has no committed checkpoint ${where}; committed steps: ${steps.length ? steps.join(", ") : "none"}`,
+    `step ${step} has no committed checkpoint ${where}; committed steps${note}: ${steps.length ? steps.join(", ") : "none"}`,
     {
       context: { step },
     },
   );
 }
 
-/** What `step` was saved with, from the fastest tier holding it. */
+/**
+ * What `step` was saved with, from the fastest tier holding it. Not found where every tier
+ * answered; else the failure of a tier that could not say whether it holds the step.
+ */
 export async function metadataOf(tiers: readonly Tier[], events: ManagerEmitter, step: number): Promise<StepMetadata> {
   let first: unknown;
-  for await (const tier of holdersInOrder(tiers, step)) {
+  let unanswered: { error: unknown } | undefined;
+  for await (const tier of holdersInOrder(tiers, step, (_, error) => (unanswered ??= { error }))) {
     try {
       return await (await tier.open()).metadata(step);
     } catch (error) {
@@ -229,7 +237,9 @@ export async function metadataOf(tiers: readonly Tier[], events: ManagerEmitter,
       first ??= error;
     }
   }
-  throw first ?? (await notFound(tiers, events, step));
+  if (first !== undefined) throw first;
+  if (unanswered !== undefined) throw unanswered.error;
+  throw await notFound(tiers, events, step);
 }
 
 /** Each tier's state for `mgr.tiers()`. */

@@ -4,6 +4,7 @@ import { type StorageAdapter, openStorage } from "@cairn/core";
 import { afterEach, describe, expect, it } from "vitest";
 import { CheckpointManager } from "../checkpoint-manager.js";
 import { Gate } from "../testing/gated-storage.js";
+import { OutageStorage } from "../testing/outage-storage.js";
 import { smallState as state } from "../testing/small-state.js";
 import type { UnlistedTiers } from "./tier-config.js";
 
@@ -99,6 +100,16 @@ describe("a tier whose listing did not answer in time", () => {
     expect(await bucket.allSteps()).toEqual([1, 2, 3, 4]);
     expect(await mgr.allSteps()).toEqual([1, 2, 3, 4]);
     expect((await mgr.tiers())[0]!.steps).toEqual([4]);
+  });
+
+  it("metadata(step) of a step only a tier that is down may hold: that tier's failure, not not_found", async () => {
+    const t1 = new OutageStorage(await saved(await memory(), [3]));
+    t1.down = true;
+    const { mgr } = gated(await memory(), t1);
+    await expect(mgr.metadata(3)).rejects.toMatchObject({ code: "storage", message: /the bucket is down/ });
+    await expect(mgr.restore(3)).rejects.toMatchObject({ code: "storage" });
+    t1.down = false;
+    expect((await mgr.metadata(3)).step).toBe(3);
   });
 
   it("checks unlistedTiers", () => {
