@@ -72,6 +72,11 @@ describe("copy staging of tfjs tensors", () => {
   });
 });
 
+/** The default planner with files of any size, for rank 0 of one with `filesPerRank` files. */
+function anySizeLayout(filesPerRank: number) {
+  return { planner: new DefaultSavePlanner({ minFileBytes: 0 }), defaultPlanner: true, rank: 0, filesPerRank };
+}
+
 /** The bytes a leaf holds now: a copy, for comparing later. */
 async function bytesNow(leaf: Leaf): Promise<Buffer | undefined> {
   if (leaf.kind === "value") return undefined;
@@ -118,12 +123,7 @@ describe("copy staging over random states (seeded)", () => {
       const pick = <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]!;
       const pool = new StagingPool();
       // Files of any size, so large tensors share planned segments and small ones get buffers of their own.
-      const layout = {
-        planner: new DefaultSavePlanner({ minFileBytes: 0 }),
-        defaultPlanner: true,
-        rank: 0,
-        filesPerRank: 2,
-      };
+      const layout = anySizeLayout(2);
       const keys = Array.from({ length: 8 }, (_, i) => `k${i}`);
       const kinds = new Map(keys.map((k) => [k, pick(["host", "tfjs", "slow", "blob", "value", "shard"] as const)]));
       for (let op = 0; op < 8; op++) {
@@ -197,12 +197,7 @@ describe("copy staging over random states (seeded)", () => {
 describe("the staging plan remembered between saves", () => {
   it("is not reused for a host tensor whose shape array was changed in place (same bytes, other shape)", async () => {
     const pool = new StagingPool();
-    const layout = {
-      planner: new DefaultSavePlanner({ minFileBytes: 0 }),
-      defaultPlanner: true,
-      rank: 0,
-      filesPerRank: 1,
-    };
+    const layout = anySizeLayout(1);
     const shape = [1024, 1024];
     const a = { dtype: "float32" as const, shape, data: new Float32Array(1 << 20) };
     const b = hostTensor("float32", [1 << 20]);
@@ -222,12 +217,7 @@ describe("the staging plan remembered between saves", () => {
 describe("copy staging of tensors of every width at odd lengths", () => {
   it("stages each bit-exact, back to back in its segment, save after save through one pool", async () => {
     const pool = new StagingPool();
-    const layout = {
-      planner: new DefaultSavePlanner({ minFileBytes: 0 }),
-      defaultPlanner: true,
-      rank: 0,
-      filesPerRank: 1,
-    };
+    const layout = anySizeLayout(1);
     // Widest first, so each item's offset suits its typed array and the file is one segment,
     // while the narrower ones start at offsets that are not multiples of 8 (or of 2).
     const shapes = [
