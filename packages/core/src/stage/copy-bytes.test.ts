@@ -86,6 +86,26 @@ describe("copies into staging memory", () => {
     expect(target[4096 + 599]).toBe(source[4096 + 599 - 136]);
   });
 
+  it.each([
+    ["plainly (2× at 30 ms)", { memcpy: 30, set: 60 }, 2, "memcpy"],
+    ["plainly the other way (3× at 40 ms)", { memcpy: 120, set: 40 }, 2, "set"],
+    ["nearly alike (1.2×)", { memcpy: 30, set: 36 }, 4, "memcpy"],
+    ["by more than page faults could explain away (10×)", { memcpy: 300, set: 30 }, 4, "set"],
+    ["too short to time (2× at 5 ms)", { memcpy: 5, set: 10 }, 4, "memcpy"],
+  ] as const)("chooses a large kind after one copy each way only when they differ %s", (_, ms, copies, method) => {
+    const clock = scriptedClock(ms);
+    const chooser = new CopyChooser(clock, clock);
+    const bytes = 32 << 20;
+    const source = numbered(bytes, 9);
+    const target = sharedBytes(bytes + 8192);
+    for (let i = 1; i <= copies; i++) {
+      expect(chooser.chosen.get("large@0")).toBeUndefined();
+      chooser.copy(target, 8 * i, source);
+      expect(Buffer.from(target.subarray(8 * i, 8 * i + bytes)).equals(Buffer.from(source))).toBe(true);
+    }
+    expect(chooser.chosen.get("large@0")).toBe(method);
+  });
+
   it("copies small ones with set, and refuses a copy past the target's end as set does", () => {
     const clock = scriptedClock({ memcpy: 1, set: 2 });
     const chooser = new CopyChooser(clock, clock);

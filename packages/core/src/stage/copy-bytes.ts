@@ -24,11 +24,20 @@ const SMALL = 16 << 10;
 const LARGE = 32 << 20;
 /** Copies each method makes of one kind before the faster is chosen; large ones are few and long. */
 const TRIALS = { medium: 32, large: 2 } as const;
+/**
+ * A large kind is chosen after one copy each way when the two differ plainly: the slower took
+ * 1.6–4× the faster (the gaps stage34f and stage34h measured), and the faster at least 20 ms of
+ * CPU, so a scheduler tick's error cannot make that ratio. Outside that band (alike, or a copy
+ * that paid for page faults, or one too short to time) the second copies decide as before.
+ */
+const DECISIVE = { minMs: 20, minRatio: 1.6, maxRatio: 4 } as const;
 
 /** What one kind of copy has measured so far: the fastest each method went, in ms per byte. */
 interface Trials {
   readonly best: Record<CopyMethod, number>;
   readonly count: Record<CopyMethod, number>;
+  /** How long each method's last copy took, in ms. */
+  readonly lastMs: Record<CopyMethod, number>;
   chosen: CopyMethod | undefined;
 }
 
@@ -75,7 +84,12 @@ export class CopyChooser {
     const kind = large ? `large@${((target.byteOffset + offset) & 4095) >> 9}` : "medium";
     let trials = this.#kinds.get(kind);
     if (trials === undefined) {
-      trials = { best: { memcpy: Infinity, set: Infinity }, count: { memcpy: 0, set: 0 }, chosen: undefined };
+      trials = {
+        best: { memcpy: Infinity, set: Infinity },
+        count: { memcpy: 0, set: 0 },
+        lastMs: { memcpy: 0, set: 0 },
+        chosen: undefined,
+      };
       this.#kinds.set(kind, trials);
     }
     if (trials.chosen !== undefined) {
@@ -86,12 +100,23 @@ export class CopyChooser {
     const now = large ? this.#nowLarge : this.#now;
     const started = now();
     copiers[method](target, offset, source);
-    const msPerByte = (now() - started) / bytes;
-    trials.best[method] = Math.min(trials.best[method], msPerByte);
+    const ms = now() - started;
+    trials.best[method] = Math.min(trials.best[method], ms / bytes);
     trials.count[method]++;
-    if (trials.count.set >= TRIALS[large ? "large" : "medium"])
+    trials.lastMs[method] = ms;
+    if (trials.count.set >= TRIALS[large ? "large" : "medium"] || (large && decisive(trials)))
       trials.chosen = trials.best.memcpy < trials.best.set ? "memcpy" : "set";
   }
+}
+
+/** After one large copy each way: whether the two differ plainly, both long enough to time (see DECISIVE). */
+function decisive(trials: Trials): boolean {
+  if (trials.count.memcpy !== 1 || trials.count.set !== 1) return false;
+  const { best, lastMs } = trials;
+  const ratio = Math.max(best.memcpy, best.set) / Math.min(best.memcpy, best.set);
+  return (
+    Math.min(lastMs.memcpy, lastMs.set) >= DECISIVE.minMs && ratio >= DECISIVE.minRatio && ratio <= DECISIVE.maxRatio
+  );
 }
 
 /**
