@@ -208,7 +208,18 @@ export async function writeThroughWindows(
     for (const { regions, result } of results) {
       const got = result.hashes;
       let at = 0;
-      regions.forEach(({ item, from, to }, r) => {
+      // Digests of items in a row at regions in a row (a batch of whole items) are copied as one run.
+      let runItem = 0;
+      let runRegion = 0;
+      let run = 0;
+      const flush = (): void => {
+        if (run === 0 || !got) return;
+        digests.set(got.subarray(16 * runRegion, 16 * (runRegion + run)), 16 * runItem);
+        hashed.fill(1, runItem, runItem + run);
+        run = 0;
+      };
+      for (let r = 0; r < regions.length; r++) {
+        const { item, from, to } = regions[r]!;
         const count = Math.ceil((to - from) / blockSizes[item]!);
         const own = sums[item];
         if (own) for (let c = 0; c < count; c++) own.push(result.sums[at++]!);
@@ -218,11 +229,16 @@ export async function writeThroughWindows(
           for (let c = 0; c < count; c++) exact[c] = result.sums[at++]!;
           sums[item] = exact;
         }
-        if (to === items[item]!.byteLength && got) {
-          hashed[item] = 1;
-          for (let b = 0; b < 16; b++) digests[16 * item + b] = got[16 * r + b]!;
+        if (to !== items[item]!.byteLength || !got) continue;
+        if (run > 0 && item === runItem + run && r === runRegion + run) run++;
+        else {
+          flush();
+          runItem = item;
+          runRegion = r;
+          run = 1;
         }
-      });
+      }
+      flush();
     }
     return { sums, hashed, digests };
   };
