@@ -35,6 +35,7 @@ function recordingFs(
 } {
   const base = nodeFs as unknown as FsPromisesLike;
   const rec: Recorded = { flags: [], directWrites: [], sources: [], open: 0 };
+  let writesInOrder: Promise<void> = Promise.resolve();
   const fail = (code: string, message: string): Error => Object.assign(new Error(`${code}: ${message}`), { code });
   const fs: FsPromisesLike = {
     ...base,
@@ -67,7 +68,19 @@ function recordingFs(
               throw fail("ENOSPC", "no space left on device, write");
           }
           // Slow writes: memory given back too early would be overwritten before it is written.
-          if (faults.slowWrites) await new Promise((resolve) => setTimeout(resolve, 5));
+          // They finish in the order they started, so a buffered body's writes in flight settle
+          // one by one and its mark moves more than once, however loaded the machine is.
+          if (faults.slowWrites) {
+            const written = writesInOrder.then(async () => {
+              await new Promise((resolve) => setTimeout(resolve, 5));
+              return handle.write(buffer, offset, length, position);
+            });
+            writesInOrder = written.then(
+              () => undefined,
+              () => undefined,
+            );
+            return written;
+          }
           return handle.write(buffer, offset, length, position);
         },
       };
